@@ -1,0 +1,33 @@
+"""rag_eval: stage-aware evaluation of retrieval for RAG, with a metric engine correct to trec_eval's digits.
+
+    >>> import rag_eval
+    >>> qrels = rag_eval.Qrels.from_trec("qrels.txt")
+    >>> run = rag_eval.Run.from_trec("bm25.trec")
+    >>> report = rag_eval.evaluate(qrels, run, ["ndcg@10", "recall@100"])
+    >>> report.summary  # mean, std, bootstrap CI per run and metric
+
+Layers, each importing only those below it: ``rag_eval.data`` (qrels, runs), ``rag_eval.metrics`` (grammar,
+conventions, kernels), ``rag_eval.adapters`` (frameworks), ``rag_eval.reports`` (evaluate, Report, card),
+``rag_eval.cli``. ``import rag_eval`` loads no framework and no model.
+"""
+
+from ._version import __version__
+from .data.qrels import Qrels
+from .data.run import Run
+from .errors import InputError
+from .metrics.conventions import Conventions
+from .metrics.grammar import Metric, parse_metric
+from .reports.evaluate import evaluate
+from .reports.report import Report
+
+__all__ = [
+    "Conventions",
+    "InputError",
+    "Metric",
+    "Qrels",
+    "Report",
+    "Run",
+    "__version__",
+    "evaluate",
+    "parse_metric",
+]

@@ -1,0 +1,289 @@
+"""Qrels: graded relevance judgements, per query ``doc_id -> int grade``.
+
+A grade of 0 or below means judged non-relevant; which positive grades count as relevant is a convention
+(:class:`rag_eval.Conventions.relevance_threshold`), not a property of the data.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from collections.abc import Mapping
+from functools import cached_property
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InputError
+from ._columns import parse_int, read_columns
+from ._frames import pick_column
+from ._ids import check_ids
+from ._io import InputFile, PathLike, read_input, warn
+from .source import Source
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["Qrels"]
+
+QUERY_COLUMNS = ("query_id", "qid", "query-id")
+DOC_COLUMNS = ("doc_id", "docno", "corpus-id", "docid")
+GRADE_COLUMNS = ("grade", "relevance", "label", "score")
+
+
+class Qrels:
+    """Graded judgements per query. Immutable; build it with one of the ``from_*`` constructors."""
+
+    __slots__ = ("_judgements", "source", "__dict__")
+
+    def __init__(self, judgements: Mapping[str, Mapping[str, int]], *, source: Source | None = None) -> None:
+        """Judgements as ``{query_id: {doc_id: grade}}`` (the form pytrec_eval takes); validated and copied."""
+        self._judgements = _validated(judgements, "qrels")
+        self.source = source
+
+    # ----- constructors -------------------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, judgements: Mapping[str, Mapping[str, int]]) -> Qrels:
+        """From ``{query_id: {doc_id: grade}}``. Int ids are converted to str with one warning."""
+        return cls(judgements)
+
+    @classmethod
+    def from_trec(cls, path: PathLike) -> Qrels:
+        """From a TREC qrels file: ``qid iter docid grade`` per line (``.gz`` read transparently)."""
+        file = read_input(path)
+        cols = read_columns(
+            file, fields={2: "str", 3: "int"}, min_fields=4, max_fields=4, layout="qid iter docid grade"
+        )
+        return cls._from_columns(file, cols.query_ids, cols.query_codes, cols.fields[2], cols.fields[3])
+
+    @classmethod
+    def from_beir(cls, path: PathLike) -> Qrels:
+        """From a BEIR qrels TSV: a header line, then ``query-id  corpus-id  score`` per line."""
+        file = read_input(path)
+        lines = iter(file.lines())
+        try:
+            _, header = next(lines)
+        except StopIteration:
+            raise file.error("empty file") from None
+        names = header.strip().split("\t")
+        try:
+            q, d, g = (pick_column(names, c, "column") for c in (QUERY_COLUMNS, DOC_COLUMNS, GRADE_COLUMNS))
+        except InputError as exc:
+            raise file.error(f"header: {exc.problem}", 1) from None
+        queries: list[str] = []
+        docs: list[str] = []
+        grades: list[int] = []
+        for number, line in lines:
+            parts = line.rstrip("\r\n").split("\t")
+            if len(parts) != len(names):
+                raise file.error(f"expected {len(names)} tab-separated fields, found {len(parts)}", number)
+            queries.append(parts[names.index(q)])
+            docs.append(parts[names.index(d)])
+            grades.append(_parse_grade(parts[names.index(g)], file, number))
+        uniq = list(dict.fromkeys(queries))
+        where = {qid: i for i, qid in enumerate(uniq)}
+        codes = np.fromiter((where[x] for x in queries), dtype=np.int64, count=len(queries))
+        return cls._from_columns(file, uniq, codes, np.array(docs, dtype=object), np.array(grades, np.int64))
+
+    @classmethod
+    def from_jsonl(cls, path: PathLike) -> Qrels:
+        """From JSON lines, one judgement each: ``{"query_id": ..., "doc_id": ..., "grade": ...}``.
+
+        The PyTerrier (``qid, docno, label``) and ir_measures (``query_id, doc_id, relevance``) keys work too.
+        """
+        file = read_input(path)
+        queries, docs, grades = [], [], []
+        for number, line in file.lines():
+            record = _json_record(file, number, line)
+            try:
+                q, d, g = (record[pick_column(record, c, "key")] for c in (QUERY_COLUMNS, DOC_COLUMNS, GRADE_COLUMNS))
+            except InputError as exc:
+                raise file.error(exc.problem, number) from None
+            queries.append(q)
+            docs.append(d)
+            if not isinstance(g, numbers.Integral) and not (isinstance(g, float) and g.is_integer()):
+                raise file.error(f"grade {g!r} is not an integer", number)
+            grades.append(int(g))
+        qids = check_ids(np.array(queries, dtype=object), "query id", file.path)
+        uniq = list(dict.fromkeys(qids.tolist()))
+        where = {qid: i for i, qid in enumerate(uniq)}
+        codes = np.fromiter((where[x] for x in qids), dtype=np.int64, count=len(qids))
+        docs_arr = check_ids(np.array(docs, dtype=object), "doc id", file.path)
+        return cls._from_columns(file, uniq, codes, docs_arr, np.array(grades, np.int64))
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame) -> Qrels:
+        """From a DataFrame with columns ``query_id, doc_id, grade`` (or PyTerrier's ``qid, docno, label``,
+        or ir_measures' ``query_id, doc_id, relevance``)."""
+        q, d, g = (pick_column(list(frame.columns), c, "column") for c in (QUERY_COLUMNS, DOC_COLUMNS, GRADE_COLUMNS))
+        grades = frame[g].to_numpy()
+        if grades.dtype.kind not in "iu":
+            try:
+                as_float = grades.astype(np.float64)
+            except (TypeError, ValueError):
+                raise InputError(f"column {g!r} holds values that are not integers", source="DataFrame") from None
+            bad = ~np.isfinite(as_float) | (as_float != np.round(as_float))
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise InputError(f"row {i}: grade {grades[i]!r} is not an integer", source="DataFrame")
+            grades = as_float
+        qids = check_ids(frame[q].to_numpy(dtype=object), "query id", "DataFrame")
+        docs = check_ids(frame[d].to_numpy(dtype=object), "doc id", "DataFrame")
+        uniq = list(dict.fromkeys(qids.tolist()))
+        where = {qid: i for i, qid in enumerate(uniq)}
+        codes = np.fromiter((where[x] for x in qids), dtype=np.int64, count=len(qids))
+        return cls._from_columns(None, uniq, codes, docs, grades.astype(np.int64))
+
+    @classmethod
+    def load(cls, path: PathLike) -> Qrels:
+        """Read a qrels file, telling the format from its content: JSONL, a BEIR TSV with a header, or TREC."""
+        file = read_input(path)
+        first = next(file.lines())[1].strip()
+        if first.startswith("{"):
+            return cls.from_jsonl(path)
+        names = first.split("\t")
+        if any(n in QUERY_COLUMNS for n in names) and any(n in GRADE_COLUMNS for n in names):
+            return cls.from_beir(path)
+        return cls.from_trec(path)
+
+    @classmethod
+    def _from_columns(
+        cls, file: InputFile | None, query_ids: list[str], codes: np.ndarray, docs: np.ndarray, grades: np.ndarray
+    ) -> Qrels:
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(query_ids) + 1))
+        docs = docs[order]
+        grades_list = grades[order].tolist()
+        judgements: dict[str, dict[str, int]] = {}
+        duplicates = 0
+        for i, qid in enumerate(query_ids):
+            a, b = bounds[i], bounds[i + 1]
+            per_query = dict(zip(docs[a:b].tolist()[::-1], grades_list[a:b][::-1]))  # first judgement wins
+            duplicates += (b - a) - len(per_query)
+            judgements[qid] = dict(reversed(per_query.items()))
+        where = file.path if file else "DataFrame"
+        if duplicates:
+            warn(f"{where}: {duplicates} duplicate judgement(s) of the same document for a query; kept the first")
+        qrels = cls.__new__(cls)
+        qrels._judgements = judgements
+        qrels.source = Source.of(file) if file else None
+        return qrels
+
+    # ----- reading ------------------------------------------------------------------------------------------
+    @property
+    def query_ids(self) -> tuple[str, ...]:
+        return tuple(self._judgements)
+
+    def __len__(self) -> int:
+        return len(self._judgements)
+
+    def __contains__(self, query_id: object) -> bool:
+        return query_id in self._judgements
+
+    def __getitem__(self, query_id: str) -> Mapping[str, int]:
+        return MappingProxyType(self._judgements[query_id])
+
+    def __iter__(self):
+        return iter(self._judgements)
+
+    def __repr__(self) -> str:
+        origin = f" from {self.source.path!r}" if self.source and self.source.path else ""
+        return f"Qrels({len(self)} queries, {self.num_judgements} judgements{origin})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Qrels) and self._judgements == other._judgements
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @cached_property
+    def num_judgements(self) -> int:
+        return sum(map(len, self._judgements.values()))
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        """``{query_id: {doc_id: grade}}``, a copy (the form pytrec_eval takes)."""
+        return {q: dict(j) for q, j in self._judgements.items()}
+
+    def to_frame(self) -> pd.DataFrame:
+        """A DataFrame with columns ``query_id, doc_id, grade``."""
+        import pandas as pd
+
+        queries, offsets, grades = self.columns
+        lengths = np.diff(offsets)
+        docs = [d for j in self._judgements.values() for d in j]
+        return pd.DataFrame(
+            {"query_id": np.repeat(np.array(queries, dtype=object), lengths), "doc_id": docs, "grade": grades}
+        )
+
+    def to_trec(self, path: PathLike) -> None:
+        """Write a TREC qrels file."""
+        with open(path, "w", encoding="utf-8") as out:
+            for q, judged in self._judgements.items():
+                out.writelines(f"{q} 0 {d} {g}\n" for d, g in judged.items())
+
+    # ----- for the metric engine ----------------------------------------------------------------------------
+    @property
+    def judgements(self) -> Mapping[str, dict[str, int]]:
+        """The per-query judgement dicts, read-only by convention (the metric engine's lookup tables)."""
+        return MappingProxyType(self._judgements)
+
+    @cached_property
+    def columns(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """``(query_ids, offsets, grades)``: every grade, grouped by query; query ``i`` owns
+        ``grades[offsets[i]:offsets[i+1]]``."""
+        lengths = np.fromiter(map(len, self._judgements.values()), np.int64, len(self._judgements))
+        offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        grades = np.fromiter((g for j in self._judgements.values() for g in j.values()), np.int64, int(offsets[-1]))
+        return list(self._judgements), offsets, grades
+
+
+def _parse_grade(text: str, file: InputFile, number: int) -> int:
+    grade = parse_int(text)
+    if grade is None:
+        raise file.error(f"grade {text!r} is not an integer", number)
+    return grade
+
+
+def _json_record(file: InputFile, number: int, line: str) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise file.error(f"not valid JSON ({exc.msg})", number) from None
+    if not isinstance(record, dict):
+        raise file.error("expected a JSON object", number)
+    return record
+
+
+def _validated(judgements: Mapping[str, Mapping[str, int]], where: str) -> dict[str, dict[str, int]]:
+    if not isinstance(judgements, Mapping):
+        raise TypeError(f"qrels must be a mapping {{query_id: {{doc_id: grade}}}}, not {type(judgements).__name__}")
+    qids = check_ids(np.fromiter(judgements.keys(), dtype=object, count=len(judgements)), "query id", where)
+    out: dict[str, dict[str, int]] = {}
+    converted_docs = False
+    for qid, (raw_qid, judged) in zip(qids.tolist(), judgements.items()):
+        if not isinstance(judged, Mapping):
+            raise InputError(f"query {qid!r}: judgements must be a mapping doc_id -> grade", source=where)
+        per_query = dict(judged)
+        if not all(type(d) is str for d in per_query):
+            fixed = {}
+            for d, g in per_query.items():
+                if isinstance(d, numbers.Integral) and not isinstance(d, bool):
+                    converted_docs = True
+                    d = str(int(d))
+                elif not isinstance(d, str):
+                    raise InputError(f"query {qid!r}: doc id {d!r} is a {type(d).__name__}, not a str", source=where)
+                fixed[d] = g
+            per_query = fixed
+        if not all(type(g) is int for g in per_query.values()):
+            for d, g in per_query.items():
+                if isinstance(g, numbers.Integral) and not isinstance(g, bool):
+                    per_query[d] = int(g)
+                elif isinstance(g, float) and g.is_integer():
+                    per_query[d] = int(g)
+                else:
+                    raise InputError(f"query {qid!r}, doc {d!r}: grade {g!r} is not an integer", source=where)
+        out[qid] = per_query
+    if converted_docs:
+        warn(f"{where}: doc ids given as int were converted to str")
+    return out

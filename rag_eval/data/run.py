@@ -1,0 +1,433 @@
+"""Run: per query, a ranked list of doc ids, each with an optional score; columnar.
+
+A run knows how its ranking is decided: **by score** (score descending, ties broken by the tie rule of the
+evaluation's conventions; what a TREC run file means) or **as given** (the order a retriever returned; scores
+are data and are never used to re-sort). The two constructors, :meth:`Run.from_scores` and
+:meth:`Run.from_ranking`, make that choice explicit.
+
+Entries are stored in CSR form (query ``i`` owns entries ``offsets[i]:offsets[i+1]``): an object array of doc
+ids and a float array of scores, never a Python object per result.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from collections.abc import Mapping, Sequence
+from itertools import chain
+from operator import methodcaller
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from ..errors import InputError
+from ._columns import line_number, read_columns
+from ._frames import find_column, pick_column
+from ._ids import check_ids
+from ._io import InputFile, PathLike, read_input, warn
+from .ranking import ranked_permutation, strictly_decreasing_scores
+from .source import Source
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["Run"]
+
+Order = Literal["score", "given"]
+QUERY_COLUMNS = ("query_id", "qid")
+DOC_COLUMNS = ("doc_id", "docno")
+SCORE_COLUMNS = ("score",)
+RANK_COLUMNS = ("rank",)
+
+
+class Run:
+    """Ranked results per query. Immutable; build it with one of the ``from_*`` constructors."""
+
+    __slots__ = ("name", "source", "notes", "tag", "_query_ids", "_offsets", "_doc_ids", "_scores", "_by_score", "_memo")
+
+    def __init__(self) -> None:
+        raise TypeError("build a Run with Run.from_scores, Run.from_ranking, Run.from_trec, ... (see help(Run))")
+
+    # ----- constructors -------------------------------------------------------------------------------------
+    @classmethod
+    def from_scores(cls, scores: Mapping[str, Mapping[str, float]], *, name: str = "run") -> Run:
+        """From ``{query_id: {doc_id: score}}`` (pytrec_eval's form): ranked by score descending, ties broken
+        by the evaluation's tie rule. Int ids are converted to str with one warning."""
+        if not isinstance(scores, Mapping):
+            raise TypeError(f"scores must be a mapping {{query_id: {{doc_id: score}}}}, not {type(scores).__name__}")
+        query_ids = check_ids(np.fromiter(scores.keys(), object, len(scores)), "query id", name).tolist()
+        for qid, per_query in zip(query_ids, scores.values()):
+            if not isinstance(per_query, Mapping):
+                raise InputError(f"query {qid!r}: expected a mapping doc_id -> score", source=name)
+        lengths = np.fromiter(map(len, scores.values()), np.int64, len(scores))
+        total = int(lengths.sum())
+        docs = np.fromiter(chain.from_iterable(scores.values()), object, total)
+        docs = check_ids(docs, "doc id", name)
+        try:
+            values = np.fromiter(chain.from_iterable(map(methodcaller("values"), scores.values())), np.float64, total)
+        except (TypeError, ValueError):
+            raise _bad_score(scores, name) from None
+        return cls._build(name, query_ids, lengths, docs, values, by_score=True, source=None, dedupe=False)
+
+    @classmethod
+    def from_ranking(
+        cls, ranking: Mapping[str, Sequence[str] | Sequence[tuple[str, float]] | Mapping[str, float]], *, name: str = "run"
+    ) -> Run:
+        """From ``{query_id: [doc_id, ...]}`` in ranked order, what a retriever returned. Each item may also be a
+        ``(doc_id, score)`` pair, or the value a ``{doc_id: score}`` mapping in ranked order; scores are kept as
+        data and never used to re-sort. A doc id repeated within a query is kept once, at its first position."""
+        if not isinstance(ranking, Mapping):
+            raise TypeError(f"ranking must be a mapping {{query_id: [doc_id, ...]}}, not {type(ranking).__name__}")
+        query_ids = check_ids(np.fromiter(ranking.keys(), object, len(ranking)), "query id", name).tolist()
+        docs: list[Any] = []
+        values: list[float] = []
+        lengths = np.zeros(len(query_ids), np.int64)
+        with_scores: bool | None = None
+        for i, (qid, items) in enumerate(zip(query_ids, ranking.values())):
+            if isinstance(items, Mapping):
+                items = list(items.items())
+            elif isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+                raise InputError(f"query {qid!r}: expected a list of doc ids in ranked order", source=name)
+            for item in items:
+                pair = isinstance(item, (tuple, list))
+                if with_scores is None:
+                    with_scores = pair
+                if pair != with_scores:
+                    raise InputError(f"query {qid!r}: mixes bare doc ids and (doc_id, score) pairs", source=name)
+                if pair:
+                    if len(item) != 2:
+                        raise InputError(f"query {qid!r}: expected (doc_id, score), got {item!r}", source=name)
+                    docs.append(item[0])
+                    values.append(_as_score(item[1], qid, item[0], name))
+                else:
+                    docs.append(item)
+            lengths[i] = len(items)
+        doc_array = check_ids(np.array(docs, dtype=object) if docs else np.empty(0, object), "doc id", name)
+        score_array = np.array(values, dtype=np.float64) if with_scores else None
+        return cls._build(name, query_ids, lengths, doc_array, score_array, by_score=False, source=None, dedupe=True)
+
+    @classmethod
+    def from_trec(cls, path: PathLike, *, name: str | None = None) -> Run:
+        """From a TREC run file: ``qid Q0 docid rank score tag`` per line, ranked by score.
+
+        As in trec_eval: a line needs at least 6 whitespace-separated fields, fields after the 6th are ignored,
+        and the rank column is not used. ``.gz`` files are read transparently. ``name`` defaults to the file name.
+        """
+        file = read_input(path)
+        cols = read_columns(
+            file, fields={2: "str", 4: "float", 5: "str"}, min_fields=6, max_fields=None,
+            layout="qid Q0 docid rank score tag",
+        )
+        scores = cols.fields[4]
+        bad = ~np.isfinite(scores) & np.isnan(scores)
+        if bad.any():
+            raise file.error("score is NaN", line_number(file, int(np.flatnonzero(bad)[0])))
+        run = cls._from_rows(
+            name or file.name, cols.query_ids, cols.query_codes, cols.fields[2], scores, by_score=True, file=file
+        )
+        tags = cols.fields[5]
+        run.tag = str(tags[0]) if len(tags) else None
+        return run
+
+    @classmethod
+    def from_jsonl(cls, path: PathLike, *, name: str | None = None, order: Order = "score") -> Run:
+        """From JSON lines, one result each: ``{"query_id": ..., "doc_id": ..., "score": ...}`` (PyTerrier's
+        ``qid, docno`` work too). ``order="score"`` ranks by score; ``order="given"`` keeps the file's order
+        within each query (scores optional)."""
+        file = read_input(path)
+        queries, docs, values = [], [], []
+        for number, line in file.lines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise file.error(f"not valid JSON ({exc.msg})", number) from None
+            if not isinstance(record, dict):
+                raise file.error("expected a JSON object", number)
+            try:
+                q = record[pick_column(record, QUERY_COLUMNS, "key")]
+                d = record[pick_column(record, DOC_COLUMNS, "key")]
+            except InputError as exc:
+                raise file.error(exc.problem, number) from None
+            score_key = find_column(record, SCORE_COLUMNS)
+            if score_key is None and order == "score":
+                raise file.error("no 'score' key (use order='given' for a ranking without scores)", number)
+            queries.append(q)
+            docs.append(d)
+            if score_key is not None:
+                value = record[score_key]
+                if not isinstance(value, numbers.Real) or isinstance(value, bool) or value != value:
+                    raise file.error(f"score {value!r} is not a number", number)
+                values.append(float(value))
+            elif values:
+                raise file.error("some lines have a 'score' and this one has none", number)
+        qids = check_ids(np.array(queries, dtype=object), "query id", file.path)
+        uniq = list(dict.fromkeys(qids.tolist()))
+        where = {q: i for i, q in enumerate(uniq)}
+        codes = np.fromiter((where[q] for q in qids), np.int64, len(qids))
+        scores = np.array(values, dtype=np.float64) if values else None
+        docs_arr = check_ids(np.array(docs, dtype=object), "doc id", file.path)
+        return cls._from_rows(name or file.name, uniq, codes, docs_arr, scores, by_score=order == "score", file=file)
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, *, name: str = "run", order: Order = "score") -> Run:
+        """From a DataFrame with columns ``query_id, doc_id, score`` (PyTerrier's ``qid, docno, score`` and
+        ir_measures' names work too). ``order="score"`` ranks by score; ``order="given"`` keeps the row order
+        within each query (a ``rank`` column, if present, is not used)."""
+        q = pick_column(frame.columns, QUERY_COLUMNS, "column")
+        d = pick_column(frame.columns, DOC_COLUMNS, "column")
+        s = find_column(frame.columns, SCORE_COLUMNS)
+        if s is None and order == "score":
+            raise InputError("no 'score' column (use order='given' for a ranking without scores)", source="DataFrame")
+        qids = check_ids(frame[q].to_numpy(dtype=object), "query id", "DataFrame")
+        docs = check_ids(frame[d].to_numpy(dtype=object), "doc id", "DataFrame")
+        scores = None
+        if s is not None:
+            try:
+                scores = frame[s].to_numpy(dtype=np.float64)
+            except (TypeError, ValueError):
+                raise InputError(f"column {s!r} holds values that are not numbers", source="DataFrame") from None
+            if np.isnan(scores).any():
+                row = int(np.flatnonzero(np.isnan(scores))[0])
+                raise InputError(f"row {row}: score is missing or NaN", source="DataFrame")
+        codes, uniq = _factorize(qids)
+        return cls._from_rows(name, uniq, codes, docs, scores, by_score=order == "score", file=None)
+
+    @classmethod
+    def load(cls, path: PathLike, *, name: str | None = None) -> Run:
+        """Read a run file, telling JSONL (first line starts with ``{``) from a TREC run."""
+        file = read_input(path)
+        first = next(file.lines())[1].lstrip()
+        return cls.from_jsonl(path, name=name) if first.startswith("{") else cls.from_trec(path, name=name)
+
+    # ----- internal construction ----------------------------------------------------------------------------
+    @classmethod
+    def _from_rows(
+        cls, name: str, query_ids: list[str], codes: np.ndarray, docs: np.ndarray, scores: np.ndarray | None,
+        *, by_score: bool, file: InputFile | None,
+    ) -> Run:
+        """Rows in any query order (stably grouped here, keeping each query's rows in file order)."""
+        if len(codes) > 1 and (np.diff(codes) < 0).any():
+            order = np.argsort(codes, kind="stable")
+            codes, docs = codes[order], docs[order]
+            scores = scores[order] if scores is not None else None
+        # queries may be interleaved but not revisited once grouped; the ids must follow group order
+        starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if len(codes) else np.empty(0, np.int64)
+        group_codes = codes[starts]
+        lengths = np.diff(np.r_[starts, len(codes)])
+        ordered_ids = [query_ids[c] for c in group_codes.tolist()]
+        source = Source.of(file) if file else None
+        return cls._build(name, ordered_ids, lengths, docs, scores, by_score=by_score, source=source, dedupe=True)
+
+    @classmethod
+    def _build(
+        cls, name: str, query_ids: list[str], lengths: np.ndarray, docs: np.ndarray, scores: np.ndarray | None,
+        *, by_score: bool, source: Source | None, dedupe: bool,
+    ) -> Run:
+        if scores is not None and np.isnan(scores).any():
+            i = int(np.flatnonzero(np.isnan(scores))[0])
+            raise InputError(f"doc {docs[i]!r}: score is NaN", source=name)
+        offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        notes: list[str] = []
+        if dedupe:
+            keep = _first_occurrences(offsets, docs, scores if by_score else None)
+            if keep is not None:
+                dropped = len(docs) - int(keep.sum())
+                where = source.path if source else name
+                warn(f"{where}: {dropped} repeated doc id(s) within a query kept once, at the first position")
+                notes.append(f"{dropped} repeated doc id(s) within a query kept once, at the first position")
+                query = np.repeat(np.arange(len(lengths)), lengths)
+                lengths = np.bincount(query[keep], minlength=len(lengths)).astype(np.int64)
+                docs = docs[keep]
+                scores = scores[keep] if scores is not None else None
+                np.cumsum(lengths, out=offsets[1:])
+        run = object.__new__(cls)
+        run.name = name
+        run.source = source
+        run.notes = tuple(notes)
+        run.tag = None
+        run._query_ids = list(query_ids)
+        run._offsets = offsets
+        run._doc_ids = docs
+        run._scores = scores
+        run._by_score = by_score
+        run._memo = {}
+        return run
+
+    # ----- reading ------------------------------------------------------------------------------------------
+    @property
+    def query_ids(self) -> tuple[str, ...]:
+        return tuple(self._query_ids)
+
+    @property
+    def ranked_by(self) -> Order:
+        """``"score"`` (score descending, ties by the conventions' rule) or ``"given"`` (the stored order)."""
+        return "score" if self._by_score else "given"
+
+    @property
+    def num_entries(self) -> int:
+        return int(self._offsets[-1])
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """CSR row pointers: query ``i`` owns entries ``offsets[i]:offsets[i+1]`` (read-only view)."""
+        view = self._offsets.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def doc_ids(self) -> np.ndarray:
+        """Doc ids of every entry in stored order (read-only view)."""
+        view = self._doc_ids.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def scores(self) -> np.ndarray | None:
+        """Scores of every entry in stored order, or None for a ranking given without scores (read-only)."""
+        if self._scores is None:
+            return None
+        view = self._scores.view()
+        view.flags.writeable = False
+        return view
+
+    def __len__(self) -> int:
+        return len(self._query_ids)
+
+    def __contains__(self, query_id: object) -> bool:
+        return query_id in self._index
+
+    def __repr__(self) -> str:
+        return f"Run({self.name!r}, {len(self)} queries, {self.num_entries} results, ranked by {self.ranked_by})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Run):
+            return NotImplemented
+        return (
+            self._by_score == other._by_score
+            and self._query_ids == other._query_ids
+            and np.array_equal(self._offsets, other._offsets)
+            and np.array_equal(self._doc_ids, other._doc_ids)
+            and (
+                (self._scores is None and other._scores is None)
+                or (self._scores is not None and other._scores is not None and np.array_equal(self._scores, other._scores))
+            )
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def _index(self) -> dict[str, int]:
+        index = self._memo.get("index")
+        if index is None:
+            index = self._memo["index"] = {q: i for i, q in enumerate(self._query_ids)}
+        return index
+
+    def ranking(self, query_id: str, *, ties: str = "trec_eval") -> list[tuple[str, float | None]]:
+        """One query's results in ranked order, as ``(doc_id, score)`` pairs."""
+        i = self._index[query_id]
+        perm = self.ranked(ties)[self._offsets[i] : self._offsets[i + 1]]
+        scores = self._scores[perm].tolist() if self._scores is not None else [None] * len(perm)
+        return list(zip(self._doc_ids[perm].tolist(), scores))
+
+    def ranked(self, ties: str = "trec_eval") -> np.ndarray:
+        """Entry indices in ranked order (grouped by query), every tie broken by the rule ``ties``."""
+        if not self._by_score:
+            return np.arange(self.num_entries)
+        perm = self._memo.get(("ranked", ties))
+        if perm is None:
+            perm = ranked_permutation(self._offsets, self._scores, self._doc_ids, ties)
+            perm.flags.writeable = False
+            self._memo[("ranked", ties)] = perm
+        return perm
+
+    # ----- writing ------------------------------------------------------------------------------------------
+    def to_frame(self, *, ties: str = "trec_eval") -> pd.DataFrame:
+        """A DataFrame ``query_id, doc_id, rank, score`` in ranked order (rank from 1)."""
+        import pandas as pd
+
+        perm = self.ranked(ties)
+        lengths = np.diff(self._offsets)
+        rank = np.arange(self.num_entries) - np.repeat(self._offsets[:-1], lengths) + 1
+        scores = self._scores[perm] if self._scores is not None else np.full(len(perm), np.nan)
+        return pd.DataFrame(
+            {
+                "query_id": np.repeat(np.array(self._query_ids, dtype=object), lengths),
+                "doc_id": self._doc_ids[perm],
+                "rank": rank,
+                "score": scores,
+            }
+        )
+
+    def _export_scores(self, ties: str) -> tuple[np.ndarray, np.ndarray]:
+        perm = self.ranked(ties)
+        ranked = self._scores[perm] if self._scores is not None else None
+        return perm, strictly_decreasing_scores(self._offsets, ranked)
+
+    def to_dict(self, *, ties: str = "trec_eval") -> dict[str, dict[str, float]]:
+        """``{query_id: {doc_id: score}}`` in pytrec_eval's form, with scores strictly decreasing with rank so
+        that a tool which re-sorts by score keeps this run's order."""
+        perm, scores = self._export_scores(ties)
+        docs = self._doc_ids[perm].tolist()
+        values = scores.tolist()
+        o = self._offsets.tolist()
+        return {q: dict(zip(docs[o[i] : o[i + 1]], values[o[i] : o[i + 1]])) for i, q in enumerate(self._query_ids)}
+
+    def to_trec(self, path: PathLike, *, tag: str | None = None, ties: str = "trec_eval") -> None:
+        """Write a TREC run file. Scores strictly decrease with rank (see :meth:`to_dict`), so trec_eval ranks
+        exactly as this run does."""
+        perm, scores = self._export_scores(ties)
+        docs = self._doc_ids[perm].tolist()
+        values = scores.tolist()
+        tag = tag or self.tag or self.name
+        o = self._offsets.tolist()
+        with open(path, "w", encoding="utf-8") as out:
+            for i, q in enumerate(self._query_ids):
+                out.writelines(
+                    f"{q} Q0 {docs[j]} {j - o[i] + 1} {values[j]!r} {tag}\n" for j in range(o[i], o[i + 1])
+                )
+
+
+def _factorize(ids: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    uniq = list(dict.fromkeys(ids.tolist()))
+    where = {q: i for i, q in enumerate(uniq)}
+    return np.fromiter((where[q] for q in ids), np.int64, len(ids)), uniq
+
+
+def _first_occurrences(offsets: np.ndarray, docs: np.ndarray, scores: np.ndarray | None) -> np.ndarray | None:
+    """A keep-mask that drops repeated doc ids within a query (None when there are none).
+
+    The kept copy is the first in ranked order: the highest-scoring one for a run ranked by score (the first
+    given among equal scores), the first in the list otherwise.
+    """
+    o = offsets.tolist()
+    repeated = [i for i in range(len(o) - 1) if len(set(docs[o[i] : o[i + 1]].tolist())) != o[i + 1] - o[i]]
+    if not repeated:
+        return None
+    keep = np.ones(len(docs), dtype=bool)
+    for i in repeated:
+        a, b = o[i], o[i + 1]
+        order = range(a, b) if scores is None else (a + np.argsort(-scores[a:b], kind="stable")).tolist()
+        seen: set[str] = set()
+        for j in order:
+            if docs[j] in seen:
+                keep[j] = False
+            else:
+                seen.add(docs[j])
+    return keep
+
+
+def _as_score(value: Any, qid: str, doc: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
+        raise InputError(f"query {qid!r}, doc {doc!r}: score {value!r} is not a number", source=where)
+    return float(value)
+
+
+def _bad_score(scores: Mapping[str, Mapping[str, Any]], where: str) -> InputError:
+    for qid, per_query in scores.items():
+        for doc, value in per_query.items():
+            try:
+                _as_score(value, qid, doc, where)
+            except InputError as exc:
+                return exc
+    return InputError("a score is not a number", source=where)

@@ -1,0 +1,81 @@
+"""Conventions: every choice that changes a metric's value without changing its name, decided once and shown.
+
+Two presets: ``"default"`` (what a RAG evaluation wants) and ``"trec_eval"`` (reproduces trec_eval exactly; its
+``-c``, ``-M N``, ``-l N`` and ``-J`` flags map to ``missing_run="zero"``, ``max_depth=N``,
+``relevance_threshold=N`` and ``unjudged="remove"``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..data.ranking import TIE_RULES
+
+__all__ = ["Conventions", "PRESETS", "resolve_conventions"]
+
+
+class Conventions(BaseModel):
+    """How metric values are decided where the metric's name leaves it open. Every field has a default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ties: Literal["trec_eval", "doc_id", "input_order"] = Field(
+        "trec_eval",
+        description="How results with equal scores are ordered in a run ranked by score: 'trec_eval' = doc id "
+        "descending as strings (trec_eval, pytrec_eval, ir_measures), 'doc_id' = ascending, 'input_order' = as "
+        "given. A run built from a given order is never re-sorted.",
+    )
+    relevance_threshold: int = Field(
+        1, ge=1, description="Lowest grade that counts as relevant for the binary metrics (trec_eval -l)."
+    )
+    gain: Literal["exp", "linear"] = Field(
+        "exp", description="nDCG gain of a grade g > 0: 'exp' = 2^g - 1, 'linear' = g (trec_eval)."
+    )
+    no_relevant: Literal["zero", "skip"] = Field(
+        "zero",
+        description="A query with judgements but no relevant document: 'zero' = counted (recall-like metrics "
+        "score 0, as trec_eval does), 'skip' = left out of every metric and listed in the card.",
+    )
+    missing_run: Literal["zero", "skip"] = Field(
+        "zero",
+        description="A query in the qrels that the run has no results for: 'zero' = counted as an empty ranking "
+        "(trec_eval -c), 'skip' = left out and listed in the card (trec_eval without -c).",
+    )
+    unjudged: Literal["keep", "remove"] = Field(
+        "keep",
+        description="Unjudged results: 'keep' = non-relevant where they stand, 'remove' = dropped before "
+        "measuring, a condensed list (trec_eval -J).",
+    )
+    negative_grades: Literal["nonrelevant", "unjudged"] = Field(
+        "nonrelevant",
+        description="A grade below 0: 'nonrelevant' = judged non-relevant, like 0; 'unjudged' = in the pool but "
+        "not judged (trec_eval: skipped by bpref, removed by -J).",
+    )
+    max_depth: int | None = Field(
+        None, ge=1, description="Only the top N of each ranking are evaluated, after ranking (trec_eval -M N)."
+    )
+
+    def replace(self, **changes: object) -> Conventions:
+        """A copy with some fields changed (validated)."""
+        return Conventions.model_validate(self.model_dump() | changes)
+
+    @property
+    def tie_rule_text(self) -> str:
+        return TIE_RULES[self.ties]
+
+
+PRESETS: dict[str, Conventions] = {
+    "default": Conventions(),
+    "trec_eval": Conventions(gain="linear", missing_run="skip", negative_grades="unjudged"),
+}
+
+
+def resolve_conventions(conventions: Conventions | str) -> Conventions:
+    """A Conventions object, or the preset of that name."""
+    if isinstance(conventions, Conventions):
+        return conventions
+    if isinstance(conventions, str) and conventions in PRESETS:
+        return PRESETS[conventions]
+    raise ValueError(f"conventions must be a Conventions object or one of {sorted(PRESETS)}, not {conventions!r}")

@@ -1,0 +1,73 @@
+"""The metric card: what a set of numbers means. Attached to every Report.
+
+It records the conventions, the metrics (canonical names), every input (path and SHA-256 of the file as
+stored, or "in memory"), and for each run the queries counted and those left out, with the reason.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .._version import __version__
+from ..metrics.conventions import PRESETS, Conventions
+
+
+class InputRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    role: str  # "qrels" or "run"
+    name: str
+    path: str | None = None  # None: built in memory
+    sha256: str | None = None
+    ranked_by: str | None = None  # runs: "score" or "given"
+    notes: list[str] = Field(default_factory=list)
+
+
+class QueryRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    run: str
+    counted: int
+    left_out: dict[str, list[str]] = Field(default_factory=dict)  # reason -> query ids
+
+
+class MetricCard(BaseModel):
+    """Everything needed to read, trust and reproduce a report's numbers."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rag_eval_version: str = __version__
+    conventions: Conventions
+    preset: str | None = None  # the preset the conventions equal, if any
+    metrics: list[str]
+    inputs: list[InputRecord]
+    queries: list[QueryRecord]
+
+    @classmethod
+    def build(
+        cls, conventions: Conventions, metrics: list[str], inputs: list[InputRecord], queries: list[QueryRecord]
+    ) -> MetricCard:
+        preset = next((name for name, c in PRESETS.items() if c == conventions), None)
+        return cls(conventions=conventions, preset=preset, metrics=metrics, inputs=inputs, queries=queries)
+
+    def render(self) -> str:
+        """A short human-readable text (what the CLI prints to stderr)."""
+        conv = self.conventions
+        lines = [
+            f"rag_eval {self.rag_eval_version} metric card",
+            f"  conventions: {self.preset or 'custom'} ("
+            + ", ".join(f"{k}={v}" for k, v in conv.model_dump().items())
+            + ")",
+            f"  metrics: {', '.join(self.metrics)}",
+        ]
+        for record in self.inputs:
+            where = f"{record.path} sha256:{record.sha256}" if record.path else "in memory"
+            extra = f", ranked by {record.ranked_by}" if record.ranked_by else ""
+            lines.append(f"  {record.role} {record.name!r}: {where}{extra}")
+            lines.extend(f"    note: {n}" for n in record.notes)
+        for q in self.queries:
+            lines.append(f"  run {q.run!r}: {q.counted} queries counted")
+            for reason, ids in q.left_out.items():
+                shown = ", ".join(ids[:10]) + (f", ... ({len(ids) - 10} more)" if len(ids) > 10 else "")
+                lines.append(f"    left out, {reason}: {len(ids)} ({shown})")
+        return "\n".join(lines)

@@ -1,0 +1,90 @@
+"""``rag_eval.evaluate``: the one entry point. Qrels and runs in, a Report out; inputs are never changed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..data.qrels import Qrels
+from ..data.run import Run
+from ..metrics.conventions import Conventions, resolve_conventions
+from ..metrics.engine import evaluate_run
+from ..metrics.grammar import Metric, parse_metrics
+from .card import InputRecord, MetricCard, QueryRecord
+from .report import Report, RunScores
+
+__all__ = ["DEFAULT_METRICS", "evaluate"]
+
+DEFAULT_METRICS = ("ndcg@10", "recall@10", "recall@100", "precision@10", "mrr@10", "ap", "judged@10")
+
+
+def evaluate(
+    qrels: Qrels | Mapping[str, Mapping[str, int]],
+    runs: Run | Sequence[Run] | Mapping[str, Run],
+    metrics: str | Metric | Sequence[str | Metric] | None = None,
+    *,
+    conventions: Conventions | str = "default",
+) -> Report:
+    """Measure one or more runs against the qrels.
+
+    ``runs`` is a :class:`Run`, a list of runs (named by ``Run.name``) or a ``{name: run}`` mapping.
+    ``metrics`` are names in rag_eval's grammar (e.g. ``"ndcg@10"``, ``"P(rel=2)@5"``, trec_eval's ``"P_10"``);
+    by default :data:`DEFAULT_METRICS`. ``conventions`` is a :class:`Conventions` or a preset name
+    (``"default"``, ``"trec_eval"``). Always returns a :class:`Report`.
+    """
+    conv = resolve_conventions(conventions)
+    if not isinstance(qrels, Qrels):
+        if isinstance(qrels, Mapping):
+            qrels = Qrels.from_dict(qrels)
+        else:
+            raise TypeError(f"qrels must be a Qrels or a {{query_id: {{doc_id: grade}}}} mapping, not {type(qrels).__name__}")
+    named = _named_runs(runs)
+    metric_list = parse_metrics(list(metrics) if isinstance(metrics, (list, tuple)) else (metrics or list(DEFAULT_METRICS)))
+    if not metric_list:
+        raise ValueError("no metrics requested")
+    scores: dict[str, RunScores] = {}
+    records = []
+    for name, run in named.items():
+        result = evaluate_run(qrels, run, metric_list, conv)
+        matrix = np.column_stack([result.values[m] for m in metric_list]) if result.account.counted else np.zeros((0, len(metric_list)))
+        scores[name] = RunScores(result.account.counted, matrix)
+        records.append(QueryRecord(run=name, counted=len(result.account.counted), left_out=result.account.left_out))
+    inputs = [_record("qrels", "qrels", qrels.source)]
+    inputs += [_record("run", name, run.source, run.ranked_by, list(run.notes)) for name, run in named.items()]
+    card = MetricCard.build(conv, [str(m) for m in metric_list], inputs, records)
+    return Report(scores, metric_list, card)
+
+
+def _named_runs(runs: Run | Sequence[Run] | Mapping[str, Run]) -> dict[str, Run]:
+    if isinstance(runs, Run):
+        return {runs.name: runs}
+    if isinstance(runs, Mapping):
+        named = dict(runs)
+    elif isinstance(runs, Sequence) and not isinstance(runs, (str, bytes)):
+        named = {}
+        for run in runs:
+            if not isinstance(run, Run):
+                break
+            if run.name in named:
+                raise ValueError(f"two runs are named {run.name!r}; pass a {{name: run}} mapping to name them")
+            named[run.name] = run
+    else:
+        named = {}
+    bad = [r for r in (named.values() if named else [runs]) if not isinstance(r, Run)]
+    if bad or not named:
+        raise TypeError(
+            "runs must be a Run, a list of Runs or a {name: Run} mapping (build one with Run.from_scores, "
+            "Run.from_ranking or Run.from_trec)"
+        )
+    for name in named:
+        if not isinstance(name, str):
+            raise TypeError(f"run names must be str, not {type(name).__name__}")
+    return named
+
+
+def _record(role, name, source, ranked_by=None, notes=None) -> InputRecord:
+    return InputRecord(
+        role=role, name=name, path=source.path if source else None, sha256=source.sha256 if source else None,
+        ranked_by=ranked_by, notes=notes or [],
+    )

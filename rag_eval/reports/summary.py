@@ -1,0 +1,50 @@
+"""Averaging per-query values, with their spread: never the mean alone."""
+
+from __future__ import annotations
+
+import numpy as np
+
+SUMMARY_COLUMNS = ["run", "metric", "mean", "sum", "std", "median", "ci_low", "ci_high", "n"]
+
+
+def bootstrap_means(values: np.ndarray, *, resamples: int, seed: int, batch: int = 100) -> np.ndarray:
+    """Means of ``resamples`` bootstrap resamples of the rows of ``values`` ``[queries, metrics]``.
+
+    All metrics share the same resampled queries (the resamples are paired), drawn from a generator seeded
+    with ``seed``, so the same inputs always give the same intervals.
+    """
+    n, m = values.shape
+    rng = np.random.default_rng(seed)
+    out = np.empty((resamples, m))
+    for start in range(0, resamples, batch):
+        b = min(batch, resamples - start)
+        picks = rng.integers(0, n, size=(b, n))
+        counts = np.bincount((picks + np.arange(b)[:, None] * n).ravel(), minlength=b * n).reshape(b, n)
+        out[start : start + b] = counts @ values / n
+    return out
+
+
+def summarize_values(
+    values: np.ndarray, *, resamples: int, confidence: float, seed: int
+) -> dict[str, np.ndarray]:
+    """Mean, sum, sample std, median, bootstrap CI of the mean and n, per column of ``values``."""
+    n, m = values.shape
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), not {confidence}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be 1 or more, not {resamples}")
+    nan = np.full(m, np.nan)
+    if n == 0:
+        return {"mean": nan, "sum": np.zeros(m), "std": nan, "median": nan, "ci_low": nan, "ci_high": nan, "n": np.zeros(m, np.int64)}
+    means = bootstrap_means(values, resamples=resamples, seed=seed)
+    alpha = 1 - confidence
+    low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2], axis=0)
+    return {
+        "mean": values.mean(axis=0),
+        "sum": values.sum(axis=0),
+        "std": values.std(axis=0, ddof=1) if n > 1 else nan,
+        "median": np.median(values, axis=0),
+        "ci_low": low,
+        "ci_high": high,
+        "n": np.full(m, n, np.int64),
+    }
