@@ -18,30 +18,77 @@ TIE_RULES: dict[str, str] = {
 }
 
 
-def score_order(offsets: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """Entry indices sorted by score descending within each query; the order among equal scores is arbitrary.
-
-    Queries are sorted as rows of a padded matrix, grouped by length (powers of two) so that padding never
-    more than doubles the work, whatever the mix of lengths.
-    """
+def _row_blocks(offsets: np.ndarray):
+    """Yield ``(starts, valid, index)`` for groups of queries of similar length (powers of two), so that a
+    row-wise operation can run on padded matrices whose padding never more than doubles the work:
+    ``starts[:, None] + column`` addresses an entry where ``valid``; ``index`` lists those entries row by row."""
     lengths = np.diff(offsets)
-    perm = np.arange(len(scores), dtype=np.int64)
     rows_all = np.flatnonzero(lengths > 1)
     if len(rows_all) == 0:
-        return perm
+        return
     buckets = np.ceil(np.log2(lengths[rows_all])).astype(np.int64)
     for b in np.unique(buckets):
         rows = rows_all[buckets == b]
         width = int(lengths[rows].max())
         starts = offsets[rows][:, None]
-        cols = np.arange(width)
-        valid = cols < lengths[rows][:, None]
-        index = (starts + cols)[valid]
-        matrix = np.full((len(rows), width), np.nan)
+        valid = np.arange(width) < lengths[rows][:, None]
+        yield starts, valid, (starts + np.arange(width))[valid]
+
+
+def _uniform_width(offsets: np.ndarray) -> int | None:
+    lengths = np.diff(offsets)
+    if len(lengths) and (lengths == lengths[0]).all():
+        return int(lengths[0])
+    return None
+
+
+def score_order(offsets: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Entry indices sorted by score descending within each query; the order among equal scores is arbitrary."""
+    width = _uniform_width(offsets)
+    if width is not None:
+        if width == 0:
+            return np.arange(len(scores), dtype=np.int64)
+        order = np.argsort(-scores.reshape(-1, width), axis=1)
+        order += offsets[:-1, None]
+        return order.ravel()
+    perm = np.arange(len(scores), dtype=np.int64)
+    for starts, valid, index in _row_blocks(offsets):
+        matrix = np.full(valid.shape, np.nan)
         matrix[valid] = -scores[index]  # NaN padding sorts last
-        order = np.argsort(matrix, axis=1)
-        perm[index] = (starts + order)[valid]
+        perm[index] = (starts + np.argsort(matrix, axis=1))[valid]
     return perm
+
+
+def sort_rows(offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Sort each query's segment of ``values`` ascending, in place; returns ``values``."""
+    width = _uniform_width(offsets)
+    if width is not None:
+        if width:
+            values.reshape(-1, width).sort(axis=1)
+        return values
+    for _, valid, index in _row_blocks(offsets):
+        matrix = np.full(valid.shape, np.inf)
+        matrix[valid] = values[index]
+        matrix.sort(axis=1)  # +inf padding sorts last
+        values[index] = matrix[valid]
+    return values
+
+
+def search_rows(sorted_values: np.ndarray, starts: np.ndarray, ends: np.ndarray, needles: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(..., side="left")`` of each needle within its own segment
+    ``sorted_values[starts[i]:ends[i]]`` (each segment ascending), for all needles at once: a vectorised binary
+    search of about log2(longest segment) steps."""
+    lo, hi = starts.copy(), ends.copy()
+    last = len(sorted_values) - 1
+    while True:
+        active = lo < hi
+        if not active.any():
+            return lo
+        mid = (lo + hi) >> 1
+        right = sorted_values[np.minimum(mid, last)] < needles
+        right &= active
+        np.copyto(lo, mid + 1, where=right)
+        np.copyto(hi, mid, where=active & ~right)
 
 
 def tie_groups(offsets: np.ndarray, ranked_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

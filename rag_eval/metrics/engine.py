@@ -20,6 +20,7 @@ class QueryAccount:
 
     counted: list[str]
     left_out: dict[str, list[str]] = field(default_factory=dict)  # reason -> query ids (sorted)
+    zeroed: dict[str, list[str]] = field(default_factory=dict)  # counted, but can only score 0: reason -> ids
 
 
 @dataclass
@@ -33,6 +34,8 @@ class RunValues:
 REASON_NOT_IN_QRELS = "in the run but not in the qrels"
 REASON_MISSING = "in the qrels but not in the run (conventions.missing_run='skip')"
 REASON_NO_RELEVANT = "no relevant judgement (conventions.no_relevant='skip')"
+ZERO_MISSING = "in the qrels but not in the run, measured as an empty ranking (conventions.missing_run='zero')"
+ZERO_NO_RELEVANT = "no relevant judgement, so recall-type metrics are 0 (conventions.no_relevant='zero')"
 
 
 def account_queries(qrels: Qrels, run: Run, conventions: Conventions) -> QueryAccount:
@@ -45,21 +48,24 @@ def account_queries(qrels: Qrels, run: Run, conventions: Conventions) -> QueryAc
     not_judged = sorted(in_run.difference(qrels.query_ids))
     if not_judged:
         left[REASON_NOT_IN_QRELS] = not_judged
+    zeroed: dict[str, list[str]] = {}
     candidates = sorted(qrels.query_ids)
-    if conventions.missing_run == "skip":
-        missing = [q for q in candidates if q not in in_run]
-        if missing:
-            left[REASON_MISSING] = missing
-            candidates = [q for q in candidates if q in in_run]
-    if conventions.no_relevant == "skip":
-        t = conventions.relevance_threshold
-        judgements = qrels.judgements
-        empty = [q for q in candidates if not any(g >= t for g in judgements[q].values())]
-        if empty:
-            left[REASON_NO_RELEVANT] = empty
-            dropped = set(empty)
-            candidates = [q for q in candidates if q not in dropped]
-    return QueryAccount(candidates, left)
+    missing = [q for q in candidates if q not in in_run]
+    if missing and conventions.missing_run == "skip":
+        left[REASON_MISSING] = missing
+        candidates = [q for q in candidates if q in in_run]
+    elif missing:
+        zeroed[ZERO_MISSING] = missing
+    t = conventions.relevance_threshold
+    judgements = qrels.judgements
+    empty = [q for q in candidates if not any(g >= t for g in judgements[q].values())]
+    if empty and conventions.no_relevant == "skip":
+        left[REASON_NO_RELEVANT] = empty
+        dropped = set(empty)
+        candidates = [q for q in candidates if q not in dropped]
+    elif empty:
+        zeroed[ZERO_NO_RELEVANT] = empty
+    return QueryAccount(candidates, left, zeroed)
 
 
 def evaluate_run(qrels: Qrels, run: Run, metrics: list[Metric], conventions: Conventions) -> RunValues:
@@ -67,9 +73,7 @@ def evaluate_run(qrels: Qrels, run: Run, metrics: list[Metric], conventions: Con
     account = account_queries(qrels, run, conventions)
     matrix = build_grade_matrix(run, qrels, account.counted, conventions)
     stats = _QrelsStats(qrels, account.counted, conventions)
-    values = {m: np.zeros(len(account.counted)) for m in metrics}
-    for block in matrix.blocks:
-        _compute_block(block, metrics, conventions, stats, values)
+    values = _compute(matrix, metrics, conventions, stats)
     return RunValues(account, values)
 
 
@@ -86,7 +90,9 @@ class _QrelsStats:
         self.n = len(query_ids)
         self.grades = grades[entries]
         self.query_of = np.repeat(np.arange(self.n), lengths)
-        self.unjudged_negatives = conventions.negative_grades == "unjudged"
+        if conventions.negative_grades == "unjudged":  # in the pool but not judged: not counted anywhere
+            judged = self.grades >= 0
+            self.grades, self.query_of = self.grades[judged], self.query_of[judged]
         self._cache: dict[object, np.ndarray] = {}
 
     def num_relevant(self, t: int) -> np.ndarray:
@@ -98,77 +104,64 @@ class _QrelsStats:
     def judged_nonrelevant(self, t: int) -> np.ndarray:
         key = ("N", t)
         if key not in self._cache:
-            nonrel = self.grades < t
-            if self.unjudged_negatives:
-                nonrel &= self.grades >= 0
-            self._cache[key] = np.bincount(self.query_of, weights=nonrel, minlength=self.n).astype(np.int64)
-        return self._cache[key]
-
-    def gain_table(self, rule: str, gains: dict[int, float] | None, rel: int | None) -> tuple[np.ndarray, int]:
-        key = ("table", rule, tuple(sorted(gains.items())) if gains else None, rel)
-        if key not in self._cache:
-            low = int(min(self.grades.min(initial=0), 0))
-            high = int(max(self.grades.max(initial=0), 0))
-            self._cache[key] = K.gain_table(low, high, rule, gains, rel)
+            self._cache[key] = np.bincount(self.query_of, weights=self.grades < t, minlength=self.n).astype(np.int64)
         return self._cache[key]
 
     def ideal(self, rule: str, gains: dict[int, float] | None, rel: int | None, k: int | None) -> np.ndarray:
         key = ("ideal", rule, tuple(sorted(gains.items())) if gains else None, rel, k)
         if key not in self._cache:
-            table, offset = self.gain_table(rule, gains, rel)
-            judged_gains = K.lookup_gains(self.grades, table, offset)
-            if self.unjudged_negatives:
-                judged_gains = np.where(self.grades < 0, 0.0, judged_gains)
-            self._cache[key] = K.ideal_dcg(self.query_of, judged_gains, self.n, [k])[k]
+            judged_gains = K.gain_of(self.grades, rule, gains, rel)
+            self._cache[key] = K.ideal_dcg(self.query_of, judged_gains, self.n, k)
         return self._cache[key]
 
 
-def _compute_block(block, metrics: list[Metric], conv: Conventions, stats: _QrelsStats, out: dict) -> None:
-    G, rows = block.grades, block.rows
+def _compute(matrix: GradeMatrix, metrics: list[Metric], conv: Conventions, stats: _QrelsStats) -> dict:
+    rows, ranks, grades, n = matrix.rows, matrix.ranks, matrix.grades, matrix.num_queries
     rel_cache: dict[int, np.ndarray] = {}
     gains_cache: dict[object, np.ndarray] = {}
 
     def rel(t: int) -> np.ndarray:
         if t not in rel_cache:
-            rel_cache[t] = G >= t
+            rel_cache[t] = grades >= t
         return rel_cache[t]
 
+    out: dict[Metric, np.ndarray] = {}
     for m in metrics:
         t = m.rel or conv.relevance_threshold
         k = m.k
         fam = m.family
         if fam == "precision":
-            v = K.precision(rel(t), k)
+            v = K.precision(rows, ranks, rel(t), k, n)
         elif fam == "recall":
-            v = K.recall(rel(t), k, stats.num_relevant(t)[rows])
+            v = K.recall(rows, ranks, rel(t), k, stats.num_relevant(t))
         elif fam == "hit":
-            v = K.hit(rel(t), k)
+            v = K.hit(rows, ranks, rel(t), k, n)
         elif fam == "mrr":
-            v = K.reciprocal_rank(rel(t), k)
+            v = K.reciprocal_rank(rows, ranks, rel(t), k, n)
         elif fam == "ap":
-            v = K.average_precision(rel(t), k, stats.num_relevant(t)[rows])
+            v = K.average_precision(rows, ranks, rel(t), k, stats.num_relevant(t))
         elif fam == "r_precision":
-            v = K.r_precision(rel(t), stats.num_relevant(t)[rows])
+            v = K.r_precision(rows, ranks, rel(t), stats.num_relevant(t))
         elif fam == "bpref":
-            v = K.bpref(G, t, stats.num_relevant(t)[rows], stats.judged_nonrelevant(t)[rows])
+            v = K.bpref(rows, rel(t), ~rel(t), stats.num_relevant(t), stats.judged_nonrelevant(t))
         elif fam == "ndcg":
             rule = m.param.get("gain", conv.gain)
             gmap = gains_map(m)
             key = (rule, tuple(sorted(gmap.items())) if gmap else None, m.rel)
             if key not in gains_cache:
-                table, offset = stats.gain_table(rule, gmap, m.rel)
-                gains_cache[key] = K.lookup_gains(G, table, offset)
-            v = K.ndcg(gains_cache[key], k, stats.ideal(rule, gmap, m.rel, k)[rows])
+                gains_cache[key] = K.gain_of(grades, rule, gmap, m.rel)
+            v = K.ndcg(rows, ranks, gains_cache[key], k, stats.ideal(rule, gmap, m.rel, k))
         elif fam == "judged":
-            v = K.judged(G, k, block.lengths)
+            v = K.judged(rows, ranks, k, matrix.lengths)
         elif fam == "recall_ceiling":
-            v = K.recall_ceiling(stats.num_relevant(t)[rows], k)
+            v = K.recall_ceiling(stats.num_relevant(t), k)
         elif fam == "num_rel":
-            v = stats.num_relevant(t)[rows].astype(np.float64)
+            v = stats.num_relevant(t).astype(np.float64)
         elif fam == "num_ret":
-            v = block.lengths.astype(np.float64)
+            v = matrix.lengths.astype(np.float64)
         elif fam == "num_rel_ret":
-            v = rel(t).sum(axis=1).astype(np.float64)
+            v = K.count_per_query(rows, rel(t), n)
         else:  # pragma: no cover - the grammar admits only the families above
             raise AssertionError(fam)
-        out[m][rows] = v
+        out[m] = np.asarray(v, dtype=np.float64)
+    return out

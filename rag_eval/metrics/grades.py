@@ -1,8 +1,9 @@
-"""The grade matrix: each evaluated query's ranking, as the grades of its results, built once per run.
+"""The grade matrix: each evaluated query's ranking as the grades of its results, built once per run.
 
-Rows are queries, columns ranks; a result that has no judgement holds :data:`UNJUDGED`, and so does every
-cell past the end of a row. Rows are grouped into blocks of similar length so that padding never more than
-doubles the work. Every metric is then computed from these arrays (:mod:`rag_eval.metrics.kernels`).
+Conceptually a ``[queries x depth]`` matrix of grades in ranked order, where a result without a judgement is
+unjudged. Almost every cell of a real run is unjudged, so the matrix is stored as its judged cells (row, rank,
+grade; sorted by row, then rank) and the length of each row: every metric is computed from these arrays with
+vectorised operations (:mod:`rag_eval.metrics.kernels`), touching only the judged cells.
 """
 
 from __future__ import annotations
@@ -13,69 +14,75 @@ from itertools import repeat
 import numpy as np
 
 from ..data.qrels import Qrels
-from ..data.ranking import break_ties, score_order, tie_groups
+from ..data.ranking import break_ties, score_order, search_rows, sort_rows, tie_groups
 from ..data.run import Run
 from ..errors import InputError
 from .conventions import Conventions
 
-UNJUDGED = -(2**30)  # stands for "no judgement"; judged grades must lie within +-GRADE_LIMIT
+UNJUDGED = -(2**30)  # the grade lookup's value for "no judgement"; judged grades must lie within +-GRADE_LIMIT
 GRADE_LIMIT = 2**29
 
 
-@dataclass
-class Block:
-    rows: np.ndarray  # indices into the evaluated queries
-    grades: np.ndarray  # int32 [len(rows), width], ranked; UNJUDGED past each row's length
-    lengths: np.ndarray  # int64 [len(rows)] results in each row
-
-
-@dataclass
+@dataclass(frozen=True)
 class GradeMatrix:
-    num_queries: int
-    blocks: list[Block]
+    """A ``[queries x depth]`` grade matrix in sparse form: its judged cells and each row's length."""
+
+    lengths: np.ndarray  # int64 [queries]: results in each ranking (after any max_depth cut or condensing)
+    rows: np.ndarray  # int64 [cells]: query (row) of each judged cell
+    ranks: np.ndarray  # int64 [cells]: 0-based rank (column) of each judged cell
+    grades: np.ndarray  # int64 [cells]: grade of each judged cell
+
+    @property
+    def num_queries(self) -> int:
+        return len(self.lengths)
+
+    def dense(self) -> np.ndarray:
+        """The full matrix (int64, ``UNJUDGED`` where there is no judgement or no result); for inspection."""
+        out = np.full((self.num_queries, int(self.lengths.max(initial=0))), UNJUDGED, np.int64)
+        out[self.rows, self.ranks] = self.grades
+        return out
 
 
 def build_grade_matrix(run: Run, qrels: Qrels, query_ids: list[str], conventions: Conventions) -> GradeMatrix:
     """Rank ``run`` for ``query_ids`` (a query absent from the run gets an empty row) and look up every grade."""
     check_grade_range(qrels)
     index = {q: i for i, q in enumerate(run.query_ids)}
-    rows = np.fromiter((index.get(q, -1) for q in query_ids), np.int64, len(query_ids))
+    run_rows = np.fromiter((index.get(q, -1) for q in query_ids), np.int64, len(query_ids))
     run_offsets = run.offsets
-    starts = np.where(rows >= 0, run_offsets[np.maximum(rows, 0)], 0)
-    lengths = np.where(rows >= 0, run_offsets[np.maximum(rows, 0) + 1] - starts, 0)
+    present = run_rows >= 0
+    starts = np.where(present, run_offsets[np.maximum(run_rows, 0)], 0)
+    lengths = np.where(present, run_offsets[np.maximum(run_rows, 0) + 1] - starts, 0)
     offsets = np.zeros(len(query_ids) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    every_row = len(rows) == len(run_offsets) - 1 and bool((rows == np.arange(len(rows))).all())
+    every_row = len(run_rows) == len(run_offsets) - 1 and bool((run_rows == np.arange(len(run_rows))).all())
     entries = None if every_row else _ranges(starts, lengths)
-
     doc_ids = run.doc_ids if entries is None else run.doc_ids[entries]
-    grades = _lookup(doc_ids, offsets, [qrels.judgements[q] for q in query_ids])
 
+    grades = _lookup(doc_ids, offsets, [qrels.judgements[q] for q in query_ids])
+    cells = np.flatnonzero(grades != UNJUDGED)
+    if conventions.negative_grades == "unjudged":  # in the pool but not judged, as trec_eval reads them
+        negative = cells[grades[cells] < 0]
+        grades[negative] = UNJUDGED
+        cells = cells[grades[cells] != UNJUDGED]
+    rows = np.searchsorted(offsets, cells, side="right") - 1
     if run.ranked_by == "score":
         scores = run.scores if entries is None else run.scores[entries]
-        perm = score_order(offsets, scores)
-        t_starts, t_ends = tie_groups(offsets, scores[perm])
-        mixed = _mixed_groups(grades[perm], t_starts, t_ends)
-        if len(mixed):
-            perm = break_ties(perm, t_starts[mixed], t_ends[mixed], doc_ids, conventions.ties)
-        grades = grades[perm]
+        ranks = _score_ranks(offsets, scores, doc_ids, grades, cells, rows, conventions.ties)
+    else:
+        ranks = cells - offsets[rows]
+    cell_grades = grades[cells].astype(np.int64)
 
-    if conventions.negative_grades == "unjudged":
-        grades[(grades < 0) & (grades != UNJUDGED)] = UNJUDGED
-    lengths = lengths.copy()
+    lengths = lengths.astype(np.int64)
     if conventions.max_depth is not None:
+        keep = ranks < conventions.max_depth
+        rows, ranks, cell_grades = rows[keep], ranks[keep], cell_grades[keep]
         lengths = np.minimum(lengths, conventions.max_depth)
-    if conventions.unjudged == "remove" or conventions.max_depth is not None:
-        keep = np.ones(len(grades), dtype=bool)
-        rank = np.arange(len(grades)) - np.repeat(offsets[:-1], np.diff(offsets))
-        keep &= rank < np.repeat(lengths, np.diff(offsets))
-        if conventions.unjudged == "remove":
-            keep &= grades != UNJUDGED
-        query = np.repeat(np.arange(len(query_ids)), np.diff(offsets))
-        grades = grades[keep]
-        lengths = np.bincount(query[keep], minlength=len(query_ids)).astype(np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-    return GradeMatrix(len(query_ids), _blocks(grades, offsets, lengths))
+    order = np.lexsort((ranks, rows))
+    rows, ranks, cell_grades = rows[order], ranks[order], cell_grades[order]
+    if conventions.unjudged == "remove":  # condensed list: only judged results, ranked as before
+        lengths = np.bincount(rows, minlength=len(query_ids)).astype(np.int64)
+        ranks = np.arange(len(rows)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return GradeMatrix(lengths, rows, ranks, cell_grades)
 
 
 def check_grade_range(qrels: Qrels) -> None:
@@ -87,9 +94,8 @@ def check_grade_range(qrels: Qrels) -> None:
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Concatenated ``arange(starts[i], starts[i] + lengths[i])``."""
-    total = int(lengths.sum())
     shift = starts - (np.cumsum(lengths) - lengths)
-    return np.repeat(shift, lengths) + np.arange(total)
+    return np.repeat(shift, lengths) + np.arange(int(lengths.sum()))
 
 
 def _lookup(doc_ids: np.ndarray, offsets: np.ndarray, judgements: list[dict[str, int]]) -> np.ndarray:
@@ -107,36 +113,42 @@ def _lookup(doc_ids: np.ndarray, offsets: np.ndarray, judgements: list[dict[str,
     return out
 
 
-def _mixed_groups(grades: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Indices of the tie groups whose grades differ: only there can the tie rule change a metric."""
-    if len(starts) == 0:
-        return np.empty(0, np.int64)
-    change = np.flatnonzero(grades[1:] != grades[:-1]) + 1
-    group = np.searchsorted(starts, change, side="right") - 1
-    g = np.maximum(group, 0)
-    inside = (group >= 0) & (change > starts[g]) & (change < ends[g])
-    return np.unique(group[inside])
+def _score_ranks(
+    offsets: np.ndarray, scores: np.ndarray, doc_ids: np.ndarray, grades: np.ndarray,
+    cells: np.ndarray, rows: np.ndarray, rule: str,
+) -> np.ndarray:
+    """0-based rank of each judged entry ``cells`` in its query's ranking by score descending.
 
-
-def _blocks(grades: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> list[Block]:
-    n = len(lengths)
-    if n == 0:
-        return []
-    level = np.zeros(n, np.int64)
-    positive = lengths > 0
-    level[positive] = np.ceil(np.log2(lengths[positive])).astype(np.int64) + 1
-    # one block when padding costs little; otherwise one per power-of-two length class
-    if lengths.max(initial=0) * n <= 2 * max(int(lengths.sum()), 1) or len(np.unique(level)) == 1:
-        groups = [np.arange(n)]
-    else:
-        groups = [np.flatnonzero(level == lv) for lv in np.unique(level)]
-    blocks = []
-    for rows in groups:
-        width = int(lengths[rows].max(initial=0))
-        matrix = np.full((len(rows), width), UNJUDGED, np.int32)
-        if width:
-            cols = np.arange(width)
-            valid = cols < lengths[rows][:, None]
-            matrix[valid] = grades[(offsets[rows][:, None] + cols)[valid]]
-        blocks.append(Block(rows, matrix, lengths[rows]))
-    return blocks
+    A judged entry that shares its score with no other entry of its query is placed by binary search in the
+    query's sorted scores. Queries where a judged entry ties with another are ranked in full, and the tie rule
+    is applied to each tie group that holds a judged entry (elsewhere the order of a tie changes no metric).
+    """
+    ordered = sort_rows(offsets, -scores)  # each query's negated scores, ascending
+    row_starts, row_ends = offsets[rows], offsets[rows + 1]
+    needles = -scores[cells]
+    lo = search_rows(ordered, row_starts, row_ends, needles)
+    ranks = lo - row_starts
+    after = np.minimum(lo + 1, len(ordered) - 1)
+    tied = (lo + 1 < row_ends) & (ordered[after] == needles)  # another entry has the same score
+    if tied.any():
+        tied_rows = np.unique(rows[tied])
+        sub_lengths = offsets[tied_rows + 1] - offsets[tied_rows]
+        sub_offsets = np.zeros(len(tied_rows) + 1, np.int64)
+        np.cumsum(sub_lengths, out=sub_offsets[1:])
+        entries = _ranges(offsets[tied_rows], sub_lengths)
+        sub_scores = scores[entries]
+        perm = score_order(sub_offsets, sub_scores)
+        t_starts, t_ends = tie_groups(sub_offsets, sub_scores[perm])
+        judged_pos = np.flatnonzero(grades[entries][perm] != UNJUDGED)
+        group = np.searchsorted(t_starts, judged_pos, side="right") - 1
+        g = np.maximum(group, 0)
+        holds = np.unique(group[(group >= 0) & (judged_pos < t_ends[g])])
+        if len(holds):
+            perm = break_ties(perm, t_starts[holds], t_ends[holds], doc_ids[entries], rule)
+        rank_of = np.empty(len(entries), np.int64)
+        rank_of[perm] = np.arange(len(entries)) - np.repeat(sub_offsets[:-1], sub_lengths)
+        position = np.full(len(scores), -1, np.int64)
+        position[entries] = rank_of
+        in_tied = np.isin(rows, tied_rows)
+        ranks[in_tied] = position[cells[in_tied]]
+    return ranks
