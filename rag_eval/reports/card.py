@@ -29,6 +29,7 @@ class QueryRecord(BaseModel):
     run: str
     counted: int
     left_out: dict[str, list[str]] = Field(default_factory=dict)  # reason -> query ids
+    counted_as_zero: dict[str, list[str]] = Field(default_factory=dict)  # counted, but can only score 0
 
 
 class MetricCard(BaseModel):
@@ -67,7 +68,8 @@ class MetricCard(BaseModel):
             lines.extend(f"    note: {n}" for n in record.notes)
         for q in self.queries:
             lines.append(f"  run {q.run!r}: {q.counted} queries counted")
-            for reason, ids in q.left_out.items():
-                shown = ", ".join(ids[:10]) + (f", ... ({len(ids) - 10} more)" if len(ids) > 10 else "")
-                lines.append(f"    left out, {reason}: {len(ids)} ({shown})")
+            for label, groups in (("left out", q.left_out), ("counted", q.counted_as_zero)):
+                for reason, ids in groups.items():
+                    shown = ", ".join(ids[:10]) + (f", ... ({len(ids) - 10} more)" if len(ids) > 10 else "")
+                    lines.append(f"    {label}: {reason}: {len(ids)} ({shown})")
         return "\n".join(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -49,8 +50,11 @@ def evaluate(
         result = evaluate_run(qrels, run, metric_list, conv)
         matrix = np.column_stack([result.values[m] for m in metric_list]) if result.account.counted else np.zeros((0, len(metric_list)))
         scores[name] = RunScores(result.account.counted, matrix)
-        records.append(QueryRecord(run=name, counted=len(result.account.counted), left_out=result.account.left_out))
-    inputs = [_record("qrels", "qrels", qrels.source)]
+        account = result.account
+        records.append(
+            QueryRecord(run=name, counted=len(account.counted), left_out=account.left_out, counted_as_zero=account.zeroed)
+        )
+    inputs = [_record("qrels", Path(qrels.source.path).name if qrels.source else "qrels", qrels.source)]
     inputs += [_record("run", name, run.source, run.ranked_by, list(run.notes)) for name, run in named.items()]
     card = MetricCard.build(conv, [str(m) for m in metric_list], inputs, records)
     return Report(scores, metric_list, card)
