@@ -1,0 +1,169 @@
+"""The ``rag-eval`` command line (layer 5): evaluate run files against a qrels file.
+
+    rag-eval evaluate QRELS RUN [RUN ...] -m METRIC [-m ...] [--per-query] [--format table|csv|json|trec_eval]
+                      [--conventions default|trec_eval] [-c] [-M N] [-l N] [-J]
+
+Bad input (a missing or malformed file, an unknown metric, ...) prints one line naming the file, the line and
+the problem, and exits with status 2. The metric card goes to stderr (into the ``card`` key with --format json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import sys
+from collections.abc import Sequence
+
+from pydantic import ValidationError
+
+from ._version import __version__
+from .data.qrels import Qrels
+from .data.run import Run
+from .errors import InputError
+from .metrics.conventions import PRESETS, resolve_conventions
+from .metrics.grammar import parse_metric
+from .reports.evaluate import DEFAULT_METRICS, evaluate
+from .reports.report import Report
+
+EXIT_BAD_INPUT = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rag-eval", description="Stage-aware retrieval evaluation for RAG.")
+    parser.add_argument("--version", action="version", version=f"rag-eval {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    ev = commands.add_parser(
+        "evaluate",
+        help="measure run files against a qrels file",
+        description="Measure one or more runs (TREC or JSONL) against qrels (TREC, BEIR TSV or JSONL).",
+    )
+    ev.add_argument("qrels", help="qrels file (TREC 'qid iter docid grade', BEIR TSV with header, or JSONL)")
+    ev.add_argument("runs", nargs="+", metavar="run", help="run file(s) (TREC 'qid Q0 docid rank score tag', or JSONL)")
+    ev.add_argument(
+        "-m", "--metric", dest="metrics", action="append", metavar="METRIC",
+        help=f"metric, repeatable (e.g. ndcg@10, 'P(rel=2)@5', trec_eval's P_10); default: {' '.join(DEFAULT_METRICS)}",
+    )
+    ev.add_argument("-q", "--per-query", action="store_true", help="one value per run, query and metric")
+    ev.add_argument("--format", choices=["table", "csv", "json", "trec_eval"], default="table")
+    ev.add_argument("--conventions", choices=sorted(PRESETS), default="default", help="convention preset")
+    ev.add_argument("-c", dest="complete", action="store_true", help="count qrels queries missing from a run as 0 (trec_eval -c)")
+    ev.add_argument("-M", dest="max_depth", type=int, metavar="N", help="evaluate only the top N of each ranking (trec_eval -M)")
+    ev.add_argument("-l", dest="threshold", type=int, metavar="N", help="lowest relevant grade (trec_eval -l)")
+    ev.add_argument("-J", dest="judged_only", action="store_true", help="drop unjudged results first (trec_eval -J)")
+    ev.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for the confidence interval")
+    ev.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    ev.add_argument("--no-card", action="store_true", help="do not print the metric card to stderr")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _evaluate(args)
+    except (InputError, ValueError) as exc:
+        print(f"rag-eval: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:  # e.g. piped into head
+        sys.stderr.close()
+        return 0
+
+
+def _one_line(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        return f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
+    return " ".join(str(exc).split())
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    changes: dict[str, object] = {}
+    if args.complete:
+        changes["missing_run"] = "zero"
+    if args.max_depth is not None:
+        changes["max_depth"] = args.max_depth
+    if args.threshold is not None:
+        changes["relevance_threshold"] = args.threshold
+    if args.judged_only:
+        changes["unjudged"] = "remove"
+    conventions = resolve_conventions(args.conventions).replace(**changes)
+    metrics = [parse_metric(m) for m in (args.metrics or DEFAULT_METRICS)]
+    qrels = Qrels.load(args.qrels)
+    runs = [Run.load(path) for path in args.runs]
+    names = [r.name for r in runs]
+    named = {(path if names.count(r.name) > 1 else r.name): r for path, r in zip(args.runs, runs)}
+    report = evaluate(qrels, named, metrics, conventions=conventions)
+    summary = report.summarize(resamples=args.resamples, seed=args.seed)
+    out = io.StringIO()
+    if args.format == "json":
+        payload: dict[str, object] = {"card": json.loads(report.card.model_dump_json())}
+        payload["summary"] = _records(summary)
+        if args.per_query:
+            payload["per_query"] = _records(report.per_query)
+        json.dump(payload, out, indent=2, allow_nan=False, default=_json_default)
+        out.write("\n")
+    elif args.format == "csv":
+        frame = report.per_query if args.per_query else summary
+        frame.to_csv(out, index=False, float_format=None)
+    elif args.format == "trec_eval":
+        _write_trec_eval(out, report, runs_by_name=named, per_query=args.per_query)
+    else:
+        _write_table(out, report, summary, per_query=args.per_query)
+    sys.stdout.write(out.getvalue())
+    sys.stdout.flush()
+    if args.format != "json" and not args.no_card:
+        print(report.card.render(), file=sys.stderr)
+    return 0
+
+
+def _records(frame) -> list[dict[str, object]]:
+    records = frame.to_dict(orient="records")
+    for record in records:
+        for key, value in record.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                record[key] = None
+    return records
+
+
+def _json_default(value: object) -> object:
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(type(value).__name__)
+
+
+def _write_table(out: io.StringIO, report: Report, summary, *, per_query: bool) -> None:
+    if per_query:
+        table = report.per_query.pivot_table(index=["run", "query_id"], columns="metric", values="value", sort=False)
+        out.write(table[report.metrics].to_string(float_format=lambda v: f"{v:.4f}") + "\n\n")
+    shown = summary[["run", "metric", "mean", "std", "ci_low", "ci_high", "n"]]
+    out.write(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + "\n")
+
+
+def _trec_value(metric, value: float) -> str:
+    return f"{int(round(value))}" if metric.summed else f"{value:6.4f}"
+
+
+def _write_trec_eval(out: io.StringIO, report: Report, *, runs_by_name: dict[str, Run], per_query: bool) -> None:
+    """What ``trec_eval [-q] -m ...`` prints: measure name padded to 22, a tab, the query (or all), the value."""
+    metrics = [parse_metric(m) for m in report.metrics]
+    for name in report.runs:
+        per = report.per_query
+        per = per[per["run"] == name]
+        values = {m: report.values(name, m) for m in metrics}
+        if per_query:
+            for qid in values[metrics[0]].index:
+                for m in metrics:
+                    out.write(f"{m.trec_name:<22}\t{qid}\t{_trec_value(m, values[m][qid])}\n")
+        run = runs_by_name[name]
+        counted = next(q.counted for q in report.card.queries if q.run == name)
+        out.write(f"{'runid':<22}\tall\t{run.tag or run.name}\n")
+        out.write(f"{'num_q':<22}\tall\t{counted}\n")
+        for m in metrics:
+            series = values[m]
+            total = float(series.sum()) if m.summed else (float(series.mean()) if len(series) else 0.0)
+            out.write(f"{m.trec_name:<22}\tall\t{_trec_value(m, total)}\n")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
