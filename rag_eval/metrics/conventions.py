@@ -61,6 +61,13 @@ class Conventions(BaseModel):
         """A copy with some fields changed (validated)."""
         return Conventions.model_validate(self.model_dump() | changes)
 
+    @classmethod
+    def preset(cls, name: str) -> Conventions:
+        """The preset of that name: ``"default"`` or ``"trec_eval"``."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown conventions preset {name!r}; choose one of {sorted(PRESETS)}")
+        return PRESETS[name]
+
     @property
     def tie_rule_text(self) -> str:
         return TIE_RULES[self.ties]
@@ -77,5 +84,5 @@ def resolve_conventions(conventions: Conventions | str) -> Conventions:
     if isinstance(conventions, Conventions):
         return conventions
     if isinstance(conventions, str) and conventions in PRESETS:
-        return PRESETS[conventions]
+        return Conventions.preset(conventions)
     raise ValueError(f"conventions must be a Conventions object or one of {sorted(PRESETS)}, not {conventions!r}")

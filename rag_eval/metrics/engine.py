@@ -19,8 +19,8 @@ class QueryAccount:
     """Which queries a run is measured on, and the ones left out, by reason."""
 
     counted: list[str]
-    left_out: dict[str, list[str]] = field(default_factory=dict)  # reason -> query ids (sorted)
-    zeroed: dict[str, list[str]] = field(default_factory=dict)  # counted, but can only score 0: reason -> ids
+    left_out: dict[str, list[str]] = field(default_factory=dict)  # reason (a key of REASONS) -> query ids
+    zeroed: dict[str, list[str]] = field(default_factory=dict)  # counted, but recall-type metrics are 0
 
 
 @dataclass
@@ -31,11 +31,12 @@ class RunValues:
     values: dict[Metric, np.ndarray]
 
 
-REASON_NOT_IN_QRELS = "in the run but not in the qrels"
-REASON_MISSING = "in the qrels but not in the run (conventions.missing_run='skip')"
-REASON_NO_RELEVANT = "no relevant judgement (conventions.no_relevant='skip')"
-ZERO_MISSING = "in the qrels but not in the run, measured as an empty ranking (conventions.missing_run='zero')"
-ZERO_NO_RELEVANT = "no relevant judgement, so recall-type metrics are 0 (conventions.no_relevant='zero')"
+# Why a query is left out (QueryAccount.left_out) or counted though it can only score 0 (QueryAccount.zeroed).
+REASONS = {
+    "run_only": "in the run but not in the qrels",
+    "missing_run": "in the qrels but not in the run (conventions.missing_run)",
+    "no_relevant": "no relevant judgement at the conventions' threshold (conventions.no_relevant)",
+}
 
 
 def account_queries(qrels: Qrels, run: Run, conventions: Conventions) -> QueryAccount:
@@ -47,24 +48,24 @@ def account_queries(qrels: Qrels, run: Run, conventions: Conventions) -> QueryAc
     left: dict[str, list[str]] = {}
     not_judged = sorted(in_run.difference(qrels.query_ids))
     if not_judged:
-        left[REASON_NOT_IN_QRELS] = not_judged
+        left["run_only"] = not_judged
     zeroed: dict[str, list[str]] = {}
     candidates = sorted(qrels.query_ids)
     missing = [q for q in candidates if q not in in_run]
     if missing and conventions.missing_run == "skip":
-        left[REASON_MISSING] = missing
+        left["missing_run"] = missing
         candidates = [q for q in candidates if q in in_run]
     elif missing:
-        zeroed[ZERO_MISSING] = missing
+        zeroed["missing_run"] = missing
     t = conventions.relevance_threshold
     judgements = qrels.judgements
     empty = [q for q in candidates if not any(g >= t for g in judgements[q].values())]
     if empty and conventions.no_relevant == "skip":
-        left[REASON_NO_RELEVANT] = empty
+        left["no_relevant"] = empty
         dropped = set(empty)
         candidates = [q for q in candidates if q not in dropped]
     elif empty:
-        zeroed[ZERO_NO_RELEVANT] = empty
+        zeroed["no_relevant"] = empty
     return QueryAccount(candidates, left, zeroed)
 
 

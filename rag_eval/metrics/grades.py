@@ -50,8 +50,10 @@ def build_grade_matrix(run: Run, qrels: Qrels, query_ids: list[str], conventions
     run_rows = np.fromiter((index.get(q, -1) for q in query_ids), np.int64, len(query_ids))
     run_offsets = run.offsets
     present = run_rows >= 0
-    starts = np.where(present, run_offsets[np.maximum(run_rows, 0)], 0)
-    lengths = np.where(present, run_offsets[np.maximum(run_rows, 0) + 1] - starts, 0)
+    starts = np.zeros(len(query_ids), np.int64)
+    lengths = np.zeros(len(query_ids), np.int64)
+    starts[present] = run_offsets[run_rows[present]]
+    lengths[present] = np.diff(run_offsets)[run_rows[present]]
     offsets = np.zeros(len(query_ids) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
     every_row = len(run_rows) == len(run_offsets) - 1 and bool((run_rows == np.arange(len(run_rows))).all())

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._version import __version__
 from ..metrics.conventions import PRESETS, Conventions
+from ..metrics.engine import REASONS
 
 
 class InputRecord(BaseModel):
@@ -28,7 +29,8 @@ class QueryRecord(BaseModel):
 
     run: str
     counted: int
-    left_out: dict[str, list[str]] = Field(default_factory=dict)  # reason -> query ids
+    # reason -> query ids; reasons: "run_only", "missing_run", "no_relevant" (see rag_eval.metrics.engine.REASONS)
+    left_out: dict[str, list[str]] = Field(default_factory=dict)
     counted_as_zero: dict[str, list[str]] = Field(default_factory=dict)  # counted, but can only score 0
 
 
@@ -68,8 +70,8 @@ class MetricCard(BaseModel):
             lines.extend(f"    note: {n}" for n in record.notes)
         for q in self.queries:
             lines.append(f"  run {q.run!r}: {q.counted} queries counted")
-            for label, groups in (("left out", q.left_out), ("counted", q.counted_as_zero)):
+            for label, groups in (("left out", q.left_out), ("counted as 0", q.counted_as_zero)):
                 for reason, ids in groups.items():
                     shown = ", ".join(ids[:10]) + (f", ... ({len(ids) - 10} more)" if len(ids) > 10 else "")
-                    lines.append(f"    {label}: {reason}: {len(ids)} ({shown})")
+                    lines.append(f"    {label}, {REASONS.get(reason, reason)}: {len(ids)} ({shown})")
         return "\n".join(lines)

@@ -1,0 +1,46 @@
+"""The public surface is small and pinned; importing rag_eval loads no framework, model or peer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import rag_eval
+
+PUBLIC = [
+    "Conventions",
+    "InputError",
+    "Metric",
+    "Qrels",
+    "Report",
+    "Run",
+    "__version__",
+    "evaluate",
+    "parse_metric",
+]
+
+
+def test_public_names_are_pinned():
+    assert rag_eval.__all__ == PUBLIC
+    assert rag_eval.__all__ == sorted(rag_eval.__all__)
+    for name in PUBLIC:
+        assert getattr(rag_eval, name) is not None
+
+
+def test_adapters_package_face():
+    import rag_eval.adapters
+
+    assert rag_eval.adapters.__all__ == []
+    assert "LangChain" in rag_eval.adapters.__doc__
+
+
+def test_import_is_light():
+    code = "import json, sys, rag_eval; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = json.loads(out)
+    heavy = ("langchain", "langchain_core", "llama_index", "torch", "transformers", "sentence_transformers",
+             "pytrec_eval", "ranx", "ir_measures", "pandas", "pyarrow", "bm25s")
+    offenders = [m for m in loaded if m.split(".")[0] in heavy]
+    assert offenders == []
+    assert "rag_eval" in loaded and "numpy" in loaded
