@@ -52,11 +52,15 @@ def line_number(file: InputFile, row: int) -> int:
 
 
 def _sniff_delimiter(file: InputFile) -> str | None:
+    """The single separator of a regular file: tab or space, if the file uses exactly one of them between
+    fields and no other ASCII whitespace (which the line reader would also split on, as trec_eval does)."""
     end = file.data.find(b"\n", 0, 1 << 16)
     first = file.data[: end if end >= 0 else 1 << 16].rstrip(b"\r").decode("utf-8", "replace")
-    for delimiter in ("\t", " "):
+    for delimiter, other in (("\t", b" "), (" ", b"\t")):
         parts = first.split(delimiter)
         if len(parts) > 1 and all(p and p == p.strip() for p in parts):
+            if any(c in file.data for c in (other, b"\x0b", b"\x0c")):
+                return None
             return delimiter
     return None
 
@@ -113,7 +117,8 @@ def _read_lines(
     index: dict[str, int] = {}
     values: dict[int, list] = {i: [] for i in fields}
     for number, line in file.lines():
-        parts = line.split()
+        parts = line.encode().split()  # ASCII whitespace only, as trec_eval splits
+        parts = [p.decode() for p in parts]
         if len(parts) < min_fields or (max_fields is not None and len(parts) > max_fields):
             expected = f"{min_fields}" if max_fields == min_fields else f"at least {min_fields}"
             raise file.error(f"expected {expected} fields ({layout}), found {len(parts)}", number)

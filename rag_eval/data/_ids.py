@@ -1,9 +1,9 @@
-"""Ids are ``str`` end to end: the checks and the one warning when ints are converted."""
+"""Ids are ``str`` end to end: the checks, and one warning per call when ints are converted."""
 
 from __future__ import annotations
 
 import numbers
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -11,29 +11,44 @@ from ..errors import InputError
 from ._io import warn
 
 
-def _convert(value: Any, what: str, where: str) -> str:
+def as_id(value: Any, what: str, where: str) -> tuple[str, bool]:
+    """``(value as str, whether it was converted)``; an id that is neither str nor int is an error."""
     if isinstance(value, str):
-        return value
+        return value, False
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        return str(int(value))
+        return str(int(value)), True
     raise InputError(f"{what} {value!r} is a {type(value).__name__}, not a str", source=where)
 
 
-def check_ids(values: np.ndarray, what: str, where: str) -> np.ndarray:
-    """Return ``values`` (an object array) with every id a ``str``.
+class IdCheck:
+    """Checks the ids of one constructor call and warns once, at the end, if any int was converted.
 
-    Ints are converted with one warning for the whole array (pandas and JSON turn numeric ids such as SciFact's
-    into ints, and an int never equals the string in the qrels: every match would silently be a zero).
-    Anything else is an error.
+    pandas and JSON turn numeric ids (SciFact's, say) into ints, and an int never equals the string in the
+    qrels: every match would silently be a zero. So ints are converted, and the user is told once.
     """
-    kinds = set(map(type, values))
-    if kinds <= {str}:
-        return values
-    converted = np.fromiter((_convert(v, what, where) for v in values), dtype=object, count=len(values))
-    warn(f"{where}: {what}s given as int were converted to str")
-    return converted
 
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.converted: list[str] = []
 
-def check_id_list(values: Iterable[Any], what: str, where: str) -> list[str]:
-    array = np.fromiter(values, dtype=object)
-    return check_ids(array, what, where).tolist()
+    def __enter__(self) -> IdCheck:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is None and self.converted:
+            kinds = " and ".join(f"{what}s" for what in dict.fromkeys(self.converted))
+            warn(f"{self.where}: {kinds} given as int were converted to str")
+
+    def note(self, what: str) -> None:
+        self.converted.append(what)
+
+    def array(self, values: np.ndarray, what: str) -> np.ndarray:
+        """``values`` (an object array) with every id a str."""
+        if set(map(type, values)) <= {str}:
+            return values
+        out = np.empty(len(values), dtype=object)
+        for i, v in enumerate(values):
+            out[i], changed = as_id(v, what, self.where)
+            if changed:
+                self.note(what)
+        return out

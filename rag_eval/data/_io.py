@@ -34,9 +34,9 @@ class InputFile:
 
     def lines(self) -> Iterator[tuple[int, str]]:
         """Yield ``(line_number, line)`` for every line that holds more than whitespace."""
-        for number, line in enumerate(self.text().splitlines(), start=1):
-            if line.strip():
-                yield number, line
+        for number, line in enumerate(self.text().split("\n"), start=1):
+            if line.strip(" \t\r\x0b\x0c"):
+                yield number, line.rstrip("\r")
 
     def error(self, problem: str, line: int | None = None) -> InputError:
         return InputError(problem, source=self.path, line=line)

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import InputError
 from ._columns import parse_int, read_columns
 from ._frames import pick_column
-from ._ids import check_ids
+from ._ids import IdCheck, as_id
 from ._io import InputFile, PathLike, read_input, warn
 from .source import Source
 
@@ -105,11 +105,12 @@ class Qrels:
             if not isinstance(g, numbers.Integral) and not (isinstance(g, float) and g.is_integer()):
                 raise file.error(f"grade {g!r} is not an integer", number)
             grades.append(int(g))
-        qids = check_ids(np.array(queries, dtype=object), "query id", file.path)
+        with IdCheck(file.path) as ids:
+            qids = ids.array(np.array(queries, dtype=object), "query id")
+            docs_arr = ids.array(np.array(docs, dtype=object), "doc id")
         uniq = list(dict.fromkeys(qids.tolist()))
         where = {qid: i for i, qid in enumerate(uniq)}
         codes = np.fromiter((where[x] for x in qids), dtype=np.int64, count=len(qids))
-        docs_arr = check_ids(np.array(docs, dtype=object), "doc id", file.path)
         return cls._from_columns(file, uniq, codes, docs_arr, np.array(grades, np.int64))
 
     @classmethod
@@ -128,8 +129,9 @@ class Qrels:
                 i = int(np.flatnonzero(bad)[0])
                 raise InputError(f"row {i}: grade {grades[i]!r} is not an integer", source="DataFrame")
             grades = as_float
-        qids = check_ids(frame[q].to_numpy(dtype=object), "query id", "DataFrame")
-        docs = check_ids(frame[d].to_numpy(dtype=object), "doc id", "DataFrame")
+        with IdCheck("DataFrame") as ids:
+            qids = ids.array(frame[q].to_numpy(dtype=object), "query id")
+            docs = ids.array(frame[d].to_numpy(dtype=object), "doc id")
         uniq = list(dict.fromkeys(qids.tolist()))
         where = {qid: i for i, qid in enumerate(uniq)}
         codes = np.fromiter((where[x] for x in qids), dtype=np.int64, count=len(qids))
@@ -258,32 +260,28 @@ def _json_record(file: InputFile, number: int, line: str) -> dict[str, Any]:
 def _validated(judgements: Mapping[str, Mapping[str, int]], where: str) -> dict[str, dict[str, int]]:
     if not isinstance(judgements, Mapping):
         raise TypeError(f"qrels must be a mapping {{query_id: {{doc_id: grade}}}}, not {type(judgements).__name__}")
-    qids = check_ids(np.fromiter(judgements.keys(), dtype=object, count=len(judgements)), "query id", where)
     out: dict[str, dict[str, int]] = {}
-    converted_docs = False
-    for qid, (raw_qid, judged) in zip(qids.tolist(), judgements.items()):
-        if not isinstance(judged, Mapping):
-            raise InputError(f"query {qid!r}: judgements must be a mapping doc_id -> grade", source=where)
-        per_query = dict(judged)
-        if not all(type(d) is str for d in per_query):
-            fixed = {}
-            for d, g in per_query.items():
-                if isinstance(d, numbers.Integral) and not isinstance(d, bool):
-                    converted_docs = True
-                    d = str(int(d))
-                elif not isinstance(d, str):
-                    raise InputError(f"query {qid!r}: doc id {d!r} is a {type(d).__name__}, not a str", source=where)
-                fixed[d] = g
-            per_query = fixed
-        if not all(type(g) is int for g in per_query.values()):
-            for d, g in per_query.items():
-                if isinstance(g, numbers.Integral) and not isinstance(g, bool):
-                    per_query[d] = int(g)
-                elif isinstance(g, float) and g.is_integer():
-                    per_query[d] = int(g)
-                else:
-                    raise InputError(f"query {qid!r}, doc {d!r}: grade {g!r} is not an integer", source=where)
-        out[qid] = per_query
-    if converted_docs:
-        warn(f"{where}: doc ids given as int were converted to str")
+    with IdCheck(where) as ids:
+        qids = ids.array(np.fromiter(judgements.keys(), dtype=object, count=len(judgements)), "query id")
+        for qid, judged in zip(qids.tolist(), judgements.values()):
+            if not isinstance(judged, Mapping):
+                raise InputError(f"query {qid!r}: judgements must be a mapping doc_id -> grade", source=where)
+            per_query = dict(judged)
+            if not all(type(d) is str for d in per_query):
+                fixed = {}
+                for d, g in per_query.items():
+                    doc, changed = as_id(d, f"query {qid!r}: doc id", where)
+                    if changed:
+                        ids.note("doc id")
+                    fixed[doc] = g
+                per_query = fixed
+            if not all(type(g) is int for g in per_query.values()):
+                for d, g in per_query.items():
+                    if isinstance(g, numbers.Integral) and not isinstance(g, bool):
+                        per_query[d] = int(g)
+                    elif isinstance(g, float) and g.is_integer():
+                        per_query[d] = int(g)
+                    else:
+                        raise InputError(f"query {qid!r}, doc {d!r}: grade {g!r} is not an integer", source=where)
+            out[qid] = per_query
     return out

@@ -164,21 +164,21 @@ def strictly_decreasing_scores(offsets: np.ndarray, ranked_scores: np.ndarray | 
             pos = np.repeat(starts, glen) + within
             scores[pos] = _ulps_below(scores[pos], within)
         still = np.zeros(n, dtype=bool)
-        still[1:] = (scores[1:] >= scores[:-1]) & (query[1:] == query[:-1])
+        still[1:] = ~(scores[1:] < scores[:-1]) & (query[1:] == query[:-1])  # also catches NaN and inf
         rises[np.unique(query[still])] = True
+        rises[np.unique(query[~np.isfinite(scores)])] = True
     bad = rises[query]
     scores[bad] = synthetic[bad]
     return scores
 
 
 def _ulps_below(values: np.ndarray, k: np.ndarray) -> np.ndarray:
-    bits = values.view(np.int64).copy()
-    k = k.astype(np.int64)
-    positive = values > 0
-    bits[positive] -= k[positive]
-    negative = values < 0
-    bits[negative] += k[negative]
-    zero = (values == 0) & (k > 0)
-    bits[zero] = np.int64(-0x8000000000000000) + k[zero]  # -0.0 and k negative subnormals below it
-    out = bits.view(np.float64)
+    """Each value moved down by ``k`` representable doubles (across zero if need be); non-finite results are
+    left for the caller to detect."""
+    bits = values.view(np.int64)
+    magnitude = bits & np.int64(0x7FFFFFFFFFFFFFFF)
+    key = np.where(bits < 0, -magnitude, magnitude)  # monotone in the value; -0.0 and +0.0 share key 0
+    key = key - k.astype(np.int64)
+    out_bits = np.where(key < 0, (-key) | np.int64(-0x8000000000000000), key)
+    out = out_bits.view(np.float64)
     return np.where(np.isfinite(values), out, values)

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import InputError
 from ._columns import line_number, read_columns
 from ._frames import find_column, pick_column
-from ._ids import check_ids
+from ._ids import IdCheck
 from ._io import InputFile, PathLike, read_input, warn
 from .ranking import ranked_permutation, strictly_decreasing_scores
 from .source import Source
@@ -55,14 +55,14 @@ class Run:
         by the evaluation's tie rule. Int ids are converted to str with one warning."""
         if not isinstance(scores, Mapping):
             raise TypeError(f"scores must be a mapping {{query_id: {{doc_id: score}}}}, not {type(scores).__name__}")
-        query_ids = check_ids(np.fromiter(scores.keys(), object, len(scores)), "query id", name).tolist()
-        for qid, per_query in zip(query_ids, scores.values()):
-            if not isinstance(per_query, Mapping):
-                raise InputError(f"query {qid!r}: expected a mapping doc_id -> score", source=name)
-        lengths = np.fromiter(map(len, scores.values()), np.int64, len(scores))
-        total = int(lengths.sum())
-        docs = np.fromiter(chain.from_iterable(scores.values()), object, total)
-        docs = check_ids(docs, "doc id", name)
+        with IdCheck(name) as ids:
+            query_ids = ids.array(np.fromiter(scores.keys(), object, len(scores)), "query id").tolist()
+            for qid, per_query in zip(query_ids, scores.values()):
+                if not isinstance(per_query, Mapping):
+                    raise InputError(f"query {qid!r}: expected a mapping doc_id -> score", source=name)
+            lengths = np.fromiter(map(len, scores.values()), np.int64, len(scores))
+            total = int(lengths.sum())
+            docs = ids.array(np.fromiter(chain.from_iterable(scores.values()), object, total), "doc id")
         try:
             values = np.fromiter(chain.from_iterable(map(methodcaller("values"), scores.values())), np.float64, total)
         except (TypeError, ValueError):
@@ -78,7 +78,8 @@ class Run:
         data and never used to re-sort. A doc id repeated within a query is kept once, at its first position."""
         if not isinstance(ranking, Mapping):
             raise TypeError(f"ranking must be a mapping {{query_id: [doc_id, ...]}}, not {type(ranking).__name__}")
-        query_ids = check_ids(np.fromiter(ranking.keys(), object, len(ranking)), "query id", name).tolist()
+        ids = IdCheck(name)
+        query_ids = ids.array(np.fromiter(ranking.keys(), object, len(ranking)), "query id").tolist()
         docs: list[Any] = []
         values: list[float] = []
         lengths = np.zeros(len(query_ids), np.int64)
@@ -102,7 +103,8 @@ class Run:
                 else:
                     docs.append(item)
             lengths[i] = len(items)
-        doc_array = check_ids(np.array(docs, dtype=object) if docs else np.empty(0, object), "doc id", name)
+        with ids:
+            doc_array = ids.array(np.array(docs, dtype=object) if docs else np.empty(0, object), "doc id")
         score_array = np.array(values, dtype=np.float64) if with_scores else None
         return cls._build(name, query_ids, lengths, doc_array, score_array, by_score=False, source=None, dedupe=True)
 
@@ -160,12 +162,13 @@ class Run:
                 values.append(float(value))
             elif values:
                 raise file.error("some lines have a 'score' and this one has none", number)
-        qids = check_ids(np.array(queries, dtype=object), "query id", file.path)
+        with IdCheck(file.path) as ids:
+            qids = ids.array(np.array(queries, dtype=object), "query id")
+            docs_arr = ids.array(np.array(docs, dtype=object), "doc id")
         uniq = list(dict.fromkeys(qids.tolist()))
         where = {q: i for i, q in enumerate(uniq)}
         codes = np.fromiter((where[q] for q in qids), np.int64, len(qids))
         scores = np.array(values, dtype=np.float64) if values else None
-        docs_arr = check_ids(np.array(docs, dtype=object), "doc id", file.path)
         return cls._from_rows(name or file.name, uniq, codes, docs_arr, scores, by_score=order == "score", file=file)
 
     @classmethod
@@ -178,8 +181,9 @@ class Run:
         s = find_column(frame.columns, SCORE_COLUMNS)
         if s is None and order == "score":
             raise InputError("no 'score' column (use order='given' for a ranking without scores)", source="DataFrame")
-        qids = check_ids(frame[q].to_numpy(dtype=object), "query id", "DataFrame")
-        docs = check_ids(frame[d].to_numpy(dtype=object), "doc id", "DataFrame")
+        with IdCheck("DataFrame") as ids:
+            qids = ids.array(frame[q].to_numpy(dtype=object), "query id")
+            docs = ids.array(frame[d].to_numpy(dtype=object), "doc id")
         scores = None
         if s is not None:
             try:

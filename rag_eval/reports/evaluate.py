@@ -61,29 +61,28 @@ def evaluate(
 
 
 def _named_runs(runs: Run | Sequence[Run] | Mapping[str, Run]) -> dict[str, Run]:
+    hint = (
+        "runs must be a Run, a list of Runs or a {name: Run} mapping (build one with Run.from_scores, "
+        "Run.from_ranking or Run.from_trec)"
+    )
     if isinstance(runs, Run):
         return {runs.name: runs}
     if isinstance(runs, Mapping):
         named = dict(runs)
+        if any(not isinstance(n, str) for n in named):
+            raise TypeError("run names (the mapping's keys) must be str")
     elif isinstance(runs, Sequence) and not isinstance(runs, (str, bytes)):
+        if any(not isinstance(r, Run) for r in runs):
+            raise TypeError(hint)
         named = {}
         for run in runs:
-            if not isinstance(run, Run):
-                break
             if run.name in named:
                 raise ValueError(f"two runs are named {run.name!r}; pass a {{name: run}} mapping to name them")
             named[run.name] = run
     else:
-        named = {}
-    bad = [r for r in (named.values() if named else [runs]) if not isinstance(r, Run)]
-    if bad or not named:
-        raise TypeError(
-            "runs must be a Run, a list of Runs or a {name: Run} mapping (build one with Run.from_scores, "
-            "Run.from_ranking or Run.from_trec)"
-        )
-    for name in named:
-        if not isinstance(name, str):
-            raise TypeError(f"run names must be str, not {type(name).__name__}")
+        raise TypeError(hint)
+    if not named or any(not isinstance(r, Run) for r in named.values()):
+        raise TypeError(hint)
     return named
 
 
