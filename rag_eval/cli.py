@@ -144,17 +144,23 @@ def _trec_value(metric, value: float) -> str:
     return f"{int(round(value))}" if metric.summed else f"{value:6.4f}"
 
 
+def _trec_name(metric, gain: str) -> str:
+    """trec_eval's name for a metric, unless the conventions make it a different measure (nDCG with exp gain)."""
+    if metric.family == "ndcg" and gain == "exp" and not {"gain", "gains"} & set(metric.param):
+        return str(metric)
+    return metric.trec_name
+
+
 def _write_trec_eval(out: io.StringIO, report: Report, *, runs_by_name: dict[str, Run], per_query: bool) -> None:
     """What ``trec_eval [-q] -m ...`` prints: measure name padded to 22, a tab, the query (or all), the value."""
     metrics = [parse_metric(m) for m in report.metrics]
+    names = {m: _trec_name(m, report.card.conventions.gain) for m in metrics}
     for name in report.runs:
-        per = report.per_query
-        per = per[per["run"] == name]
         values = {m: report.values(name, m) for m in metrics}
         if per_query:
             for qid in values[metrics[0]].index:
                 for m in metrics:
-                    out.write(f"{m.trec_name:<22}\t{qid}\t{_trec_value(m, values[m][qid])}\n")
+                    out.write(f"{names[m]:<22}\t{qid}\t{_trec_value(m, values[m][qid])}\n")
         run = runs_by_name[name]
         counted = next(q.counted for q in report.card.queries if q.run == name)
         out.write(f"{'runid':<22}\tall\t{run.tag or run.name}\n")
@@ -162,7 +168,7 @@ def _write_trec_eval(out: io.StringIO, report: Report, *, runs_by_name: dict[str
         for m in metrics:
             series = values[m]
             total = float(series.sum()) if m.summed else (float(series.mean()) if len(series) else 0.0)
-            out.write(f"{m.trec_name:<22}\tall\t{_trec_value(m, total)}\n")
+            out.write(f"{names[m]:<22}\tall\t{_trec_value(m, total)}\n")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -102,7 +102,7 @@ class Qrels:
                 raise file.error(exc.problem, number) from None
             queries.append(q)
             docs.append(d)
-            if not isinstance(g, numbers.Integral) and not (isinstance(g, float) and g.is_integer()):
+            if isinstance(g, bool) or not (isinstance(g, numbers.Integral) or (isinstance(g, float) and g.is_integer())):
                 raise file.error(f"grade {g!r} is not an integer", number)
             grades.append(int(g))
         with IdCheck(file.path) as ids:
@@ -161,9 +161,13 @@ class Qrels:
         duplicates = 0
         for i, qid in enumerate(query_ids):
             a, b = bounds[i], bounds[i + 1]
-            per_query = dict(zip(docs[a:b].tolist()[::-1], grades_list[a:b][::-1]))  # first judgement wins
-            duplicates += (b - a) - len(per_query)
-            judgements[qid] = dict(reversed(per_query.items()))
+            per_query = dict(zip(docs[a:b].tolist(), grades_list[a:b]))
+            if len(per_query) < b - a:  # a document judged twice: the first judgement wins, in its place
+                duplicates += (b - a) - len(per_query)
+                per_query = {}
+                for doc, grade in zip(docs[a:b].tolist(), grades_list[a:b]):
+                    per_query.setdefault(doc, grade)
+            judgements[qid] = per_query
         where = file.path if file else "DataFrame"
         if duplicates:
             warn(f"{where}: {duplicates} duplicate judgement(s) of the same document for a query; kept the first")

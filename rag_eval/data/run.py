@@ -422,9 +422,14 @@ def _first_occurrences(offsets: np.ndarray, docs: np.ndarray, scores: np.ndarray
 
 
 def _as_score(value: Any, qid: str, doc: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
-        raise InputError(f"query {qid!r}, doc {doc!r}: score {value!r} is not a number", source=where)
-    return float(value)
+    """A score: anything NumPy reads as a float (numbers, numeric strings, bools), but not NaN."""
+    try:
+        score = float(np.float64(value))
+    except (TypeError, ValueError):
+        raise InputError(f"query {qid!r}, doc {doc!r}: score {value!r} is not a number", source=where) from None
+    if score != score:
+        raise InputError(f"query {qid!r}, doc {doc!r}: score is NaN", source=where)
+    return score
 
 
 def _bad_score(scores: Mapping[str, Mapping[str, Any]], where: str) -> InputError:

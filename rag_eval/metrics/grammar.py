@@ -47,11 +47,9 @@ class Metric:
         return f"Metric({str(self)!r})"
 
     def __eq__(self, other: object) -> bool:
+        # a str compares by the canonical string only, so that equal objects hash alike
         if isinstance(other, str):
-            try:
-                other = parse_metric(other)
-            except InputError:
-                return False
+            return str(self) == other
         return isinstance(other, Metric) and str(self) == str(other)
 
     def __hash__(self) -> int:
@@ -104,6 +102,8 @@ def parse_metric(text: str | Metric) -> Metric:
         raise InputError(f"cannot read metric name {text!r} (expected e.g. 'ndcg@10' or 'P(rel=2)@5')")
     name = match["name"].lower()
     k_text = match["k"]
+    if name in ("ndcg_cut", "map_cut") and k_text is None:  # trec_eval's default cutoff lists: say which
+        raise InputError(f"metric {text!r} needs a cutoff, e.g. '{name}_10'")
     family = _family(name)
     if family is None and k_text is None:
         cut = _TREC_CUT.match(name)

@@ -106,7 +106,12 @@ class Report:
         """One run's values of one metric, indexed by query id."""
         import pandas as pd
 
-        j = self._metrics.index(parse_metric(metric))
+        wanted = parse_metric(metric)
+        if wanted not in self._metrics:
+            raise KeyError(f"metric {str(wanted)!r} was not measured; measured: {self.metrics}")
+        if run not in self._scores:
+            raise KeyError(f"no run named {run!r}; runs: {self.runs}")
+        j = self._metrics.index(wanted)
         s = self._scores[run]
         return pd.Series(s.values[:, j], index=pd.Index(s.query_ids, name="query_id"), name=str(self._metrics[j]))
 

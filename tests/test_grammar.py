@@ -1,0 +1,231 @@
+"""The metric grammar: one canonical string per metric, round trips, suggestions and refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag_eval import InputError, Metric, parse_metric
+
+# input spelling -> canonical string
+CANONICAL = [
+    ("P@5", "precision@5"),
+    ("p@5", "precision@5"),
+    ("precision@5", "precision@5"),
+    ("P_10", "precision@10"),
+    ("P.10", "precision@10"),
+    ("ndcg_cut_10", "ndcg@10"),
+    ("ndcg_cut.10", "ndcg@10"),
+    ("NDCG_CUT_10", "ndcg@10"),
+    ("ndcg@10", "ndcg@10"),
+    ("nDCG@10", "ndcg@10"),
+    ("ndcg", "ndcg"),
+    ("map", "ap"),
+    ("MAP", "ap"),
+    ("AP", "ap"),
+    ("map_cut_10", "ap@10"),
+    ("ap@10", "ap@10"),
+    ("recip_rank", "mrr"),
+    ("RR", "mrr"),
+    ("mrr@10", "mrr@10"),
+    ("Rprec", "r_precision"),
+    ("R-precision", "r_precision"),
+    ("success_5", "hit@5"),
+    ("success@5", "hit@5"),
+    ("hit@5", "hit@5"),
+    ("recall_100", "recall@100"),
+    ("Recall@100", "recall@100"),
+    ("bpref", "bpref"),
+    ("judged@10", "judged@10"),
+    ("recall_ceiling@5", "recall_ceiling@5"),
+    ("num_rel", "num_rel"),
+    ("num_ret", "num_ret"),
+    ("num_rel_ret", "num_rel_ret"),
+    ("NDCG(GAIN=LINEAR)@10", "ndcg(gain=linear)@10"),
+    ("ndcg( gain = linear )@ 10", "ndcg(gain=linear)@10"),
+    ("ndcg(gain=exp)@10", "ndcg(gain=exp)@10"),
+    ("P(rel=2)@5", "precision(rel=2)@5"),
+    ("p(REL=2)@5", "precision(rel=2)@5"),
+    ("ndcg(rel=2)@10", "ndcg(rel=2)@10"),
+    ("ndcg(rel=2,gain=linear)@5", "ndcg(gain=linear,rel=2)@5"),
+    ("ndcg(gains=2:9;1:3;4:4.5)", "ndcg(gains=1:3;2:9;4:4.5)"),
+    ("ndcg(gains=1:3.0;0:0)", "ndcg(gains=0:0;1:3)"),
+    ("ndcg(gains=2:9;1:3)@10", "ndcg(gains=1:3;2:9)@10"),
+]
+
+
+@pytest.mark.parametrize("text, canonical", CANONICAL, ids=[t for t, _ in CANONICAL])
+def test_canonical_string_and_round_trip(text, canonical):
+    metric = parse_metric(text)
+    assert isinstance(metric, Metric)
+    assert str(metric) == canonical
+    again = parse_metric(str(metric))
+    assert again == metric
+    assert str(again) == canonical
+    assert hash(again) == hash(metric)
+    assert metric == canonical  # a metric equals its canonical string (and hashes like it) ...
+    assert hash(metric) == hash(canonical)
+    assert parse_metric(text) == metric  # ... and any spelling parses to it
+    assert parse_metric(metric) is metric
+
+
+@pytest.mark.parametrize(
+    "text, family, k, params",
+    [
+        ("P@5", "precision", 5, {}),
+        ("ndcg", "ndcg", None, {}),
+        ("P(rel=2)@5", "precision", 5, {"rel": "2"}),
+        ("ndcg(gain=linear,rel=3)@7", "ndcg", 7, {"gain": "linear", "rel": "3"}),
+    ],
+)
+def test_parts_of_a_parsed_metric(text, family, k, params):
+    metric = parse_metric(text)
+    assert (metric.family, metric.k, metric.param) == (family, k, params)
+    assert metric.rel == (int(params["rel"]) if "rel" in params else None)
+
+
+def test_equality_and_hashing_go_through_the_canonical_string():
+    spellings = ["P@5", "p@5", "precision@5", "P_5", "P.5", "PRECISION@5"]
+    metrics = {parse_metric(s) for s in spellings}
+    assert len(metrics) == 1
+    assert {str(m) for m in metrics} == {"precision@5"}
+    assert len({parse_metric(s) for s in ["map", "ap", "AP", "map", "ndcg_cut_10", "ndcg@10"]}) == 2
+    assert parse_metric("P@5") != parse_metric("P@10")
+    assert parse_metric("P@5") != parse_metric("P(rel=2)@5")
+    assert parse_metric("ndcg@10") != parse_metric("ndcg")
+    assert parse_metric("ndcg@10") != parse_metric("ndcg(gain=linear)@10")
+    assert parse_metric("ndcg@10") != "not a metric"
+    assert parse_metric("ndcg@10") != 10
+    assert hash(parse_metric("P_5")) == hash("precision@5")
+    assert {parse_metric("P_5"): 1}[parse_metric("precision@5")] == 1
+
+
+def test_metrics_are_immutable():
+    metric = parse_metric("P@5")
+    with pytest.raises(AttributeError):
+        metric.k = 10  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "text, suggestion",
+    [
+        ("ndgc@10", "ndcg"),
+        ("recal@5", "recall"),
+        ("precison@5", "precision"),
+        ("bperf", "bpref"),
+        ("recip_rnak", "mrr"),
+    ],
+)
+def test_unknown_names_suggest_a_known_one(text, suggestion):
+    with pytest.raises(InputError) as info:
+        parse_metric(text)
+    message = str(info.value)
+    assert "did you mean" in message
+    assert f"'{suggestion}'" in message
+    assert text in message
+
+
+def test_hopeless_name_lists_the_known_metrics():
+    with pytest.raises(InputError) as info:
+        parse_metric("zzzzzz")
+    assert "ndcg" in str(info.value) and "precision" in str(info.value)
+
+
+@pytest.mark.parametrize("text", ["ndcg@0", "P@0", "P@-1", "P_0", "P_-3", "recall@-5", "ndcg_cut_0", "success@0"])
+def test_cutoff_below_one_is_refused(text):
+    with pytest.raises(InputError, match="1 or more"):
+        parse_metric(text)
+
+
+@pytest.mark.parametrize("text", ["ndcg@x", "P@1.5", "P@"])
+def test_cutoff_that_is_not_an_integer_is_refused(text):
+    with pytest.raises(InputError):
+        parse_metric(text)
+
+
+@pytest.mark.parametrize("text", ["P", "recall", "success", "hit", "judged", "recall_ceiling", "P(rel=2)"])
+def test_missing_required_cutoff_is_refused(text):
+    with pytest.raises(InputError, match="needs a cutoff"):
+        parse_metric(text)
+
+
+@pytest.mark.parametrize("text", ["bpref@10", "bpref_10", "Rprec@5", "r_precision@5", "num_rel@10", "num_ret_100"])
+def test_cutoff_on_a_metric_without_one_is_refused(text):
+    with pytest.raises(InputError, match="takes no cutoff"):
+        parse_metric(text)
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("ndcg(foo=1)@10", "unknown parameter"),
+        ("mrr(gain=linear)", "unknown parameter"),
+        ("judged(rel=2)@10", "unknown parameter"),
+        ("ndcg(gain=linear,gains=1:2)@10", "not both"),
+        ("ndcg(gains=1:2,gain=exp)", "not both"),
+        ("ndcg(gain=cubic)@10", "gain="),
+        ("P(rel=0)@5", "1 or more"),
+        ("P(rel=x)@5", "not an integer"),
+        ("ap(rel=2,rel=3)", "twice"),
+        ("ndcg(gains=)", "name=value"),
+        ("ndcg(gains=a:b)", "grade:gain"),
+        ("ndcg(gains=1:2;1:3)", "repeated"),
+        ("ndcg(gain)", "name=value"),
+    ],
+)
+def test_bad_parameters_are_refused(text, fragment):
+    with pytest.raises(InputError) as info:
+        parse_metric(text)
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize("text", ["", "   ", "@10", "P@5@6", "ndcg((gain=linear))", "10@ndcg"])
+def test_unreadable_names_are_input_errors(text):
+    with pytest.raises(InputError):
+        parse_metric(text)
+
+
+@pytest.mark.parametrize("value", [5, None, 1.5, ["P@5"]])
+def test_non_strings_are_type_errors(value):
+    with pytest.raises(TypeError):
+        parse_metric(value)  # type: ignore[arg-type]
+
+
+def test_input_error_is_a_value_error():
+    with pytest.raises(ValueError):
+        parse_metric("nope@5")
+
+
+@pytest.mark.parametrize(
+    "text, trec_name",
+    [
+        ("precision@5", "P_5"),
+        ("P@10", "P_10"),
+        ("ndcg@10", "ndcg_cut_10"),
+        ("ndcg(gain=linear)@10", "ndcg_cut_10"),
+        ("ndcg", "ndcg"),
+        ("ap", "map"),
+        ("ap@10", "map_cut_10"),
+        ("hit@5", "success_5"),
+        ("mrr", "recip_rank"),
+        ("recall@100", "recall_100"),
+        ("r_precision", "Rprec"),
+        ("bpref", "bpref"),
+        ("num_rel_ret", "num_rel_ret"),
+        ("ndcg(gains=2:9;1:3;4:4.5)", "ndcg_1=3,2=9,4=4.5"),
+    ],
+)
+def test_trec_name(text, trec_name):
+    metric = parse_metric(text)
+    assert metric.trec_name == trec_name
+
+
+@pytest.mark.parametrize("text", ["mrr@10", "P(rel=2)@5", "judged@10", "recall_ceiling@5", "ndcg(gain=exp)@10"])
+def test_trec_name_falls_back_to_the_canonical_string(text):
+    metric = parse_metric(text)
+    assert metric.trec_name == str(metric)
+
+
+@pytest.mark.parametrize("text", ["P@5", "ndcg@10", "ap@10", "hit@5", "mrr", "recall@100", "r_precision", "ap", "ndcg", "bpref"])
+def test_trec_name_parses_back_to_the_same_metric(text):
+    metric = parse_metric(text)
+    assert parse_metric(metric.trec_name) == metric
