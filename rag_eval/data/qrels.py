@@ -10,6 +10,8 @@ import json
 import numbers
 from collections.abc import Mapping
 from functools import cached_property
+from itertools import chain
+from operator import methodcaller
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -240,7 +242,8 @@ class Qrels:
         lengths = np.fromiter(map(len, self._judgements.values()), np.int64, len(self._judgements))
         offsets = np.zeros(len(lengths) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        grades = np.fromiter((g for j in self._judgements.values() for g in j.values()), np.int64, int(offsets[-1]))
+        values = chain.from_iterable(map(methodcaller("values"), self._judgements.values()))
+        grades = np.fromiter(values, np.int64, int(offsets[-1]))
         return list(self._judgements), offsets, grades
 
 

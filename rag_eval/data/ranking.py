@@ -74,10 +74,12 @@ def sort_rows(offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
     return values
 
 
-def search_rows(sorted_values: np.ndarray, starts: np.ndarray, ends: np.ndarray, needles: np.ndarray) -> np.ndarray:
-    """``np.searchsorted(..., side="left")`` of each needle within its own segment
-    ``sorted_values[starts[i]:ends[i]]`` (each segment ascending), for all needles at once: a vectorised binary
-    search of about log2(longest segment) steps."""
+def search_rows(
+    sorted_values: np.ndarray, starts: np.ndarray, ends: np.ndarray, needles: np.ndarray, side: str = "left"
+) -> np.ndarray:
+    """``np.searchsorted(..., side)`` of each needle within its own segment ``sorted_values[starts[i]:ends[i]]``
+    (each segment ascending), for all needles at once: a vectorised binary search of about log2(longest
+    segment) steps."""
     lo, hi = starts.copy(), ends.copy()
     last = len(sorted_values) - 1
     while True:
@@ -85,7 +87,8 @@ def search_rows(sorted_values: np.ndarray, starts: np.ndarray, ends: np.ndarray,
         if not active.any():
             return lo
         mid = (lo + hi) >> 1
-        right = sorted_values[np.minimum(mid, last)] < needles
+        probe = sorted_values[np.minimum(mid, last)]
+        right = probe < needles if side == "left" else probe <= needles
         right &= active
         np.copyto(lo, mid + 1, where=right)
         np.copyto(hi, mid, where=active & ~right)

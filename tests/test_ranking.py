@@ -1,0 +1,71 @@
+"""Ranking by score: the row-wise sort and search helpers against plain NumPy, and ties at the extremes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rag_eval
+from rag_eval.data.ranking import ranked_permutation, score_order, search_rows, sort_rows, strictly_decreasing_scores
+
+
+def _ragged(seed: int):
+    rng = np.random.default_rng(seed)
+    lengths = rng.choice([0, 1, 2, 3, 17, 64, 300], size=40)
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    scores = np.round(rng.normal(size=int(offsets[-1])), 1)  # many ties
+    return offsets, scores
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_score_order_sorts_each_query_descending(seed):
+    offsets, scores = _ragged(seed)
+    perm = score_order(offsets, scores)
+    for a, b in zip(offsets[:-1], offsets[1:]):
+        assert sorted(perm[a:b].tolist()) == list(range(a, b))  # stays within its query
+        assert (np.diff(scores[perm[a:b]]) <= 0).all()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sort_rows_and_search_rows_match_numpy_per_row(seed):
+    offsets, scores = _ragged(seed)
+    ordered = sort_rows(offsets, scores.copy())
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, len(offsets) - 1, size=200)
+    needles = np.round(rng.normal(size=200), 1)
+    for side in ("left", "right"):
+        found = search_rows(ordered, offsets[rows], offsets[rows + 1], needles, side)
+        for r, needle, f in zip(rows, needles, found):
+            segment = np.sort(scores[offsets[r] : offsets[r + 1]])
+            assert f - offsets[r] == np.searchsorted(segment, needle, side=side)
+
+
+def test_ranked_permutation_breaks_ties_by_each_rule():
+    offsets = np.array([0, 4])
+    scores = np.array([1.0, 2.0, 1.0, 1.0])
+    docs = np.array(["d10", "x", "d9", "d2"], dtype=object)
+    by = {rule: docs[ranked_permutation(offsets, scores, docs, rule)].tolist() for rule in ("trec_eval", "doc_id", "input_order")}
+    assert by == {
+        "trec_eval": ["x", "d9", "d2", "d10"],  # strings: "d9" > "d2" > "d10"
+        "doc_id": ["x", "d10", "d2", "d9"],
+        "input_order": ["x", "d10", "d9", "d2"],
+    }
+
+
+@pytest.mark.parametrize(("rule", "p_at_2"), [("trec_eval", 0.0), ("doc_id", 0.5), ("input_order", 0.5)])
+def test_ties_at_minus_infinity_follow_the_tie_rule(rule, p_at_2):
+    run = rag_eval.Run.from_scores({"q": {"a": float("-inf"), "b": float("-inf"), "c": 1.0}})
+    report = rag_eval.evaluate({"q": {"a": 1}}, run, ["P@2"], conventions=rag_eval.Conventions(ties=rule))
+    assert report.values("run", "P@2")["q"] == p_at_2
+
+
+def test_exported_scores_strictly_decrease_and_keep_their_values():
+    offsets = np.array([0, 3, 6, 8])
+    ranked = np.array([2.0, 2.0, 1.0, 0.5, 0.7, 0.1, 0.0, 0.0])  # query 1 rises: not an order by score
+    out = strictly_decreasing_scores(offsets, ranked)
+    for a, b in zip(offsets[:-1], offsets[1:]):
+        assert (np.diff(out[a:b]) < 0).all()
+    assert out[0] == 2.0 and abs(out[1] - 2.0) < 1e-15 and out[2] == 1.0
+    assert out[3:6].tolist() == [3.0, 2.0, 1.0]
+    assert out[6] == 0.0 and out[7] < 0.0
