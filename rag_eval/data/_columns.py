@@ -1,8 +1,8 @@
 """Whitespace-separated text tables (TREC runs and qrels) read into columns.
 
-A fast path hands regular files (one tab or one space between fields, as nearly every tool writes them) to
-Arrow's multi-threaded CSV reader; anything else, and every file with an error, goes through a line-by-line
-reader that names the line and the problem.
+The C reader (``rag_eval._speedups.parse_columns``) takes every regular file; a line it finds unusual (too
+few fields, a score that is not a number, ...) sends the whole file to the line reader here, which names the
+line and the problem. Both split on ASCII whitespace only, as trec_eval does.
 """
 
 from __future__ import annotations
@@ -13,139 +13,85 @@ from typing import Literal
 
 import numpy as np
 
+from .. import _accel
 from ._io import InputFile
 
-Kind = Literal["str", "float", "int"]
+Kind = Literal["run", "qrels"]
+_LAYOUT = {"run": "qid Q0 docid rank score tag", "qrels": "qid iter docid grade"}
 
 
 @dataclass
 class Columns:
-    """The requested fields of every non-blank line, in file order."""
+    """The fields rag_eval uses of every non-blank line, in file order."""
 
     query_codes: np.ndarray  # int64 index into query_ids, one per line
     query_ids: list[str]  # in order of first appearance
-    fields: dict[int, np.ndarray]  # field number -> column (object array of str, float64 or int64)
+    doc_ids: np.ndarray  # object array of str
+    values: np.ndarray  # float64 scores (run) or int64 grades (qrels)
+    tag: str | None  # a run's tag on its first line
+    # query codes that repeat a doc id, or None when every query must be checked (queries interleaved, or the
+    # line reader was used)
+    repeats: list[int] | None
 
     def __len__(self) -> int:
         return len(self.query_codes)
 
 
-def read_columns(
-    file: InputFile, *, fields: dict[int, Kind], min_fields: int, max_fields: int | None, layout: str
-) -> Columns:
-    """Read field 0 (the query id) and the requested ``fields`` of a whitespace-separated file.
-
-    ``layout`` describes the expected line for error messages, e.g. ``"qid iter docid grade"``.
-    """
-    fast = _read_with_arrow(file, fields, min_fields, max_fields)
-    if fast is not None:
-        return fast
-    return _read_lines(file, fields, min_fields, max_fields, layout)
+def read_table(file: InputFile, kind: Kind) -> Columns:
+    """A TREC run (``qid Q0 docid rank score tag``, at least 6 fields, the rest ignored) or qrels file
+    (``qid iter docid grade``, exactly 4 fields)."""
+    if _accel.speedups is not None:
+        native = _accel.speedups.parse_columns(file.data, 0 if kind == "run" else 1, file.ascii)
+        if native is not None:
+            query_ids, codes, docs, values, n, tag, repeats, interleaved = native
+            return Columns(codes[:n], query_ids, docs[:n], values[:n], tag, None if interleaved else repeats)
+    return _read_lines(file, kind)
 
 
 def line_number(file: InputFile, row: int) -> int:
-    """The line number of the ``row``-th non-blank line (for error messages after a fast read)."""
+    """The line number of the ``row``-th non-blank line (for error messages)."""
     for index, (number, _) in enumerate(file.lines()):
         if index == row:
             return number
     raise IndexError(row)
 
 
-def _sniff_delimiter(file: InputFile) -> str | None:
-    """The single separator of a regular file: tab or space, if the file uses exactly one of them between
-    fields and no other ASCII whitespace (which the line reader would also split on, as trec_eval does)."""
-    end = file.data.find(b"\n", 0, 1 << 16)
-    first = file.data[: end if end >= 0 else 1 << 16].rstrip(b"\r").decode("utf-8", "replace")
-    for delimiter, other in (("\t", b" "), (" ", b"\t")):
-        parts = first.split(delimiter)
-        if len(parts) > 1 and all(p and p == p.strip() for p in parts):
-            if any(c in file.data for c in (other, b"\x0b", b"\x0c")):
-                return None
-            return delimiter
-    return None
-
-
-def _read_with_arrow(
-    file: InputFile, fields: dict[int, Kind], min_fields: int, max_fields: int | None
-) -> Columns | None:
-    delimiter = _sniff_delimiter(file)
-    if delimiter is None:
-        return None
-    end = file.data.find(b"\n")
-    width = len(file.data[: end if end >= 0 else None].rstrip(b"\r").split(delimiter.encode()))
-    if width < min_fields or (max_fields is not None and width > max_fields):
-        return None
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.csv as pacsv
-
-    names = [f"f{i}" for i in range(width)]
-    types = {"str": pa.string(), "float": pa.float64(), "int": pa.int64()}
-    column_types = {"f0": pa.string()} | {f"f{i}": types[k] for i, k in fields.items()}
-    try:
-        table = pacsv.read_csv(
-            pa.BufferReader(file.data),
-            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 24),
-            parse_options=pacsv.ParseOptions(
-                delimiter=delimiter, quote_char=False, escape_char=False, ignore_empty_lines=True
-            ),
-            convert_options=pacsv.ConvertOptions(
-                column_types=column_types,
-                include_columns=["f0", *(f"f{i}" for i in fields)],
-                null_values=[],
-                strings_can_be_null=False,
-            ),
-        )
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None  # irregular or bad: the line reader says exactly where
-    if table.num_rows == 0:
-        return None
-    encoded = pc.dictionary_encode(table.column("f0")).combine_chunks()
-    codes = encoded.indices.to_numpy().astype(np.int64)
-    query_ids = encoded.dictionary.to_pylist()
-    columns: dict[int, np.ndarray] = {}
-    for i, kind in fields.items():
-        column = table.column(f"f{i}")
-        columns[i] = column.to_numpy() if kind != "str" else np.asarray(column.to_numpy(), dtype=object)
-    return Columns(codes, query_ids, columns)
-
-
-def _read_lines(
-    file: InputFile, fields: dict[int, Kind], min_fields: int, max_fields: int | None, layout: str
-) -> Columns:
+def _read_lines(file: InputFile, kind: Kind) -> Columns:
     codes: list[int] = []
     index: dict[str, int] = {}
-    values: dict[int, list] = {i: [] for i in fields}
+    docs: list[str] = []
+    values: list[float | int] = []
+    tag = None
     for number, line in file.lines():
-        parts = line.encode().split()  # ASCII whitespace only, as trec_eval splits
-        parts = [p.decode() for p in parts]
-        if len(parts) < min_fields or (max_fields is not None and len(parts) > max_fields):
-            expected = f"{min_fields}" if max_fields == min_fields else f"at least {min_fields}"
-            raise file.error(f"expected {expected} fields ({layout}), found {len(parts)}", number)
+        parts = [p.decode() for p in line.encode().split()]  # ASCII whitespace only, as trec_eval splits
+        if kind == "run" and len(parts) < 6:
+            raise file.error(f"expected at least 6 fields ({_LAYOUT[kind]}), found {len(parts)}", number)
+        if kind == "qrels" and len(parts) != 4:
+            raise file.error(f"expected 4 fields ({_LAYOUT[kind]}), found {len(parts)}", number)
         codes.append(index.setdefault(parts[0], len(index)))
-        for i, kind in fields.items():
-            values[i].append(_convert(parts[i], kind, file, number, i))
-    columns: dict[int, np.ndarray] = {}
-    for i, kind in fields.items():
-        dtype = {"str": object, "float": np.float64, "int": np.int64}[kind]
-        columns[i] = np.array(values[i], dtype=dtype) if values[i] else np.empty(0, dtype=dtype)
-    return Columns(np.array(codes, dtype=np.int64), list(index), columns)
+        docs.append(parts[2])
+        if kind == "run":
+            values.append(_score(parts[4], file, number))
+            tag = parts[5] if tag is None else tag
+        else:
+            grade = parse_int(parts[3])
+            if grade is None:
+                raise file.error(f"field 4 is {parts[3]!r}, not an integer grade", number)
+            values.append(grade)
+    dtype = np.float64 if kind == "run" else np.int64
+    return Columns(
+        np.array(codes, dtype=np.int64), list(index), np.array(docs, dtype=object) if docs else np.empty(0, object),
+        np.array(values, dtype=dtype), tag, None,
+    )
 
 
-def _convert(text: str, kind: Kind, file: InputFile, number: int, field: int) -> object:
-    if kind == "str":
-        return text
-    if kind == "int":
-        grade = parse_int(text)
-        if grade is None:
-            raise file.error(f"field {field + 1} is {text!r}, not an integer", number)
-        return grade
+def _score(text: str, file: InputFile, number: int) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise file.error(f"field {field + 1} is {text!r}, not a number", number) from None
+        raise file.error(f"field 5 is {text!r}, not a number", number) from None
     if math.isnan(value):
-        raise file.error(f"field {field + 1} is NaN", number)
+        raise file.error("field 5 (the score) is NaN", number)
     return value
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import threading
 import warnings
-from dataclasses import dataclass
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -21,7 +23,13 @@ class InputFile:
 
     path: str
     data: bytes  # decompressed bytes, checked to be UTF-8
-    sha256: str  # of the file as stored (compressed bytes for a .gz file)
+    ascii: bool  # whether every byte is ASCII (the common case, and a faster one to read)
+    _digest: Future[str] = field(repr=False, compare=False)
+
+    @property
+    def sha256(self) -> str:
+        """SHA-256 of the file as stored (the compressed bytes of a .gz file)."""
+        return self._digest.result()
 
     @property
     def name(self) -> str:
@@ -53,16 +61,17 @@ def read_input(path: PathLike) -> InputFile:
         raise InputError("is a directory, not a file", source=spath) from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", source=spath) from None
-    digest = hashlib.sha256(raw).hexdigest()
+    digest = _hash_in_background(raw)
     data = raw
     if spath.endswith(".gz") or raw[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(raw)
         except (OSError, EOFError) as exc:
             raise InputError(f"not a readable gzip file ({exc})", source=spath) from None
-    if not data.strip():
+    if not data or data.isspace():
         raise InputError("empty file", source=spath)
-    if not data.isascii():
+    ascii = data.isascii()
+    if not ascii:
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -72,7 +81,21 @@ def read_input(path: PathLike) -> InputFile:
             ) from None
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    return InputFile(spath, data, digest)
+    return InputFile(spath, data, ascii, digest)
+
+
+def _hash_in_background(raw: bytes) -> Future[str]:
+    """SHA-256 of ``raw`` on another thread: hashlib releases the GIL, so it overlaps with parsing."""
+    digest: Future[str] = Future()
+
+    def work() -> None:
+        digest.set_result(hashlib.sha256(raw).hexdigest())
+
+    if len(raw) < 1 << 20:
+        work()
+    else:
+        threading.Thread(target=work, name="rag_eval-sha256", daemon=True).start()
+    return digest
 
 
 def warn(message: str) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InputError
-from ._columns import parse_int, read_columns
+from ._columns import parse_int, read_table
 from ._frames import pick_column
 from ._ids import IdCheck, as_id
 from ._io import InputFile, PathLike, read_input, warn
@@ -54,10 +54,8 @@ class Qrels:
     def from_trec(cls, path: PathLike) -> Qrels:
         """From a TREC qrels file: ``qid iter docid grade`` per line (``.gz`` read transparently)."""
         file = read_input(path)
-        cols = read_columns(
-            file, fields={2: "str", 3: "int"}, min_fields=4, max_fields=4, layout="qid iter docid grade"
-        )
-        return cls._from_columns(file, cols.query_ids, cols.query_codes, cols.fields[2], cols.fields[3])
+        cols = read_table(file, "qrels")
+        return cls._from_columns(file, cols.query_ids, cols.query_codes, cols.doc_ids, cols.values)
 
     @classmethod
     def from_beir(cls, path: PathLike) -> Qrels:

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from .. import _accel
 from ..errors import InputError
-from ._columns import line_number, read_columns
+from ._columns import line_number, read_table
 from ._frames import find_column, pick_column
 from ._ids import IdCheck
 from ._io import InputFile, PathLike, read_input, warn
@@ -55,6 +56,10 @@ class Run:
         by the evaluation's tie rule. Int ids are converted to str with one warning."""
         if not isinstance(scores, Mapping):
             raise TypeError(f"scores must be a mapping {{query_id: {{doc_id: score}}}}, not {type(scores).__name__}")
+        native = _accel.speedups.score_columns(scores) if _accel.speedups is not None else None
+        if native is not None:  # a plain dict of dicts with str ids and float or int scores
+            query_ids, lengths, docs, values = native
+            return cls._build(name, query_ids, lengths, docs, values, by_score=True, source=None, dedupe=False)
         with IdCheck(name) as ids:
             query_ids = ids.array(np.fromiter(scores.keys(), object, len(scores)), "query id").tolist()
             for qid, per_query in zip(query_ids, scores.values()):
@@ -116,19 +121,15 @@ class Run:
         and the rank column is not used. ``.gz`` files are read transparently. ``name`` defaults to the file name.
         """
         file = read_input(path)
-        cols = read_columns(
-            file, fields={2: "str", 4: "float", 5: "str"}, min_fields=6, max_fields=None,
-            layout="qid Q0 docid rank score tag",
-        )
-        scores = cols.fields[4]
-        bad = ~np.isfinite(scores) & np.isnan(scores)
-        if bad.any():
-            raise file.error("score is NaN", line_number(file, int(np.flatnonzero(bad)[0])))
+        cols = read_table(file, "run")
+        nan = np.isnan(cols.values)
+        if nan.any():
+            raise file.error("field 5 (the score) is NaN", line_number(file, int(np.flatnonzero(nan)[0])))
         run = cls._from_rows(
-            name or file.name, cols.query_ids, cols.query_codes, cols.fields[2], scores, by_score=True, file=file
+            name or file.name, cols.query_ids, cols.query_codes, cols.doc_ids, cols.values, by_score=True,
+            file=file, repeats=cols.repeats,
         )
-        tags = cols.fields[5]
-        run.tag = str(tags[0]) if len(tags) else None
+        run.tag = cols.tag
         return run
 
     @classmethod
@@ -207,9 +208,12 @@ class Run:
     @classmethod
     def _from_rows(
         cls, name: str, query_ids: list[str], codes: np.ndarray, docs: np.ndarray, scores: np.ndarray | None,
-        *, by_score: bool, file: InputFile | None,
+        *, by_score: bool, file: InputFile | None, repeats: list[int] | None = None,
     ) -> Run:
-        """Rows in any query order (stably grouped here, keeping each query's rows in file order)."""
+        """Rows in any query order (stably grouped here, keeping each query's rows in file order).
+
+        ``repeats``: the query codes known to repeat a doc id, when the reader knows (None: check them all).
+        """
         if len(codes) > 1 and (np.diff(codes) < 0).any():
             order = np.argsort(codes, kind="stable")
             codes, docs = codes[order], docs[order]
@@ -220,12 +224,15 @@ class Run:
         lengths = np.diff(np.r_[starts, len(codes)])
         ordered_ids = [query_ids[c] for c in group_codes.tolist()]
         source = Source.of(file) if file else None
-        return cls._build(name, ordered_ids, lengths, docs, scores, by_score=by_score, source=source, dedupe=True)
+        suspects = None if repeats is None else np.flatnonzero(np.isin(group_codes, repeats))
+        return cls._build(
+            name, ordered_ids, lengths, docs, scores, by_score=by_score, source=source, dedupe=True, suspects=suspects
+        )
 
     @classmethod
     def _build(
         cls, name: str, query_ids: list[str], lengths: np.ndarray, docs: np.ndarray, scores: np.ndarray | None,
-        *, by_score: bool, source: Source | None, dedupe: bool,
+        *, by_score: bool, source: Source | None, dedupe: bool, suspects: np.ndarray | None = None,
     ) -> Run:
         if scores is not None and np.isnan(scores).any():
             i = int(np.flatnonzero(np.isnan(scores))[0])
@@ -234,7 +241,7 @@ class Run:
         np.cumsum(lengths, out=offsets[1:])
         notes: list[str] = []
         if dedupe:
-            keep = _first_occurrences(offsets, docs, scores if by_score else None)
+            keep = _first_occurrences(offsets, docs, scores if by_score else None, suspects)
             if keep is not None:
                 dropped = len(docs) - int(keep.sum())
                 where = source.path if source else name
@@ -398,14 +405,17 @@ def _factorize(ids: np.ndarray) -> tuple[np.ndarray, list[str]]:
     return np.fromiter((where[q] for q in ids), np.int64, len(ids)), uniq
 
 
-def _first_occurrences(offsets: np.ndarray, docs: np.ndarray, scores: np.ndarray | None) -> np.ndarray | None:
+def _first_occurrences(
+    offsets: np.ndarray, docs: np.ndarray, scores: np.ndarray | None, suspects: np.ndarray | None = None
+) -> np.ndarray | None:
     """A keep-mask that drops repeated doc ids within a query (None when there are none).
 
     The kept copy is the first in ranked order: the highest-scoring one for a run ranked by score (the first
-    given among equal scores), the first in the list otherwise.
+    given among equal scores), the first in the list otherwise. ``suspects``: the only queries to check.
     """
     o = offsets.tolist()
-    repeated = [i for i in range(len(o) - 1) if len(set(docs[o[i] : o[i + 1]].tolist())) != o[i + 1] - o[i]]
+    candidates = range(len(o) - 1) if suspects is None else suspects.tolist()
+    repeated = [i for i in candidates if len(set(docs[o[i] : o[i + 1]].tolist())) != o[i + 1] - o[i]]
     if not repeated:
         return None
     keep = np.ones(len(docs), dtype=bool)

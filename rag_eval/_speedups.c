@@ -1,0 +1,503 @@
+/*
+ * rag_eval._speedups: the per-result loops of rag_eval in C.
+ *
+ * Three functions, each with a pure-Python twin that gives the same result (and that rag_eval uses when this
+ * module is not built): reading a {query: {doc: score}} mapping into columns, looking up the grade of every
+ * result in per-query judgement dicts, and reading a whitespace-separated TREC run or qrels file into columns.
+ * Each returns None, instead of guessing, on anything unusual (a non-str id, a score that is not a float or an
+ * int, a malformed line): the Python twin then handles it and names the problem.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+#include <string.h>
+
+/* ---- score_columns(mapping) -> (query_ids, lengths, doc_ids, scores) | None ------------------------------ */
+
+static PyObject *
+score_columns(PyObject *self, PyObject *mapping)
+{
+    if (!PyDict_CheckExact(mapping))
+        Py_RETURN_NONE;
+    Py_ssize_t pos = 0, total = 0, nq = PyDict_GET_SIZE(mapping);
+    PyObject *qid, *inner;
+    while (PyDict_Next(mapping, &pos, &qid, &inner)) {
+        if (!PyUnicode_CheckExact(qid) || !PyDict_CheckExact(inner))
+            Py_RETURN_NONE;
+        total += PyDict_GET_SIZE(inner);
+    }
+    npy_intp n = total, q = nq;
+    PyObject *qids = PyList_New(nq);
+    PyArrayObject *lengths = (PyArrayObject *)PyArray_SimpleNew(1, &q, NPY_INT64);
+    PyArrayObject *docs = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_OBJECT); /* zero-filled: NULLs */
+    PyArrayObject *scores = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_FLOAT64);
+    if (!qids || !lengths || !docs || !scores)
+        goto fail;
+    PyObject **d = (PyObject **)PyArray_DATA(docs);
+    double *s = (double *)PyArray_DATA(scores);
+    npy_int64 *len = (npy_int64 *)PyArray_DATA(lengths);
+    Py_ssize_t i = 0, k = 0;
+    pos = 0;
+    while (PyDict_Next(mapping, &pos, &qid, &inner)) {
+        Py_INCREF(qid);
+        PyList_SET_ITEM(qids, i, qid);
+        Py_ssize_t ipos = 0;
+        PyObject *doc, *value;
+        len[i] = PyDict_GET_SIZE(inner);
+        while (PyDict_Next(inner, &ipos, &doc, &value)) {
+            if (!PyUnicode_CheckExact(doc))
+                goto unusual;
+            if (PyFloat_Check(value))
+                s[k] = PyFloat_AS_DOUBLE(value);
+            else if (PyLong_Check(value)) {
+                s[k] = PyLong_AsDouble(value);
+                if (s[k] == -1.0 && PyErr_Occurred()) {
+                    PyErr_Clear();
+                    goto unusual;
+                }
+            }
+            else
+                goto unusual;
+            Py_INCREF(doc);
+            d[k++] = doc;
+        }
+        i++;
+    }
+    return Py_BuildValue("(NNNN)", qids, lengths, docs, scores);
+unusual:
+    Py_DECREF(qids); Py_DECREF(lengths); Py_DECREF(docs); Py_DECREF(scores);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(qids); Py_XDECREF(lengths); Py_XDECREF(docs); Py_XDECREF(scores);
+    return NULL;
+}
+
+/* ---- lookup(doc_ids, offsets, judgements, missing) -> int32 grades ------------------------------------- */
+
+static PyObject *
+lookup(PyObject *self, PyObject *args)
+{
+    PyArrayObject *docs, *offsets;
+    PyObject *judgements;
+    int missing;
+    if (!PyArg_ParseTuple(args, "O!O!O!i", &PyArray_Type, &docs, &PyArray_Type, &offsets, &PyList_Type,
+                          &judgements, &missing))
+        return NULL;
+    if (PyArray_TYPE(docs) != NPY_OBJECT || PyArray_NDIM(docs) != 1 || !PyArray_IS_C_CONTIGUOUS(docs) ||
+        PyArray_TYPE(offsets) != NPY_INT64 || PyArray_NDIM(offsets) != 1 || !PyArray_IS_C_CONTIGUOUS(offsets)) {
+        PyErr_SetString(PyExc_TypeError, "lookup: expected a contiguous object array and int64 offsets");
+        return NULL;
+    }
+    Py_ssize_t nq = PyList_GET_SIZE(judgements);
+    if (PyArray_DIM(offsets, 0) != nq + 1) {
+        PyErr_SetString(PyExc_ValueError, "lookup: offsets must have one more entry than judgements");
+        return NULL;
+    }
+    const npy_int64 *o = (const npy_int64 *)PyArray_DATA(offsets);
+    npy_intp n = PyArray_DIM(docs, 0);
+    if (o[0] != 0 || o[nq] != n) {
+        PyErr_SetString(PyExc_ValueError, "lookup: offsets do not cover the doc ids");
+        return NULL;
+    }
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT32);
+    if (!out)
+        return NULL;
+    npy_int32 *g = (npy_int32 *)PyArray_DATA(out);
+    PyObject **d = (PyObject **)PyArray_DATA(docs);
+    for (Py_ssize_t i = 0; i < nq; i++) {
+        PyObject *judged = PyList_GET_ITEM(judgements, i);
+        npy_int64 a = o[i], b = o[i + 1];
+        if (a > b || b > n) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_ValueError, "lookup: offsets must not decrease");
+            return NULL;
+        }
+        if (judged == Py_None || !PyDict_CheckExact(judged) || PyDict_GET_SIZE(judged) == 0) {
+            if (judged != Py_None && !PyDict_CheckExact(judged)) {
+                Py_DECREF(out);
+                PyErr_SetString(PyExc_TypeError, "lookup: judgements must be dicts or None");
+                return NULL;
+            }
+            for (npy_int64 j = a; j < b; j++)
+                g[j] = missing;
+            continue;
+        }
+        for (npy_int64 j = a; j < b; j++) {
+            PyObject *doc = d[j];
+            PyObject *grade = doc ? PyDict_GetItemWithError(judged, doc) : NULL;
+            if (!grade) {
+                if (PyErr_Occurred()) {
+                    Py_DECREF(out);
+                    return NULL;
+                }
+                g[j] = missing;
+                continue;
+            }
+            long value = PyLong_AsLong(grade);
+            if ((value == -1 && PyErr_Occurred()) || value < INT32_MIN || value > INT32_MAX) {
+                Py_DECREF(out);
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_OverflowError, "lookup: a grade does not fit in 32 bits");
+                return NULL;
+            }
+            g[j] = (npy_int32)value;
+        }
+    }
+    return (PyObject *)out;
+}
+
+/* ---- parse_columns(data, kind) -> (query_ids, codes, doc_ids, values, tag, repeats, interleaved) | None -- */
+
+#define KIND_RUN 0   /* qid Q0 docid rank score tag [ignored...]: fields 0, 2, 4 (float), 5 (first line) */
+#define KIND_QRELS 1 /* qid iter docid grade: exactly 4 fields, 0, 2, 3 (integer) */
+#define MAX_FIELDS 7
+#define NUMBER_BUFFER 128
+
+static inline int
+is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+static const double exact_powers_of_ten[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                              1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+static int
+parse_double(const char *p, Py_ssize_t len, double *out)
+{
+    /* Fast path for plain decimals ([-+]digits[.digits], at most 15 digits): the digits as an integer are exact
+       in a double, and so is 10^k for k <= 22, so one IEEE division gives the correctly rounded value, the
+       same double as float() (Clinger's fast path). Anything else goes to PyOS_string_to_double. */
+    Py_ssize_t i = 0;
+    int negative = 0;
+    if (len > 0 && (p[0] == '-' || p[0] == '+')) {
+        negative = p[0] == '-';
+        i = 1;
+    }
+    npy_int64 mantissa = 0;
+    int digits = 0, decimals = -1;
+    for (; i < len; i++) {
+        char ch = p[i];
+        if (ch >= '0' && ch <= '9') {
+            mantissa = mantissa * 10 + (ch - '0');
+            digits++;
+            if (decimals >= 0)
+                decimals++;
+        }
+        else if (ch == '.' && decimals < 0)
+            decimals = 0;
+        else
+            break;
+    }
+    if (i == len && digits > 0 && digits <= 15) {
+        double value = (double)mantissa;
+        if (decimals > 0)
+            value /= exact_powers_of_ten[decimals];
+        *out = negative ? -value : value;
+        return 1;
+    }
+    char buffer[NUMBER_BUFFER];
+    if (len <= 0 || len >= NUMBER_BUFFER)
+        return 0;
+    memcpy(buffer, p, len);
+    buffer[len] = '\0';
+    char *end = NULL;
+    double value = PyOS_string_to_double(buffer, &end, NULL); /* what float() uses; no locale */
+    if (value == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (end != buffer + len)
+        return 0;
+    *out = value;
+    return 1;
+}
+
+static int
+parse_integer(const char *p, Py_ssize_t len, npy_int64 *out)
+{
+    /* an integer, or an integral float such as "1.0" (as trec_eval's atol and rag_eval's parse_int accept) */
+    Py_ssize_t i = 0;
+    int negative = 0;
+    if (len > 0 && (p[0] == '-' || p[0] == '+')) {
+        negative = p[0] == '-';
+        i = 1;
+    }
+    if (i < len && len - i <= 18) {
+        npy_int64 value = 0;
+        Py_ssize_t j = i;
+        for (; j < len && p[j] >= '0' && p[j] <= '9'; j++)
+            value = value * 10 + (p[j] - '0');
+        if (j == len && j > i) {
+            *out = negative ? -value : value;
+            return 1;
+        }
+    }
+    double d;
+    if (parse_double(p, len, &d) && d == d && d > -9.0e18 && d < 9.0e18 && (double)(npy_int64)d == d) {
+        *out = (npy_int64)d;
+        return 1;
+    }
+    return 0;
+}
+
+/* A set of byte spans (the doc ids of the current query), to notice a doc id repeated within a query without
+   building Python objects: open addressing, reset per query by bumping a generation number. */
+typedef struct {
+    const char *ptr;
+    Py_ssize_t len;
+    npy_uint64 hash;
+    npy_uint64 generation;
+} Span;
+
+typedef struct {
+    Span *slots;
+    Py_ssize_t capacity, used;
+    npy_uint64 generation;
+} SpanSet;
+
+static npy_uint64
+span_hash(const char *p, Py_ssize_t len)
+{
+    npy_uint64 h = 1469598103934665603ULL; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < len; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static int
+span_set_grow(SpanSet *set)
+{
+    Py_ssize_t capacity = set->capacity ? set->capacity * 2 : 1024;
+    Span *slots = PyMem_Calloc(capacity, sizeof(Span));
+    if (!slots)
+        return -1;
+    for (Py_ssize_t i = 0; i < set->capacity; i++) {
+        Span *old = &set->slots[i];
+        if (old->generation != set->generation || !old->ptr)
+            continue;
+        Py_ssize_t j = old->hash & (capacity - 1);
+        while (slots[j].ptr)
+            j = (j + 1) & (capacity - 1);
+        slots[j] = *old;
+    }
+    PyMem_Free(set->slots);
+    set->slots = slots;
+    set->capacity = capacity;
+    return 0;
+}
+
+/* 1 if the span was already in the set, 0 if added, -1 on memory error */
+static int
+span_set_add(SpanSet *set, const char *p, Py_ssize_t len)
+{
+    if (2 * (set->used + 1) > set->capacity && span_set_grow(set) < 0)
+        return -1;
+    npy_uint64 h = span_hash(p, len);
+    Py_ssize_t j = h & (set->capacity - 1);
+    for (;;) {
+        Span *slot = &set->slots[j];
+        if (!slot->ptr || slot->generation != set->generation) {
+            slot->ptr = p;
+            slot->len = len;
+            slot->hash = h;
+            slot->generation = set->generation;
+            set->used++;
+            return 0;
+        }
+        if (slot->hash == h && slot->len == len && memcmp(slot->ptr, p, len) == 0)
+            return 1;
+        j = (j + 1) & (set->capacity - 1);
+    }
+}
+
+static void
+span_set_reset(SpanSet *set)
+{
+    set->generation++;
+    set->used = 0;
+}
+
+static PyObject *
+text_of(const char *p, Py_ssize_t len, int ascii)
+{
+    if (!ascii)
+        return PyUnicode_DecodeUTF8(p, len, "strict");
+    PyObject *text = PyUnicode_New(len, 127);
+    if (text)
+        memcpy(PyUnicode_1BYTE_DATA(text), p, len);
+    return text;
+}
+
+static PyObject *
+parse_columns(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    int kind, ascii;
+    if (!PyArg_ParseTuple(args, "y*ip", &view, &kind, &ascii))
+        return NULL;
+    SpanSet seen = {NULL, 0, 0, 1};
+    const char *data = (const char *)view.buf;
+    Py_ssize_t size = view.len;
+    npy_intp capacity = 1;
+    for (const char *p = data; (p = memchr(p, '\n', data + size - p)) != NULL; p++)
+        capacity++;
+
+    PyObject *qids = PyList_New(0), *index = PyDict_New(), *repeats = PyList_New(0);
+    PyObject *tag = NULL;
+    PyArrayObject *codes = (PyArrayObject *)PyArray_SimpleNew(1, &capacity, NPY_INT64);
+    PyArrayObject *docs = (PyArrayObject *)PyArray_SimpleNew(1, &capacity, NPY_OBJECT);
+    PyArrayObject *values = (PyArrayObject *)PyArray_SimpleNew(1, &capacity, kind == KIND_RUN ? NPY_FLOAT64 : NPY_INT64);
+    PyObject *result = NULL;
+    int unusual = 0, interleaved = 0, current_repeats = 0;
+    npy_int64 current_code = -1;
+    const char *current_ptr = NULL;
+    Py_ssize_t current_len = -1;
+    if (!qids || !index || !repeats || !codes || !docs || !values)
+        goto done;
+    npy_int64 *c = (npy_int64 *)PyArray_DATA(codes);
+    PyObject **d = (PyObject **)PyArray_DATA(docs);
+    npy_intp n = 0;
+    const char *p = data, *end = data + size;
+    while (p < end && !unusual) {
+        const char *eol = memchr(p, '\n', end - p);
+        if (!eol)
+            eol = end;
+        const char *start[MAX_FIELDS];
+        Py_ssize_t length[MAX_FIELDS];
+        int fields = 0;
+        for (const char *q = p; q < eol;) {
+            while (q < eol && is_space(*q))
+                q++;
+            if (q >= eol)
+                break;
+            const char *t = q;
+            while (q < eol && !is_space(*q))
+                q++;
+            if (fields < MAX_FIELDS) {
+                start[fields] = t;
+                length[fields] = q - t;
+            }
+            fields++;
+            if (kind == KIND_RUN && fields == 6)
+                break; /* fields after the 6th are ignored, as trec_eval does */
+        }
+        p = eol + 1;
+        if (fields == 0)
+            continue; /* blank line */
+        if ((kind == KIND_RUN && fields < 6) || (kind == KIND_QRELS && fields != 4)) {
+            unusual = 1;
+            break;
+        }
+        /* the query: most lines repeat the previous line's */
+        if (length[0] != current_len || memcmp(start[0], current_ptr, length[0]) != 0) {
+            if (current_repeats) {
+                PyObject *code = PyLong_FromLongLong(current_code);
+                if (!code || PyList_Append(repeats, code) < 0) {
+                    Py_XDECREF(code);
+                    goto done;
+                }
+                Py_DECREF(code);
+                current_repeats = 0;
+            }
+            PyObject *text = text_of(start[0], length[0], ascii);
+            if (!text)
+                goto done;
+            PyObject *known = PyDict_GetItemWithError(index, text);
+            if (known) {
+                current_code = PyLong_AsLongLong(known);
+                interleaved = 1; /* a query seen before, after another one */
+            }
+            else if (PyErr_Occurred()) {
+                Py_DECREF(text);
+                goto done;
+            }
+            else {
+                current_code = PyList_GET_SIZE(qids);
+                PyObject *code = PyLong_FromLongLong(current_code);
+                if (!code || PyDict_SetItem(index, text, code) < 0 || PyList_Append(qids, text) < 0) {
+                    Py_XDECREF(code);
+                    Py_DECREF(text);
+                    goto done;
+                }
+                Py_DECREF(code);
+            }
+            Py_DECREF(text);
+            span_set_reset(&seen);
+            current_ptr = start[0];
+            current_len = length[0];
+        }
+        int value_field = kind == KIND_RUN ? 4 : 3;
+        if (kind == KIND_RUN) {
+            if (!parse_double(start[4], length[4], &((double *)PyArray_DATA(values))[n])) {
+                unusual = 1;
+                break;
+            }
+            if (!tag && !(tag = text_of(start[5], length[5], ascii)))
+                goto done;
+        }
+        else if (!parse_integer(start[value_field], length[value_field], &((npy_int64 *)PyArray_DATA(values))[n])) {
+            unusual = 1;
+            break;
+        }
+        int repeated = span_set_add(&seen, start[2], length[2]);
+        if (repeated < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        current_repeats |= repeated;
+        PyObject *doc = text_of(start[2], length[2], ascii);
+        if (!doc)
+            goto done;
+        d[n] = doc; /* the array owns the reference */
+        c[n] = current_code;
+        n++;
+    }
+    if (unusual) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    if (current_repeats) {
+        PyObject *code = PyLong_FromLongLong(current_code);
+        if (!code || PyList_Append(repeats, code) < 0) {
+            Py_XDECREF(code);
+            goto done;
+        }
+        Py_DECREF(code);
+    }
+    if (!tag) {
+        tag = Py_None;
+        Py_INCREF(tag);
+    }
+    result = Py_BuildValue("(OOOOnOOO)", qids, codes, docs, values, (Py_ssize_t)n, tag, repeats,
+                           interleaved ? Py_True : Py_False);
+done:
+    PyBuffer_Release(&view);
+    PyMem_Free(seen.slots);
+    Py_XDECREF(qids); Py_XDECREF(index); Py_XDECREF(repeats); Py_XDECREF(tag);
+    Py_XDECREF(codes); Py_XDECREF(docs); Py_XDECREF(values);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"score_columns", score_columns, METH_O,
+     "score_columns(mapping) -> (query_ids, lengths, doc_ids, scores), or None when the mapping is unusual."},
+    {"lookup", lookup, METH_VARARGS, "lookup(doc_ids, offsets, judgements, missing) -> int32 grade per doc id."},
+    {"parse_columns", parse_columns, METH_VARARGS,
+     "parse_columns(data, kind, ascii) -> (query_ids, codes, doc_ids, values, n, tag, repeats, interleaved) "
+     "or None."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speedups", "rag_eval's per-result loops in C.", -1, methods};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    import_array();
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,150 @@
+"""The C twins (rag_eval._speedups) give exactly what the pure-Python paths give, and decline what they can't do."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import rag_eval
+from rag_eval import _accel
+from rag_eval.data._columns import read_table
+from rag_eval.data._io import read_input
+from rag_eval.metrics import grades as grades_module
+
+speedups = _accel.speedups
+
+
+def test_extension_is_built_in_ci():
+    if os.environ.get("CI") == "true" or os.environ.get("RAG_EVAL_PURE_PYTHON") != "1":
+        assert speedups is not None, "rag_eval._speedups was not compiled: install with a C compiler"
+
+
+needs_c = pytest.mark.skipif(speedups is None, reason="rag_eval._speedups is not built (pure-Python install)")
+
+
+@pytest.fixture
+def pure(monkeypatch):
+    monkeypatch.setattr(_accel, "speedups", None)
+
+
+def _random_scores(seed: int) -> dict[str, dict[str, float]]:
+    rng = np.random.default_rng(seed)
+    return {
+        f"q{q}": {f"d{d}": float(s) for d, s in zip(rng.choice(500, n, replace=False), np.round(rng.normal(size=n), 1))}
+        for q, n in enumerate(rng.integers(0, 60, size=40))
+    }
+
+
+@needs_c
+@pytest.mark.parametrize("seed", range(3))
+def test_score_columns_equals_python(seed, monkeypatch):
+    scores = _random_scores(seed)
+    scores["q-int"] = {"a": 3, "b": True}  # ints and bools read as floats, as NumPy reads them
+    fast = rag_eval.Run.from_scores(scores)
+    monkeypatch.setattr(_accel, "speedups", None)
+    slow = rag_eval.Run.from_scores(scores)
+    assert fast == slow
+    assert fast.to_dict() == slow.to_dict()
+
+
+@needs_c
+@pytest.mark.parametrize(
+    "mapping",
+    [{"q": {1: 1.0}}, {1: {"d": 1.0}}, {"q": {"d": np.float32(1.5)}}, {"q": {"d": "1.5"}}, {"q": [("d", 1.0)]}],
+    ids=["int-doc", "int-query", "float32", "str-score", "not-a-dict"],
+)
+def test_score_columns_declines_the_unusual(mapping):
+    assert speedups.score_columns(mapping) is None
+
+
+@needs_c
+@pytest.mark.parametrize("seed", range(3))
+def test_lookup_equals_python(seed, monkeypatch):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 50, size=30)
+    offsets = np.zeros(31, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    docs = np.array([f"d{d}" for d in rng.integers(0, 80, size=int(offsets[-1]))], dtype=object)
+    judgements = [None if i % 7 == 3 else {f"d{d}": int(g) for d, g in zip(rng.integers(0, 80, 20), rng.integers(-1, 4, 20))} for i in range(30)]
+    fast = grades_module._lookup(docs, offsets, judgements)
+    monkeypatch.setattr(_accel, "speedups", None)
+    slow = grades_module._lookup(docs, offsets, judgements)
+    assert fast.dtype == slow.dtype == np.int32
+    assert np.array_equal(fast, slow)
+
+
+def test_lookup_rejects_bad_offsets():
+    if speedups is None:
+        pytest.skip("rag_eval._speedups is not built")
+    docs = np.array(["a", "b"], dtype=object)
+    with pytest.raises(ValueError):
+        speedups.lookup(docs, np.array([0, 3], np.int64), [{}], -1)
+    with pytest.raises(TypeError):
+        speedups.lookup(docs, np.array([0, 2], np.int32), [{}], -1)
+
+
+RUN_TEXT = (
+    "q2 Q0 b 1 2.5 tagA\n"
+    "\n"
+    "q2\tQ0\ta  2  2.5 tagA extra fields ignored\r\n"
+    "q10 Q0 c 1 -1e-3 x\n"
+    "q10 Q0 c 2 7 x\n"  # a repeated doc within q10
+    "q10 Q0 é 3 1.0000000000000002 x\n"  # UTF-8 id, and a score past the 15-digit fast path
+    "q2 Q0 z 9 0.1 x\n"  # q2 again, after q10: interleaved
+)
+QRELS_TEXT = "q1 0 d1 1\nq1 0 d2 0\n\nq2 0 d1 -1\nq2 0 d3 2.0\n"
+
+
+@needs_c
+@pytest.mark.parametrize(("text", "kind"), [(RUN_TEXT, "run"), (QRELS_TEXT, "qrels"), (RUN_TEXT.replace("é", "e"), "run")])
+def test_parse_columns_equals_the_line_reader(tmp_path, monkeypatch, text, kind):
+    path = tmp_path / "input.txt"
+    path.write_text(text, encoding="utf-8")
+    fast = read_table(read_input(path), kind)
+    monkeypatch.setattr(_accel, "speedups", None)
+    slow = read_table(read_input(path), kind)
+    assert fast.query_ids == slow.query_ids
+    assert np.array_equal(fast.query_codes, slow.query_codes)
+    assert fast.doc_ids.tolist() == slow.doc_ids.tolist()
+    assert fast.values.dtype == slow.values.dtype and np.array_equal(fast.values, slow.values)
+    assert fast.tag == slow.tag
+    if kind == "run":
+        assert fast.repeats is None  # interleaved: every query must be checked
+
+
+@needs_c
+def test_parse_columns_reports_repeats_when_queries_are_grouped(tmp_path):
+    path = tmp_path / "run.trec"
+    path.write_text("q1 Q0 a 1 3 t\nq1 Q0 a 2 2 t\nq2 Q0 a 1 1 t\nq3 Q0 b 1 1 t\nq3 Q0 c 2 1 t\n")
+    cols = read_table(read_input(path), "run")
+    assert cols.repeats == [0]
+
+
+@needs_c
+@pytest.mark.parametrize(
+    "text",
+    ["q1 Q0 d1 1 0.5\n", "q1 Q0 d1 1 high t\n", "q1 Q0 d1 1 0x1p3 t\n"],
+    ids=["five-fields", "word-score", "hex-score"],
+)
+def test_parse_columns_declines_bad_lines(text):
+    assert speedups.parse_columns(text.encode(), 0, True) is None
+
+
+@needs_c
+def test_parse_columns_declines_bad_qrels():
+    for text in ("q1 0 d1\n", "q1 0 d1 1 extra\n", "q1 0 d1 1.5\n", "q1 0 d1 x\n"):
+        assert speedups.parse_columns(text.encode(), 1, True) is None
+
+
+def test_evaluation_is_the_same_without_the_extension(pure):
+    scores = _random_scores(7)
+    qrels = {q: {f"d{d}": int(d % 4) - 1 for d in range(0, 500, 7)} for q in scores}
+    slow = rag_eval.evaluate(qrels, rag_eval.Run.from_scores(scores), ["ap", "ndcg@10", "bpref", "P@5"])
+    assert _accel.speedups is None
+    assert len(slow.per_query) == 4 * len(scores)
+    if speedups is not None:
+        _accel.speedups = speedups
+        fast = rag_eval.evaluate(qrels, rag_eval.Run.from_scores(scores), ["ap", "ndcg@10", "bpref", "P@5"])
+        assert fast.per_query.equals(slow.per_query)
