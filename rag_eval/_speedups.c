@@ -147,6 +147,115 @@ lookup(PyObject *self, PyObject *args)
     return (PyObject *)out;
 }
 
+/* ---- lookup_packed(blob, starts, offsets, judgements, missing) -> int32 grades ----------------------------
+   The same as lookup, for doc ids packed as UTF-8 bytes: each query's judgements go into a small C table
+   keyed by the bytes of their doc ids, and the run's ids are looked up there without making Python objects. */
+
+typedef struct {
+    const char *ptr;
+    Py_ssize_t len;
+    npy_uint64 hash;
+    npy_int32 grade;
+} Judged;
+
+static npy_uint64 span_hash(const char *p, Py_ssize_t len);
+
+static PyObject *
+lookup_packed(PyObject *self, PyObject *args)
+{
+    Py_buffer blob;
+    PyArrayObject *starts, *offsets;
+    PyObject *judgements;
+    int missing;
+    if (!PyArg_ParseTuple(args, "y*O!O!O!i", &blob, &PyArray_Type, &starts, &PyArray_Type, &offsets, &PyList_Type,
+                          &judgements, &missing))
+        return NULL;
+    PyObject *result = NULL;
+    Judged *table = NULL;
+    Py_ssize_t capacity = 0;
+    if (PyArray_TYPE(starts) != NPY_INT64 || PyArray_NDIM(starts) != 1 || !PyArray_IS_C_CONTIGUOUS(starts) ||
+        PyArray_TYPE(offsets) != NPY_INT64 || PyArray_NDIM(offsets) != 1 || !PyArray_IS_C_CONTIGUOUS(offsets)) {
+        PyErr_SetString(PyExc_TypeError, "lookup_packed: expected contiguous int64 arrays");
+        goto done;
+    }
+    Py_ssize_t nq = PyList_GET_SIZE(judgements);
+    npy_intp n = PyArray_DIM(starts, 0) - 1;
+    const npy_int64 *o = (const npy_int64 *)PyArray_DATA(offsets), *st = (const npy_int64 *)PyArray_DATA(starts);
+    if (n < 0 || PyArray_DIM(offsets, 0) != nq + 1 || o[0] != 0 || o[nq] != n || st[0] != 0 || st[n] > blob.len) {
+        PyErr_SetString(PyExc_ValueError, "lookup_packed: offsets do not fit the doc ids");
+        goto done;
+    }
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT32);
+    if (!out)
+        goto done;
+    result = (PyObject *)out;
+    npy_int32 *g = (npy_int32 *)PyArray_DATA(out);
+    const char *bytes = (const char *)blob.buf;
+    for (Py_ssize_t i = 0; i < nq; i++) {
+        PyObject *judged = PyList_GET_ITEM(judgements, i);
+        npy_int64 a = o[i], b = o[i + 1];
+        if (a > b || b > n || (judged != Py_None && !PyDict_CheckExact(judged))) {
+            PyErr_SetString(PyExc_ValueError, "lookup_packed: bad offsets or judgements");
+            goto fail;
+        }
+        Py_ssize_t size = judged == Py_None ? 0 : PyDict_GET_SIZE(judged);
+        if (size == 0) {
+            for (npy_int64 j = a; j < b; j++)
+                g[j] = missing;
+            continue;
+        }
+        Py_ssize_t need = 8;
+        while (need < 2 * size)
+            need *= 2;
+        if (need > capacity) {
+            PyMem_Free(table);
+            capacity = need;
+            if (!(table = PyMem_Malloc(capacity * sizeof(Judged)))) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+        }
+        Py_ssize_t mask = need - 1, pos = 0;
+        memset(table, 0, need * sizeof(Judged));
+        PyObject *doc, *grade;
+        while (PyDict_Next(judged, &pos, &doc, &grade)) {
+            Py_ssize_t len;
+            const char *utf8 = PyUnicode_Check(doc) ? PyUnicode_AsUTF8AndSize(doc, &len) : NULL;
+            long value = PyLong_AsLong(grade);
+            if (!utf8 || (value == -1 && PyErr_Occurred()) || value < INT32_MIN || value > INT32_MAX) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "lookup_packed: judgements must map str to a 32-bit int");
+                goto fail;
+            }
+            npy_uint64 h = span_hash(utf8, len);
+            Py_ssize_t k = h & mask;
+            while (table[k].ptr)
+                k = (k + 1) & mask;
+            table[k] = (Judged){utf8, len, h, (npy_int32)value};
+        }
+        for (npy_int64 j = a; j < b; j++) {
+            const char *p = bytes + st[j];
+            Py_ssize_t len = st[j + 1] - st[j];
+            npy_uint64 h = span_hash(p, len);
+            Py_ssize_t k = h & mask;
+            g[j] = missing;
+            for (; table[k].ptr; k = (k + 1) & mask) {
+                if (table[k].hash == h && table[k].len == len && memcmp(table[k].ptr, p, len) == 0) {
+                    g[j] = table[k].grade;
+                    break;
+                }
+            }
+        }
+    }
+    goto done;
+fail:
+    Py_CLEAR(result);
+done:
+    PyMem_Free(table);
+    PyBuffer_Release(&blob);
+    return result;
+}
+
 /* ---- parse_columns(data, kind) -> (query_ids, codes, doc_ids, values, tag, repeats, interleaved) | None -- */
 
 #define KIND_RUN 0   /* qid Q0 docid rank score tag [ignored...]: fields 0, 2, 4 (float), 5 (first line) */
@@ -154,10 +263,13 @@ lookup(PyObject *self, PyObject *args)
 #define MAX_FIELDS 7
 #define NUMBER_BUFFER 128
 
+/* ASCII whitespace within a line, as trec_eval splits: space, tab, CR, VT, FF */
+static const unsigned char SPACE[256] = {[' '] = 1, ['\t'] = 1, ['\r'] = 1, ['\v'] = 1, ['\f'] = 1};
+
 static inline int
 is_space(char c)
 {
-    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+    return SPACE[(unsigned char)c];
 }
 
 static const double exact_powers_of_ten[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
@@ -336,8 +448,8 @@ static PyObject *
 parse_columns(PyObject *self, PyObject *args)
 {
     Py_buffer view;
-    int kind, ascii;
-    if (!PyArg_ParseTuple(args, "y*ip", &view, &kind, &ascii))
+    int kind, ascii, packed;
+    if (!PyArg_ParseTuple(args, "y*ipp", &view, &kind, &ascii, &packed))
         return NULL;
     SpanSet seen = {NULL, 0, 0, 1};
     const char *data = (const char *)view.buf;
@@ -349,17 +461,26 @@ parse_columns(PyObject *self, PyObject *args)
     PyObject *qids = PyList_New(0), *index = PyDict_New(), *repeats = PyList_New(0);
     PyObject *tag = NULL;
     PyArrayObject *codes = (PyArrayObject *)PyArray_SimpleNew(1, &capacity, NPY_INT64);
-    PyArrayObject *docs = (PyArrayObject *)PyArray_SimpleNew(1, &capacity, NPY_OBJECT);
+    /* doc ids: str objects, or packed: their UTF-8 bytes end to end and where each starts (no Python objects) */
+    npy_intp capacity_1 = capacity + 1;
+    PyArrayObject *docs = (PyArrayObject *)(packed ? PyArray_SimpleNew(1, &capacity_1, NPY_INT64)
+                                                   : PyArray_SimpleNew(1, &capacity, NPY_OBJECT));
+    PyObject *blob = packed ? PyBytes_FromStringAndSize(NULL, size) : NULL;
+    Py_ssize_t blob_used = 0;
     PyArrayObject *values = (PyArrayObject *)PyArray_SimpleNew(1, &capacity, kind == KIND_RUN ? NPY_FLOAT64 : NPY_INT64);
     PyObject *result = NULL;
     int unusual = 0, interleaved = 0, current_repeats = 0;
     npy_int64 current_code = -1;
     const char *current_ptr = NULL;
     Py_ssize_t current_len = -1;
-    if (!qids || !index || !repeats || !codes || !docs || !values)
+    if (!qids || !index || !repeats || !codes || !docs || !values || (packed && !blob))
         goto done;
     npy_int64 *c = (npy_int64 *)PyArray_DATA(codes);
-    PyObject **d = (PyObject **)PyArray_DATA(docs);
+    PyObject **d = packed ? NULL : (PyObject **)PyArray_DATA(docs);
+    npy_int64 *starts_of = packed ? (npy_int64 *)PyArray_DATA(docs) : NULL;
+    char *blob_data = packed ? PyBytes_AS_STRING(blob) : NULL;
+    if (packed)
+        starts_of[0] = 0;
     npy_intp n = 0;
     const char *p = data, *end = data + size;
     while (p < end && !unusual) {
@@ -449,10 +570,17 @@ parse_columns(PyObject *self, PyObject *args)
             goto done;
         }
         current_repeats |= repeated;
-        PyObject *doc = text_of(start[2], length[2], ascii);
-        if (!doc)
-            goto done;
-        d[n] = doc; /* the array owns the reference */
+        if (packed) {
+            memcpy(blob_data + blob_used, start[2], length[2]);
+            blob_used += length[2];
+            starts_of[n + 1] = blob_used;
+        }
+        else {
+            PyObject *doc = text_of(start[2], length[2], ascii);
+            if (!doc)
+                goto done;
+            d[n] = doc; /* the array owns the reference */
+        }
         c[n] = current_code;
         n++;
     }
@@ -473,13 +601,20 @@ parse_columns(PyObject *self, PyObject *args)
         tag = Py_None;
         Py_INCREF(tag);
     }
-    result = Py_BuildValue("(OOOOnOOO)", qids, codes, docs, values, (Py_ssize_t)n, tag, repeats,
-                           interleaved ? Py_True : Py_False);
+    if (packed) {
+        if (_PyBytes_Resize(&blob, blob_used) < 0)
+            goto done; /* blob is freed and NULL */
+        result = Py_BuildValue("(OO(OO)OnOOO)", qids, codes, blob, docs, values, (Py_ssize_t)n, tag, repeats,
+                               interleaved ? Py_True : Py_False);
+    }
+    else
+        result = Py_BuildValue("(OOOOnOOO)", qids, codes, docs, values, (Py_ssize_t)n, tag, repeats,
+                               interleaved ? Py_True : Py_False);
 done:
     PyBuffer_Release(&view);
     PyMem_Free(seen.slots);
     Py_XDECREF(qids); Py_XDECREF(index); Py_XDECREF(repeats); Py_XDECREF(tag);
-    Py_XDECREF(codes); Py_XDECREF(docs); Py_XDECREF(values);
+    Py_XDECREF(codes); Py_XDECREF(docs); Py_XDECREF(values); Py_XDECREF(blob);
     return result;
 }
 
@@ -487,9 +622,11 @@ static PyMethodDef methods[] = {
     {"score_columns", score_columns, METH_O,
      "score_columns(mapping) -> (query_ids, lengths, doc_ids, scores), or None when the mapping is unusual."},
     {"lookup", lookup, METH_VARARGS, "lookup(doc_ids, offsets, judgements, missing) -> int32 grade per doc id."},
+    {"lookup_packed", lookup_packed, METH_VARARGS,
+     "lookup_packed(blob, starts, offsets, judgements, missing) -> int32 grade per packed doc id."},
     {"parse_columns", parse_columns, METH_VARARGS,
-     "parse_columns(data, kind, ascii) -> (query_ids, codes, doc_ids, values, n, tag, repeats, interleaved) "
-     "or None."},
+     "parse_columns(data, kind, ascii, packed) -> (query_ids, codes, doc_ids, values, n, tag, repeats, "
+     "interleaved) or None; with packed, doc_ids is (utf8 bytes, int64 starts)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -115,6 +116,37 @@ def test_parse_columns_equals_the_line_reader(tmp_path, monkeypatch, text, kind)
 
 
 @needs_c
+@pytest.mark.parametrize("text", [RUN_TEXT, RUN_TEXT.replace("é", "e"), "q1 Q0 a 1 3 t\nq1 Q0 b 2 3 t\nq2 Q0 é 1 1 t\n"])
+def test_packed_ids_read_the_same_run(tmp_path, monkeypatch, text):
+    path = tmp_path / "run.trec"
+    path.write_text(text, encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # RUN_TEXT repeats a doc id on purpose
+        fast = rag_eval.Run.from_trec(path)
+        monkeypatch.setattr(_accel, "speedups", None)
+        slow = rag_eval.Run.from_trec(path)
+    assert fast == slow and fast.to_dict() == slow.to_dict() and fast.tag == slow.tag
+
+
+@needs_c
+def test_packed_lookup_equals_lookup():
+    from rag_eval.data.packed import PackedIds
+
+    rng = np.random.default_rng(3)
+    ids = [f"d{d}" if d % 5 else f"dé{d}" for d in rng.integers(0, 60, size=300)]
+    blob = "".join(ids).encode()
+    starts = np.zeros(301, np.int64)
+    np.cumsum([len(i.encode()) for i in ids], out=starts[1:])
+    packed = PackedIds(blob, starts)
+    assert packed.to_objects().tolist() == ids and packed.take(np.array([4, 0])).tolist() == [ids[4], ids[0]]
+    offsets = np.array([0, 100, 100, 250, 300], np.int64)
+    judgements = [{f"d{d}": d % 3 for d in range(0, 60, 2)} | {"dé5": 7}, {}, None, {"d1": -1, "dé10": 2}]
+    fast = speedups.lookup_packed(blob, starts, offsets, judgements, -9)
+    plain = speedups.lookup(np.array(ids, dtype=object), offsets, judgements, -9)
+    assert np.array_equal(fast, plain) and (fast != -9).any()
+
+
+@needs_c
 def test_parse_columns_reports_repeats_when_queries_are_grouped(tmp_path):
     path = tmp_path / "run.trec"
     path.write_text("q1 Q0 a 1 3 t\nq1 Q0 a 2 2 t\nq2 Q0 a 1 1 t\nq3 Q0 b 1 1 t\nq3 Q0 c 2 1 t\n")
@@ -129,13 +161,14 @@ def test_parse_columns_reports_repeats_when_queries_are_grouped(tmp_path):
     ids=["five-fields", "word-score", "hex-score"],
 )
 def test_parse_columns_declines_bad_lines(text):
-    assert speedups.parse_columns(text.encode(), 0, True) is None
+    assert speedups.parse_columns(text.encode(), 0, True, False) is None
+    assert speedups.parse_columns(text.encode(), 0, True, True) is None
 
 
 @needs_c
 def test_parse_columns_declines_bad_qrels():
     for text in ("q1 0 d1\n", "q1 0 d1 1 extra\n", "q1 0 d1 1.5\n", "q1 0 d1 x\n"):
-        assert speedups.parse_columns(text.encode(), 1, True) is None
+        assert speedups.parse_columns(text.encode(), 1, True, False) is None
 
 
 def test_evaluation_is_the_same_without_the_extension(pure):

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _accel
 from ._io import InputFile
+from .packed import PackedIds
 
 Kind = Literal["run", "qrels"]
 _LAYOUT = {"run": "qid Q0 docid rank score tag", "qrels": "qid iter docid grade"}
@@ -26,7 +27,7 @@ class Columns:
 
     query_codes: np.ndarray  # int64 index into query_ids, one per line
     query_ids: list[str]  # in order of first appearance
-    doc_ids: np.ndarray  # object array of str
+    doc_ids: np.ndarray | PackedIds  # object array of str, or packed
     values: np.ndarray  # float64 scores (run) or int64 grades (qrels)
     tag: str | None  # a run's tag on its first line
     # query codes that repeat a doc id, or None when every query must be checked (queries interleaved, or the
@@ -37,14 +38,16 @@ class Columns:
         return len(self.query_codes)
 
 
-def read_table(file: InputFile, kind: Kind) -> Columns:
+def read_table(file: InputFile, kind: Kind, *, packed: bool = False) -> Columns:
     """A TREC run (``qid Q0 docid rank score tag``, at least 6 fields, the rest ignored) or qrels file
-    (``qid iter docid grade``, exactly 4 fields)."""
+    (``qid iter docid grade``, exactly 4 fields). With ``packed``, the C reader returns the doc ids as
+    :class:`PackedIds` (no str object per id); the line reader always returns str objects."""
     if _accel.speedups is not None:
-        native = _accel.speedups.parse_columns(file.data, 0 if kind == "run" else 1, file.ascii)
+        native = _accel.speedups.parse_columns(file.data, 0 if kind == "run" else 1, file.ascii, packed)
         if native is not None:
             query_ids, codes, docs, values, n, tag, repeats, interleaved = native
-            return Columns(codes[:n], query_ids, docs[:n], values[:n], tag, None if interleaved else repeats)
+            ids = PackedIds(docs[0], docs[1][: n + 1]) if packed else docs[:n]
+            return Columns(codes[:n], query_ids, ids, values[:n], tag, None if interleaved else repeats)
     return _read_lines(file, kind)
 
 

@@ -27,6 +27,7 @@ from ._frames import find_column, pick_column
 from ._ids import IdCheck
 from ._io import InputFile, PathLike, read_input, warn
 from .ranking import ranked_permutation, strictly_decreasing_scores
+from .packed import PackedIds
 from .source import Source
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ class Run:
         and the rank column is not used. ``.gz`` files are read transparently. ``name`` defaults to the file name.
         """
         file = read_input(path)
-        cols = read_table(file, "run")
+        cols = read_table(file, "run", packed=True)
         nan = np.isnan(cols.values)
         if nan.any():
             raise file.error("field 5 (the score) is NaN", line_number(file, int(np.flatnonzero(nan)[0])))
@@ -214,6 +215,8 @@ class Run:
 
         ``repeats``: the query codes known to repeat a doc id, when the reader knows (None: check them all).
         """
+        if isinstance(docs, PackedIds) and (repeats is None or repeats):
+            docs = docs.to_objects()  # rows will move or be dropped: the rare case, done on str objects
         if len(codes) > 1 and (np.diff(codes) < 0).any():
             order = np.argsort(codes, kind="stable")
             codes, docs = codes[order], docs[order]
@@ -236,11 +239,14 @@ class Run:
     ) -> Run:
         if scores is not None and np.isnan(scores).any():
             i = int(np.flatnonzero(np.isnan(scores))[0])
-            raise InputError(f"doc {docs[i]!r}: score is NaN", source=name)
+            doc = docs.take(np.array([i]))[0] if isinstance(docs, PackedIds) else docs[i]
+            raise InputError(f"doc {doc!r}: score is NaN", source=name)
         offsets = np.zeros(len(lengths) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
         notes: list[str] = []
-        if dedupe:
+        if dedupe and not (isinstance(docs, PackedIds) and suspects is not None and len(suspects) == 0):
+            if isinstance(docs, PackedIds):
+                docs = docs.to_objects()
             keep = _first_occurrences(offsets, docs, scores if by_score else None, suspects)
             if keep is not None:
                 dropped = len(docs) - int(keep.sum())
@@ -288,10 +294,26 @@ class Run:
 
     @property
     def doc_ids(self) -> np.ndarray:
-        """Doc ids of every entry in stored order (read-only view)."""
-        view = self._doc_ids.view()
+        """Doc ids of every entry in stored order, as an object array of str (read-only view)."""
+        ids = self._doc_ids
+        if isinstance(ids, PackedIds):
+            ids = self._memo.get("doc_ids")
+            if ids is None:
+                ids = self._memo["doc_ids"] = self._doc_ids.to_objects()
+        view = ids.view()
         view.flags.writeable = False
         return view
+
+    @property
+    def doc_id_column(self) -> np.ndarray | PackedIds:
+        """The doc ids as stored: an object array, or :class:`PackedIds` for a run read from a file."""
+        return self._doc_ids
+
+    def doc_ids_at(self, indices: np.ndarray) -> np.ndarray:
+        """The doc ids of the entries ``indices``, as strs, without unpacking the others."""
+        if isinstance(self._doc_ids, PackedIds) and "doc_ids" not in self._memo:
+            return self._doc_ids.take(indices)
+        return self.doc_ids[indices]
 
     @property
     def scores(self) -> np.ndarray | None:
@@ -318,7 +340,7 @@ class Run:
             self._by_score == other._by_score
             and self._query_ids == other._query_ids
             and np.array_equal(self._offsets, other._offsets)
-            and np.array_equal(self._doc_ids, other._doc_ids)
+            and np.array_equal(self.doc_ids, other.doc_ids)
             and (
                 (self._scores is None and other._scores is None)
                 or (self._scores is not None and other._scores is not None and np.array_equal(self._scores, other._scores))
@@ -339,7 +361,7 @@ class Run:
         i = self._index[query_id]
         perm = self.ranked(ties)[self._offsets[i] : self._offsets[i + 1]]
         scores = self._scores[perm].tolist() if self._scores is not None else [None] * len(perm)
-        return list(zip(self._doc_ids[perm].tolist(), scores))
+        return list(zip(self.doc_ids_at(perm).tolist(), scores))
 
     def ranked(self, ties: str = "trec_eval") -> np.ndarray:
         """Entry indices in ranked order (grouped by query), every tie broken by the rule ``ties``."""
@@ -347,7 +369,7 @@ class Run:
             return np.arange(self.num_entries)
         perm = self._memo.get(("ranked", ties))
         if perm is None:
-            perm = ranked_permutation(self._offsets, self._scores, self._doc_ids, ties)
+            perm = ranked_permutation(self._offsets, self._scores, self.doc_ids, ties)
             perm.flags.writeable = False
             self._memo[("ranked", ties)] = perm
         return perm
@@ -364,7 +386,7 @@ class Run:
         return pd.DataFrame(
             {
                 "query_id": np.repeat(np.array(self._query_ids, dtype=object), lengths),
-                "doc_id": self._doc_ids[perm],
+                "doc_id": self.doc_ids[perm],
                 "rank": rank,
                 "score": scores,
             }
@@ -379,7 +401,7 @@ class Run:
         """``{query_id: {doc_id: score}}`` in pytrec_eval's form, with scores strictly decreasing with rank so
         that a tool which re-sorts by score keeps this run's order."""
         perm, scores = self._export_scores(ties)
-        docs = self._doc_ids[perm].tolist()
+        docs = self.doc_ids[perm].tolist()
         values = scores.tolist()
         o = self._offsets.tolist()
         return {q: dict(zip(docs[o[i] : o[i + 1]], values[o[i] : o[i + 1]])) for i, q in enumerate(self._query_ids)}
@@ -388,7 +410,7 @@ class Run:
         """Write a TREC run file. Scores strictly decrease with rank (see :meth:`to_dict`), so trec_eval ranks
         exactly as this run does."""
         perm, scores = self._export_scores(ties)
-        docs = self._doc_ids[perm].tolist()
+        docs = self.doc_ids[perm].tolist()
         values = scores.tolist()
         tag = tag or self.tag or self.name
         o = self._offsets.tolist()
