@@ -69,3 +69,22 @@ def test_exported_scores_strictly_decrease_and_keep_their_values():
     assert out[0] == 2.0 and abs(out[1] - 2.0) < 1e-15 and out[2] == 1.0
     assert out[3:6].tolist() == [3.0, 2.0, 1.0]
     assert out[6] == 0.0 and out[7] < 0.0
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 20])
+def test_tied_judged_results_are_placed_the_same_in_any_chunking(monkeypatch, chunk):
+    from rag_eval.metrics import grades
+
+    rng = np.random.default_rng(11)
+    scores = {f"q{q}": {f"d{d}": float(rng.integers(0, 4)) for d in range(int(rng.integers(1, 30)))} for q in range(25)}
+    qrels = {q: {f"d{d}": int(rng.integers(0, 3)) for d in range(0, 30, 2)} for q in scores}
+    run = rag_eval.Run.from_scores(scores)
+    expected = rag_eval.evaluate(qrels, run, ["ap", "ndcg@5", "mrr"], conventions="trec_eval").per_query
+    monkeypatch.setattr(grades, "TIE_CHUNK", chunk)
+    got = rag_eval.evaluate(qrels, run, ["ap", "ndcg@5", "mrr"], conventions="trec_eval").per_query
+    assert got.equals(expected)
+    import pytrec_eval
+
+    ours = rag_eval.evaluate(qrels, run, ["ap"], conventions="trec_eval").values("run", "ap")
+    theirs = pytrec_eval.RelevanceEvaluator(qrels, {"map"}).evaluate(scores)
+    assert all(abs(ours[q] - theirs[q]["map"]) < 1e-12 for q in theirs)

@@ -24,6 +24,7 @@ from .conventions import Conventions
 
 UNJUDGED = -(2**30)  # the grade lookup's value for "no judgement"; judged grades must lie within +-GRADE_LIMIT
 GRADE_LIMIT = 2**29
+TIE_CHUNK = 1 << 20  # results ranked at a time when placing tied judged results
 
 
 @dataclass(frozen=True)
@@ -138,12 +139,10 @@ def _score_ranks(
     after = np.minimum(lo + 1, len(ordered) - 1)
     tied = np.flatnonzero((lo + 1 < offsets[rows + 1]) & (ordered[after] == needles))
     if len(tied):
-        perm = score_order(offsets, scores)  # tie groups are contiguous position ranges in perm
         first = lo[tied]
         last = search_rows(ordered, first, offsets[rows[tied] + 1], needles[tied], side="right")
-        size = last - first
-        owner = np.repeat(np.arange(len(tied)), size)
-        members = perm[np.repeat(first - (np.cumsum(size) - size), size) + np.arange(int(size.sum()))]
+        del ordered
+        owner, members = _tie_members(offsets, scores, rows[tied], first, last)
         me = cells[tied][owner]
         if rule == "input_order":
             before = members < me
@@ -155,3 +154,27 @@ def _score_ranks(
             raise ValueError(f"unknown tie rule {rule!r}")
         ranks[tied] += np.bincount(owner, weights=before, minlength=len(tied)).astype(np.int64)
     return ranks
+
+
+def _tie_members(
+    offsets: np.ndarray, scores: np.ndarray, rows: np.ndarray, first: np.ndarray, last: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """For tie groups given as ranked positions ``first:last`` (in queries ``rows``, ascending), the entries in
+    each group: ``members[k]`` is in group ``owner[k]``. Queries are ranked a chunk of about a million results
+    at a time, so memory stays small whatever the run's size."""
+    size = last - first
+    owner = np.repeat(np.arange(len(rows)), size)
+    positions = np.repeat(first - (np.cumsum(size) - size), size) + np.arange(int(size.sum()))
+    members = np.empty(len(positions), np.int64)
+    ends = offsets[rows + 1]
+    i = 0
+    while i < len(rows):
+        start = offsets[rows[i]]
+        j = max(int(np.searchsorted(ends, start + TIE_CHUNK, side="right")), i + 1)  # rows[i:j] fit in a chunk
+        stop = ends[j - 1]
+        local = offsets[rows[i] : rows[j - 1] + 2] - start
+        perm = score_order(local, scores[start:stop]) + start  # tie groups are contiguous position ranges
+        a, b = np.searchsorted(owner, [i, j])  # owner ascends: the pairs of rows[i:j]
+        members[a:b] = perm[positions[a:b] - start]
+        i = j
+    return owner, members
