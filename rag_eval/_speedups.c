@@ -147,6 +147,54 @@ lookup(PyObject *self, PyObject *args)
     return (PyObject *)out;
 }
 
+/* ---- search_segments(sorted, starts, ends, needles, right) -> int64 -------------------------------------
+   np.searchsorted of each needle within its own ascending segment sorted[starts[i]:ends[i]]. */
+
+static PyObject *
+search_segments(PyObject *self, PyObject *args)
+{
+    PyArrayObject *sorted, *starts, *ends, *needles;
+    int right;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!p", &PyArray_Type, &sorted, &PyArray_Type, &starts, &PyArray_Type, &ends,
+                          &PyArray_Type, &needles, &right))
+        return NULL;
+    PyArrayObject *arrays[4] = {sorted, starts, ends, needles};
+    int types[4] = {NPY_FLOAT64, NPY_INT64, NPY_INT64, NPY_FLOAT64};
+    for (int k = 0; k < 4; k++)
+        if (PyArray_TYPE(arrays[k]) != types[k] || PyArray_NDIM(arrays[k]) != 1 || !PyArray_IS_C_CONTIGUOUS(arrays[k])) {
+            PyErr_SetString(PyExc_TypeError, "search_segments: expected contiguous float64, int64, int64, float64");
+            return NULL;
+        }
+    npy_intp n = PyArray_DIM(needles, 0), size = PyArray_DIM(sorted, 0);
+    if (PyArray_DIM(starts, 0) != n || PyArray_DIM(ends, 0) != n) {
+        PyErr_SetString(PyExc_ValueError, "search_segments: starts, ends and needles differ in length");
+        return NULL;
+    }
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
+    if (!out)
+        return NULL;
+    const double *v = (const double *)PyArray_DATA(sorted), *x = (const double *)PyArray_DATA(needles);
+    const npy_int64 *a = (const npy_int64 *)PyArray_DATA(starts), *b = (const npy_int64 *)PyArray_DATA(ends);
+    npy_int64 *o = (npy_int64 *)PyArray_DATA(out);
+    for (npy_intp i = 0; i < n; i++) {
+        npy_int64 lo = a[i], hi = b[i];
+        if (lo < 0 || hi > size || lo > hi) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_ValueError, "search_segments: a segment lies outside the array");
+            return NULL;
+        }
+        while (lo < hi) {
+            npy_int64 mid = lo + (hi - lo) / 2;
+            if (right ? v[mid] <= x[i] : v[mid] < x[i])
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        o[i] = lo;
+    }
+    return (PyObject *)out;
+}
+
 /* ---- lookup_packed(blob, starts, offsets, judgements, missing) -> int32 grades ----------------------------
    The same as lookup, for doc ids packed as UTF-8 bytes: each query's judgements go into a small C table
    keyed by the bytes of their doc ids, and the run's ids are looked up there without making Python objects. */
@@ -263,14 +311,9 @@ done:
 #define MAX_FIELDS 7
 #define NUMBER_BUFFER 128
 
-/* ASCII whitespace within a line, as trec_eval splits: space, tab, CR, VT, FF */
+/* ASCII whitespace within a line, as trec_eval splits: space, tab, CR, VT, FF; a token also ends at '\n' */
 static const unsigned char SPACE[256] = {[' '] = 1, ['\t'] = 1, ['\r'] = 1, ['\v'] = 1, ['\f'] = 1};
-
-static inline int
-is_space(char c)
-{
-    return SPACE[(unsigned char)c];
-}
+static const unsigned char TOKEN_END[256] = {[' '] = 1, ['\t'] = 1, ['\r'] = 1, ['\v'] = 1, ['\f'] = 1, ['\n'] = 1};
 
 static const double exact_powers_of_ten[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
                                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
@@ -444,6 +487,15 @@ text_of(const char *p, Py_ssize_t len, int ascii)
     return text;
 }
 
+static int
+append_code(PyObject *list, npy_int64 value)
+{
+    PyObject *code = PyLong_FromLongLong(value);
+    int failed = !code || PyList_Append(list, code) < 0;
+    Py_XDECREF(code);
+    return failed ? -1 : 0;
+}
+
 static PyObject *
 parse_columns(PyObject *self, PyObject *args)
 {
@@ -452,6 +504,7 @@ parse_columns(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*ipp", &view, &kind, &ascii, &packed))
         return NULL;
     SpanSet seen = {NULL, 0, 0, 1};
+    char *tail = NULL;
     const char *data = (const char *)view.buf;
     Py_ssize_t size = view.len;
     npy_intp capacity = 1;
@@ -482,31 +535,52 @@ parse_columns(PyObject *self, PyObject *args)
     if (packed)
         starts_of[0] = 0;
     npy_intp n = 0;
-    const char *p = data, *end = data + size;
-    while (p < end && !unusual) {
-        const char *eol = memchr(p, '\n', end - p);
-        if (!eol)
-            eol = end;
+    /* Lines are read up to a '\n' sentinel: the file up to its last '\n', then any unterminated last line from a
+       copy that ends with one (tokens may point into that copy, so it lives until the end). */
+    const char *last_newline = NULL;
+    for (const char *back = data + size; back > data; back--)
+        if (back[-1] == '\n') {
+            last_newline = back - 1;
+            break;
+        }
+    const char *region_begin[2] = {data, NULL}, *region_end[2] = {last_newline ? last_newline + 1 : data, NULL};
+    Py_ssize_t tail_len = data + size - region_end[0];
+    if (tail_len > 0) {
+        if (!(tail = PyMem_Malloc(tail_len + 1))) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memcpy(tail, region_end[0], tail_len);
+        tail[tail_len] = '\n';
+        region_begin[1] = tail;
+        region_end[1] = tail + tail_len + 1;
+    }
+    for (int region = 0; region < 2 && !unusual; region++) {
+    const char *p = region_begin[region], *end = region_end[region];
+    while (p && p < end && !unusual) {
         const char *start[MAX_FIELDS];
         Py_ssize_t length[MAX_FIELDS];
         int fields = 0;
-        for (const char *q = p; q < eol;) {
-            while (q < eol && is_space(*q))
+        const char *q = p;
+        for (;;) {
+            while (SPACE[(unsigned char)*q])
                 q++;
-            if (q >= eol)
+            if (*q == '\n')
                 break;
             const char *t = q;
-            while (q < eol && !is_space(*q))
+            while (!TOKEN_END[(unsigned char)*q])
                 q++;
             if (fields < MAX_FIELDS) {
                 start[fields] = t;
                 length[fields] = q - t;
             }
             fields++;
-            if (kind == KIND_RUN && fields == 6)
-                break; /* fields after the 6th are ignored, as trec_eval does */
+            if (kind == KIND_RUN && fields == 6) {
+                q = memchr(q, '\n', end - q); /* fields after the 6th are ignored, as trec_eval does */
+                break;
+            }
         }
-        p = eol + 1;
+        p = q + 1;
         if (fields == 0)
             continue; /* blank line */
         if ((kind == KIND_RUN && fields < 6) || (kind == KIND_QRELS && fields != 4)) {
@@ -515,15 +589,9 @@ parse_columns(PyObject *self, PyObject *args)
         }
         /* the query: most lines repeat the previous line's */
         if (length[0] != current_len || memcmp(start[0], current_ptr, length[0]) != 0) {
-            if (current_repeats) {
-                PyObject *code = PyLong_FromLongLong(current_code);
-                if (!code || PyList_Append(repeats, code) < 0) {
-                    Py_XDECREF(code);
-                    goto done;
-                }
-                Py_DECREF(code);
-                current_repeats = 0;
-            }
+            if (current_repeats && append_code(repeats, current_code) < 0)
+                goto done;
+            current_repeats = 0;
             PyObject *text = text_of(start[0], length[0], ascii);
             if (!text)
                 goto done;
@@ -584,19 +652,14 @@ parse_columns(PyObject *self, PyObject *args)
         c[n] = current_code;
         n++;
     }
+    }
     if (unusual) {
         result = Py_None;
         Py_INCREF(result);
         goto done;
     }
-    if (current_repeats) {
-        PyObject *code = PyLong_FromLongLong(current_code);
-        if (!code || PyList_Append(repeats, code) < 0) {
-            Py_XDECREF(code);
-            goto done;
-        }
-        Py_DECREF(code);
-    }
+    if (current_repeats && append_code(repeats, current_code) < 0)
+        goto done;
     if (!tag) {
         tag = Py_None;
         Py_INCREF(tag);
@@ -613,6 +676,7 @@ parse_columns(PyObject *self, PyObject *args)
 done:
     PyBuffer_Release(&view);
     PyMem_Free(seen.slots);
+    PyMem_Free(tail);
     Py_XDECREF(qids); Py_XDECREF(index); Py_XDECREF(repeats); Py_XDECREF(tag);
     Py_XDECREF(codes); Py_XDECREF(docs); Py_XDECREF(values); Py_XDECREF(blob);
     return result;
@@ -622,6 +686,8 @@ static PyMethodDef methods[] = {
     {"score_columns", score_columns, METH_O,
      "score_columns(mapping) -> (query_ids, lengths, doc_ids, scores), or None when the mapping is unusual."},
     {"lookup", lookup, METH_VARARGS, "lookup(doc_ids, offsets, judgements, missing) -> int32 grade per doc id."},
+    {"search_segments", search_segments, METH_VARARGS,
+     "search_segments(sorted, starts, ends, needles, right) -> int64 insertion points within each segment."},
     {"lookup_packed", lookup_packed, METH_VARARGS,
      "lookup_packed(blob, starts, offsets, judgements, missing) -> int32 grade per packed doc id."},
     {"parse_columns", parse_columns, METH_VARARGS,

@@ -181,3 +181,37 @@ def test_evaluation_is_the_same_without_the_extension(pure):
         _accel.speedups = speedups
         fast = rag_eval.evaluate(qrels, rag_eval.Run.from_scores(scores), ["ap", "ndcg@10", "bpref", "P@5"])
         assert fast.per_query.equals(slow.per_query)
+
+
+@needs_c
+@pytest.mark.parametrize(
+    "text",
+    ["q1 Q0 a 1 2 t\nq1 Q0 b 2 1 t", "q1 Q0 a 1 2 t\r\nq1 Q0 b 2 1 t\r", "q1 Q0 a 1 2 t", "\n\nq1 Q0 a 1 2 t\n  \n"],
+    ids=["no-final-newline", "crlf-no-final-newline", "one-line", "blank-lines"],
+)
+def test_parse_columns_reads_an_unterminated_last_line(tmp_path, monkeypatch, text):
+    path = tmp_path / "run.trec"
+    path.write_bytes(text.encode())
+    fast = read_table(read_input(path), "run")
+    monkeypatch.setattr(_accel, "speedups", None)
+    slow = read_table(read_input(path), "run")
+    assert fast.doc_ids.tolist() == slow.doc_ids.tolist() and np.array_equal(fast.values, slow.values)
+    assert fast.query_ids == slow.query_ids == ["q1"]
+
+
+@needs_c
+def test_search_segments_equals_numpy():
+    rng = np.random.default_rng(5)
+    values = np.round(rng.normal(size=400), 1)
+    offsets = np.array([0, 0, 7, 100, 101, 400])
+    for a, b in zip(offsets[:-1], offsets[1:]):
+        values[a:b].sort()
+    rows = rng.integers(0, 5, size=300)
+    needles = np.round(rng.normal(size=300), 1)
+    for right in (False, True):
+        got = speedups.search_segments(values, offsets[rows], offsets[rows + 1], needles, right)
+        side = "right" if right else "left"
+        want = [offsets[r] + np.searchsorted(values[offsets[r] : offsets[r + 1]], x, side=side) for r, x in zip(rows, needles)]
+        assert got.tolist() == want
+    with pytest.raises(ValueError):
+        speedups.search_segments(values, np.array([5]), np.array([401]), np.array([0.0]), False)

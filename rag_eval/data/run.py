@@ -5,8 +5,9 @@ evaluation's conventions; what a TREC run file means) or **as given** (the order
 are data and are never used to re-sort). The two constructors, :meth:`Run.from_scores` and
 :meth:`Run.from_ranking`, make that choice explicit.
 
-Entries are stored in CSR form (query ``i`` owns entries ``offsets[i]:offsets[i+1]``): an object array of doc
-ids and a float array of scores, never a Python object per result.
+Entries are stored in CSR form (query ``i`` owns entries ``offsets[i]:offsets[i+1]``): the doc ids (an object
+array of str, or, for a run read from a file, :class:`~rag_eval.data.packed.PackedIds`: UTF-8 bytes end to end)
+and a float array of scores; never a Python object per result beyond the id strings.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from ._columns import line_number, read_table
 from ._frames import find_column, pick_column
 from ._ids import IdCheck
 from ._io import InputFile, PathLike, read_input, warn
-from .ranking import ranked_permutation, strictly_decreasing_scores
 from .packed import PackedIds
+from .ranking import ranked_permutation, strictly_decreasing_scores
 from .source import Source
 
 if TYPE_CHECKING:
@@ -39,7 +40,6 @@ Order = Literal["score", "given"]
 QUERY_COLUMNS = ("query_id", "qid")
 DOC_COLUMNS = ("doc_id", "docno")
 SCORE_COLUMNS = ("score",)
-RANK_COLUMNS = ("rank",)
 
 
 class Run:
@@ -217,6 +217,13 @@ class Run:
         """
         if isinstance(docs, PackedIds) and (repeats is None or repeats):
             docs = docs.to_objects()  # rows will move or be dropped: the rare case, done on str objects
+        source = Source.of(file) if file else None
+        if repeats is not None:  # the reader saw each query in one block, in order of first appearance
+            lengths = np.bincount(codes, minlength=len(query_ids)).astype(np.int64)
+            suspects = np.array(sorted(repeats), dtype=np.int64)
+            return cls._build(
+                name, query_ids, lengths, docs, scores, by_score=by_score, source=source, dedupe=True, suspects=suspects
+            )
         if len(codes) > 1 and (np.diff(codes) < 0).any():
             order = np.argsort(codes, kind="stable")
             codes, docs = codes[order], docs[order]
@@ -226,8 +233,7 @@ class Run:
         group_codes = codes[starts]
         lengths = np.diff(np.r_[starts, len(codes)])
         ordered_ids = [query_ids[c] for c in group_codes.tolist()]
-        source = Source.of(file) if file else None
-        suspects = None if repeats is None else np.flatnonzero(np.isin(group_codes, repeats))
+        suspects = None
         return cls._build(
             name, ordered_ids, lengths, docs, scores, by_score=by_score, source=source, dedupe=True, suspects=suspects
         )

@@ -79,7 +79,7 @@ def build_grade_matrix(run: Run, qrels: Qrels, query_ids: list[str], conventions
         keep = ranks < conventions.max_depth
         rows, ranks, cell_grades = rows[keep], ranks[keep], cell_grades[keep]
         lengths = np.minimum(lengths, conventions.max_depth)
-    order = np.lexsort((ranks, rows))
+    order = np.argsort(rows * (int(lengths.max(initial=0)) + 1) + ranks, kind="stable")  # by row, then rank
     rows, ranks, cell_grades = rows[order], ranks[order], cell_grades[order]
     if conventions.unjudged == "remove":  # condensed list: only judged results, ranked as before
         lengths = np.bincount(rows, minlength=len(query_ids)).astype(np.int64)
