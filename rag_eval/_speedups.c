@@ -18,12 +18,12 @@
 static PyObject *
 score_columns(PyObject *self, PyObject *mapping)
 {
-    if (!PyDict_CheckExact(mapping))
+    if (!PyDict_Check(mapping))
         Py_RETURN_NONE;
     Py_ssize_t pos = 0, total = 0, nq = PyDict_GET_SIZE(mapping);
     PyObject *qid, *inner;
     while (PyDict_Next(mapping, &pos, &qid, &inner)) {
-        if (!PyUnicode_CheckExact(qid) || !PyDict_CheckExact(inner))
+        if (!PyUnicode_CheckExact(qid) || !PyDict_Check(inner))
             Py_RETURN_NONE;
         total += PyDict_GET_SIZE(inner);
     }
@@ -70,6 +70,62 @@ unusual:
     Py_RETURN_NONE;
 fail:
     Py_XDECREF(qids); Py_XDECREF(lengths); Py_XDECREF(docs); Py_XDECREF(scores);
+    return NULL;
+}
+
+/* ---- judgement_dicts(mapping) -> (copies, lengths, grades) | None ---------------------------------------
+   A copy of {query: {doc: grade}} when every id is a str and every grade an int (not a bool), with each query's
+   judgement count and every grade in order: the qrels' lookup tables and columns in one pass. */
+
+static PyObject *
+judgement_dicts(PyObject *self, PyObject *mapping)
+{
+    if (!PyDict_Check(mapping))
+        Py_RETURN_NONE;
+    Py_ssize_t pos = 0, total = 0;
+    PyObject *qid, *inner;
+    while (PyDict_Next(mapping, &pos, &qid, &inner)) {
+        if (!PyUnicode_CheckExact(qid) || !PyDict_Check(inner))
+            Py_RETURN_NONE;
+        total += PyDict_GET_SIZE(inner);
+    }
+    npy_intp n = total, q = PyDict_GET_SIZE(mapping);
+    PyObject *copies = PyDict_New();
+    PyArrayObject *lengths = (PyArrayObject *)PyArray_SimpleNew(1, &q, NPY_INT64);
+    PyArrayObject *grades = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
+    if (!copies || !lengths || !grades)
+        goto fail;
+    npy_int64 *len = (npy_int64 *)PyArray_DATA(lengths), *g = (npy_int64 *)PyArray_DATA(grades);
+    Py_ssize_t i = 0, k = 0;
+    pos = 0;
+    while (PyDict_Next(mapping, &pos, &qid, &inner)) {
+        Py_ssize_t ipos = 0;
+        PyObject *doc, *grade;
+        while (PyDict_Next(inner, &ipos, &doc, &grade)) {
+            if (!PyUnicode_CheckExact(doc) || !PyLong_CheckExact(grade))
+                goto unusual;
+            int overflow;
+            long long value = PyLong_AsLongLongAndOverflow(grade, &overflow);
+            if (overflow || (value == -1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                goto unusual;
+            }
+            g[k++] = value;
+        }
+        PyObject *copy = PyDict_Copy(inner); /* a plain dict, whatever the input's class */
+        if (!copy || PyDict_SetItem(copies, qid, copy) < 0) {
+            Py_XDECREF(copy);
+            goto fail;
+        }
+        Py_DECREF(copy);
+        len[i++] = PyDict_GET_SIZE(inner);
+    }
+    return Py_BuildValue("(NNN)", copies, lengths, grades);
+unusual:
+    Py_DECREF(copies); Py_DECREF(lengths); Py_DECREF(grades);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(copies); Py_XDECREF(lengths); Py_XDECREF(grades);
     return NULL;
 }
 
@@ -685,6 +741,8 @@ done:
 static PyMethodDef methods[] = {
     {"score_columns", score_columns, METH_O,
      "score_columns(mapping) -> (query_ids, lengths, doc_ids, scores), or None when the mapping is unusual."},
+    {"judgement_dicts", judgement_dicts, METH_O,
+     "judgement_dicts(mapping) -> (copied dicts, lengths, grades), or None when the mapping is unusual."},
     {"lookup", lookup, METH_VARARGS, "lookup(doc_ids, offsets, judgements, missing) -> int32 grade per doc id."},
     {"search_segments", search_segments, METH_VARARGS,
      "search_segments(sorted, starts, ends, needles, right) -> int64 insertion points within each segment."},

@@ -215,3 +215,22 @@ def test_search_segments_equals_numpy():
         assert got.tolist() == want
     with pytest.raises(ValueError):
         speedups.search_segments(values, np.array([5]), np.array([401]), np.array([0.0]), False)
+
+
+@needs_c
+def test_judgement_dicts_equal_python_and_accept_defaultdicts(monkeypatch):
+    from collections import defaultdict
+
+    qrels = defaultdict(dict)
+    qrels["q1"].update({"a": 2, "b": 0})
+    qrels["q2"]["c"] = -1
+    fast = rag_eval.Qrels.from_dict(qrels)
+    assert speedups.judgement_dicts(qrels) is not None
+    monkeypatch.setattr(_accel, "speedups", None)
+    slow = rag_eval.Qrels.from_dict(qrels)
+    assert fast == slow and fast.to_dict() == {"q1": {"a": 2, "b": 0}, "q2": {"c": -1}}
+    assert [c.tolist() if hasattr(c, "tolist") else c for c in fast.columns] == [
+        c.tolist() if hasattr(c, "tolist") else c for c in slow.columns
+    ]
+    for unusual in ({"q": {"a": True}}, {"q": {"a": 1.0}}, {"q": {1: 1}}, {1: {"a": 1}}, {"q": {"a": 2**70}}):
+        assert speedups.judgement_dicts(unusual) is None

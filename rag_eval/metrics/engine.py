@@ -57,9 +57,11 @@ def account_queries(qrels: Qrels, run: Run, conventions: Conventions) -> QueryAc
         candidates = [q for q in candidates if q in in_run]
     elif missing:
         zeroed["missing_run"] = missing
-    t = conventions.relevance_threshold
-    judgements = qrels.judgements
-    empty = [q for q in candidates if not any(g >= t for g in judgements[q].values())]
+    all_ids, offsets, grades = qrels.columns
+    lengths = np.diff(offsets)
+    relevant = np.bincount(np.repeat(np.arange(len(all_ids)), lengths), weights=grades >= conventions.relevance_threshold, minlength=len(all_ids))
+    none_relevant = {all_ids[i] for i in np.flatnonzero(relevant == 0).tolist()}
+    empty = [q for q in candidates if q in none_relevant]
     if empty and conventions.no_relevant == "skip":
         left["no_relevant"] = empty
         dropped = set(empty)
@@ -109,11 +111,13 @@ class _QrelsStats:
         return self._cache[key]
 
     def ideal(self, rule: str, gains: dict[int, float] | None, rel: int | None, k: int | None) -> np.ndarray:
-        key = ("ideal", rule, tuple(sorted(gains.items())) if gains else None, rel, k)
-        if key not in self._cache:
-            judged_gains = K.gain_of(self.grades, rule, gains, rel)
-            self._cache[key] = K.ideal_dcg(self.query_of, judged_gains, self.n, k)
-        return self._cache[key]
+        gain_key = (rule, tuple(sorted(gains.items())) if gains else None, rel)
+        if ("ideal", gain_key, k) not in self._cache:
+            if ("best", gain_key) not in self._cache:  # every query's positive gains, best first: once per gain rule
+                self._cache[("best", gain_key)] = K.best_gains(self.query_of, K.gain_of(self.grades, rule, gains, rel), self.n)
+            query, ranked_gains, rank = self._cache[("best", gain_key)]
+            self._cache[("ideal", gain_key, k)] = K.ideal_dcg(query, ranked_gains, rank, self.n, k)
+        return self._cache[("ideal", gain_key, k)]
 
 
 def _compute(matrix: GradeMatrix, metrics: list[Metric], conv: Conventions, stats: _QrelsStats) -> dict:

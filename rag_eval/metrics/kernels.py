@@ -125,8 +125,8 @@ def gain_of(grades: np.ndarray, rule: str, gains: dict[int, float] | None, rel: 
     return out
 
 
-def ideal_dcg(query_of: np.ndarray, gains: np.ndarray, n: int, k: int | None) -> np.ndarray:
-    """Ideal DCG per query at cutoff k: the query's positive gains, best first, discounted by rank.
+def best_gains(query_of: np.ndarray, gains: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each query's positive gains, best first: ``(query, gain, 0-based rank)`` per kept judgement.
 
     ``query_of[i]`` is the query of judged document ``i`` and ``gains[i]`` its gain.
     """
@@ -134,8 +134,12 @@ def ideal_dcg(query_of: np.ndarray, gains: np.ndarray, n: int, k: int | None) ->
     q, g = query_of[positive], gains[positive]
     order = np.lexsort((-g, q))
     q, g = q[order], g[order]
-    rank = _position_among(q, n) - 1
-    weights = g * discount(rank)
+    return q, g, _position_among(q, n) - 1
+
+
+def ideal_dcg(query: np.ndarray, gains: np.ndarray, rank: np.ndarray, n: int, k: int | None) -> np.ndarray:
+    """Ideal DCG per query at cutoff k, from :func:`best_gains`: the best gains discounted by rank."""
+    weights = gains * discount(rank)
     if k is not None:
         weights = np.where(rank < k, weights, 0.0)
-    return np.bincount(q, weights=weights, minlength=n)
+    return np.bincount(query, weights=weights, minlength=n)
