@@ -94,22 +94,25 @@ def _evaluate(args: argparse.Namespace) -> int:
     names = [r.name for r in runs]
     named = {(path if names.count(r.name) > 1 else r.name): r for path, r in zip(args.runs, runs)}
     report = evaluate(qrels, named, metrics, conventions=conventions)
-    summary = report.summarize(resamples=args.resamples, seed=args.seed)
+
+    def summary():  # the bootstrap runs only for the formats that print it
+        return report.summarize(resamples=args.resamples, seed=args.seed)
+
     out = io.StringIO()
     if args.format == "json":
         payload: dict[str, object] = {"card": json.loads(report.card.model_dump_json())}
-        payload["summary"] = _records(summary)
+        payload["summary"] = _records(summary())
         if args.per_query:
             payload["per_query"] = _records(report.per_query)
         json.dump(payload, out, indent=2, allow_nan=False, default=_json_default)
         out.write("\n")
     elif args.format == "csv":
-        frame = report.per_query if args.per_query else summary
+        frame = report.per_query if args.per_query else summary()
         frame.to_csv(out, index=False, float_format=None)
     elif args.format == "trec_eval":
         _write_trec_eval(out, report, runs_by_name=named, per_query=args.per_query)
     else:
-        _write_table(out, report, summary, per_query=args.per_query)
+        _write_table(out, report, summary(), per_query=args.per_query)
     sys.stdout.write(out.getvalue())
     sys.stdout.flush()
     if args.format != "json" and not args.no_card:

@@ -58,8 +58,8 @@ def account_queries(qrels: Qrels, run: Run, conventions: Conventions) -> QueryAc
     elif missing:
         zeroed["missing_run"] = missing
     all_ids, offsets, grades = qrels.columns
-    lengths = np.diff(offsets)
-    relevant = np.bincount(np.repeat(np.arange(len(all_ids)), lengths), weights=grades >= conventions.relevance_threshold, minlength=len(all_ids))
+    query_of = np.repeat(np.arange(len(all_ids)), np.diff(offsets))
+    relevant = np.bincount(query_of, weights=grades >= conventions.relevance_threshold, minlength=len(all_ids))
     none_relevant = {all_ids[i] for i in np.flatnonzero(relevant == 0).tolist()}
     empty = [q for q in candidates if q in none_relevant]
     if empty and conventions.no_relevant == "skip":
