@@ -88,3 +88,17 @@ def test_tied_judged_results_are_placed_the_same_in_any_chunking(monkeypatch, ch
     ours = rag_eval.evaluate(qrels, run, ["ap"], conventions="trec_eval").values("run", "ap")
     theirs = pytrec_eval.RelevanceEvaluator(qrels, {"map"}).evaluate(scores)
     assert all(abs(ours[q] - theirs[q]["map"]) < 1e-12 for q in theirs)
+
+
+def test_grade_matrix_holds_the_grades_in_ranked_order():
+    from rag_eval.metrics.grades import UNJUDGED, build_grade_matrix
+
+    run = rag_eval.Run.from_scores({"q1": {"a": 1.0, "b": 3.0, "c": 2.0, "x": 2.0}, "q2": {"a": 5.0}})
+    qrels = rag_eval.Qrels.from_dict({"q1": {"a": 2, "b": 0, "c": 1}, "q2": {"z": 1}, "q3": {"a": 1}})
+    matrix = build_grade_matrix(run, qrels, ["q1", "q2", "q3"], rag_eval.Conventions())
+    # q1 by score: b (3), then the tie x/c broken by doc id descending: x, c; then a
+    assert matrix.dense().tolist() == [[0, UNJUDGED, 1, 2], [UNJUDGED] * 4, [UNJUDGED] * 4]
+    assert matrix.lengths.tolist() == [4, 1, 0]
+    condensed = build_grade_matrix(run, qrels, ["q1", "q2", "q3"], rag_eval.Conventions(unjudged="remove", max_depth=3))
+    assert condensed.dense().tolist() == [[0, 1], [UNJUDGED] * 2, [UNJUDGED] * 2]
+    assert condensed.lengths.tolist() == [2, 0, 0]

@@ -11,7 +11,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..data.ranking import TIE_RULES
 
 __all__ = ["Conventions", "PRESETS", "resolve_conventions"]
 
@@ -67,10 +66,6 @@ class Conventions(BaseModel):
         if name not in PRESETS:
             raise ValueError(f"unknown conventions preset {name!r}; choose one of {sorted(PRESETS)}")
         return PRESETS[name]
-
-    @property
-    def tie_rule_text(self) -> str:
-        return TIE_RULES[self.ties]
 
 
 PRESETS: dict[str, Conventions] = {

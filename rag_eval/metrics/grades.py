@@ -94,12 +94,6 @@ def check_grade_range(qrels: Qrels) -> None:
         raise InputError(f"grade {bad} is out of range (grades must lie within +-{GRADE_LIMIT})", source="qrels")
 
 
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenated ``arange(starts[i], starts[i] + lengths[i])``."""
-    shift = starts - (np.cumsum(lengths) - lengths)
-    return np.repeat(shift, lengths) + np.arange(int(lengths.sum()))
-
-
 def _lookup(doc_ids: np.ndarray | PackedIds, offsets: np.ndarray, judgements: list[dict[str, int] | None]) -> np.ndarray:
     """Grade of every entry (UNJUDGED where the query's judgements do not name the doc, or are None).
 
