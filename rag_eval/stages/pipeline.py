@@ -1,0 +1,75 @@
+"""Pipeline: a first stage with a candidate depth, zero or more rerankers, and the context budget.
+
+    >>> pipe = rag_eval.Pipeline(bm25, minilm_rerank, depth=100, budget=5)
+    >>> pipe
+    bm25 %100 >> minilm-rerank %budget(5)
+    >>> result = pipe.run(queries, cache="cache/")      # every stage's output kept and cached
+    >>> rag_eval.evaluate(qrels, result)                # each stage judged by the metric that fits its job
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection, Mapping
+
+from .budget import Budget, count_tokens
+from .cache import StageCache
+from .fusion import Fusion
+from .result import PipelineResult
+from .stage import Reranker, Retriever
+
+
+class Pipeline:
+    """``retriever`` asked for ``depth`` candidates, then each reranker in turn, then ``budget`` (chunks, or
+    ``"Ntok"`` tokens counted by ``tokenizer``). ``corpus``: the known doc ids, to check stage outputs against.
+    Every setting is checked here, before anything runs."""
+
+    def __init__(
+        self, retriever: Retriever, *rerankers: Reranker, depth: int = 100, budget: int | str | Budget = 5,
+        corpus: Collection[str] | None = None, tokenizer: Callable[[str], int] = count_tokens,
+    ) -> None:
+        if not isinstance(retriever, Retriever):
+            raise TypeError(f"the first stage must be a Retriever (see rag_eval.adapters), not {type(retriever).__name__}")
+        for r in rerankers:
+            if not isinstance(r, Reranker):
+                raise TypeError(f"stages after the first must be Rerankers, not {type(r).__name__} ({r!r})")
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"depth must be a positive int (how many candidates to ask the first stage for), not {depth!r}")
+        if not callable(tokenizer):
+            raise TypeError("tokenizer must be a callable str -> int")
+        self.retriever = retriever
+        self.rerankers = tuple(rerankers)
+        self.depth = depth
+        self.budget = Budget.parse(budget)
+        self.corpus = frozenset(corpus) if corpus is not None else None
+        self.tokenizer = tokenizer
+        names = [s.name for s in self.stages]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"stage names must differ (they name the stages in reports): {repeated} repeated")
+
+    @property
+    def stages(self) -> list:
+        """Every stage the harness runs, in order: a fusion's inputs, the first stage, the rerankers."""
+        inputs = list(self.retriever.retrievers) if isinstance(self.retriever, Fusion) else []
+        return [*inputs, self.retriever, *self.rerankers]
+
+    def __repr__(self) -> str:
+        first = self.retriever.name
+        if isinstance(self.retriever, Fusion):
+            first = f"{self.retriever.method}({', '.join(r.name for r in self.retriever.retrievers)})"
+        parts = [f"{first} %{self.depth}", *(r.name for r in self.rerankers)]
+        return " >> ".join(parts) + f" %{self.budget}"
+
+    def run(
+        self, queries: Mapping[str, str], *, cache: StageCache | str | os.PathLike[str] | None = None,
+        concurrency: int = 1, progress: bool | None = None, retries: int = 0, backoff: float = 0.5,
+        timeout: float | None = None,
+    ) -> PipelineResult:
+        """Run every query through every stage, stage by stage; see :func:`rag_eval.stages.runner.run_pipeline`."""
+        from .runner import run_pipeline
+
+        return run_pipeline(
+            self, queries, cache=cache, concurrency=concurrency, progress=progress, retries=retries,
+            backoff=backoff, timeout=timeout,
+        )

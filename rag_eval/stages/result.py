@@ -1,0 +1,120 @@
+"""What a pipeline run returns: every stage's output per query, kept, with faults, latency and cache hits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..data.run import Run
+from .hits import Hit
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .pipeline import Pipeline
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One stage's output for one query: its hits, or the fault that stopped it."""
+
+    hits: tuple[Hit, ...] | None  # None: the stage failed on this query
+    error: str | None = None
+    latency: float = 0.0  # seconds of the call that produced it (for a cache hit, the original call's)
+    cached: bool = False
+    beyond_depth: tuple[str, ...] = ()  # first stage: doc ids it returned past the pipeline's depth
+
+    @property
+    def failed(self) -> bool:
+        return self.hits is None
+
+
+@dataclass
+class StageOutput:
+    """Every query's outcome for one stage. ``role``: "input" (an input of a fusion), "first" or "reranker"."""
+
+    name: str
+    role: str
+    fingerprint: str
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+
+    def run(self) -> Run:
+        """The stage's rankings as a Run in the order the stage returned them (failed queries are absent)."""
+        ranking = {
+            q: [(h.doc_id, h.score if h.score is not None else float("nan")) for h in o.hits]
+            for q, o in self.outcomes.items() if not o.failed
+        }
+        with_scores = all(h.score is not None for o in self.outcomes.values() if not o.failed for h in o.hits)
+        if not with_scores:
+            ranking = {q: [d for d, _ in hits] for q, hits in ranking.items()}
+        return Run.from_ranking(ranking, name=self.name)
+
+    @property
+    def failures(self) -> dict[str, str]:
+        return {q: o.error or "failed" for q, o in self.outcomes.items() if o.failed}
+
+    @property
+    def cache_hits(self) -> int:
+        return sum(o.cached for o in self.outcomes.values())
+
+    def latencies(self) -> np.ndarray:
+        """Seconds per query, for the queries computed in this run (cache hits left out)."""
+        return np.array([o.latency for o in self.outcomes.values() if not o.cached and not o.failed])
+
+
+class PipelineResult:
+    """The outputs of :meth:`Pipeline.run`: one :class:`StageOutput` (and Run) per stage, in pipeline order."""
+
+    def __init__(self, pipeline: Pipeline, queries: Mapping[str, str], stages: dict[str, StageOutput]) -> None:
+        self.pipeline = pipeline
+        self.queries = dict(queries)
+        self.stages = stages
+
+    @property
+    def query_ids(self) -> list[str]:
+        return list(self.queries)
+
+    @property
+    def runs(self) -> dict[str, Run]:
+        """One Run per stage, in pipeline order."""
+        return {name: out.run() for name, out in self.stages.items()}
+
+    def delivered(self, stage: str | None = None) -> dict[str, int]:
+        """How many hits of each (successful) query the generator receives from ``stage`` (the last by default)."""
+        out = self.stages[stage or self.final_stage]
+        budget, tokenizer = self.pipeline.budget, self.pipeline.tokenizer
+        return {q: budget.cut(o.hits, tokenizer) for q, o in out.outcomes.items() if not o.failed}
+
+    @property
+    def first_stage(self) -> str:
+        return next(n for n, s in self.stages.items() if s.role == "first")
+
+    @property
+    def final_stage(self) -> str:
+        return list(self.stages)[-1]
+
+    @property
+    def failures(self) -> pd.DataFrame:
+        """One row per failed query and stage: ``stage, query_id, error``."""
+        import pandas as pd
+
+        rows = [(s, q, e) for s, out in self.stages.items() for q, e in out.failures.items()]
+        return pd.DataFrame(rows, columns=["stage", "query_id", "error"])
+
+    @property
+    def latency(self) -> pd.DataFrame:
+        """Per stage: ``p50`` and ``p95`` seconds per query computed, ``n`` computed, ``cache_hits``, ``failed``."""
+        import pandas as pd
+
+        rows = []
+        for name, out in self.stages.items():
+            lat = out.latencies()
+            p50, p95 = (np.percentile(lat, [50, 95]) if len(lat) else (np.nan, np.nan))
+            rows.append((name, float(p50), float(p95), len(lat), out.cache_hits, len(out.failures)))
+        return pd.DataFrame(rows, columns=["stage", "p50", "p95", "n", "cache_hits", "failed"])
+
+    def __repr__(self) -> str:
+        return f"PipelineResult({self.pipeline!r}, {len(self.queries)} queries)"
