@@ -7,8 +7,8 @@
     >>> report.summary  # mean, std, bootstrap CI per run and metric
 
 Layers, each importing only those below it: ``rag_eval.data`` (qrels, runs), ``rag_eval.metrics`` (grammar,
-conventions, kernels), ``rag_eval.adapters`` (frameworks), ``rag_eval.reports`` (evaluate, Report, card),
-``rag_eval.cli``. ``import rag_eval`` loads no framework and no model.
+conventions, kernels), ``rag_eval.stages`` (pipelines, runner, cache) with ``rag_eval.adapters`` (frameworks),
+``rag_eval.reports`` (evaluate, Report, card, stage-aware views), ``rag_eval.cli``. ``import rag_eval`` loads no framework and no model.
 """
 
 from ._version import __version__
@@ -19,15 +19,21 @@ from .metrics.conventions import Conventions
 from .metrics.grammar import Metric, parse_metric
 from .reports.evaluate import evaluate
 from .reports.report import Report
+from .stages.fusion import fuse
+from .stages.hits import Hit
+from .stages.pipeline import Pipeline
 
 __all__ = [
     "Conventions",
+    "Hit",
     "InputError",
     "Metric",
+    "Pipeline",
     "Qrels",
     "Report",
     "Run",
     "__version__",
     "evaluate",
+    "fuse",
     "parse_metric",
 ]

@@ -52,6 +52,11 @@ class Conventions(BaseModel):
         description="A grade below 0: 'nonrelevant' = judged non-relevant, like 0; 'unjudged' = in the pool but "
         "not judged (trec_eval: skipped by bpref, removed by -J).",
     )
+    failed: Literal["zero", "exclude"] = Field(
+        "zero",
+        description="A query a pipeline stage failed on: 'zero' = measured as an empty ranking, 'exclude' = left "
+        "out; either way every summary row of a pipeline report shows n_failed.",
+    )
     max_depth: int | None = Field(
         None, ge=1, description="Only the top N of each ranking are evaluated, after ranking (trec_eval -M N)."
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,10 +26,11 @@ class QueryAccount:
 
 @dataclass
 class RunValues:
-    """Per-query values of every metric for one run, aligned with ``account.counted``."""
+    """Per-query values of every metric for one run: ``values[j]`` holds metric j's, aligned with
+    ``account.counted``."""
 
     account: QueryAccount
-    values: dict[Metric, np.ndarray]
+    values: list[np.ndarray]
 
 
 # Why a query is left out (QueryAccount.left_out) or counted though it can only score 0 (QueryAccount.zeroed).
@@ -36,21 +38,26 @@ REASONS = {
     "run_only": "in the run but not in the qrels",
     "missing_run": "in the qrels but not in the run (conventions.missing_run)",
     "no_relevant": "no relevant judgement at the conventions' threshold (conventions.no_relevant)",
+    "failed": "the pipeline stage failed on the query (conventions.failed)",
 }
 
 
-def account_queries(qrels: Qrels, run: Run, conventions: Conventions) -> QueryAccount:
-    """Decide which queries are measured: those in the qrels, less the ones the conventions leave out.
+def account_queries(qrels: Qrels, run: Run, conventions: Conventions, exclude: Collection[str] = ()) -> QueryAccount:
+    """Decide which queries are measured: those in the qrels, less the ones the conventions leave out, less
+    ``exclude`` (queries a stage failed on, under ``failed="exclude"``).
 
     Queries are listed in string order (as trec_eval prints them).
     """
     in_run = set(run.query_ids)
     left: dict[str, list[str]] = {}
+    excluded = sorted(set(exclude).intersection(qrels.query_ids))
+    if excluded:
+        left["failed"] = excluded
     not_judged = sorted(in_run.difference(qrels.query_ids))
     if not_judged:
         left["run_only"] = not_judged
     zeroed: dict[str, list[str]] = {}
-    candidates = sorted(qrels.query_ids)
+    candidates = sorted(set(qrels.query_ids).difference(excluded))
     missing = [q for q in candidates if q not in in_run]
     if missing and conventions.missing_run == "skip":
         left["missing_run"] = missing
@@ -71,12 +78,23 @@ def account_queries(qrels: Qrels, run: Run, conventions: Conventions) -> QueryAc
     return QueryAccount(candidates, left, zeroed)
 
 
-def evaluate_run(qrels: Qrels, run: Run, metrics: list[Metric], conventions: Conventions) -> RunValues:
-    """Every metric in ``metrics`` for every counted query of ``run``."""
-    account = account_queries(qrels, run, conventions)
+def evaluate_run(
+    qrels: Qrels, run: Run, metrics: list[Metric], conventions: Conventions, *,
+    cutoffs: Sequence[Mapping[str, int] | None] | None = None, exclude: Collection[str] = (),
+) -> RunValues:
+    """Every metric in ``metrics`` for every counted query of ``run``.
+
+    ``cutoffs[j]``, when given, replaces metric j's cutoff by one per query (``{query_id: k}``, 0 where absent):
+    what a token budget delivers differs between queries.
+    """
+    account = account_queries(qrels, run, conventions, exclude)
     matrix = build_grade_matrix(run, qrels, account.counted, conventions)
     stats = _QrelsStats(qrels, account.counted, conventions)
-    values = _compute(matrix, metrics, conventions, stats)
+    per_query_k = [
+        None if c is None else np.fromiter((c.get(q, 0) for q in account.counted), np.int64, len(account.counted))
+        for c in (cutoffs or [None] * len(metrics))
+    ]
+    values = _compute(matrix, metrics, conventions, stats, per_query_k)
     return RunValues(account, values)
 
 
@@ -110,17 +128,21 @@ class _QrelsStats:
             self._cache[key] = np.bincount(self.query_of, weights=self.grades < t, minlength=self.n).astype(np.int64)
         return self._cache[key]
 
-    def ideal(self, rule: str, gains: dict[int, float] | None, rel: int | None, k: int | None) -> np.ndarray:
+    def ideal(self, rule: str, gains: dict[int, float] | None, rel: int | None, k: K.Cutoff) -> np.ndarray:
         gain_key = (rule, tuple(sorted(gains.items())) if gains else None, rel)
+        if ("best", gain_key) not in self._cache:  # every query's positive gains, best first: once per gain rule
+            self._cache[("best", gain_key)] = K.best_gains(self.query_of, K.gain_of(self.grades, rule, gains, rel), self.n)
+        if isinstance(k, np.ndarray):
+            return K.ideal_dcg(*self._cache[("best", gain_key)], self.n, k)
         if ("ideal", gain_key, k) not in self._cache:
-            if ("best", gain_key) not in self._cache:  # every query's positive gains, best first: once per gain rule
-                self._cache[("best", gain_key)] = K.best_gains(self.query_of, K.gain_of(self.grades, rule, gains, rel), self.n)
             query, ranked_gains, rank = self._cache[("best", gain_key)]
             self._cache[("ideal", gain_key, k)] = K.ideal_dcg(query, ranked_gains, rank, self.n, k)
         return self._cache[("ideal", gain_key, k)]
 
 
-def _compute(matrix: GradeMatrix, metrics: list[Metric], conv: Conventions, stats: _QrelsStats) -> dict:
+def _compute(
+    matrix: GradeMatrix, metrics: list[Metric], conv: Conventions, stats: _QrelsStats, cutoffs: list[np.ndarray | None]
+) -> list[np.ndarray]:
     rows, ranks, grades, n = matrix.rows, matrix.ranks, matrix.grades, matrix.num_queries
     rel_cache: dict[int, np.ndarray] = {}
     gains_cache: dict[object, np.ndarray] = {}
@@ -130,10 +152,10 @@ def _compute(matrix: GradeMatrix, metrics: list[Metric], conv: Conventions, stat
             rel_cache[t] = grades >= t
         return rel_cache[t]
 
-    out: dict[Metric, np.ndarray] = {}
-    for m in metrics:
+    out: list[np.ndarray] = []
+    for m, per_query_k in zip(metrics, cutoffs):
         t = m.rel or conv.relevance_threshold
-        k = m.k
+        k = m.k if per_query_k is None else per_query_k
         fam = m.family
         if fam == "precision":
             v = K.precision(rows, ranks, rel(t), k, n)
@@ -168,5 +190,5 @@ def _compute(matrix: GradeMatrix, metrics: list[Metric], conv: Conventions, stat
             v = K.count_per_query(rows, rel(t), n)
         else:  # pragma: no cover - the grammar admits only the families above
             raise AssertionError(fam)
-        out[m] = np.asarray(v, dtype=np.float64)
+        out.append(np.asarray(v, dtype=np.float64))
     return out

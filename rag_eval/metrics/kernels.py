@@ -2,7 +2,8 @@
 
 Every kernel receives the judged cells of a :class:`~rag_eval.metrics.grades.GradeMatrix` (``rows``,
 0-based ``ranks``, sorted by row then rank) or flags derived from them, the number of queries ``n``, and
-per-query statistics of the qrels; it returns one float per query. Unjudged cells are never relevant and never
+per-query statistics of the qrels; it returns one float per query. A cutoff ``k`` is an int, None (no cutoff),
+or an array with one cutoff per query (a token budget delivers a different number of chunks to each query). Unjudged cells are never relevant and never
 earn gain, so the judged cells decide every value. No Python loop over queries.
 Definitions and names live in :mod:`rag_eval.metrics.catalogue`.
 """
@@ -20,29 +21,40 @@ def _safe_div(num: np.ndarray, den: np.ndarray | float) -> np.ndarray:
     return out
 
 
+Cutoff = int | None | np.ndarray
+
+
+def within(rows: np.ndarray, ranks: np.ndarray, k: Cutoff) -> np.ndarray:
+    """Which cells lie in the top k of their query."""
+    if k is None:
+        return np.ones(len(ranks), dtype=bool)
+    if isinstance(k, np.ndarray):
+        return ranks < k[rows]
+    return ranks < k
+
+
 def count_per_query(rows: np.ndarray, flags: np.ndarray, n: int) -> np.ndarray:
     """How many flagged cells each query has."""
     return np.bincount(rows, weights=flags, minlength=n)
 
 
-def precision(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, k: int, n: int) -> np.ndarray:
-    """Relevant in the top k / k (k, even when fewer than k were returned)."""
-    return count_per_query(rows, rel & (ranks < k), n) / k
+def precision(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, k: Cutoff, n: int) -> np.ndarray:
+    """Relevant in the top k / k (k, even when fewer than k were returned; 0 when k is 0)."""
+    return _safe_div(count_per_query(rows, rel & within(rows, ranks, k), n), k)
 
 
-def recall(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, k: int | None, R: np.ndarray) -> np.ndarray:
-    within = rel if k is None else rel & (ranks < k)
-    return _safe_div(count_per_query(rows, within, len(R)), R)
+def recall(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, k: Cutoff, R: np.ndarray) -> np.ndarray:
+    return _safe_div(count_per_query(rows, rel & within(rows, ranks, k), len(R)), R)
 
 
-def hit(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, k: int, n: int) -> np.ndarray:
-    return (count_per_query(rows, rel & (ranks < k), n) > 0).astype(np.float64)
+def hit(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, k: Cutoff, n: int) -> np.ndarray:
+    return (count_per_query(rows, rel & within(rows, ranks, k), n) > 0).astype(np.float64)
 
 
-def reciprocal_rank(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, k: int | None, n: int) -> np.ndarray:
+def reciprocal_rank(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, k: Cutoff, n: int) -> np.ndarray:
     """1 / rank of the first relevant result (within the top k), 0 when there is none."""
-    within = rel if k is None else rel & (ranks < k)
-    r, p = rows[within], ranks[within]
+    top = rel & within(rows, ranks, k)
+    r, p = rows[top], ranks[top]
     first = np.ones(len(r), dtype=bool)
     first[1:] = r[1:] != r[:-1]
     out = np.zeros(n)
@@ -56,10 +68,10 @@ def _position_among(rows: np.ndarray, n: int) -> np.ndarray:
     return np.arange(1, len(rows) + 1) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
-def average_precision(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, k: int | None, R: np.ndarray) -> np.ndarray:
+def average_precision(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, k: Cutoff, R: np.ndarray) -> np.ndarray:
     """Sum over relevant ranks i <= k of (relevant in the top i) / i, divided by R (trec_eval's map, map_cut)."""
-    within = rel if k is None else rel & (ranks < k)
-    r, p = rows[within], ranks[within]
+    top = rel & within(rows, ranks, k)
+    r, p = rows[top], ranks[top]
     precision_at = _position_among(r, len(R)) / (p + 1.0)
     return _safe_div(np.bincount(r, weights=precision_at, minlength=len(R)), R)
 
@@ -93,23 +105,21 @@ def discount(ranks: np.ndarray) -> np.ndarray:
     return 1.0 / np.log2(ranks + 2.0)
 
 
-def dcg(rows: np.ndarray, ranks: np.ndarray, gains: np.ndarray, k: int | None, n: int) -> np.ndarray:
-    weights = gains * discount(ranks)
-    if k is not None:
-        weights = np.where(ranks < k, weights, 0.0)
+def dcg(rows: np.ndarray, ranks: np.ndarray, gains: np.ndarray, k: Cutoff, n: int) -> np.ndarray:
+    weights = np.where(within(rows, ranks, k), gains * discount(ranks), 0.0)
     return np.bincount(rows, weights=weights, minlength=n)
 
 
-def ndcg(rows: np.ndarray, ranks: np.ndarray, gains: np.ndarray, k: int | None, ideal: np.ndarray) -> np.ndarray:
+def ndcg(rows: np.ndarray, ranks: np.ndarray, gains: np.ndarray, k: Cutoff, ideal: np.ndarray) -> np.ndarray:
     return _safe_div(dcg(rows, ranks, gains, k, len(ideal)), ideal)
 
 
-def judged(rows: np.ndarray, ranks: np.ndarray, k: int, lengths: np.ndarray) -> np.ndarray:
+def judged(rows: np.ndarray, ranks: np.ndarray, k: Cutoff, lengths: np.ndarray) -> np.ndarray:
     """Share of the top min(k, returned) results that have a judgement; 0 for an empty ranking."""
-    return _safe_div(count_per_query(rows, ranks < k, len(lengths)), np.minimum(k, lengths))
+    return _safe_div(count_per_query(rows, within(rows, ranks, k), len(lengths)), np.minimum(k, lengths))
 
 
-def recall_ceiling(R: np.ndarray, k: int) -> np.ndarray:
+def recall_ceiling(R: np.ndarray, k: Cutoff) -> np.ndarray:
     return _safe_div(np.minimum(k, R), R)
 
 
@@ -137,9 +147,7 @@ def best_gains(query_of: np.ndarray, gains: np.ndarray, n: int) -> tuple[np.ndar
     return q, g, _position_among(q, n) - 1
 
 
-def ideal_dcg(query: np.ndarray, gains: np.ndarray, rank: np.ndarray, n: int, k: int | None) -> np.ndarray:
+def ideal_dcg(query: np.ndarray, gains: np.ndarray, rank: np.ndarray, n: int, k: Cutoff) -> np.ndarray:
     """Ideal DCG per query at cutoff k, from :func:`best_gains`: the best gains discounted by rank."""
-    weights = gains * discount(rank)
-    if k is not None:
-        weights = np.where(rank < k, weights, 0.0)
+    weights = np.where(within(query, rank, k), gains * discount(rank), 0.0)
     return np.bincount(query, weights=weights, minlength=n)

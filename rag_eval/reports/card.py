@@ -6,6 +6,8 @@ stored, or "in memory"), and for each run the queries counted and those left out
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._version import __version__
@@ -45,13 +47,17 @@ class MetricCard(BaseModel):
     metrics: list[str]
     inputs: list[InputRecord]
     queries: list[QueryRecord]
+    pipeline: dict[str, Any] | None = None  # a pipeline report: its structure, depth, budget and stages
 
     @classmethod
     def build(
-        cls, conventions: Conventions, metrics: list[str], inputs: list[InputRecord], queries: list[QueryRecord]
+        cls, conventions: Conventions, metrics: list[str], inputs: list[InputRecord], queries: list[QueryRecord],
+        pipeline: dict[str, Any] | None = None,
     ) -> MetricCard:
         preset = next((name for name, c in PRESETS.items() if c == conventions), None)
-        return cls(conventions=conventions, preset=preset, metrics=metrics, inputs=inputs, queries=queries)
+        return cls(
+            conventions=conventions, preset=preset, metrics=metrics, inputs=inputs, queries=queries, pipeline=pipeline
+        )
 
     def render(self) -> str:
         """A short human-readable text (what the CLI prints to stderr)."""
@@ -63,13 +69,15 @@ class MetricCard(BaseModel):
             + ")",
             f"  metrics: {', '.join(self.metrics)}",
         ]
+        if self.pipeline:
+            lines.append(f"  pipeline: {self.pipeline['structure']} (depth {self.pipeline['depth']}, {self.pipeline['budget']})")
         for record in self.inputs:
             where = f"{record.path} sha256:{record.sha256}" if record.path else "in memory"
             extra = f", ranked by {record.ranked_by}" if record.ranked_by else ""
             lines.append(f"  {record.role} {record.name!r}: {where}{extra}")
             lines.extend(f"    note: {n}" for n in record.notes)
         for q in self.queries:
-            lines.append(f"  run {q.run!r}: {q.counted} queries counted")
+            lines.append(f"  {'stage' if self.pipeline else 'run'} {q.run!r}: {q.counted} queries counted")
             for label, groups in (("left out", q.left_out), ("counted as 0", q.counted_as_zero)):
                 for reason, ids in groups.items():
                     shown = ", ".join(ids[:10]) + (f", ... ({len(ids) - 10} more)" if len(ids) > 10 else "")

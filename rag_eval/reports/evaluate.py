@@ -12,6 +12,7 @@ from ..data.run import Run
 from ..metrics.conventions import Conventions, resolve_conventions
 from ..metrics.engine import evaluate_run
 from ..metrics.grammar import Metric, parse_metrics
+from ..stages.result import PipelineResult
 from .card import InputRecord, MetricCard, QueryRecord
 from .report import Report, RunScores
 
@@ -29,7 +30,10 @@ def evaluate(
 ) -> Report:
     """Measure one or more runs against the qrels.
 
-    ``runs`` is a :class:`Run`, a list of runs (named by ``Run.name``) or a ``{name: run}`` mapping.
+    ``runs`` is a :class:`Run`, a list of runs (named by ``Run.name``) or a ``{name: run}`` mapping; or what
+    :meth:`Pipeline.run` returned (or a ``{name: result}`` mapping of them), to judge each stage by the metrics
+    that fit its job (see :mod:`rag_eval.reports.stages`; ``@budget`` and ``@depth`` then resolve to the
+    pipeline's).
     ``metrics`` are names in rag_eval's grammar (e.g. ``"ndcg@10"``, ``"P(rel=2)@5"``, trec_eval's ``"P_10"``);
     by default :data:`DEFAULT_METRICS`. ``conventions`` is a :class:`Conventions` or a preset name
     (``"default"``, ``"trec_eval"``). Always returns a :class:`Report`.
@@ -40,16 +44,22 @@ def evaluate(
             qrels = Qrels.from_dict(qrels)
         else:
             raise TypeError(f"qrels must be a Qrels or a {{query_id: {{doc_id: grade}}}} mapping, not {type(qrels).__name__}")
+    pipelines = _pipeline_results(runs)
+    if pipelines is not None:
+        from .stages import evaluate_pipelines
+
+        chosen = None if metrics is None else (list(metrics) if isinstance(metrics, (list, tuple)) else [metrics])
+        return evaluate_pipelines(qrels, pipelines, chosen, conv)
     named = _named_runs(runs)
     metric_list = parse_metrics(list(metrics) if isinstance(metrics, (list, tuple)) else (metrics or list(DEFAULT_METRICS)))
     if not metric_list:
         raise ValueError("no metrics requested")
-    scores: dict[str, RunScores] = {}
+    blocks: list[RunScores] = []
     records = []
     for name, run in named.items():
         result = evaluate_run(qrels, run, metric_list, conv)
-        matrix = np.column_stack([result.values[m] for m in metric_list]) if result.account.counted else np.zeros((0, len(metric_list)))
-        scores[name] = RunScores(result.account.counted, matrix)
+        matrix = np.column_stack(result.values) if result.account.counted else np.zeros((0, len(metric_list)))
+        blocks.append(RunScores(result.account.counted, matrix, name, None, [str(m) for m in metric_list]))
         account = result.account
         records.append(
             QueryRecord(run=name, counted=len(account.counted), left_out=account.left_out, counted_as_zero=account.zeroed)
@@ -57,7 +67,16 @@ def evaluate(
     inputs = [_record("qrels", Path(qrels.source.path).name if qrels.source else "qrels", qrels.source)]
     inputs += [_record("run", name, run.source, run.ranked_by, list(run.notes)) for name, run in named.items()]
     card = MetricCard.build(conv, [str(m) for m in metric_list], inputs, records)
-    return Report(scores, metric_list, card)
+    return Report(blocks, metric_list, card)
+
+
+def _pipeline_results(runs: object) -> dict[str, PipelineResult] | None:
+    """``{name: result}`` when ``runs`` is a pipeline result or a mapping of them, else None."""
+    if isinstance(runs, PipelineResult):
+        return {repr(runs.pipeline): runs}
+    if isinstance(runs, Mapping) and runs and all(isinstance(r, PipelineResult) for r in runs.values()):
+        return dict(runs)
+    return None
 
 
 def _named_runs(runs: Run | Sequence[Run] | Mapping[str, Run]) -> dict[str, Run]:

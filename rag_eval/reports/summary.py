@@ -1,10 +1,11 @@
-"""Averaging per-query values, with their spread: never the mean alone."""
+"""Averaging per-query values, with their spread: never the mean alone. NaN (a 0/0 value) is left out and counted."""
 
 from __future__ import annotations
 
 import numpy as np
 
 SUMMARY_COLUMNS = ["run", "metric", "mean", "sum", "std", "median", "ci_low", "ci_high", "n"]
+STAGE_SUMMARY_COLUMNS = ["run", "stage", "metric", "mean", "sum", "std", "median", "ci_low", "ci_high", "n", "n_failed", "n_nan"]
 
 
 def bootstrap_means(values: np.ndarray, *, resamples: int, seed: int, batch: int = 100) -> np.ndarray:
@@ -24,15 +25,28 @@ def bootstrap_means(values: np.ndarray, *, resamples: int, seed: int, batch: int
     return out
 
 
-def summarize_values(
-    values: np.ndarray, *, resamples: int, confidence: float, seed: int
-) -> dict[str, np.ndarray]:
-    """Mean, sum, sample std, median, bootstrap CI of the mean and n, per column of ``values``."""
-    n, m = values.shape
+def summarize_values(values: np.ndarray, *, resamples: int, confidence: float, seed: int) -> dict[str, np.ndarray]:
+    """Mean, sum, sample std, median, bootstrap CI of the mean, n and n_nan, per column of ``values``; NaN values
+    are left out of every statistic (each column then has its own n)."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must lie in (0, 1), not {confidence}")
     if resamples < 1:
         raise ValueError(f"resamples must be 1 or more, not {resamples}")
+    m = values.shape[1]
+    finite = ~np.isnan(values)
+    if finite.all():
+        return _summarize(values, resamples, confidence, seed) | {"n_nan": np.zeros(m, np.int64)}
+    out: dict[str, np.ndarray] = {}
+    for j in range(m):
+        column = values[finite[:, j], j][:, None]
+        for key, value in _summarize(column, resamples, confidence, seed).items():
+            out.setdefault(key, np.empty(m, value.dtype))[j] = value[0]
+    out["n_nan"] = (~finite).sum(axis=0).astype(np.int64)
+    return out
+
+
+def _summarize(values: np.ndarray, resamples: int, confidence: float, seed: int) -> dict[str, np.ndarray]:
+    n, m = values.shape
     nan = np.full(m, np.nan)
     if n == 0:
         return {"mean": nan, "sum": np.zeros(m), "std": nan, "median": nan, "ci_low": nan, "ci_high": nan, "n": np.zeros(m, np.int64)}
