@@ -4,38 +4,46 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """A retrieved chunk: its id, and what a stage knows of it.
-
-    ``score`` is data, never used to re-sort; ``text`` (or a handle to it) and ``tokens`` feed token budgets;
-    ``metadata`` is free (a source document id, character offsets: the ground-truth tools read them).
-    """
-
+class _Fields(NamedTuple):
     doc_id: str
     score: float | None = None
     text: str | None = None
     tokens: int | None = None
-    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    metadata: Mapping[str, Any] = _EMPTY
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.doc_id, str):
-            raise TypeError(f"a hit's doc_id must be a str, not {type(self.doc_id).__name__} ({self.doc_id!r})")
-        if self.score is not None:
-            score = float(self.score)
+
+class Hit(_Fields):
+    """A retrieved chunk: its id, and what a stage knows of it. Immutable.
+
+    ``score`` is data, never used to re-sort; ``text`` (or a handle to it) and ``tokens`` feed token budgets;
+    ``metadata`` is free (a source document id, character offsets: the ground-truth tools read them).
+    (A named tuple underneath: a cached run rebuilds many thousands of hits, and tuples are cheap to make.)
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls, doc_id: str, score: float | None = None, text: str | None = None, tokens: int | None = None,
+        metadata: Mapping[str, Any] = _EMPTY,
+    ) -> Hit:
+        if not isinstance(doc_id, str):
+            raise TypeError(f"a hit's doc_id must be a str, not {type(doc_id).__name__} ({doc_id!r})")
+        if score is not None:
+            score = float(score)
             if math.isnan(score):
-                raise ValueError(f"hit {self.doc_id!r}: score is NaN")
-            object.__setattr__(self, "score", score)
+                raise ValueError(f"hit {doc_id!r}: score is NaN")
+        if not isinstance(metadata, MappingProxyType):
+            metadata = MappingProxyType(dict(metadata)) if metadata else _EMPTY
+        return super().__new__(cls, doc_id, score, text, tokens, metadata)
 
     def with_score(self, score: float | None) -> Hit:
-        return replace(self, score=score)
+        return Hit(self.doc_id, score, self.text, self.tokens, self.metadata)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (what the cache stores); metadata must be JSON-serialisable."""
@@ -52,10 +60,21 @@ class Hit:
 
     @classmethod
     def from_json(cls, record: Mapping[str, Any]) -> Hit:
-        return cls(
+        return cls(record["doc_id"], record.get("score"), record.get("text"), record.get("tokens"),
+                   record.get("metadata") or _EMPTY)
+
+    @classmethod
+    def from_cache(cls, record: Mapping[str, Any]) -> Hit:
+        """:meth:`from_json` without the checks, for records this package wrote after checking them."""
+        metadata = record.get("metadata")
+        return tuple.__new__(cls, (
             record["doc_id"], record.get("score"), record.get("text"), record.get("tokens"),
-            MappingProxyType(dict(record.get("metadata", {}))),
-        )
+            MappingProxyType(metadata) if metadata else _EMPTY,
+        ))
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {k}={getattr(self, k)!r}" for k in ("score", "text", "tokens") if getattr(self, k) is not None)
+        return f"Hit({self.doc_id!r}{extra}{', metadata=...' if self.metadata else ''})"
 
 
 def as_hit(item: Any) -> Hit:

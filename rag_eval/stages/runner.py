@@ -172,7 +172,7 @@ def _run_stage(
         record = store.get(q, qhash)
         if record is not None:
             outcomes[q] = Outcome(
-                tuple(Hit.from_json(h) for h in record["hits"]), latency=record.get("latency", 0.0), cached=True,
+                tuple(map(Hit.from_cache, record["hits"])), latency=record.get("latency", 0.0), cached=True,
                 beyond_depth=tuple(record.get("beyond_depth", ())),
             )
         else:
@@ -190,7 +190,9 @@ def _run_stage(
             bar.update(1)
 
     try:
-        if acall is not None and settings.concurrency > 1:
+        if not todo:
+            pass
+        elif acall is not None and settings.concurrency > 1:
             _run_async(todo, acall, check, settings, finish)
         else:
             _run_threads(todo, call, check, settings, finish)
