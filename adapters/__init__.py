@@ -2,13 +2,43 @@
 
 Layer 3 of rag_eval, shipped inside the package as ``rag_eval.adapters`` (this folder is mapped there by
 ``pyproject.toml``; it is never a top-level ``adapters`` module). Each framework lives in its own module here,
-imported only when used, so ``import rag_eval`` stays free of LangChain and LlamaIndex:
+imported only when used, so ``import rag_eval`` and ``import rag_eval.adapters`` stay free of LangChain and
+LlamaIndex (each module imports its framework when an adapter is built):
 
-- ``rag_eval.adapters.langchain``: LangChain retrievers and vector stores;
-- ``rag_eval.adapters.llama_index``: LlamaIndex retrievers and node postprocessors;
-- ``rag_eval.adapters.functions``: plain Python callables.
+- ``rag_eval.adapters.functions``: plain Python callables, sync or async: ``retriever(fn, name=...)``,
+  ``reranker(fn, name=...)``;
+- ``rag_eval.adapters.langchain``: LangChain retrievers, vector stores and document compressors:
+  ``retriever``, ``reranker``, and ``pipeline`` (unfolds a ``ContextualCompressionRetriever`` or an
+  ``EnsembleRetriever`` into stages);
+- ``rag_eval.adapters.llamaindex``: LlamaIndex retrievers and node postprocessors: ``retriever``, ``reranker``.
 
-They arrive with the stage harness; until then this package has no public names.
+    >>> from rag_eval.adapters import functions, langchain, llamaindex
+    >>> pipe = rag_eval.stages.Pipeline(langchain.retriever(store, name="dense", with_scores=True),
+    ...                                 llamaindex.reranker(postprocessor, name="rerank"), depth=50, budget=5)
+
+Every adapter returns a :class:`rag_eval.stages.Retriever` or :class:`rag_eval.stages.Reranker`: rank is the
+order the framework returns, doc ids are read by an explicit rule (never made from the text), rerankers get
+copies of what they may write into, and the fingerprint (the cache key) describes the wrapped object's settings;
+pass ``version=`` to any adapter to change it yourself when the index behind it changes.
+
+The package itself exports no names; its modules are loaded on first attribute access.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __all__: list[str] = []
+
+_MODULES = ("functions", "langchain", "llamaindex")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULES})

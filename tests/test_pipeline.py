@@ -369,3 +369,12 @@ def test_any_engine_metric_at_budget_or_depth_with_a_token_budget(tmp_path):
     again = rag_eval.Report.load(path)
     assert again.per_query.equals(report.per_query) and again.stages == ["bm25"]
     assert again.loss_items.empty and report.loss_items.empty  # no loss metric was asked for
+
+
+def test_infinite_scores_survive_the_cache(tmp_path):
+    retriever = ListRetriever("r", {"x": [Hit("a", float("inf")), Hit("b", float("-inf"))]})
+    first = Pipeline(retriever, depth=5).run({"q": "x"}, cache=tmp_path)
+    again = Pipeline(retriever, depth=5).run({"q": "x"}, cache=tmp_path)
+    assert again.stages["r"].cache_hits == 1 and len(retriever.calls) == 1
+    assert [h.score for h in again.stages["r"].outcomes["q"].hits] == [float("inf"), float("-inf")]
+    assert first.failures.empty

@@ -62,7 +62,8 @@ class StageStore:
         return self._entries.get((query_id, query_hash))
 
     def put(self, record: dict[str, Any]) -> None:
-        line = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode()
+        # infinite scores are written as Infinity (read back by json); NaN never reaches here (Hit refuses it)
+        line = (json.dumps(record, ensure_ascii=False) + "\n").encode()
         with self._lock:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:

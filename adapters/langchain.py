@@ -1,0 +1,391 @@
+"""LangChain retrievers, vector stores and document compressors as stages.
+
+    >>> from rag_eval.adapters import langchain as lc
+    >>> first = lc.retriever(vector_store, name="dense", with_scores=True)   # scores from similarity_search_with_score
+    >>> rerank = lc.reranker(compressor, name="rerank")                      # any BaseDocumentCompressor
+    >>> pipe = rag_eval.stages.Pipeline(first, rerank, depth=50, budget=5)
+    >>> pipe = lc.pipeline(contextual_compression_retriever, depth=50)      # the same, unfolded from one object
+
+Rules, each decided here once:
+
+- **Rank** is the order of the returned list. LangChain retrievers return documents without scores; a score is
+  read from ``metadata[score_key]`` (``"relevance_score"``, what LangChain's rerankers write) when present, else
+  left empty. ``with_scores=True`` on a vector store takes the score ``similarity_search_with_score`` returns
+  (a similarity for some stores, a distance for others: scores are kept as data, never used to re-sort).
+- **Doc id** is ``Document.id``, or ``metadata[id_key]`` with ``id_key=``. A document with neither is an error
+  naming the stage: ids are never made up from the text (two equal chunks would merge, an edited chunk would
+  change identity).
+- **k**: the pipeline's depth is passed where the retriever takes it (a ``VectorStoreRetriever``'s
+  ``search_kwargs``, a ``k`` field set on a shallow copy, or the keyword/field named by ``k_param=``); elsewhere
+  the retriever returns what it was configured to, and the runner keeps the first ``depth``.
+- **Rerankers** receive new ``Document`` objects built from the hits (deep-copied metadata, each tagged with its
+  position under a private key, and ``Document.id`` set): what a compressor returns is mapped back to the input
+  hits by that tag, else by id, so compressors that build new documents without ids work. The previous stage's
+  ``metadata[score_key]`` is removed from the documents handed in, so that a compressor that only filters
+  reports no score rather than the previous stage's. The hit's text becomes what the compressor returned (a
+  compressor may shorten it).
+- **Fingerprint**: the adapter's options and a description of the wrapped object (its class and settings, e.g.
+  ``search_type`` and ``search_kwargs``; never the index contents). Pass ``version=`` and change it when the
+  indexed documents change.
+
+langchain-core is imported when an adapter is built, not when this module is imported; langchain-classic is
+never imported (its retrievers are recognised by their attributes).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from types import MappingProxyType, SimpleNamespace
+from typing import Any
+
+from ..stages.fusion import fuse
+from ..stages.hits import Hit
+from ..stages.pipeline import Pipeline
+from ..stages.stage import Reranker, Retriever
+from ._common import describe, jsonable, metadata_copy, read_score, returned_items
+
+__all__ = ["LangChainReranker", "LangChainRetriever", "pipeline", "reranker", "retriever"]
+
+POSITION_KEY = "__rag_eval_position__"  # the private metadata tag a reranker's input documents carry
+
+
+def retriever(
+    obj: Any, *, name: str, k_param: str | None = None, score_key: str = "relevance_score", id_key: str | None = None,
+    with_scores: bool = False, version: str | None = None,
+) -> LangChainRetriever:
+    """A first stage from a LangChain ``BaseRetriever`` (``invoke``/``ainvoke``), any Runnable returning
+    documents, or a ``VectorStore`` (``as_retriever()``; with ``with_scores=True``,
+    ``similarity_search_with_score(query, k=k)``, also reachable from a similarity ``VectorStoreRetriever``).
+
+    ``k_param``: the name of the retriever's field, or of the ``invoke`` keyword, that sets how many documents it
+    returns (found by itself for ``search_kwargs`` retrievers and ``k`` fields). ``score_key``: the metadata key
+    holding a score. ``id_key``: the metadata key holding the chunk id, when ``Document.id`` is not set.
+    ``version``: bump it to invalidate the cache when the index changes.
+    """
+    return LangChainRetriever(
+        obj, name=name, k_param=k_param, score_key=score_key, id_key=id_key, with_scores=with_scores, version=version,
+    )
+
+
+def reranker(
+    compressor: Any, *, name: str, score_key: str = "relevance_score", version: str | None = None,
+) -> LangChainReranker:
+    """A later stage from a LangChain ``BaseDocumentCompressor`` (``compress_documents(documents, query)``). The
+    new score is ``metadata[score_key]`` of what it returns, when present."""
+    return LangChainReranker(compressor, name=name, score_key=score_key, version=version)
+
+
+def pipeline(
+    obj: Any, *, depth: int = 100, budget: int | str = 5, name: str | None = None, id_key: str | None = None,
+    score_key: str = "relevance_score",
+) -> Pipeline:
+    """A :class:`~rag_eval.stages.Pipeline` unfolded from a LangChain retriever, so that each part is a stage
+    judged on its own:
+
+    - a ``ContextualCompressionRetriever`` becomes its ``base_retriever`` (unfolded in turn) followed by a reranker
+      for its ``base_compressor``;
+    - an ``EnsembleRetriever`` becomes a fused first stage: reciprocal rank fusion of its retrievers with its
+      ``weights`` and its ``c`` as the rrf constant. LangChain merges documents with equal text (unless its
+      ``id_key`` is set); the fused stage merges by doc id;
+    - anything else becomes a one-stage pipeline.
+
+    Each retriever is asked for ``depth`` candidates, whatever ``k`` the LangChain object was configured with.
+    Stage names are the wrapped objects' names (or class names), prefixed by ``name + "/"`` when given.
+    ``id_key`` defaults to the ``EnsembleRetriever``'s own.
+    """
+    prefix = f"{name}/" if name else ""
+    first, rerankers = _unfold(obj, prefix, id_key, score_key)
+    return Pipeline(first, *rerankers, depth=depth, budget=budget)
+
+
+class LangChainRetriever(Retriever):
+    """A first stage wrapping a LangChain retriever or vector store; see :func:`retriever`."""
+
+    def __init__(
+        self, obj: Any, *, name: str, k_param: str | None = None, score_key: str = "relevance_score",
+        id_key: str | None = None, with_scores: bool = False, version: str | None = None,
+    ) -> None:
+        super().__init__(name, version=version)
+        core = _langchain_core()
+        self.score_key, self.id_key, self.with_scores = score_key, id_key, with_scores
+        self._extra: dict[str, Any] = {}  # other keywords for similarity_search_with_score
+        self._copies: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        if with_scores:
+            if isinstance(obj, core.VectorStore):
+                self.wrapped = obj
+            elif isinstance(getattr(obj, "vectorstore", None), core.VectorStore) and isinstance(
+                getattr(obj, "search_kwargs", None), dict
+            ):
+                if getattr(obj, "search_type", "similarity") != "similarity":
+                    raise ValueError(
+                        f"stage {name!r}: with_scores=True calls similarity_search_with_score, which would not do "
+                        f"this retriever's search_type {obj.search_type!r}; use with_scores=False"
+                    )
+                self.wrapped = obj.vectorstore
+                self._extra = {k: v for k, v in obj.search_kwargs.items() if k != (k_param or "k")}
+            else:
+                raise TypeError(
+                    f"stage {name!r}: with_scores=True reads scores from a VectorStore's similarity_search_with_score;"
+                    f" a {type(obj).__name__} is not a vector store (pass the store, or with_scores=False)"
+                )
+            self._k_param, self._k_via = k_param or "k", "keyword"
+        else:
+            if isinstance(obj, core.VectorStore):
+                obj = obj.as_retriever()
+            if not isinstance(obj, core.Runnable):
+                raise TypeError(
+                    f"stage {name!r}: expected a LangChain BaseRetriever, Runnable or VectorStore, "
+                    f"not {type(obj).__name__}"
+                )
+            self.wrapped = obj
+            self._k_param, self._k_via = _k_route(obj, k_param, name)
+
+    def config(self) -> dict[str, Any]:
+        wrapped = describe(self.wrapped)
+        fields = wrapped.get("fields") if isinstance(wrapped, dict) else None
+        if isinstance(fields, dict) and self._k_param is not None:  # the k we override is not configuration
+            if self._k_via == "field":
+                fields.pop(self._k_param, None)
+            elif isinstance(fields.get("search_kwargs"), dict):
+                fields["search_kwargs"].pop(self._k_param, None)
+        return {
+            "object": wrapped, "with_scores": self.with_scores, "k_param": self._k_param,
+            "k_via": self._k_via, "score_key": self.score_key, "id_key": self.id_key, "extra": describe(self._extra),
+        }
+
+    @property
+    def has_async(self) -> bool:
+        return True  # ainvoke / asimilarity_search_with_score: native, or LangChain's own executor
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        if self.with_scores:
+            pairs = self.wrapped.similarity_search_with_score(query, **{self._k_param: k}, **self._extra)
+            return self._scored(pairs)
+        target, kwargs = self._target(k)
+        return self._hits(target.invoke(query, **kwargs))
+
+    async def asearch(self, query: str, k: int) -> list[Hit]:
+        if self.with_scores:
+            pairs = await self.wrapped.asimilarity_search_with_score(query, **{self._k_param: k}, **self._extra)
+            return self._scored(pairs)
+        target, kwargs = self._target(k)
+        return self._hits(await target.ainvoke(query, **kwargs))
+
+    def _target(self, k: int) -> tuple[Any, dict[str, Any]]:
+        if self._k_via == "keyword":
+            return self.wrapped, {self._k_param: k}
+        if self._k_via == "field":
+            with self._lock:  # one shallow copy per k (a run uses one depth), shared by the runner's threads
+                copy = self._copies.get(k)
+                if copy is None:
+                    copy = self._copies[k] = self.wrapped.model_copy(update={self._k_param: k})
+            return copy, {}
+        return self.wrapped, {}
+
+    def _scored(self, pairs: Any) -> list[Hit]:
+        out = []
+        for pair in returned_items(self.name, pairs, "similarity_search_with_score"):
+            document, score = pair
+            out.append(self._hit(document, read_score(self.name, score, "similarity_search_with_score")))
+        return out
+
+    def _hits(self, documents: Any) -> list[Hit]:
+        out = []
+        for document in returned_items(self.name, documents, "the retriever"):
+            score = _metadata(self.name, document).get(self.score_key)
+            out.append(self._hit(document, read_score(self.name, score, f"metadata[{self.score_key!r}] of a document")))
+        return out
+
+    def _hit(self, document: Any, score: float | None) -> Hit:
+        metadata = _metadata(self.name, document)
+        if self.id_key is not None:
+            if self.id_key not in metadata:
+                raise ValueError(
+                    f"stage {self.name!r}: a document has no metadata[{self.id_key!r}] to read its id from "
+                    f"(its text starts {_start(document)!r})"
+                )
+            doc_id = _as_id(self.name, metadata[self.id_key])
+        elif getattr(document, "id", None) is None:
+            raise ValueError(
+                f"stage {self.name!r}: the retriever returned a document without an id (Document.id is None; its "
+                f"text starts {_start(document)!r}). Set id_key= to the metadata key that holds your chunk ids, "
+                f"or give the documents ids when you index them"
+            )
+        else:
+            doc_id = _as_id(self.name, document.id)
+        return Hit(doc_id, score, document.page_content, None, _hit_metadata(metadata))
+
+    def __repr__(self) -> str:
+        return f"LangChainRetriever({self.name!r}, {type(self.wrapped).__name__})"
+
+
+class LangChainReranker(Reranker):
+    """A later stage wrapping a LangChain ``BaseDocumentCompressor``; see :func:`reranker`."""
+
+    def __init__(
+        self, compressor: Any, *, name: str, score_key: str = "relevance_score", version: str | None = None,
+    ) -> None:
+        super().__init__(name, version=version)
+        if not callable(getattr(compressor, "compress_documents", None)):
+            raise TypeError(
+                f"stage {name!r}: expected a LangChain BaseDocumentCompressor (with compress_documents), "
+                f"not {type(compressor).__name__}"
+            )
+        _langchain_core()
+        self.compressor = compressor
+        self.score_key = score_key
+
+    def config(self) -> dict[str, Any]:
+        return {"compressor": describe(self.compressor), "score_key": self.score_key}
+
+    @property
+    def has_async(self) -> bool:
+        return callable(getattr(self.compressor, "acompress_documents", None))
+
+    def rerank(self, query: str, hits: Sequence[Hit]) -> list[Hit]:
+        given = list(hits)
+        if not given:
+            return []
+        return self._map(given, self.compressor.compress_documents(self._documents(given), query))
+
+    async def arerank(self, query: str, hits: Sequence[Hit]) -> list[Hit]:
+        given = list(hits)
+        if not given:
+            return []
+        return self._map(given, await self.compressor.acompress_documents(self._documents(given), query))
+
+    def _documents(self, hits: list[Hit]) -> list[Any]:
+        from langchain_core.documents import Document
+
+        documents = []
+        for position, hit in enumerate(hits):
+            if hit.text is None:
+                raise ValueError(
+                    f"stage {self.name!r}: hit {hit.doc_id!r} has no text, and a document compressor reads the "
+                    f"text: have the first stage return it"
+                )
+            metadata = metadata_copy(hit)
+            metadata.pop(self.score_key, None)  # the previous stage's score is not this one's
+            metadata[POSITION_KEY] = position
+            documents.append(Document(page_content=hit.text, metadata=metadata, id=hit.doc_id))
+        return documents
+
+    def _map(self, given: list[Hit], returned: Any) -> list[Hit]:
+        by_id = {hit.doc_id: hit for hit in given}
+        out = []
+        for document in returned_items(self.name, returned, "the compressor"):
+            metadata = _metadata(self.name, document)
+            tag = metadata.get(POSITION_KEY)
+            if isinstance(tag, int) and not isinstance(tag, bool) and 0 <= tag < len(given):
+                base = given[tag]
+            elif getattr(document, "id", None) in by_id:
+                base = by_id[document.id]
+            else:
+                raise ValueError(
+                    f"stage {self.name!r}: the compressor returned a document that is none of its inputs (no "
+                    f"position tag in its metadata, id {getattr(document, 'id', None)!r}; text starts "
+                    f"{_start(document)!r})"
+                )
+            where = f"metadata[{self.score_key!r}] of document {base.doc_id!r}"
+            score = read_score(self.name, metadata.get(self.score_key), where)
+            text = document.page_content
+            tokens = base.tokens if text == base.text else None
+            out.append(Hit(base.doc_id, score, text, tokens, _hit_metadata(metadata)))
+        return out
+
+    def __repr__(self) -> str:
+        return f"LangChainReranker({self.name!r}, {type(self.compressor).__name__})"
+
+
+def _langchain_core() -> SimpleNamespace:
+    try:
+        from langchain_core.runnables import Runnable
+        from langchain_core.vectorstores import VectorStore
+    except ImportError as exc:  # pragma: no cover - langchain-core is a dependency of rag-eval-harness
+        raise ImportError("rag_eval.adapters.langchain needs langchain-core: pip install langchain-core") from exc
+    return SimpleNamespace(Runnable=Runnable, VectorStore=VectorStore)
+
+
+def _k_route(obj: Any, k_param: str | None, name: str) -> tuple[str | None, str | None]:
+    """How k reaches the retriever: as an ``invoke`` keyword, as a field set on a copy, or not at all."""
+    fields = getattr(type(obj), "model_fields", None) or {}
+    takes_keywords = bool(getattr(obj, "_expects_other_args", False))
+    if k_param is None:
+        if isinstance(getattr(obj, "search_kwargs", None), dict) and takes_keywords:
+            return "k", "keyword"  # VectorStoreRetriever: invoke's keywords update its search_kwargs
+        if "k" in fields and hasattr(obj, "model_copy"):
+            return "k", "field"
+        return None, None
+    if k_param in fields and hasattr(obj, "model_copy"):
+        return k_param, "field"
+    if takes_keywords:
+        return k_param, "keyword"
+    raise ValueError(
+        f"stage {name!r}: k_param={k_param!r} is not a field of {type(obj).__name__}, and its invoke takes no "
+        f"extra keywords: k would be silently ignored. Leave k_param unset (the runner keeps the first depth hits)"
+    )
+
+
+def _metadata(stage_name: str, document: Any) -> dict[str, Any]:
+    metadata = getattr(document, "metadata", None)
+    if not isinstance(metadata, dict) or not hasattr(document, "page_content"):
+        raise TypeError(f"stage {stage_name!r}: expected LangChain Documents, got {type(document).__name__}")
+    return metadata
+
+
+def _hit_metadata(metadata: dict[str, Any]) -> MappingProxyType:
+    return MappingProxyType({k: v for k, v in jsonable(metadata).items() if k != POSITION_KEY})
+
+
+def _as_id(stage_name: str, value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise TypeError(f"stage {stage_name!r}: a document id must be a str, not {type(value).__name__} ({value!r})")
+
+
+def _start(document: Any) -> str:
+    return str(getattr(document, "page_content", ""))[:40]
+
+
+def _label(obj: Any) -> str:
+    name = getattr(obj, "name", None)
+    return name if isinstance(name, str) and name else type(obj).__name__
+
+
+def _is_compression(obj: Any) -> bool:
+    return hasattr(obj, "base_retriever") and hasattr(obj, "base_compressor")
+
+
+def _is_ensemble(obj: Any) -> bool:
+    return isinstance(getattr(obj, "retrievers", None), (list, tuple)) and hasattr(obj, "weights")
+
+
+def _unfold(obj: Any, prefix: str, id_key: str | None, score_key: str) -> tuple[Retriever, list[Reranker]]:
+    if _is_compression(obj):
+        first, rerankers = _unfold(obj.base_retriever, prefix, id_key, score_key)
+        compressor = obj.base_compressor
+        rerankers.append(reranker(compressor, name=prefix + _label(compressor), score_key=score_key))
+        return first, rerankers
+    return _first_stage(obj, prefix, id_key, score_key), []
+
+
+def _first_stage(obj: Any, prefix: str, id_key: str | None, score_key: str) -> Retriever:
+    if not _is_ensemble(obj):
+        return retriever(obj, name=prefix + _label(obj), id_key=id_key, score_key=score_key)
+    id_key = id_key if id_key is not None else getattr(obj, "id_key", None)
+    labels = [_label(r) for r in obj.retrievers]
+    if len(set(labels)) != len(labels):
+        labels = [f"{label}[{i}]" for i, label in enumerate(labels)]
+    inputs = []
+    for r, label in zip(obj.retrievers, labels):
+        if _is_ensemble(r):  # a nested ensemble: a fusion of its own, its stages named under its label
+            inputs.append(_first_stage(r, f"{prefix}{label}/", id_key, score_key))
+        else:  # anything else, a compression retriever included, runs whole as one input
+            inputs.append(retriever(r, name=prefix + label, id_key=id_key, score_key=score_key))
+    weights = list(obj.weights) if obj.weights else None
+    c = getattr(obj, "c", 60)
+    return fuse(*inputs, method="rrf", k=int(c), weights=weights, name=f"{prefix}rrf({','.join(labels)})")

@@ -1,0 +1,189 @@
+"""LlamaIndex retrievers and node postprocessors as stages.
+
+    >>> from rag_eval.adapters import llamaindex as li
+    >>> first = li.retriever(index.as_retriever(similarity_top_k=100), name="dense")
+    >>> rerank = li.reranker(SentenceTransformerRerank(model=local_path, top_n=10), name="rerank")
+    >>> pipe = rag_eval.stages.Pipeline(first, rerank, depth=100, budget=5)
+
+Rules, each decided here once:
+
+- **k**: LlamaIndex retrievers take it at construction (``similarity_top_k``), not per call. Build the retriever
+  with ``similarity_top_k`` at least the pipeline's depth; the runner keeps the first ``depth`` of what it returns
+  and records the rest as beyond the depth.
+- **Hits**: doc id ``node.node_id``, score ``NodeWithScore.score`` (may be None), text
+  ``node.get_content(MetadataMode.NONE)`` (the text alone, without the metadata LlamaIndex would prepend);
+  metadata is the node's metadata plus ``source_doc_id`` (the source document, ``ref_doc_id``), ``start_char``
+  and ``end_char`` (``start_char_idx``/``end_char_idx``) when the node has them.
+- **Rerankers** receive new ``TextNode`` objects built from the hits on every call (some postprocessors, such as
+  ``SentenceTransformerRerank``, overwrite the scores of the nodes they are given), carrying the hit's id, text,
+  score, metadata, source document and offsets; what the postprocessor returns is mapped back to the input hits
+  by node id, and its score becomes the hit's.
+- **Async**: a retriever has a native async path only when its class overrides ``_aretrieve`` (LlamaIndex's
+  default runs the sync retrieval on the event loop, so concurrency would gain nothing); otherwise the runner
+  uses threads. Postprocessors always have one (LlamaIndex runs sync ones in a thread).
+- **Fingerprint**: a description of the wrapped object (class and settings such as ``_similarity_top_k`` or a
+  postprocessor's fields; never the index contents). Pass ``version=`` and change it when the index changes.
+
+llama_index is imported when an adapter is built or called, never when this module is imported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from types import MappingProxyType, SimpleNamespace
+from typing import Any
+
+from ..stages.hits import Hit
+from ..stages.stage import Reranker, Retriever
+from ._common import describe, jsonable, metadata_copy, read_score, returned_items
+
+__all__ = ["LlamaIndexReranker", "LlamaIndexRetriever", "reranker", "retriever"]
+
+SOURCE_KEY, START_KEY, END_KEY = "source_doc_id", "start_char", "end_char"
+
+
+def retriever(obj: Any, *, name: str, version: str | None = None) -> LlamaIndexRetriever:
+    """A first stage from a LlamaIndex ``BaseRetriever`` (``retrieve``/``aretrieve``). LlamaIndex retrievers take
+    k at construction (``similarity_top_k``): build yours with at least the pipeline's depth; the runner keeps the
+    first ``depth`` hits of what it returns."""
+    return LlamaIndexRetriever(obj, name=name, version=version)
+
+
+def reranker(postprocessor: Any, *, name: str, version: str | None = None) -> LlamaIndexReranker:
+    """A later stage from a LlamaIndex ``BaseNodePostprocessor`` (``postprocess_nodes(nodes, query_str=...)``),
+    given fresh nodes built from the hits on each call."""
+    return LlamaIndexReranker(postprocessor, name=name, version=version)
+
+
+class LlamaIndexRetriever(Retriever):
+    """A first stage wrapping a LlamaIndex retriever; see :func:`retriever`."""
+
+    def __init__(self, obj: Any, *, name: str, version: str | None = None) -> None:
+        super().__init__(name, version=version)
+        base = _llama_index().BaseRetriever
+        if not isinstance(obj, base):
+            raise TypeError(f"stage {name!r}: expected a LlamaIndex BaseRetriever, not {type(obj).__name__}")
+        self.wrapped = obj
+        # only _aretrieve tells: LlamaIndex's instrumentation re-wraps aretrieve in every subclass
+        self._native_async = getattr(type(obj), "_aretrieve") is not getattr(base, "_aretrieve")
+
+    def config(self) -> dict[str, Any]:
+        return {"retriever": describe(self.wrapped)}
+
+    @property
+    def has_async(self) -> bool:
+        return self._native_async
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        return self._hits(self.wrapped.retrieve(query))
+
+    async def asearch(self, query: str, k: int) -> list[Hit]:
+        if self._native_async:
+            return self._hits(await self.wrapped.aretrieve(query))
+        return self._hits(await asyncio.to_thread(self.wrapped.retrieve, query))
+
+    def _hits(self, returned: Any) -> list[Hit]:
+        return [_hit(self.name, item) for item in returned_items(self.name, returned, "the retriever")]
+
+    def __repr__(self) -> str:
+        return f"LlamaIndexRetriever({self.name!r}, {type(self.wrapped).__name__})"
+
+
+class LlamaIndexReranker(Reranker):
+    """A later stage wrapping a LlamaIndex node postprocessor; see :func:`reranker`."""
+
+    def __init__(self, postprocessor: Any, *, name: str, version: str | None = None) -> None:
+        super().__init__(name, version=version)
+        if not isinstance(postprocessor, _llama_index().BaseNodePostprocessor):
+            raise TypeError(
+                f"stage {name!r}: expected a LlamaIndex BaseNodePostprocessor, not {type(postprocessor).__name__}"
+            )
+        self.postprocessor = postprocessor
+
+    def config(self) -> dict[str, Any]:
+        return {"postprocessor": describe(self.postprocessor)}
+
+    @property
+    def has_async(self) -> bool:
+        return True  # apostprocess_nodes: native, or LlamaIndex's own thread
+
+    def rerank(self, query: str, hits: Sequence[Hit]) -> list[Hit]:
+        given = list(hits)
+        if not given:
+            return []
+        return self._map(given, self.postprocessor.postprocess_nodes(_nodes(given), query_str=query))
+
+    async def arerank(self, query: str, hits: Sequence[Hit]) -> list[Hit]:
+        given = list(hits)
+        if not given:
+            return []
+        return self._map(given, await self.postprocessor.apostprocess_nodes(_nodes(given), query_str=query))
+
+    def _map(self, given: list[Hit], returned: Any) -> list[Hit]:
+        by_id = {hit.doc_id: hit for hit in given}
+        out = []
+        for item in returned_items(self.name, returned, "the postprocessor"):
+            new = _hit(self.name, item)
+            base = by_id.get(new.doc_id)
+            if base is None:
+                raise ValueError(
+                    f"stage {self.name!r}: the postprocessor returned node {new.doc_id!r}, which it was not given"
+                )
+            if new.text == (base.text or ""):  # unchanged: keep the hit's own text (or its absence) and tokens
+                out.append(Hit(base.doc_id, new.score, base.text, base.tokens, new.metadata))
+            else:  # the postprocessor rewrote the text (an extractor, a sentence optimiser)
+                out.append(Hit(base.doc_id, new.score, new.text, None, new.metadata))
+        return out
+
+    def __repr__(self) -> str:
+        return f"LlamaIndexReranker({self.name!r}, {type(self.postprocessor).__name__})"
+
+
+def _llama_index() -> SimpleNamespace:
+    try:
+        from llama_index.core.base.base_retriever import BaseRetriever
+        from llama_index.core.postprocessor.types import BaseNodePostprocessor
+    except ImportError as exc:
+        raise ImportError("rag_eval.adapters.llamaindex needs llama-index-core: pip install llama-index-core") from exc
+    return SimpleNamespace(BaseRetriever=BaseRetriever, BaseNodePostprocessor=BaseNodePostprocessor)
+
+
+def _hit(stage_name: str, item: Any) -> Hit:
+    from llama_index.core.schema import MetadataMode
+
+    node = getattr(item, "node", None)
+    if node is None or not hasattr(item, "score"):
+        raise TypeError(f"stage {stage_name!r}: expected LlamaIndex NodeWithScore items, got {type(item).__name__}")
+    doc_id = node.node_id
+    score = read_score(stage_name, item.score, f"the score of node {doc_id!r}")
+    return Hit(doc_id, score, node.get_content(metadata_mode=MetadataMode.NONE), None, _metadata(node))
+
+
+def _metadata(node: Any) -> MappingProxyType:
+    metadata = jsonable(dict(node.metadata or {}))
+    source = node.source_node  # what the (deprecated) ref_doc_id property reads
+    if source is not None:
+        metadata[SOURCE_KEY] = source.node_id
+    for key, value in ((START_KEY, node.start_char_idx), (END_KEY, node.end_char_idx)):
+        if value is not None:
+            metadata[key] = value
+    return MappingProxyType(metadata)
+
+
+def _nodes(hits: list[Hit]) -> list[Any]:
+    """New nodes carrying what the hits know: the postprocessor may write into them freely."""
+    from llama_index.core.schema import NodeRelationship, NodeWithScore, RelatedNodeInfo, TextNode
+
+    nodes = []
+    for hit in hits:
+        metadata = metadata_copy(hit)
+        source, start, end = metadata.pop(SOURCE_KEY, None), metadata.pop(START_KEY, None), metadata.pop(END_KEY, None)
+        node = TextNode(
+            id_=hit.doc_id, text=hit.text or "", metadata=metadata,
+            start_char_idx=start if isinstance(start, int) else None,
+            end_char_idx=end if isinstance(end, int) else None,
+            relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=source)} if isinstance(source, str) else {},
+        )
+        nodes.append(NodeWithScore(node=node, score=hit.score))
+    return nodes

@@ -1,0 +1,315 @@
+"""rag_eval.adapters.functions: plain sync and async callables as stages, and their source fingerprints."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rag_eval.adapters import functions
+from rag_eval.stages import Hit, Pipeline
+
+from .adapter_contract import CORPUS, QUERIES, AdapterCase, AdapterContract, keyword_ranking, overlap
+
+
+# -- the stages under test: a keyword retriever and an overlap reranker, sync and async -------------------------
+
+def keyword_search(query, k):
+    """Every matching chunk, whatever k is: the runner keeps the depth."""
+    return keyword_ranking(query)
+
+
+def keyword_search_with_text(query, k):
+    return [Hit(doc_id, score, CORPUS[doc_id]) for doc_id, score in keyword_ranking(query, k)]
+
+
+def by_length(query, hits):
+    """Shortest chunks first, cut to three; ids only (no new score)."""
+    return [h.doc_id for h in sorted(hits, key=lambda h: (len(CORPUS[h.doc_id]), h.doc_id))][:3]
+
+
+async def async_search(query, k):
+    await asyncio.sleep(0)
+    return [(doc_id, score) for doc_id, score in keyword_ranking(query, k)]
+
+
+async def async_rerank(query, hits):
+    await asyncio.sleep(0)
+    scored = sorted(((h.doc_id, overlap(query, CORPUS[h.doc_id]) + len(CORPUS[h.doc_id]) / 1000) for h in hits),
+                    key=lambda p: -p[1])
+    return scored[:4]
+
+
+class TestSyncFunctions(AdapterContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def case(cls):
+        def build():
+            return functions.retriever(keyword_search, name="keywords"), functions.reranker(by_length, name="shortest")
+
+        retriever, reranker = build()
+        return AdapterCase(
+            retriever=retriever, reranker=reranker, ranking=lambda text, k: [d for d, _ in keyword_search(text, k)],
+            rebuild=build,
+            variants=(functions.retriever(keyword_search, name="keywords", version="2"),
+                      functions.reranker(by_length, name="shortest", version="2")),
+            depth=4, budget=2, has_text=False,
+        )
+
+
+class TestAsyncFunctions(AdapterContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def case(cls):
+        def build():
+            return (functions.retriever(async_search, name="keywords-async"),
+                    functions.reranker(async_rerank, name="overlap-async"))
+
+        retriever, reranker = build()
+        return AdapterCase(
+            retriever=retriever, reranker=reranker, ranking=lambda text, k: [d for d, _ in keyword_ranking(text, k)],
+            rebuild=build,
+            variants=(functions.retriever(keyword_search_with_text, name="keywords-async"),
+                      functions.reranker(by_length, name="overlap-async")),
+            depth=5, budget=3, has_text=False,
+        )
+
+    def test_async_stages_say_so(self, case):
+        assert case.retriever.has_async and case.reranker.has_async
+
+
+class TestHitsCarryingText(AdapterContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def case(cls):
+        def build():
+            return (functions.retriever(keyword_search_with_text, name="keywords"),
+                    functions.reranker(async_rerank, name="overlap"))
+
+        retriever, reranker = build()
+        return AdapterCase(
+            retriever=retriever, reranker=reranker, ranking=lambda text, k: [d for d, _ in keyword_ranking(text, k)],
+            rebuild=build,
+            variants=(functions.retriever(keyword_search_with_text, name="keywords", version="x"),
+                      functions.reranker(async_rerank, name="overlap", version="x")),
+        )
+
+
+# -- what a function may return ------------------------------------------------------------------------------
+
+def test_a_retriever_function_may_return_ids_pairs_hits_or_a_generator():
+    forms = {
+        "ids": lambda q, k: ["doc1#c1", "doc2#c1"],
+        "pairs": lambda q, k: [("doc1#c1", 2), ("doc2#c1", 1.5)],
+        "hits": lambda q, k: [Hit("doc1#c1", 2.0, "t"), Hit("doc2#c1")],
+        "generator": lambda q, k: (d for d in ["doc1#c1", "doc2#c1"]),
+    }
+    for form, fn in forms.items():
+        hits = functions.retriever(fn, name=form).search("q", 2)
+        assert [h.doc_id for h in hits] == ["doc1#c1", "doc2#c1"], form
+        assert all(isinstance(h, Hit) for h in hits)
+    assert functions.retriever(forms["pairs"], name="p").search("q", 2)[1].score == 1.5
+
+
+@pytest.mark.parametrize("returned, message", [
+    (None, "returned NoneType"),
+    ("doc1#c1", "returned str"),
+    ([7], "cannot read 7"),
+    ([("doc1#c1", "high")], "could not convert|score"),
+])
+def test_bad_retriever_output_names_the_stage(returned, message):
+    stage = functions.retriever(lambda q, k: returned, name="broken")
+    with pytest.raises((TypeError, ValueError), match=message) as caught:
+        stage.search("q", 3)
+    assert "broken" in str(caught.value)
+
+
+def test_a_bad_output_is_a_fault_of_one_query_in_a_run():
+    stage = functions.retriever(lambda q, k: None if "cat" in q else ["doc1#c1"], name="flaky")
+    result = Pipeline(stage, depth=3, budget=1).run(QUERIES)
+    assert list(result.failures["query_id"]) == ["q1"]
+    assert "flaky" in result.failures["error"][0]
+
+
+GIVEN = [
+    Hit("doc1#c1", 0.9, CORPUS["doc1#c1"], 12, {"source_doc_id": "doc1", "tags": ["a"]}),
+    Hit("doc2#c2", 0.8, CORPUS["doc2#c2"], None, {"source_doc_id": "doc2"}),
+    Hit("doc3#c1", 0.7, CORPUS["doc3#c1"]),
+]
+
+
+def test_a_reranker_function_returning_ids_keeps_the_given_fields_and_drops_the_old_score():
+    out = functions.reranker(lambda q, hits: ["doc3#c1", "doc1#c1"], name="r").rerank("q", GIVEN)
+    assert [h.doc_id for h in out] == ["doc3#c1", "doc1#c1"]
+    assert out[1] == Hit("doc1#c1", None, GIVEN[0].text, 12, GIVEN[0].metadata)
+
+
+def test_a_reranker_function_returning_pairs_takes_the_new_score():
+    out = functions.reranker(lambda q, hits: [("doc2#c2", 5), ("doc1#c1", 1)], name="r").rerank("q", GIVEN)
+    assert [(h.doc_id, h.score) for h in out] == [("doc2#c2", 5.0), ("doc1#c1", 1.0)]
+    assert out[0].metadata == {"source_doc_id": "doc2"} and out[0].text == GIVEN[1].text
+
+
+def test_a_reranker_function_returning_hits_fills_what_they_leave_out():
+    def rescore(query, hits):
+        hits.sort(key=lambda h: h.doc_id, reverse=True)  # its own list: sorting it in place is allowed
+        return [Hit(h.doc_id, float(i)) if i else h.with_score(9.0) for i, h in enumerate(hits)]
+
+    out = functions.reranker(rescore, name="r").rerank("q", GIVEN)
+    assert [h.doc_id for h in out] == ["doc3#c1", "doc2#c2", "doc1#c1"]
+    assert out[0].score == 9.0 and out[2] == Hit("doc1#c1", 2.0, GIVEN[0].text, 12, GIVEN[0].metadata)
+    assert [h.doc_id for h in GIVEN] == ["doc1#c1", "doc2#c2", "doc3#c1"]
+
+
+def test_a_reranker_function_returning_a_new_text_loses_the_old_token_count():
+    out = functions.reranker(lambda q, hits: [Hit("doc1#c1", 1.0, "shorter")], name="r").rerank("q", GIVEN)
+    assert out == [Hit("doc1#c1", 1.0, "shorter", None, GIVEN[0].metadata)]
+
+
+def test_a_reranker_function_returning_a_stranger_is_an_error_naming_it():
+    stage = functions.reranker(lambda q, hits: ["doc9#c9"], name="liar")
+    with pytest.raises(ValueError, match=r"liar.*doc9#c9.*not given"):
+        stage.rerank("q", GIVEN)
+
+
+def test_sync_functions_run_on_threads_and_async_ones_anywhere():
+    sync = functions.retriever(keyword_search_with_text, name="s")
+    asynchronous = functions.retriever(async_search, name="a")
+    assert not sync.has_async and asynchronous.has_async
+    expected = [d for d, _ in keyword_ranking(QUERIES["q2"], 3)]
+    assert [h.doc_id for h in asyncio.run(sync.asearch(QUERIES["q2"], 3))] == expected  # on a thread
+    assert [h.doc_id for h in asynchronous.search(QUERIES["q2"], 3)] == expected  # on a fresh event loop
+
+    async def inside_a_running_loop():  # a notebook: the sync entry point must not nest event loops
+        return asynchronous.search(QUERIES["q2"], 3)
+
+    assert [h.doc_id for h in asyncio.run(inside_a_running_loop())] == expected
+
+
+def test_callables_other_than_functions():
+    import functools
+
+    class Searcher:
+        def __init__(self, limit):
+            self.limit = limit
+
+        def __call__(self, query, k):
+            return keyword_ranking(query, self.limit)
+
+        async def search(self, query, k):
+            return keyword_ranking(query, self.limit)
+
+    assert len(functions.retriever(Searcher(2), name="obj").search(QUERIES["q1"], 5)) == 2
+    bound = functions.retriever(Searcher(2).search, name="bound")
+    assert bound.has_async and len(bound.search(QUERIES["q1"], 5)) == 2
+    def limited(query, k, limit):
+        return keyword_ranking(query, limit)
+
+    partial = functions.retriever(functools.partial(limited, limit=1), name="partial")
+    assert len(partial.search(QUERIES["q1"], 5)) == 1
+    # what these objects hold is part of the fingerprint
+    assert (functions.retriever(Searcher(2), name="obj").fingerprint()
+            != functions.retriever(Searcher(3), name="obj").fingerprint())
+    assert (functions.retriever(Searcher(2).search, name="b").fingerprint()
+            != functions.retriever(Searcher(3).search, name="b").fingerprint())
+    assert (functions.retriever(functools.partial(limited, limit=1), name="p").fingerprint()
+            != functions.retriever(functools.partial(limited, limit=2), name="p").fingerprint())
+    with pytest.raises(TypeError, match="expected a function"):
+        functions.retriever("not callable", name="x")
+
+
+# -- fingerprints ----------------------------------------------------------------------------------------------
+
+def test_the_fingerprint_covers_defaults_and_closures():
+    def make(k1):
+        def search(query, k, b=0.75):
+            return keyword_ranking(query, int(k1 * k))
+        return search
+
+    assert functions.retriever(make(1.2), name="s").config() != functions.retriever(make(0.9), name="s").config()
+    assert functions.retriever(make(1.2), name="s").config() == functions.retriever(make(1.2), name="s").config()
+
+    def with_default(query, k, b=0.75):
+        return []
+
+    other = with_default.__defaults__
+    first = functions.retriever(with_default, name="s").fingerprint()
+    with_default.__defaults__ = (0.5,)
+    try:
+        assert functions.retriever(with_default, name="s").fingerprint() != first
+    finally:
+        with_default.__defaults__ = other
+
+
+MODULE = '''
+import asyncio
+
+def search(query, k):
+    """{doc}"""
+    return [(d, 1.0) for d in ("doc1#c1", "doc2#c1") if d in {{"doc1#c1", "doc2#c1", "doc3#c1"}}][:k]
+
+async def rerank(query, hits):
+    await asyncio.sleep(0)
+    return [h.doc_id for h in hits][::-1]
+'''
+
+PRINT_FINGERPRINTS = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import {module} as m
+from rag_eval.adapters import functions
+print(json.dumps([functions.retriever(m.search, name="s").fingerprint(),
+                  functions.reranker(m.rerank, name="r").fingerprint()]))
+"""
+
+# no source to read: a function made by exec, fingerprinted from its code object (a frozenset constant included)
+PRINT_EXEC_FINGERPRINT = """
+import json
+from rag_eval.adapters import functions
+space = {}
+exec("def search(q, k):\\n    return [d for d in ('a', 'b', 'c') if d in {'a', 'b', 'c', 'd', 'e'}][:k]", space)
+print(json.dumps(functions.retriever(space['search'], name='s').fingerprint()))
+"""
+
+
+def _in_subprocess(code: str, *args: str, seed: str) -> object:
+    env = dict(os.environ, PYTHONHASHSEED=seed)
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=True)
+    return json.loads(out.stdout)
+
+
+def test_the_same_function_has_the_same_fingerprint_in_two_processes(tmp_path):
+    (tmp_path / "stages_v1.py").write_text(MODULE.format(doc="v1"))
+    code = PRINT_FINGERPRINTS.format(module="stages_v1")
+    first = _in_subprocess(code, str(tmp_path), seed="1")
+    second = _in_subprocess(code, str(tmp_path), seed="2")
+    assert first == second and len(set(first)) == 2
+    assert _in_subprocess(PRINT_EXEC_FINGERPRINT, seed="1") == _in_subprocess(PRINT_EXEC_FINGERPRINT, seed="3")
+
+
+def test_editing_the_source_changes_the_fingerprint_unless_a_version_is_given(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "stages_edit.py"
+    path.write_text(MODULE.format(doc="first version"))
+    module = importlib.import_module("stages_edit")
+    try:
+        before = functions.retriever(module.search, name="s")
+        pinned_before = functions.retriever(module.search, name="s", version="2024-05")
+        assert before.config() == {"source": before.config()["source"]}
+        assert pinned_before.config() == {"version": "2024-05"}
+
+        path.write_text(MODULE.format(doc="second version, edited"))
+        module = importlib.reload(module)
+        after = functions.retriever(module.search, name="s")
+        pinned_after = functions.retriever(module.search, name="s", version="2024-05")
+        assert after.fingerprint() != before.fingerprint()
+        assert pinned_after.fingerprint() == pinned_before.fingerprint()
+        bumped = functions.retriever(module.search, name="s", version="2024-06")
+        assert bumped.fingerprint() != pinned_after.fingerprint()
+    finally:
+        sys.modules.pop("stages_edit", None)
