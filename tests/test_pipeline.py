@@ -378,3 +378,13 @@ def test_infinite_scores_survive_the_cache(tmp_path):
     assert again.stages["r"].cache_hits == 1 and len(retriever.calls) == 1
     assert [h.score for h in again.stages["r"].outcomes["q"].hits] == [float("inf"), float("-inf")]
     assert first.failures.empty
+
+
+def test_a_damaged_line_in_the_middle_costs_only_its_query(tmp_path):
+    retriever = ListRetriever("bm25", RANKINGS)
+    Pipeline(retriever, depth=4).run(QUERIES, cache=tmp_path)
+    (path,) = tmp_path.glob("bm25-*.jsonl")
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(lines[0] + b'{"query_id": "q2", "hits": {broken\n' + lines[2])
+    result = Pipeline(retriever, depth=4).run(QUERIES, cache=tmp_path)
+    assert retriever.calls[3:] == ["beta"] and result.stages["bm25"].cache_hits == 2

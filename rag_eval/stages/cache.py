@@ -51,12 +51,22 @@ class StageStore:
         if complete < len(data):  # a line cut short by a kill: drop it, so the next append starts clean
             with open(self.path, "r+b") as f:
                 f.truncate(complete)
-        for line in data[:complete].splitlines():
+        lines = data[:complete].splitlines()
+        try:  # one parse for the whole file; line by line only when some line is damaged
+            records = json.loads(b"[" + b",".join(line for line in lines if line.strip()) + b"]")
+        except ValueError:
+            records = []
+            for line in lines:
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    continue  # damaged: recompute that query
+        for record in records:
             try:
-                record = json.loads(line)
-                self._entries[(record["query_id"], record["query_hash"])] = record
-            except (ValueError, KeyError, TypeError):
-                continue  # not ours or damaged: recompute that query
+                if isinstance(record.get("hits"), dict):  # else another layout (an older rag_eval): recompute
+                    self._entries[(record["query_id"], record["query_hash"])] = record
+            except (AttributeError, KeyError, TypeError):
+                continue  # not ours: recompute that query
 
     def get(self, query_id: str, query_hash: str) -> dict[str, Any] | None:
         return self._entries.get((query_id, query_hash))

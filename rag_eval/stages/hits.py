@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from functools import partial
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -63,14 +64,20 @@ class Hit(_Fields):
         return cls(record["doc_id"], record.get("score"), record.get("text"), record.get("tokens"),
                    record.get("metadata") or _EMPTY)
 
+    @staticmethod
+    def to_columns(hits: Sequence[Hit]) -> dict[str, list[Any]]:
+        """Hits as JSON-ready columns (what the cache stores): one list per field."""
+        return {
+            "doc_id": [h.doc_id for h in hits], "score": [h.score for h in hits], "text": [h.text for h in hits],
+            "tokens": [h.tokens for h in hits], "metadata": [dict(h.metadata) if h.metadata else None for h in hits],
+        }
+
     @classmethod
-    def from_cache(cls, record: Mapping[str, Any]) -> Hit:
-        """:meth:`from_json` without the checks, for records this package wrote after checking them."""
-        metadata = record.get("metadata")
-        return tuple.__new__(cls, (
-            record["doc_id"], record.get("score"), record.get("text"), record.get("tokens"),
-            MappingProxyType(metadata) if metadata else _EMPTY,
-        ))
+    def from_columns(cls, columns: Mapping[str, list[Any]]) -> tuple[Hit, ...]:
+        """The hits :meth:`to_columns` wrote, rebuilt without the checks (they were checked before being written)."""
+        metadata = [MappingProxyType(m) if m else _EMPTY for m in columns["metadata"]]
+        fields = zip(columns["doc_id"], columns["score"], columns["text"], columns["tokens"], metadata)
+        return tuple(map(partial(tuple.__new__, cls), fields))
 
     def __repr__(self) -> str:
         extra = "".join(f", {k}={getattr(self, k)!r}" for k in ("score", "text", "tokens") if getattr(self, k) is not None)

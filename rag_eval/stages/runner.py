@@ -172,7 +172,7 @@ def _run_stage(
         record = store.get(q, qhash)
         if record is not None:
             outcomes[q] = Outcome(
-                tuple(map(Hit.from_cache, record["hits"])), latency=record.get("latency", 0.0), cached=True,
+                Hit.from_columns(record["hits"]), latency=record.get("latency", 0.0), cached=True,
                 beyond_depth=tuple(record.get("beyond_depth", ())),
             )
         else:
@@ -184,7 +184,7 @@ def _run_stage(
         if not result.failed:
             store.put({
                 "query_id": q, "query_hash": qhash, "latency": result.latency,
-                "hits": [h.to_json() for h in result.hits], "beyond_depth": list(result.beyond_depth),
+                "hits": Hit.to_columns(result.hits), "beyond_depth": list(result.beyond_depth),
             })
         if bar is not None:
             bar.update(1)
@@ -240,10 +240,14 @@ def _run_threads(todo, call, check, settings: _Settings, finish) -> None:
         for item in todo:
             one(*item)
         return
-    with concurrent.futures.ThreadPoolExecutor(max_workers=settings.concurrency) as pool:
-        futures = [pool.submit(one, *item) for item in todo]
-        for future in futures:
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=settings.concurrency)
+    try:
+        for future in [pool.submit(one, *item) for item in todo]:
             future.result()
+    except BaseException:  # Ctrl-C: stop at once; what completed is already in the cache
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def _with_timeout(call, text, given, timeout: float):
