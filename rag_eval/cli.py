@@ -55,11 +55,30 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for the confidence interval")
     ev.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     ev.add_argument("--no-card", action="store_true", help="do not print the metric card to stderr")
+    from .bench.run import add_arguments
+
+    bench = commands.add_parser(
+        "bench", help="run pipelines on a BEIR-layout collection and write a report folder",
+        description="Run pipelines on a BEIR-layout collection and write a report folder (needs the models extra).",
+    )
+    add_arguments(bench)
+    demo = commands.add_parser("demo", help="the whole flow offline on Python's own docs (needs the models extra)")
+    demo.add_argument("--out", default="demo-report", help="report folder (default ./demo-report)")
+    demo.add_argument("--no-plots", action="store_true")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if args.command == "bench":
+        from .bench.run import run
+
+        return run(args, command="rag-eval " + " ".join(argv))
+    if args.command == "demo":
+        from .bench.demo import main as demo
+
+        return demo(argv[1:])
     try:
         return _evaluate(args)
     except (InputError, ValueError) as exc:

@@ -40,8 +40,10 @@ def test_built_wheel_ships_adapters_as_rag_eval_adapters(tmp_path):
     )
     wheel = next(tmp_path.glob("rag_eval_harness-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    assert "rag_eval/adapters/__init__.py" in names
+    for package in ("adapters", "data", "metrics", "stages", "reports", "bench"):
+        assert f"rag_eval/{package}/__init__.py" in names
     assert "rag_eval/examples/qrels.txt" in names
+    assert "rag_eval/bench/demo_data/questions.jsonl" in names and "rag_eval/bench/demo_data/labels.tsv" in names
     tops = {n.split("/")[0] for n in names}
     assert not tops & {"adapters", "tests", "benchmarks", "notebooks"}
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))

@@ -1,0 +1,79 @@
+"""A test collection: a corpus of chunks, the queries, and the qrels. Read from a BEIR-layout folder."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ._io import read_input
+from .qrels import Qrels
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One retrievable unit: its title and text (indexed together, as BEIR does) and free metadata."""
+
+    title: str
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def content(self) -> str:
+        """What a retriever indexes: the title and the text, as BEIR joins them."""
+        return f"{self.title} {self.text}".strip() if self.title else self.text
+
+
+@dataclass(frozen=True)
+class Collection:
+    """``corpus`` (chunk id -> Chunk, in file order), ``queries`` (query id -> text) and ``qrels``."""
+
+    name: str
+    corpus: dict[str, Chunk]
+    queries: dict[str, str]
+    qrels: Qrels
+
+    @classmethod
+    def from_beir(cls, folder: str | os.PathLike[str], *, split: str = "test") -> Collection:
+        """Read ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv``; only the queries the qrels judge
+        are kept (BEIR's queries file holds every split's)."""
+        root = Path(folder)
+        qrels_path = root / "qrels" / f"{split}.tsv"
+        for path in (root / "corpus.jsonl", root / "queries.jsonl", qrels_path):
+            if not path.exists():
+                raise InputError("missing (a BEIR folder holds corpus.jsonl, queries.jsonl, qrels/<split>.tsv)", source=str(path))
+        corpus = {
+            str(r["_id"]): Chunk(str(r.get("title") or ""), str(r.get("text") or ""), r.get("metadata") or {})
+            for r in _records(root / "corpus.jsonl")
+        }
+        qrels = Qrels.from_beir(qrels_path)
+        judged = set(qrels.query_ids)
+        queries = {str(r["_id"]): str(r["text"]) for r in _records(root / "queries.jsonl") if str(r["_id"]) in judged}
+        missing = judged.difference(queries)
+        if missing:
+            raise InputError(f"{len(missing)} judged queries have no text, e.g. {sorted(missing)[:3]}", source=str(root / "queries.jsonl"))
+        return cls(root.name, corpus, queries, qrels)
+
+    def limit(self, n: int | None) -> Collection:
+        """The first ``n`` queries (in file order) and their qrels; the whole corpus."""
+        if n is None or n >= len(self.queries):
+            return self
+        kept = dict(list(self.queries.items())[:n])
+        qrels = Qrels.from_dict({q: dict(self.qrels[q]) for q in kept if q in self.qrels})
+        return Collection(self.name, self.corpus, kept, qrels)
+
+
+def _records(path: Path):
+    file = read_input(path)
+    for number, line in file.lines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise file.error(f"not valid JSON ({exc.msg})", number) from None
+        if not isinstance(record, dict) or "_id" not in record:
+            raise file.error("expected a JSON object with an '_id'", number)
+        yield record

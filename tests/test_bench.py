@@ -1,0 +1,156 @@
+"""The benchmark script and the demo: real BM25 and MiniLM on a tiny BEIR folder, a user's own pipeline, the report
+folder's files, and the demo's whole flow (twice: the second run reuses the caches)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import rag_eval
+from rag_eval.bench import run as bench
+
+from .conftest import ROOT
+
+DOCS = {
+    "d1": ("Python lists", "A list is a mutable sequence; append adds an item at the end."),
+    "d2": ("Python tuples", "A tuple is an immutable sequence of values."),
+    "d3": ("Reading files", "Use open() with a context manager to read a text file line by line."),
+    "d4": ("Writing files", "Open the file in write mode and call write to save text to disk."),
+    "d5": ("Dictionaries", "A dict maps keys to values; get returns a default for missing keys."),
+    "d6": ("Sets", "A set holds unique items and supports union and intersection."),
+    "d7": ("Sorting", "sorted returns a new sorted list; list.sort sorts in place."),
+    "d8": ("Exceptions", "try and except catch errors raised while the program runs."),
+}
+QUERIES = {"q1": "how do I read a text file", "q2": "missing key default value in a dict", "q3": "sort a list in place"}
+QRELS = [("q1", "d3", 2), ("q1", "d4", 0), ("q2", "d5", 2), ("q3", "d7", 2), ("q3", "d1", 1)]
+
+
+@pytest.fixture(scope="module")
+def beir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tiny-beir")
+    with open(root / "corpus.jsonl", "w") as f:
+        for d, (title, text) in DOCS.items():
+            f.write(json.dumps({"_id": d, "title": title, "text": text}) + "\n")
+    with open(root / "queries.jsonl", "w") as f:
+        for q, text in QUERIES.items():
+            f.write(json.dumps({"_id": q, "text": text}) + "\n")
+    (root / "qrels").mkdir()
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in QRELS))
+    return root
+
+
+USER_PIPELINE = '''
+from rag_eval import Pipeline
+from rag_eval.adapters import functions
+
+def build(collection, depth):
+    def by_overlap(query, k):
+        words = set(query.lower().split())
+        scored = [(d, len(words & set(c.content.lower().split()))) for d, c in collection.corpus.items()]
+        return sorted(scored, key=lambda x: -x[1])[:k]
+    return Pipeline(functions.retriever(by_overlap, name="overlap"), depth=depth, budget=2)
+'''
+
+
+def test_benchmark_writes_a_complete_report_folder(beir, tmp_path, monkeypatch):
+    (tmp_path / "my_pipelines.py").write_text(USER_PIPELINE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "out"
+    code = bench.main(["--dataset", str(beir), "--pipeline", "bm25", "--pipeline", "bm25>>dense", "--pipeline",
+                       "my_pipelines:build", "--depth", "5", "--budget", "2", "--out", str(out)])
+    assert code == 0
+    for name in ("per_query.csv", "summary.csv", "summary.parquet", "report.parquet", "loss_items.csv", "card.json",
+                 "report.md", "qrels.txt", "plots/recall_at_k.png", "plots/loss_attribution.png", "plots/recall_vs_final.png"):
+        assert (out / name).stat().st_size > 0, name
+    runs = sorted(p.name for p in (out / "runs").glob("*.trec"))
+    assert runs == ["bm25.bm25.trec", "bm25_dense.bm25.trec", "bm25_dense.minilm-rerank.trec", "my_pipelines_build.overlap.trec"]
+    for path in (out / "runs").glob("*.trec"):
+        lines = [line.split() for line in path.read_text().splitlines()]
+        assert {parts[0] for parts in lines} == set(QUERIES) and all(len(parts) == 6 for parts in lines)
+        for q in QUERIES:
+            scores = [float(p[4]) for p in lines if p[0] == q]
+            assert all(a > b for a, b in zip(scores, scores[1:]))
+    report = rag_eval.Report.load(out / "report.parquet")
+    assert set(report.runs) == {"bm25", "bm25>>dense", "my_pipelines:build"}
+    # a real BM25 puts the file-reading chunk first for q1, and real MiniLM keeps it in the budget
+    assert report.values("bm25", "recall@budget", stage="bm25")["q1"] == 1.0
+    assert report.values("bm25>>dense", "loss.delivered", stage="minilm-rerank")["q1"] == 1.0
+    text = (out / "report.md").read_text()
+    assert "bm25 %5 >> minilm-rerank %budget(2)" in text and "ndcg@budget" in text and "![recall_at_k]" in text
+
+
+def test_token_budget_and_hybrid_through_the_cli(beir, tmp_path):
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("rag-eval")), "bench", "--dataset", str(beir), "--pipeline", "hybrid",
+         "--depth", "4", "--budget", "30tok", "--out", str(out), "--no-plots"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = rag_eval.Report.load(out / "report.parquet").summary
+    assert set(summary.stage) == {"bm25", "dense", "hybrid"}
+    assert "recall_ceiling@budget" not in set(summary.metric)  # not defined for a token budget
+    assert f"report: {out}" in done.stdout
+
+
+def test_bad_dataset_or_pipeline_exits_2(tmp_path, beir, capsys):
+    assert bench.main(["--dataset", str(tmp_path / "nope")]) == 2
+    assert "corpus.jsonl" in capsys.readouterr().err
+    assert bench.main(["--dataset", str(beir), "--pipeline", "no_such_module:build", "--out", str(tmp_path / "o")]) == 2
+    assert "cannot load pipeline" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="session")
+def demo_folder(tmp_path_factory) -> Path:
+    """The demo, run once for the session (about a minute): its folder."""
+    out = tmp_path_factory.mktemp("demo") / "demo-report"
+    done = subprocess.run([str(Path(sys.executable).with_name("rag-eval")), "demo", "--out", str(out)],
+                          capture_output=True, text=True, timeout=900, cwd=str(ROOT))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out
+
+
+def test_demo_runs_the_whole_flow_offline(demo_folder):
+    report = rag_eval.Report.load(demo_folder / "report.parquet")
+    assert report.stages == ["bm25", "minilm-rerank"]
+    summary = report.summary.set_index(["stage", "metric"])
+    assert summary.loc[("bm25", "recall@depth"), "n"] >= 50
+    assert 0 < summary.loc[("minilm-rerank", "ndcg@budget"), "mean"] <= 1
+    assert (demo_folder / "report.md").read_text().count("minilm-rerank") >= 2
+
+
+def test_a_second_demo_run_reuses_the_caches(demo_folder):
+    done = subprocess.run([str(Path(sys.executable).with_name("rag-eval")), "demo", "--out", str(demo_folder), "--no-plots"],
+                          capture_output=True, text=True, timeout=900, cwd=str(ROOT))
+    assert done.returncode == 0, done.stderr[-2000:]
+    latency = rag_eval.Report.load(demo_folder / "report.parquet").latency.set_index("stage")
+    assert (latency["n"] == 0).all() and (latency["cache_hits"] > 0).all()  # nothing recomputed
+
+
+def test_the_notebook_runs_on_the_demo(demo_folder):
+    nbformat = pytest.importorskip("nbformat")
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(ROOT / "notebooks" / "compare_stages.ipynb", as_version=4)
+    import os
+
+    previous = os.environ.get("RAG_EVAL_RESULTS")
+    os.environ["RAG_EVAL_RESULTS"] = str(demo_folder)
+    try:
+        NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    finally:
+        if previous is None:
+            os.environ.pop("RAG_EVAL_RESULTS", None)
+        else:
+            os.environ["RAG_EVAL_RESULTS"] = previous
+    assert any(o.get("output_type") == "display_data" for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+def test_user_pipeline_in_the_readme_is_the_one_tested():
+    readme = (ROOT / "README.md").read_text()
+    assert "my_pipelines:build" in readme and textwrap.dedent(USER_PIPELINE).strip().splitlines()[-1].strip() in readme
