@@ -64,7 +64,7 @@ def test_benchmark_writes_a_complete_report_folder(beir, tmp_path, monkeypatch):
     code = bench.main(["--dataset", str(beir), "--pipeline", "bm25", "--pipeline", "bm25>>dense", "--pipeline",
                        "my_pipelines:build", "--depth", "5", "--budget", "2", "--out", str(out)])
     assert code == 0
-    for name in ("per_query.csv", "summary.csv", "summary.parquet", "report.parquet", "loss_items.csv", "card.json",
+    for name in ("per_query.csv", "per_query.parquet", "summary.csv", "summary.parquet", "report.parquet", "loss_items.csv", "card.json",
                  "report.md", "qrels.txt", "plots/recall_at_k.png", "plots/loss_attribution.png", "plots/recall_vs_final.png"):
         assert (out / name).stat().st_size > 0, name
     runs = sorted(p.name for p in (out / "runs").glob("*.trec"))

@@ -32,6 +32,7 @@ def write_report_folder(
     (out / "runs").mkdir(exist_ok=True)
     per_query, summary = report.per_query, report.summary
     per_query.to_csv(out / "per_query.csv", index=False)
+    per_query.to_parquet(out / "per_query.parquet", index=False)
     summary.to_csv(out / "summary.csv", index=False)
     summary.to_parquet(out / "summary.parquet", index=False)
     report.save(out / "report.parquet")  # per query, with the card and the pipeline tables: Report.load reads it
