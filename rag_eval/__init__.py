@@ -17,6 +17,7 @@ from .data.run import Run
 from .errors import InputError
 from .metrics.conventions import Conventions
 from .metrics.grammar import Metric, parse_metric
+from .reports.compare import Comparison, compare
 from .reports.evaluate import evaluate
 from .reports.report import Report
 from .stages.fusion import fuse
@@ -24,6 +25,7 @@ from .stages.hits import Hit
 from .stages.pipeline import Pipeline
 
 __all__ = [
+    "Comparison",
     "Conventions",
     "Hit",
     "InputError",
@@ -33,6 +35,7 @@ __all__ = [
     "Report",
     "Run",
     "__version__",
+    "compare",
     "evaluate",
     "fuse",
     "parse_metric",

@@ -15,6 +15,7 @@ import json
 import math
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -55,6 +56,23 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for the confidence interval")
     ev.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     ev.add_argument("--no-card", action="store_true", help="do not print the metric card to stderr")
+    cmp = commands.add_parser(
+        "compare", help="compare runs against a baseline: paired tests, intervals, corrections",
+        description="Compare runs against a baseline per query: mean difference with a paired bootstrap interval, "
+        "a paired test, effect size, wins/ties/losses, p-values corrected across every pair and metric.",
+    )
+    cmp.add_argument("qrels")
+    cmp.add_argument("runs", nargs="+", metavar="run")
+    cmp.add_argument("--baseline", help="a run's name (its TREC tag, or file stem when tags clash) or path; default: the first")
+    cmp.add_argument("-m", "--metric", dest="metrics", action="append", metavar="METRIC")
+    cmp.add_argument("--test", choices=["randomization", "t", "wilcoxon"], default="randomization")
+    cmp.add_argument("--correction", choices=["holm", "bh", "none"], default="holm")
+    cmp.add_argument("--alpha", type=float, default=0.05)
+    cmp.add_argument("--permutations", type=int, default=10000)
+    cmp.add_argument("--resamples", type=int, default=1000)
+    cmp.add_argument("--seed", type=int, default=0)
+    cmp.add_argument("--conventions", choices=sorted(PRESETS), default="default")
+    cmp.add_argument("--format", choices=["table", "csv", "json"], default="table")
     from .bench.run import add_arguments
 
     bench = commands.add_parser(
@@ -80,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return demo(argv[1:])
     try:
-        return _evaluate(args)
+        return _compare(args) if args.command == "compare" else _evaluate(args)
     except (InputError, ValueError) as exc:
         print(f"rag-eval: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -136,6 +154,46 @@ def _evaluate(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if args.format != "json" and not args.no_card:
         print(report.card.render(), file=sys.stderr)
+    return 0
+
+
+def _run_names(paths: list[str], runs: list[Run]) -> list[str]:
+    """Each run's TREC tag, or its file stem where tags clash (or are missing), or its path where stems clash."""
+    tags = [r.tag or "" for r in runs]
+    if all(tags) and len(set(tags)) == len(tags):
+        return tags
+    stems = [Path(p).name.removesuffix(".gz").rsplit(".", 1)[0] for p in paths]
+    return stems if len(set(stems)) == len(stems) else list(paths)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .reports.compare import compare
+
+    qrels = Qrels.load(args.qrels)
+    runs = [Run.load(path) for path in args.runs]
+    names = _run_names(args.runs, runs)
+    baseline = None
+    if args.baseline is not None:
+        if args.baseline in names:
+            baseline = args.baseline
+        elif args.baseline in args.runs:
+            baseline = names[args.runs.index(args.baseline)]
+        else:
+            raise InputError(f"--baseline {args.baseline!r} is neither a run name ({', '.join(names)}) nor one of the run paths")
+    metrics = [parse_metric(m) for m in (args.metrics or ["ndcg@10", "recall@10", "mrr@10"])]
+    report = evaluate(qrels, dict(zip(names, runs)), metrics, conventions=resolve_conventions(args.conventions))
+    result = compare(report, baseline=baseline or names[0], test=args.test, correction=args.correction,
+                     alpha=args.alpha, resamples=args.resamples, permutations=args.permutations, seed=args.seed)
+    if args.format == "csv":
+        sys.stdout.write(result.table.to_csv(index=False))
+    elif args.format == "json":
+        payload = {"card": json.loads(result.card.model_dump_json()), "comparison": _records(result.table),
+                   "systems": _records(result.systems)}
+        sys.stdout.write(json.dumps(payload, indent=2, allow_nan=False, default=_json_default) + "\n")
+    else:
+        sys.stdout.write(str(result) + "\n")
+    if args.format != "json":
+        print(result.card.render(), file=sys.stderr)
     return 0
 
 

@@ -9,6 +9,7 @@ import sys
 import rag_eval
 
 PUBLIC = [
+    "Comparison",
     "Conventions",
     "Hit",
     "InputError",
@@ -18,6 +19,7 @@ PUBLIC = [
     "Report",
     "Run",
     "__version__",
+    "compare",
     "evaluate",
     "fuse",
     "parse_metric",
@@ -43,7 +45,7 @@ def test_import_is_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = json.loads(out)
     heavy = ("langchain", "langchain_core", "llama_index", "torch", "transformers", "sentence_transformers",
-             "pytrec_eval", "ranx", "ir_measures", "pandas", "pyarrow", "bm25s", "tqdm")
+             "pytrec_eval", "ranx", "ir_measures", "pandas", "pyarrow", "bm25s", "tqdm", "scipy", "matplotlib")
     offenders = [m for m in loaded if m.split(".")[0] in heavy]
     assert offenders == []
     assert "rag_eval" in loaded and "numpy" in loaded

@@ -48,6 +48,7 @@ class MetricCard(BaseModel):
     inputs: list[InputRecord]
     queries: list[QueryRecord]
     pipeline: dict[str, Any] | None = None  # a pipeline report: its structure, depth, budget and stages
+    comparison: dict[str, Any] | None = None  # a comparison: test, correction, alpha, resamples, seed, ...
 
     @classmethod
     def build(
@@ -69,6 +70,17 @@ class MetricCard(BaseModel):
             + ")",
             f"  metrics: {', '.join(self.metrics)}",
         ]
+        if self.comparison:
+            c = self.comparison
+            lines.append(
+                f"  comparison: against {c['baseline']!r}, {c['test']} test"
+                + (f" ({c['permutations']} permutations)" if c.get("permutations") else "")
+                + f", {c['correction']} correction over {c['hypotheses']} hypotheses, alpha {c['alpha']}, "
+                f"{c['bootstrap_resamples']} bootstrap resamples, seed {c['seed']}"
+            )
+            shares = {k: v for k, v in c.get("unjudged_share", {}).items() if v is not None}
+            if shares:
+                lines.append("  unjudged share: " + ", ".join(f"{k} {v:.1%}" for k, v in shares.items()))
         if self.pipeline:
             lines.append(f"  pipeline: {self.pipeline['structure']} (depth {self.pipeline['depth']}, {self.pipeline['budget']})")
         for record in self.inputs:

@@ -1,0 +1,215 @@
+"""``rag_eval.compare``: is a difference between systems (runs, pipelines, or the stages of one pipeline) real?
+
+For every system and metric: mean, std, median and a seeded bootstrap interval. For every system against the
+baseline, per metric: the mean difference with a paired bootstrap interval, a p-value (paired randomization test by
+default; the paired t-test or the Wilcoxon signed-rank test on request), the effect size (d_z), and the queries won,
+tied and lost. p-values are corrected for multiple comparisons across every pair x metric x stage (Holm by
+default, or Benjamini-Hochberg), and both raw and corrected values are shown with the decision at ``alpha``.
+Queries are paired by id; a query measured for one system and not the other is left out of that pair and counted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .card import MetricCard
+from .report import Report
+from .statistics import CORRECTIONS, TESTS, correct, effect_size, p_value, paired_bootstrap_ci
+from .summary import summarize_values
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["Comparison", "compare"]
+
+PAIR_COLUMNS = [
+    "system", "baseline", "metric", "n", "n_unpaired", "mean", "baseline_mean", "diff", "ci_low", "ci_high",
+    "p_value", "p_adjusted", "rejected", "effect_size", "wins", "ties", "losses",
+]
+SYSTEM_COLUMNS = ["system", "metric", "mean", "std", "median", "ci_low", "ci_high", "n"]
+
+
+@dataclass
+class Comparison:
+    """The result of :func:`compare`: ``table`` (one row per system x metric against the baseline), ``systems``
+    (per system and metric), and ``card`` (how it was computed)."""
+
+    table: pd.DataFrame
+    systems: pd.DataFrame
+    card: MetricCard  # the first report's card, with ``comparison`` filled in
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """How the comparison was made (``card.comparison``)."""
+        return self.card.comparison or {}
+
+    @property
+    def alpha(self) -> float:
+        return self.settings["alpha"]
+
+    def _shown(self) -> pd.DataFrame:
+        frame = self.table.copy()
+        marked = np.where(frame["rejected"], "*", "")
+        out = frame[["system", "metric", "n", "mean", "baseline_mean", "diff"]].copy()
+        out["95% CI"] = [f"[{lo:+.4f}, {hi:+.4f}]" for lo, hi in zip(frame["ci_low"], frame["ci_high"])]
+        out["p"] = [_p(v) for v in frame["p_value"]]
+        out[f"p ({self.settings['correction']})"] = [f"{_p(v)}{m}" for v, m in zip(frame["p_adjusted"], marked)]
+        out["d_z"] = frame["effect_size"]
+        out["W/T/L"] = [f"{w}/{t}/{l}" for w, t, l in zip(frame["wins"], frame["ties"], frame["losses"])]
+        return out
+
+    def __str__(self) -> str:
+        shown = self._shown()
+        head = (f"against {self.settings['baseline']!r}: {self.settings['test']} test, {self.settings['correction']} correction, "
+                f"* = significant at alpha {self.alpha}")
+        return head + "\n" + shown.to_string(index=False, float_format=lambda v: f"{v:.4f}")
+
+    def _repr_html_(self) -> str:
+        return f"<p>{str(self).splitlines()[0]}</p>" + self._shown().to_html(index=False, float_format=lambda v: f"{v:.4f}")
+
+    def to_markdown(self) -> str:
+        shown = self._shown()
+        lines = ["| " + " | ".join(shown.columns) + " |", "|" + "---|" * len(shown.columns)]
+        for row in shown.itertuples(index=False):
+            lines.append("| " + " | ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in row) + " |")
+        return "\n".join(lines) + f"\n\n* significant at alpha {self.alpha} after {self.settings['correction']} correction\n"
+
+    def to_latex(self) -> str:
+        shown = self._shown()
+        cells = lambda row: " & ".join((f"{v:.4f}" if isinstance(v, float) else str(v)).replace("_", r"\_") for v in row)  # noqa: E731
+        lines = [r"\begin{tabular}{" + "l" * 2 + "r" * (len(shown.columns) - 2) + "}", r"\hline",
+                 " & ".join(c.replace("_", r"\_") for c in shown.columns) + r" \\", r"\hline"]
+        lines += [cells(row) + r" \\" for row in shown.itertuples(index=False)]
+        lines += [r"\hline", r"\end{tabular}"]
+        return "\n".join(lines) + "\n"
+
+    def plot(self, ax=None):
+        """The mean differences with their intervals, significant ones filled; returns the matplotlib Axes."""
+        import matplotlib.pyplot as plt
+
+        frame = self.table
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 0.45 * len(frame) + 1.2))
+        y = np.arange(len(frame))[::-1]
+        err = np.vstack([frame["diff"] - frame["ci_low"], frame["ci_high"] - frame["diff"]])
+        for filled in (True, False):
+            pick = frame["rejected"].to_numpy() == filled
+            ax.errorbar(frame["diff"][pick], y[pick], xerr=err[:, pick], fmt="o", capsize=3,
+                        mfc=None if filled else "white", label="significant" if filled else "not significant")
+        ax.axvline(0, color="grey", linewidth=0.8)
+        ax.set_yticks(y, [f"{s}: {m}" for s, m in zip(frame["system"], frame["metric"])], fontsize=8)
+        ax.set_xlabel(f"difference from {self.settings['baseline']}")
+        ax.legend(fontsize=7)
+        return ax
+
+
+def _p(value: float) -> str:
+    return "nan" if np.isnan(value) else f"{value:.4g}"
+
+
+def compare(
+    reports: Report | str | os.PathLike[str] | Sequence[Report | str | os.PathLike[str]],
+    *, baseline: str | None = None, metrics: Sequence[str] | None = None, test: str = "randomization",
+    correction: str = "holm", alpha: float = 0.05, resamples: int = 1000, permutations: int = 10000, seed: int = 0,
+    confidence: float = 0.95,
+) -> Comparison:
+    """Compare every system of ``reports`` with ``baseline`` (see the module's docstring).
+
+    ``reports``: a :class:`Report` (or several, or paths of saved ones). A system is a run, or ``run/stage`` for
+    the stages of a pipeline (a stage name alone works when it is unambiguous). ``baseline`` defaults to the first
+    system. ``metrics`` default to those every compared system has.
+    """
+    if test not in TESTS:
+        raise ValueError(f"unknown test {test!r}; choose one of {TESTS}")
+    if correction not in CORRECTIONS:
+        raise ValueError(f"unknown correction {correction!r}; choose one of {CORRECTIONS}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), not {alpha}")
+    import pandas as pd
+
+    loaded = [r if isinstance(r, Report) else Report.load(r) for r in ([reports] if isinstance(reports, (Report, str, os.PathLike)) else reports)]
+    frames = [r.per_query for r in loaded]
+    per_query = pd.concat(frames, ignore_index=True)
+    if "stage" in per_query.columns:
+        per_query["system"] = np.where(per_query["stage"].isna(), per_query["run"], per_query["run"] + "/" + per_query["stage"].fillna(""))
+    else:
+        per_query["system"] = per_query["run"]
+    systems = list(dict.fromkeys(per_query["system"]))
+    if len(systems) < 2:
+        raise ValueError(f"nothing to compare: one system ({systems})")
+    base = _resolve(baseline, systems) if baseline is not None else systems[0]
+    available = {s: set(per_query.loc[per_query["system"] == s, "metric"]) for s in systems}
+    wanted = list(metrics) if metrics is not None else [m for m in dict.fromkeys(per_query["metric"]) if all(m in a for a in available.values())]
+    if not wanted:
+        raise ValueError("no metric is measured for every system: name the metrics to compare (metrics=[...])")
+    for m in wanted:
+        if m not in available[base]:
+            raise ValueError(f"the baseline {base!r} has no values of {m!r}")
+    values = per_query.pivot_table(index=["system", "metric"], columns="query_id", values="value", aggfunc="first")
+
+    system_rows = []
+    for s in systems:
+        for m in wanted:
+            if (s, m) not in values.index:
+                continue
+            v = values.loc[(s, m)].dropna().to_numpy()
+            stats = summarize_values(v[:, None], resamples=resamples, confidence=confidence, seed=seed)
+            system_rows.append([s, m] + [stats[c][0] for c in ("mean", "std", "median", "ci_low", "ci_high", "n")])
+    pair_rows = []
+    for s in systems:
+        if s == base:
+            continue
+        for m in wanted:
+            if (s, m) not in values.index:
+                continue
+            a, b = values.loc[(s, m)], values.loc[(base, m)]
+            both = a.notna() & b.notna()
+            x, y = a[both].to_numpy(), b[both].to_numpy()
+            diff = x - y
+            unpaired = int((a.notna() ^ b.notna()).sum())
+            low, high = paired_bootstrap_ci(diff, resamples=resamples, confidence=confidence, seed=seed)
+            p = p_value(test, x, y, permutations=permutations, seed=seed)
+            pair_rows.append([
+                s, base, m, len(diff), unpaired, float(x.mean()) if len(x) else np.nan, float(y.mean()) if len(y) else np.nan,
+                float(diff.mean()) if len(diff) else np.nan, low, high, p, np.nan, False, effect_size(diff),
+                int((diff > 0).sum()), int((diff == 0).sum()), int((diff < 0).sum()),
+            ])
+    table = pd.DataFrame(pair_rows, columns=PAIR_COLUMNS)
+    table["p_adjusted"] = correct(table["p_value"].to_numpy(), correction)
+    table["rejected"] = table["p_adjusted"] < alpha
+    comparison = {
+        "baseline": base, "systems": systems, "metrics": wanted, "test": test, "correction": correction,
+        "alpha": alpha, "confidence": confidence, "bootstrap_resamples": resamples,
+        "permutations": permutations if test == "randomization" else None, "seed": seed,
+        "hypotheses": int(table["p_value"].notna().sum()),
+        "pipelines": [r.card.pipeline for r in loaded if r.card.pipeline],
+        "unjudged_share": _unjudged(per_query, systems),
+        "other_reports": [r.card.model_dump(mode="json") for r in loaded[1:]],
+    }
+    card = loaded[0].card.model_copy(update={"comparison": comparison})
+    return Comparison(table, pd.DataFrame(system_rows, columns=SYSTEM_COLUMNS), card)
+
+
+def _resolve(name: str, systems: list[str]) -> str:
+    if name in systems:
+        return name
+    matches = [s for s in systems if s.split("/")[-1] == name or s.split("/")[0] == name]
+    if len(matches) == 1:
+        return matches[0]
+    hint = f"; it could be any of {matches}" if matches else f"; systems: {systems}"
+    raise ValueError(f"baseline {name!r} is not one of the systems{hint}")
+
+
+def _unjudged(per_query, systems: list[str]) -> dict[str, float | None]:
+    """1 - mean judged@k per system where a judged@k metric was measured (the smallest k), else None."""
+    out: dict[str, float | None] = {}
+    judged = sorted({m for m in per_query["metric"] if str(m).startswith("judged@")}, key=lambda m: int(m.split("@")[1]))
+    for s in systems:
+        rows = per_query[(per_query["system"] == s) & (per_query["metric"] == judged[0])] if judged else None
+        out[s] = None if rows is None or rows.empty else float(1 - rows["value"].mean())
+    return out
