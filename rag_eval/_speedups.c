@@ -11,6 +11,8 @@
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
+
+#define GRADE_LIMIT (1LL << 29) /* as rag_eval.data._columns.GRADE_LIMIT */
 #include <string.h>
 
 /* ---- score_columns(mapping) -> (query_ids, lengths, doc_ids, scores) | None ------------------------------ */
@@ -110,6 +112,8 @@ judgement_dicts(PyObject *self, PyObject *mapping)
                 PyErr_Clear();
                 goto unusual;
             }
+            if (value >= GRADE_LIMIT || value <= -GRADE_LIMIT)
+                goto unusual; /* out of range: the Python path names it */
             g[k++] = value;
         }
         PyObject *copy = PyDict_Copy(inner); /* a plain dict, whatever the input's class */
@@ -637,8 +641,8 @@ parse_columns(PyObject *self, PyObject *args)
             }
         }
         p = q + 1;
-        if (fields == 0)
-            continue; /* blank line */
+        if (fields == 0 || start[0][0] == '#')
+            continue; /* a blank line, or a comment */
         if ((kind == KIND_RUN && fields < 6) || (kind == KIND_QRELS && fields != 4)) {
             unusual = 1;
             break;

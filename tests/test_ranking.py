@@ -55,7 +55,8 @@ def test_ranked_permutation_breaks_ties_by_each_rule():
 
 @pytest.mark.parametrize(("rule", "p_at_2"), [("trec_eval", 0.0), ("doc_id", 0.5), ("input_order", 0.5)])
 def test_ties_at_minus_infinity_follow_the_tie_rule(rule, p_at_2):
-    run = rag_eval.Run.from_scores({"q": {"a": float("-inf"), "b": float("-inf"), "c": 1.0}})
+    with pytest.warns(UserWarning, match="2 infinite score"):
+        run = rag_eval.Run.from_scores({"q": {"a": float("-inf"), "b": float("-inf"), "c": 1.0}})
     report = rag_eval.evaluate({"q": {"a": 1}}, run, ["P@2"], conventions=rag_eval.Conventions(ties=rule))
     assert report.values("run", "P@2")["q"] == p_at_2
 

@@ -38,6 +38,9 @@ class Columns:
         return len(self.query_codes)
 
 
+GRADE_LIMIT = 2**29  # grades beyond +-GRADE_LIMIT are refused (no scale needs them; the grade matrix's sentinel lies past)
+
+
 def read_table(file: InputFile, kind: Kind, *, packed: bool = False) -> Columns:
     """A TREC run (``qid Q0 docid rank score tag``, at least 6 fields, the rest ignored) or qrels file
     (``qid iter docid grade``, exactly 4 fields). With ``packed``, the C reader returns the doc ids as
@@ -80,6 +83,9 @@ def _read_lines(file: InputFile, kind: Kind) -> Columns:
             grade = parse_int(parts[3])
             if grade is None:
                 raise file.error(f"field 4 is {parts[3]!r}, not an integer grade", number)
+            if abs(grade) >= GRADE_LIMIT:
+                raise file.error(f"grade {grade} is out of range (grades must lie within +-{GRADE_LIMIT})",
+                                 number)
             values.append(grade)
     dtype = np.float64 if kind == "run" else np.int64
     return Columns(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 import threading
 import warnings
 from concurrent.futures import Future
@@ -41,9 +42,11 @@ class InputFile:
         return self.data.decode("utf-8")
 
     def lines(self) -> Iterator[tuple[int, str]]:
-        """Yield ``(line_number, line)`` for every line that holds more than whitespace."""
+        """Yield ``(line_number, line)`` for every line that holds more than whitespace and is not a comment
+        (a line whose first non-blank character is ``#``)."""
         for number, line in enumerate(self.text().split("\n"), start=1):
-            if line.strip(" \t\r\x0b\x0c"):
+            content = line.strip(" \t\r\x0b\x0c")
+            if content and not content.startswith("#"):
                 yield number, line.rstrip("\r")
 
     def error(self, problem: str, line: int | None = None) -> InputError:
@@ -70,6 +73,8 @@ def read_input(path: PathLike) -> InputFile:
             raise InputError(f"not a readable gzip file ({exc})", source=spath) from None
     if not data or data.isspace():
         raise InputError("empty file", source=spath)
+    if _COMMENT_FIRST.match(data) and not _CONTENT_LINE.search(data):
+        raise InputError("empty file (only comments and blank lines)", source=spath)
     ascii = data.isascii()
     if not ascii:
         try:
@@ -96,6 +101,10 @@ def _hash_in_background(raw: bytes) -> Future[str]:
     else:
         threading.Thread(target=work, name="rag_eval-sha256", daemon=True).start()
     return digest
+
+
+_COMMENT_FIRST = re.compile(rb"\s*#")  # the file opens with a comment line...
+_CONTENT_LINE = re.compile(rb"^[ \t\r\v\f]*[^#\s]", re.MULTILINE)  # ...and has no line of content
 
 
 def warn(message: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ._io import read_input
+from ._io import read_input, warn
 from .qrels import Qrels
 
 
@@ -52,10 +52,17 @@ class Collection:
         }
         qrels = Qrels.from_beir(qrels_path)
         judged = set(qrels.query_ids)
-        queries = {str(r["_id"]): str(r["text"]) for r in _records(root / "queries.jsonl") if str(r["_id"]) in judged}
+        queries = {
+            str(r["_id"]): str(r["text"]) for r in _records(root / "queries.jsonl", need_text=True) if str(r["_id"]) in judged
+        }
         missing = judged.difference(queries)
         if missing:
             raise InputError(f"{len(missing)} judged queries have no text, e.g. {sorted(missing)[:3]}", source=str(root / "queries.jsonl"))
+        judged_docs = {d for q in qrels.query_ids for d in qrels[q]}
+        absent = sorted(judged_docs.difference(corpus))
+        if absent:
+            warn(f"{qrels_path}: {len(absent)} judged doc id(s) are not in corpus.jsonl (e.g. {absent[0]!r}); "
+                 "no retriever can return them, so recall stays below 1 on their queries")
         return cls(root.name, corpus, queries, qrels)
 
     def limit(self, n: int | None) -> Collection:
@@ -67,7 +74,7 @@ class Collection:
         return Collection(self.name, self.corpus, kept, qrels)
 
 
-def _records(path: Path):
+def _records(path: Path, need_text: bool = False):
     file = read_input(path)
     for number, line in file.lines():
         try:
@@ -76,4 +83,6 @@ def _records(path: Path):
             raise file.error(f"not valid JSON ({exc.msg})", number) from None
         if not isinstance(record, dict) or "_id" not in record:
             raise file.error("expected a JSON object with an '_id'", number)
+        if need_text and not isinstance(record.get("text"), str):
+            raise file.error("expected a 'text' string", number)
         yield record

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import _accel
 from ..errors import InputError
-from ._columns import parse_int, read_table
+from ._columns import GRADE_LIMIT, line_number, parse_int, read_table
 from ._frames import pick_column
 from ._ids import IdCheck, as_id
 from ._io import InputFile, PathLike, read_input, warn
@@ -63,6 +63,7 @@ class Qrels:
         """From a TREC qrels file: ``qid iter docid grade`` per line (``.gz`` read transparently)."""
         file = read_input(path)
         cols = read_table(file, "qrels")
+        _check_grades(file, cols.values)
         return cls._from_columns(file, cols.query_ids, cols.query_codes, cols.doc_ids, cols.values)
 
     @classmethod
@@ -113,6 +114,7 @@ class Qrels:
             if isinstance(g, bool) or not (isinstance(g, numbers.Integral) or (isinstance(g, float) and g.is_integer())):
                 raise file.error(f"grade {g!r} is not an integer", number)
             grades.append(int(g))
+        _check_grades(file, np.array(grades, dtype=object))
         with IdCheck(file.path) as ids:
             qids = ids.array(np.array(queries, dtype=object), "query id")
             docs_arr = ids.array(np.array(docs, dtype=object), "doc id")
@@ -137,6 +139,10 @@ class Qrels:
                 i = int(np.flatnonzero(bad)[0])
                 raise InputError(f"row {i}: grade {grades[i]!r} is not an integer", source="DataFrame")
             grades = as_float
+        if len(grades) and np.abs(grades).max() >= GRADE_LIMIT:
+            i = int(np.flatnonzero(np.abs(grades) >= GRADE_LIMIT)[0])
+            raise InputError(f"row {i}: grade {grades[i]} is out of range (grades must lie within +-{GRADE_LIMIT})",
+                             source="DataFrame")
         with IdCheck("DataFrame") as ids:
             qids = ids.array(frame[q].to_numpy(dtype=object), "query id")
             docs = ids.array(frame[d].to_numpy(dtype=object), "doc id")
@@ -167,6 +173,7 @@ class Qrels:
         grades_list = grades[order].tolist()
         judgements: dict[str, dict[str, int]] = {}
         duplicates = 0
+        conflicts: list[str] = []
         for i, qid in enumerate(query_ids):
             a, b = bounds[i], bounds[i + 1]
             per_query = dict(zip(docs[a:b].tolist(), grades_list[a:b]))
@@ -174,11 +181,14 @@ class Qrels:
                 duplicates += (b - a) - len(per_query)
                 per_query = {}
                 for doc, grade in zip(docs[a:b].tolist(), grades_list[a:b]):
-                    per_query.setdefault(doc, grade)
+                    kept = per_query.setdefault(doc, grade)
+                    if kept != grade:
+                        conflicts.append(f"query {qid!r} doc {doc!r}: {kept} kept, {grade} dropped")
             judgements[qid] = per_query
         where = file.path if file else "DataFrame"
         if duplicates:
-            warn(f"{where}: {duplicates} duplicate judgement(s) of the same document for a query; kept the first")
+            detail = f"; {len(conflicts)} with conflicting grades, e.g. {conflicts[0]}" if conflicts else ""
+            warn(f"{where}: {duplicates} duplicate judgement(s) of the same document for a query; kept the first{detail}")
         qrels = cls.__new__(cls)
         qrels._judgements = judgements
         qrels.source = Source.of(file) if file else None
@@ -253,10 +263,20 @@ class Qrels:
         return list(self._judgements), offsets, grades
 
 
+def _check_grades(file: InputFile, grades: np.ndarray, first_row: int = 0) -> None:
+    """Refuse a grade beyond +-GRADE_LIMIT, naming its line (``first_row``: data rows before the first grade)."""
+    out = np.flatnonzero(np.abs(grades) >= GRADE_LIMIT) if len(grades) else []
+    if len(out):
+        raise file.error(f"grade {grades[out[0]]} is out of range (grades must lie within +-{GRADE_LIMIT})",
+                         line_number(file, int(out[0]) + first_row))
+
+
 def _parse_grade(text: str, file: InputFile, number: int) -> int:
     grade = parse_int(text)
     if grade is None:
         raise file.error(f"grade {text!r} is not an integer", number)
+    if abs(grade) >= GRADE_LIMIT:
+        raise file.error(f"grade {grade} is out of range (grades must lie within +-{GRADE_LIMIT})", number)
     return grade
 
 
@@ -296,5 +316,9 @@ def _validated(judgements: Mapping[str, Mapping[str, int]], where: str) -> dict[
                         per_query[d] = int(g)
                     else:
                         raise InputError(f"query {qid!r}, doc {d!r}: grade {g!r} is not an integer", source=where)
+            if per_query and (max(per_query.values()) >= GRADE_LIMIT or min(per_query.values()) <= -GRADE_LIMIT):
+                d, g = next((d, g) for d, g in per_query.items() if abs(g) >= GRADE_LIMIT)
+                raise InputError(f"query {qid!r}, doc {d!r}: grade {g} is out of range "
+                                 f"(grades must lie within +-{GRADE_LIMIT})", source=where)
             out[qid] = per_query
     return out

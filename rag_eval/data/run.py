@@ -243,13 +243,21 @@ class Run:
         cls, name: str, query_ids: list[str], lengths: np.ndarray, docs: np.ndarray, scores: np.ndarray | None,
         *, by_score: bool, source: Source | None, dedupe: bool, suspects: np.ndarray | None = None,
     ) -> Run:
+        offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
         if scores is not None and np.isnan(scores).any():
             i = int(np.flatnonzero(np.isnan(scores))[0])
             doc = docs.take(np.array([i]))[0] if isinstance(docs, PackedIds) else docs[i]
-            raise InputError(f"doc {doc!r}: score is NaN", source=name)
-        offsets = np.zeros(len(lengths) + 1, np.int64)
-        np.cumsum(lengths, out=offsets[1:])
+            qid = query_ids[int(np.searchsorted(offsets, i, side="right")) - 1]
+            raise InputError(f"query {qid!r}, doc {doc!r}: score is NaN", source=name)
         notes: list[str] = []
+        if scores is not None and len(scores) and not (np.isfinite(scores.max()) and np.isfinite(scores.min())):
+            infinite = int(np.isinf(scores).sum())
+            if infinite:  # ranked first (+inf) or last (-inf); ties among them broken as for any equal scores
+                where = source.path if source else name
+                note = f"{infinite} infinite score(s) kept: +inf ranks first, -inf last, ties among them broken as for equal scores"
+                warn(f"{where}: {note}")
+                notes.append(note)
         if dedupe and not (isinstance(docs, PackedIds) and suspects is not None and len(suspects) == 0):
             if isinstance(docs, PackedIds):
                 docs = docs.to_objects()
