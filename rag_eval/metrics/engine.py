@@ -9,10 +9,12 @@ import numpy as np
 
 from ..data.qrels import Qrels
 from ..data.run import Run
+from ..errors import InputError
 from . import kernels as K
 from .conventions import Conventions
 from .grades import GradeMatrix, build_grade_matrix
 from .grammar import Metric, gains_map
+from .id_mismatch import warn_near_misses
 
 
 @dataclass
@@ -48,6 +50,9 @@ def account_queries(qrels: Qrels, run: Run, conventions: Conventions, exclude: C
 
     Queries are listed in string order (as trec_eval prints them).
     """
+    if not len(qrels):
+        where = qrels.source.path if qrels.source else "qrels"
+        raise InputError("the qrels judge no query: there is nothing to measure", source=where)
     in_run = set(run.query_ids)
     left: dict[str, list[str]] = {}
     excluded = sorted(set(exclude).intersection(qrels.query_ids))
@@ -89,6 +94,7 @@ def evaluate_run(
     """
     account = account_queries(qrels, run, conventions, exclude)
     matrix = build_grade_matrix(run, qrels, account.counted, conventions)
+    _warn_id_mismatches(qrels, run, account, matrix)
     stats = _QrelsStats(qrels, account.counted, conventions)
     per_query_k = [
         None if c is None else np.fromiter((c.get(q, 0) for q in account.counted), np.int64, len(account.counted))
@@ -96,6 +102,17 @@ def evaluate_run(
     ]
     values = _compute(matrix, metrics, conventions, stats, per_query_k)
     return RunValues(account, values)
+
+
+def _warn_id_mismatches(qrels: Qrels, run: Run, account: QueryAccount, matrix: GradeMatrix) -> None:
+    """Warn about ids that differ only by whitespace or leading zeros (see :mod:`.id_mismatch`)."""
+    missing = account.left_out.get("missing_run", []) or account.zeroed.get("missing_run", [])
+    has_judged = np.zeros(matrix.num_queries, bool)
+    has_judged[matrix.rows] = True
+    unjudged = [account.counted[i] for i in np.flatnonzero((matrix.lengths > 0) & ~has_judged).tolist()]
+    unjudged = [q for q in unjudged if len(qrels[q])]
+    if account.left_out.get("run_only") or unjudged:
+        warn_near_misses(run, qrels, account.left_out.get("run_only", []), missing, unjudged)
 
 
 class _QrelsStats:
@@ -140,6 +157,21 @@ class _QrelsStats:
         return self._cache[("ideal", gain_key, k)]
 
 
+EXP_GAIN_LIMIT = 1000  # 2^grade - 1 stays finite (with room for a sum) in float64 up to here
+
+
+def _check_exp_gain(qrels_grades: np.ndarray, gmap: dict[int, float] | None, metric: Metric) -> None:
+    """Refuse a grade whose exponential gain would overflow to inf (and turn nDCG into NaN)."""
+    big = qrels_grades[qrels_grades > EXP_GAIN_LIMIT]
+    if gmap:
+        big = big[~np.isin(big, list(gmap))]
+    if len(big):
+        raise InputError(
+            f"metric {str(metric)!r}: grade {int(big.max())} is too large for exponential gain (2^grade - 1 "
+            f"overflows beyond grade {EXP_GAIN_LIMIT}); use gain=linear, e.g. 'ndcg(gain=linear)', or map it with gains="
+        )
+
+
 def _compute(
     matrix: GradeMatrix, metrics: list[Metric], conv: Conventions, stats: _QrelsStats, cutoffs: list[np.ndarray | None]
 ) -> list[np.ndarray]:
@@ -176,6 +208,8 @@ def _compute(
             gmap = gains_map(m)
             key = (rule, tuple(sorted(gmap.items())) if gmap else None, m.rel)
             if key not in gains_cache:
+                if rule == "exp":
+                    _check_exp_gain(stats.grades, gmap, m)
                 gains_cache[key] = K.gain_of(grades, rule, gmap, m.rel)
             v = K.ndcg(rows, ranks, gains_cache[key], k, stats.ideal(rule, gmap, m.rel, k))
         elif fam == "judged":

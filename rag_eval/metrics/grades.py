@@ -22,8 +22,7 @@ from ..data.run import Run
 from ..errors import InputError
 from .conventions import Conventions
 
-UNJUDGED = -(2**30)  # the grade lookup's value for "no judgement"; judged grades must lie within +-GRADE_LIMIT
-GRADE_LIMIT = 2**29
+UNJUDGED = -(2**30)  # the grade lookup's value for "no judgement": Qrels refuse grades beyond +-GRADE_LIMIT (2^29)
 TIE_CHUNK = 1 << 20  # results ranked at a time when placing tied judged results
 
 
@@ -50,7 +49,6 @@ class GradeMatrix:
 def build_grade_matrix(run: Run, qrels: Qrels, query_ids: list[str], conventions: Conventions) -> GradeMatrix:
     """The grade matrix of ``run`` with one row per query of ``query_ids``, in that order (a query absent from
     the run gets an empty row). The run is read in place, in its own order: nothing is copied or re-sorted."""
-    check_grade_range(qrels)
     row_of = {q: i for i, q in enumerate(query_ids)}
     run_ids = run.query_ids
     run_to_row = np.fromiter((row_of.get(q, -1) for q in run_ids), np.int64, len(run_ids))
@@ -85,13 +83,6 @@ def build_grade_matrix(run: Run, qrels: Qrels, query_ids: list[str], conventions
         lengths = np.bincount(rows, minlength=len(query_ids)).astype(np.int64)
         ranks = np.arange(len(rows)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     return GradeMatrix(lengths, rows, ranks, cell_grades)
-
-
-def check_grade_range(qrels: Qrels) -> None:
-    grades = qrels.columns[2]
-    if len(grades) and (grades.min() <= -GRADE_LIMIT or grades.max() >= GRADE_LIMIT):
-        bad = grades[np.abs(grades) >= GRADE_LIMIT][0]
-        raise InputError(f"grade {bad} is out of range (grades must lie within +-{GRADE_LIMIT})", source="qrels")
 
 
 def _lookup(doc_ids: np.ndarray | PackedIds, offsets: np.ndarray, judgements: list[dict[str, int] | None]) -> np.ndarray:
