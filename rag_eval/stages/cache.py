@@ -1,8 +1,8 @@
 """The on-disk cache of stage outputs: one append-only JSON-lines file per stage configuration.
 
 A query's output is written as soon as it completes, in one ``write`` of one line, so a run killed at any point
-(Ctrl-C, SIGKILL) keeps every query it finished; a line cut short by the kill is dropped when the file is next
-opened. Entries are keyed by query id and a hash of the query text; the file by a fingerprint of the stage's
+(Ctrl-C, SIGKILL) keeps every query it finished; a line cut short by the kill (or any other damaged line) is
+dropped, with a warning, when the file is next opened, and its query is recomputed. Entries are keyed by query id and a hash of the query text; the file by a fingerprint of the stage's
 configuration and of everything upstream of it. JSON only, no pickle.
 """
 
@@ -12,8 +12,16 @@ import hashlib
 import json
 import os
 import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: appends stay whole lines, repairs are not locked
+    fcntl = None  # type: ignore[assignment]
 
 
 def text_hash(text: str) -> str:
@@ -36,37 +44,38 @@ class StageCache:
 
 
 class StageStore:
-    """The outputs of one stage configuration, read once at start, appended to as queries complete."""
+    """The outputs of one stage configuration, read once at start, appended to as queries complete.
+
+    Several processes may run into the same store at once: each record is one ``O_APPEND`` write of one line,
+    made under a shared lock on ``<file>.lock``; the rare repair of a damaged file (a line torn by a kill,
+    garbage bytes) rewrites it under the exclusive lock, so no appender's line is lost.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._entries: dict[tuple[str, str], dict[str, Any]] = {}
         self._lock = threading.Lock()
+        self._lock_path = path.with_name(path.name + ".lock")
+        self.damaged = 0  # lines dropped when the file was opened (their queries are recomputed)
         if path.exists():
             self._load()
 
     def _load(self) -> None:
-        data = self.path.read_bytes()
-        complete = data.rfind(b"\n") + 1
-        if complete < len(data):  # a line cut short by a kill: drop it, so the next append starts clean
-            with open(self.path, "r+b") as f:
-                f.truncate(complete)
-        lines = data[:complete].splitlines()
-        try:  # one parse for the whole file; line by line only when some line is damaged
-            records = json.loads(b"[" + b",".join(line for line in lines if line.strip()) + b"]")
-        except ValueError:
-            records = []
-            for line in lines:
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    continue  # damaged: recompute that query
+        records, damaged = _parse(self.path.read_bytes())
+        if damaged:  # look again under the exclusive lock (a line may have been mid-write), then repair
+            with _file_lock(self._lock_path, exclusive=True):
+                data = self.path.read_bytes()
+                records, damaged = _parse(data)
+                if damaged:
+                    _rewrite(self.path, records)
         for record in records:
-            try:
-                if isinstance(record.get("hits"), dict):  # else another layout (an older rag_eval): recompute
-                    self._entries[(record["query_id"], record["query_hash"])] = record
-            except (AttributeError, KeyError, TypeError):
-                continue  # not ours: recompute that query
+            self._entries[(record["query_id"], record["query_hash"])] = record
+        self.damaged = damaged
+        if damaged:
+            warnings.warn(
+                f"cache {self.path}: {damaged} damaged line(s) dropped (cut short by a kill, or not a record of "
+                "this stage); their queries are recomputed", UserWarning, stacklevel=2,
+            )
 
     def get(self, query_id: str, query_hash: str) -> dict[str, Any] | None:
         return self._entries.get((query_id, query_hash))
@@ -74,7 +83,7 @@ class StageStore:
     def put(self, record: dict[str, Any]) -> None:
         # infinite scores are written as Infinity (read back by json); NaN never reaches here (Hit refuses it)
         line = (json.dumps(record, ensure_ascii=False) + "\n").encode()
-        with self._lock:
+        with self._lock, _file_lock(self._lock_path, exclusive=False):
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(fd, line)
@@ -84,6 +93,55 @@ class StageStore:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _parse(data: bytes) -> tuple[list[dict[str, Any]], int]:
+    """The records of a cache file, and how many non-blank lines are not records (torn, garbage, foreign)."""
+    complete = data.rfind(b"\n") + 1
+    lines = [line for line in data[:complete].split(b"\n") if line.strip()]
+    torn = 1 if data[complete:].strip() else 0  # a last line without its newline: cut short
+    try:  # one parse for the whole file; line by line only when some line is damaged
+        parsed = json.loads(b"[" + b",".join(lines) + b"]")
+    except ValueError:
+        parsed = []
+        for line in lines:
+            try:
+                parsed.append(json.loads(line))
+            except ValueError:
+                parsed.append(None)
+    records = [r for r in parsed if _is_record(r)]
+    return records, torn + len(parsed) - len(records)
+
+
+def _is_record(record: Any) -> bool:
+    return (
+        isinstance(record, dict) and isinstance(record.get("hits"), dict)
+        and isinstance(record.get("query_id"), str) and isinstance(record.get("query_hash"), str)
+    )
+
+
+def _rewrite(path: Path, records: list[dict[str, Any]]) -> None:
+    """Replace ``path`` by its good records, atomically (a temporary file renamed over it)."""
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "wb") as f:
+        f.write(b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode() for r in records))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, path)
+
+
+@contextmanager
+def _file_lock(path: Path, *, exclusive: bool) -> Iterator[None]:
+    """An advisory lock between processes (``flock``); a no-op where the platform has none."""
+    if fcntl is None:
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 class NoCache:

@@ -64,12 +64,16 @@ class Pipeline:
     def run(
         self, queries: Mapping[str, str], *, cache: StageCache | str | os.PathLike[str] | None = None,
         concurrency: int = 1, progress: bool | None = None, retries: int = 0, backoff: float = 0.5,
-        timeout: float | None = None,
+        timeout: float | None = None, verify: bool | int = False,
     ) -> PipelineResult:
-        """Run every query through every stage, stage by stage; see :func:`rag_eval.stages.runner.run_pipeline`."""
+        """Run every query through every stage, stage by stage; see :func:`rag_eval.stages.runner.run_pipeline`.
+
+        ``verify`` calls each stage a second time on every computed query (``True``) or on the first ``verify``
+        of them, and records a query whose second answer differs (a nondeterministic stage) in ``issues``.
+        """
         from .runner import run_pipeline
 
         return run_pipeline(
             self, queries, cache=cache, concurrency=concurrency, progress=progress, retries=retries,
-            backoff=backoff, timeout=timeout,
+            backoff=backoff, timeout=timeout, verify=verify,
         )

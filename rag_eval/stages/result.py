@@ -26,6 +26,7 @@ class Outcome:
     latency: float = 0.0  # seconds of the call that produced it (for a cache hit, the original call's)
     cached: bool = False
     beyond_depth: tuple[str, ...] = ()  # first stage: doc ids it returned past the pipeline's depth
+    issues: tuple[str, ...] = ()  # what was mended in a usable answer (a repeated doc id, hits past the depth, ...)
 
     @property
     def failed(self) -> bool:
@@ -103,6 +104,15 @@ class PipelineResult:
 
         rows = [(s, q, e) for s, out in self.stages.items() for q, e in out.failures.items()]
         return pd.DataFrame(rows, columns=["stage", "query_id", "error"])
+
+    @property
+    def issues(self) -> pd.DataFrame:
+        """One row per issue with a usable answer, by query and stage: ``stage, query_id, issue`` (a repeated doc
+        id kept once, hits cut to the depth, a different answer on a second call under ``verify``)."""
+        import pandas as pd
+
+        rows = [(s, q, i) for s, out in self.stages.items() for q, o in out.outcomes.items() for i in o.issues]
+        return pd.DataFrame(rows, columns=["stage", "query_id", "issue"])
 
     @property
     def latency(self) -> pd.DataFrame:

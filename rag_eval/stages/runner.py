@@ -2,8 +2,10 @@
 
 A fault in one query of one stage (an exception, a timeout, None or another bad return, ids that are not
 strings, a reranker returning ids it was not given, ids outside the corpus) is recorded for that query with
-its text, and the run goes on; the later stages skip that query. Every completed query is written to the cache
-at once, so an interrupted run loses nothing it finished.
+its text, and the run goes on; the later stages skip that query. Answers that can be used once mended are kept
+with an issue recorded for the query (``Outcome.issues``): a doc id returned twice (kept once, at its first
+place), more hits than the depth (cut to the depth), and, with ``verify``, a different answer on a second call.
+Every completed query is written to the cache at once, so an interrupted run loses nothing it finished.
 """
 
 from __future__ import annotations
@@ -30,15 +32,17 @@ class StageFault(Exception):
 
 def run_pipeline(
     pipeline, queries: Mapping[str, str], *, cache: StageCache | str | None, concurrency: int, progress: bool | None,
-    retries: int, backoff: float, timeout: float | None,
+    retries: int, backoff: float, timeout: float | None, verify: bool | int = False,
 ) -> PipelineResult:
     queries = _checked_queries(queries)
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a positive int, not {concurrency!r}")
     if retries < 0 or backoff < 0 or (timeout is not None and timeout <= 0):
         raise ValueError("retries and backoff must be 0 or more, and timeout positive (or None)")
+    if not isinstance(verify, (bool, int)) or verify < 0:
+        raise ValueError(f"verify must be True, False or a number of queries, not {verify!r}")
     store = as_cache(cache)
-    settings = _Settings(concurrency, progress, retries, backoff, timeout)
+    settings = _Settings(concurrency, progress, retries, backoff, timeout, -1 if verify is True else int(verify))
     depth, stages = pipeline.depth, {}
     first = pipeline.retriever
 
@@ -99,10 +103,13 @@ def run_pipeline(
 
 
 class _Settings:
-    def __init__(self, concurrency: int, progress: bool | None, retries: int, backoff: float, timeout: float | None):
+    def __init__(
+        self, concurrency: int, progress: bool | None, retries: int, backoff: float, timeout: float | None, verify: int,
+    ):
         self.concurrency, self.progress, self.retries, self.backoff, self.timeout = (
             concurrency, progress, retries, backoff, timeout,
         )
+        self.verify = verify  # computed queries per stage called twice: -1 all, 0 none
 
 
 def _key(*parts: str) -> str:
@@ -124,7 +131,7 @@ def _checked_queries(queries: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _as_hits(returned: Any) -> list[Hit]:
+def _as_hits(returned: Any) -> tuple[list[Hit], list[str]]:
     if returned is None:
         raise StageFault("returned None instead of a list of hits")
     if isinstance(returned, (str, bytes, Mapping)) or not isinstance(returned, Sequence):
@@ -134,30 +141,53 @@ def _as_hits(returned: Any) -> list[Hit]:
     except (TypeError, ValueError) as exc:
         raise StageFault(str(exc)) from None
     seen: set[str] = set()
-    unique = []
+    unique, repeated = [], []
     for hit in hits:  # a doc id returned twice counts once, at its first place
         if hit.doc_id not in seen:
             seen.add(hit.doc_id)
             unique.append(hit)
-    return unique
+        else:
+            repeated.append(hit.doc_id)
+    issues = []
+    if repeated:
+        issues.append(f"returned {len(repeated)} repeated doc id(s), kept once at the first place (e.g. {repeated[0]!r})")
+    return unique, issues
 
 
-def _first_stage_hits(returned: Any, depth: int, corpus: frozenset[str] | None) -> tuple[list[Hit], tuple[str, ...]]:
-    hits = _as_hits(returned)
+Checked = tuple[list[Hit], tuple[str, ...], list[str]]  # hits kept, doc ids past the depth, issues
+
+
+def _first_stage_hits(returned: Any, depth: int, corpus: frozenset[str] | None) -> Checked:
+    hits, issues = _as_hits(returned)
     if corpus is not None:
         unknown = [h.doc_id for h in hits if h.doc_id not in corpus]
         if unknown:
             raise StageFault(f"returned doc ids not in the corpus: {unknown[:5]}")
-    return hits[:depth], tuple(h.doc_id for h in hits[depth:])
+    if len(hits) > depth:
+        issues.append(f"returned {len(hits)} hits for a depth of {depth}: cut to the depth")
+    return hits[:depth], tuple(h.doc_id for h in hits[depth:]), issues
 
 
-def _reranked_hits(returned: Any, given: Sequence[Hit]) -> tuple[list[Hit], tuple[str, ...]]:
-    hits = _as_hits(returned)
+def _reranked_hits(returned: Any, given: Sequence[Hit]) -> Checked:
+    hits, issues = _as_hits(returned)
     known = {h.doc_id for h in given}
     strangers = [h.doc_id for h in hits if h.doc_id not in known]
     if strangers:
         raise StageFault(f"returned doc ids it was not given: {strangers[:5]}")
-    return hits, ()
+    return hits, (), issues
+
+
+def _second_answer(first: Sequence[Hit], get_again: Callable[[], Any], check: Callable, given) -> str | None:
+    """The issue, if any, when a stage is asked the same query again (``verify``): a differing answer."""
+    try:
+        again = check(get_again(), given)[0]
+    except Exception as exc:  # noqa: BLE001 - reported as the query's issue
+        return f"nondeterministic: a second call failed ({_describe(exc)})"
+    a, b = [h.doc_id for h in first], [h.doc_id for h in again]
+    if a == b:
+        return None
+    rank = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b))) + 1
+    return f"nondeterministic: a second call returned a different ranking (first difference at rank {rank})"
 
 
 def _run_stage(
@@ -166,17 +196,17 @@ def _run_stage(
 ) -> dict[str, Outcome]:
     """Every query of ``calls`` through one stage: from the cache where stored, else computed and stored."""
     outcomes: dict[str, Outcome] = {}
-    todo: list[tuple[str, str, tuple[Hit, ...] | None, str]] = []
+    todo: list[tuple[str, str, tuple[Hit, ...] | None, str, bool]] = []
     for q, (text, given) in calls.items():
         qhash = text_hash(text if given is None else text + "\x00" + "\x1f".join(h.doc_id for h in given))
         record = store.get(q, qhash)
         if record is not None:
             outcomes[q] = Outcome(
                 Hit.from_columns(record["hits"]), latency=record.get("latency", 0.0), cached=True,
-                beyond_depth=tuple(record.get("beyond_depth", ())),
+                beyond_depth=tuple(record.get("beyond_depth", ())), issues=tuple(record.get("issues", ())),
             )
         else:
-            todo.append((q, text, given, qhash))
+            todo.append((q, text, given, qhash, settings.verify < 0 or len(todo) < settings.verify))
     bar = _progress_bar(stage.name, len(todo), settings.progress)
 
     def finish(q: str, qhash: str, result: Outcome) -> None:
@@ -185,6 +215,7 @@ def _run_stage(
             store.put({
                 "query_id": q, "query_hash": qhash, "latency": result.latency,
                 "hits": Hit.to_columns(result.hits), "beyond_depth": list(result.beyond_depth),
+                **({"issues": list(result.issues)} if result.issues else {}),
             })
         if bar is not None:
             bar.update(1)
@@ -219,16 +250,19 @@ def _describe(exc: BaseException) -> str:
 
 
 def _run_threads(todo, call, check, settings: _Settings, finish) -> None:
-    def one(q: str, text: str, given, qhash: str) -> None:
+    def ask(text: str, given):
+        return call(text, given) if settings.timeout is None else _with_timeout(call, text, given, settings.timeout)
+
+    def one(q: str, text: str, given, qhash: str, verify: bool) -> None:
         start = time.perf_counter()
         error = None
         for attempt in range(settings.retries + 1):
             try:
-                if settings.timeout is None:
-                    hits, beyond = check(call(text, given), given)
-                else:
-                    hits, beyond = check(_with_timeout(call, text, given, settings.timeout), given)
-                finish(q, qhash, Outcome(tuple(hits), latency=time.perf_counter() - start, beyond_depth=beyond))
+                hits, beyond, issues = check(ask(text, given), given)
+                latency = time.perf_counter() - start
+                if verify and (issue := _second_answer(hits, lambda: ask(text, given), check, given)):
+                    issues.append(issue)
+                finish(q, qhash, Outcome(tuple(hits), latency=latency, beyond_depth=beyond, issues=tuple(issues)))
                 return
             except Exception as exc:  # a fault in one query is recorded, never raised
                 error = _describe(exc)
@@ -274,16 +308,27 @@ def _run_async(todo, acall, check, settings: _Settings, finish) -> None:
     async def main() -> None:
         gate = asyncio.Semaphore(settings.concurrency)
 
-        async def one(q: str, text: str, given, qhash: str) -> None:
+        async def ask(text: str, given):
+            coroutine = acall(text, given)
+            return await (asyncio.wait_for(coroutine, settings.timeout) if settings.timeout else coroutine)
+
+        async def one(q: str, text: str, given, qhash: str, verify: bool) -> None:
             async with gate:
                 start = time.perf_counter()
                 error = None
                 for attempt in range(settings.retries + 1):
                     try:
-                        coroutine = acall(text, given)
-                        returned = await (asyncio.wait_for(coroutine, settings.timeout) if settings.timeout else coroutine)
-                        hits, beyond = check(returned, given)
-                        finish(q, qhash, Outcome(tuple(hits), latency=time.perf_counter() - start, beyond_depth=beyond))
+                        hits, beyond, issues = check(await ask(text, given), given)
+                        latency = time.perf_counter() - start
+                        if verify:
+                            try:
+                                again: Any = await ask(text, given)
+                            except Exception as exc:  # noqa: BLE001 - reported by _second_answer
+                                again = exc
+                            issue = _second_answer(hits, lambda: _raise_or(again), check, given)
+                            if issue:
+                                issues.append(issue)
+                        finish(q, qhash, Outcome(tuple(hits), latency=latency, beyond_depth=beyond, issues=tuple(issues)))
                         return
                     except Exception as exc:
                         error = _describe(exc)
@@ -305,6 +350,12 @@ def _run_async(todo, acall, check, settings: _Settings, finish) -> None:
     thread.join()
     if done:
         raise done[0]
+
+
+def _raise_or(value: Any) -> Any:
+    if isinstance(value, BaseException):
+        raise value
+    return value
 
 
 def _capture(fn, errors: list[BaseException]) -> None:
