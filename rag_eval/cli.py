@@ -14,6 +14,7 @@ import io
 import json
 import math
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -89,6 +90,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _dispatch(args, argv)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ARG001
+    """Warnings as one line each, like errors: ``rag-eval: warning: ...`` (no source line of rag_eval's)."""
+    print(f"rag-eval: warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+
+def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
     if args.command == "bench":
         from .bench.run import run
 

@@ -52,7 +52,7 @@ class Report:
 
     ``per_query`` is a tidy DataFrame (``run, [stage,] query_id, metric, value``); ``summary`` averages it per run
     (stage) and metric with the spread (computed on first access); ``card`` says how the numbers were made.
-    Pipeline reports also have ``latency``, ``failures`` and ``loss_items``.
+    Pipeline reports also have ``latency``, ``failures``, ``issues`` and ``loss_items``.
     """
 
     def __init__(
@@ -174,6 +174,12 @@ class Report:
     def failures(self) -> pd.DataFrame:
         """Pipeline reports: one row per failed query and stage (``stage, query_id, error``)."""
         return self._table("failures")
+
+    @property
+    def issues(self) -> pd.DataFrame:
+        """Pipeline reports: one row per issue mended in a usable answer (``stage, query_id, issue``): a repeated
+        doc id kept once, hits cut to the depth, a different answer on a second call (``verify``)."""
+        return self._table("issues")
 
     @property
     def loss_items(self) -> pd.DataFrame:

@@ -18,6 +18,7 @@ is NaN, left out of the mean, and counted in the summary's ``n_nan``.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -58,7 +59,7 @@ def evaluate_pipelines(
     records: list[QueryRecord] = []
     inputs = [InputRecord(role="qrels", name="qrels", path=qrels.source.path if qrels.source else None,
                           sha256=qrels.source.sha256 if qrels.source else None)]
-    tables: dict[str, list[pd.DataFrame]] = {"latency": [], "failures": [], "loss_items": []}
+    tables: dict[str, list[pd.DataFrame]] = {"latency": [], "failures": [], "issues": [], "loss_items": []}
     names: list[str] = []
     described = []
     for run_name, result in results.items():
@@ -72,8 +73,22 @@ def evaluate_pipelines(
                 run=f"{run_name} / {stage}" if len(results) > 1 else stage, counted=len(account.counted),
                 left_out=account.left_out, counted_as_zero=account.zeroed,
             ))
-            inputs.append(InputRecord(role="stage", name=stage, notes=[f"{out.role}", f"fingerprint {out.fingerprint}"]))
-        for key, table in (("latency", result.latency), ("failures", result.failures), ("loss_items", judge.loss_items)):
+            notes = [f"{out.role}", f"fingerprint {out.fingerprint}"]
+            starved = judge.starved(out)
+            if starved:
+                note = (f"{len(starved)} query(ies) deliver no chunk: the first chunk alone exceeds the "
+                        f"{result.pipeline.budget.tokens}-token budget (e.g. {starved[0]!r}); they score 0 at the budget")
+                warnings.warn(f"stage {stage!r}: {note}", UserWarning, stacklevel=3)
+                notes.append(note)
+            mended = sum(len(o.issues) > 0 for o in out.outcomes.values())
+            if mended:
+                notes.append(f"{mended} query(ies) with an issue in a usable answer: see Report.issues")
+            if out.failures:
+                notes.append(f"failed on {len(out.failures)} query(ies): see Report.failures")
+            inputs.append(InputRecord(role="stage", name=stage, notes=notes))
+        tables_of_run = (("latency", result.latency), ("failures", result.failures), ("issues", result.issues),
+                         ("loss_items", judge.loss_items))
+        for key, table in tables_of_run:
             tables[key].append(table.assign(run=run_name) if len(results) > 1 else table)
         p = result.pipeline
         described.append({"run": run_name, "structure": repr(p), "depth": p.depth, "budget": str(p.budget),
@@ -137,6 +152,13 @@ class _PipelineJudge:
     def _delivered(self, out: StageOutput) -> dict[str, int]:
         budget, tokenizer = self.pipeline.budget, self.pipeline.tokenizer
         return {q: budget.cut(o.hits, tokenizer) if not o.failed else 0 for q, o in out.outcomes.items()}
+
+    def starved(self, out: StageOutput) -> list[str]:
+        """Queries with results of which not even the first fits the token budget (none with a chunk budget)."""
+        if self.pipeline.budget.tokens is None:
+            return []
+        delivered = self._delivered(out)
+        return [q for q, o in out.outcomes.items() if not o.failed and o.hits and delivered[q] == 0]
 
     def _cutoff(self, out: StageOutput, cut: str | None) -> int | dict[str, int] | None:
         if cut == "depth":
