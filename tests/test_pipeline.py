@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -198,7 +199,8 @@ def test_a_line_cut_short_is_dropped_and_the_next_append_is_clean(tmp_path):
     (path,) = tmp_path.glob("bm25-*.jsonl")
     data = path.read_bytes()
     path.write_bytes(data[: len(data) - 10])  # the last query's line, cut by a kill
-    result = Pipeline(retriever, depth=4).run(QUERIES, cache=tmp_path)
+    with pytest.warns(UserWarning, match=r"1 damaged line\(s\) dropped .* recomputed"):
+        result = Pipeline(retriever, depth=4).run(QUERIES, cache=tmp_path)
     assert len(retriever.calls) == 4 and retriever.calls[-1] == "gamma"
     assert result.stages["bm25"].cache_hits == 2
     lines = path.read_bytes().splitlines()
@@ -207,6 +209,7 @@ def test_a_line_cut_short_is_dropped_and_the_next_append_is_clean(tmp_path):
 
 SLOW_STAGE = """
 import time
+import warnings
 from rag_eval.stages import Hit, Retriever
 
 CALLS = []
@@ -386,5 +389,11 @@ def test_a_damaged_line_in_the_middle_costs_only_its_query(tmp_path):
     (path,) = tmp_path.glob("bm25-*.jsonl")
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(lines[0] + b'{"query_id": "q2", "hits": {broken\n' + lines[2])
-    result = Pipeline(retriever, depth=4).run(QUERIES, cache=tmp_path)
+    with pytest.warns(UserWarning, match=r"1 damaged line\(s\) dropped"):
+        result = Pipeline(retriever, depth=4).run(QUERIES, cache=tmp_path)
     assert retriever.calls[3:] == ["beta"] and result.stages["bm25"].cache_hits == 2
+    # the file was repaired: the next run is told nothing and computes nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = Pipeline(retriever, depth=4).run(QUERIES, cache=tmp_path)
+    assert len(retriever.calls) == 4 and again.stages["bm25"].cache_hits == 3
