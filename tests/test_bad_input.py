@@ -120,6 +120,12 @@ def test_utf8_bom(tmp_path, reader):
     assert evaluate(qrels, run, ["P@1"]).mean(run.name, "P@1") == 1.0
 
 
+def test_byte_order_mark_alone(tmp_path):
+    path = write(tmp_path, "run.trec", b"\xef\xbb\xbf\n")
+    for load in (Qrels.load, Qrels.from_trec, Qrels.from_beir, Qrels.from_jsonl, Run.load, Run.from_trec, Run.from_jsonl):
+        assert str(error_of(load, path)) == f"{path}: empty file"
+
+
 def test_corrupt_gzip(tmp_path):
     truncated = write(tmp_path, "qrels.txt.gz", gzip.compress(b"q1 0 d1 1\n" * 50)[:-10])
     err = error_of(Qrels.from_trec, truncated)
@@ -588,6 +594,15 @@ def test_jsonl_missing_key(tmp_path):
     assert str(error_of(Run.from_jsonl, no_score)) == (
         f"{no_score}:1: no 'score' key (use order='given' for a ranking without scores)")
     assert Run.from_jsonl(no_score, order="given").ranking("q") == [("d", None)]
+
+
+def test_jsonl_scores_on_some_lines_only(tmp_path):
+    later = write(tmp_path, "later.jsonl", '{"query_id": "q", "doc_id": "d"}\n' + GOOD_LINE)
+    assert str(error_of(Run.from_jsonl, later, order="given")) == (
+        f"{later}:1: has no 'score' and later lines do: give every line a score or none")
+    earlier = write(tmp_path, "earlier.jsonl", GOOD_LINE + '{"query_id": "q", "doc_id": "e"}\n')
+    assert str(error_of(Run.from_jsonl, earlier, order="given")) == (
+        f"{earlier}:2: some lines have a 'score' and this one has none")
 
 
 @pytest.mark.parametrize("score, shown", [('"x"', "'x'"), ("NaN", "nan"), ("true", "True"), ("null", "None")])

@@ -71,6 +71,8 @@ def read_input(path: PathLike) -> InputFile:
             data = gzip.decompress(raw)
         except (OSError, EOFError) as exc:
             raise InputError(f"not a readable gzip file ({exc})", source=spath) from None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]  # a BOM is not content: a file of a BOM alone is empty
     if not data or data.isspace():
         raise InputError("empty file", source=spath)
     if _COMMENT_FIRST.match(data) and not _CONTENT_LINE.search(data):
@@ -84,8 +86,6 @@ def read_input(path: PathLike) -> InputFile:
             raise InputError(
                 f"not valid UTF-8 (byte 0x{data[exc.start]:02x})", source=spath, line=line
             ) from None
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
     return InputFile(spath, data, ascii, digest)
 
 

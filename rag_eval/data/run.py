@@ -140,6 +140,7 @@ class Run:
         within each query (scores optional)."""
         file = read_input(path)
         queries, docs, values = [], [], []
+        unscored: int | None = None  # the first line without a score
         for number, line in file.lines():
             try:
                 record = json.loads(line)
@@ -158,12 +159,16 @@ class Run:
             queries.append(q)
             docs.append(d)
             if score_key is not None:
+                if unscored is not None:
+                    raise file.error("has no 'score' and later lines do: give every line a score or none", unscored)
                 value = record[score_key]
                 if not isinstance(value, numbers.Real) or isinstance(value, bool) or value != value:
                     raise file.error(f"score {value!r} is not a number", number)
                 values.append(float(value))
             elif values:
                 raise file.error("some lines have a 'score' and this one has none", number)
+            elif unscored is None:
+                unscored = number
         with IdCheck(file.path) as ids:
             qids = ids.array(np.array(queries, dtype=object), "query id")
             docs_arr = ids.array(np.array(docs, dtype=object), "doc id")
