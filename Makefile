@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXAMPLES := rag_eval/examples
 
-.PHONY: demo example test bench clean
+.PHONY: demo example test browser bench clean
 
 $(STAMP): pyproject.toml setup.py rag_eval/_speedups.c
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +24,19 @@ example: $(STAMP)
 	$(BIN)/rag-eval evaluate $(EXAMPLES)/qrels.txt $(EXAMPLES)/bm25.trec $(EXAMPLES)/bm25_rerank.trec \
 		-m recall@20 -m recall@5 -m precision@5 -m ndcg@5 -m mrr@5 -m judged@5
 
-## test: the whole test suite (conformance with trec_eval, cross-checks with pytrec_eval, properties, CLI)
-test: $(STAMP)
+## test: the whole test suite (conformance with trec_eval, cross-checks with pytrec_eval, properties, CLI,
+## the labelling page in a headless Chromium)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
+
+## browser: Debian's chromium for tests/test_labelling_browser.py, installed only where /usr/bin/chromium is
+## missing and apt-get exists (as root); a failed install does not stop the tests: that test says what is missing
+browser:
+	@if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's chromium for the browser test (apt-get)"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 \
+			|| echo "warning: could not install chromium; tests/test_labelling_browser.py will say what is missing"; \
+	fi
 
 ## bench: time rag_eval against pytrec_eval, ir_measures and ranx (not a test; see benchmarks/RESULTS.md)
 bench: $(STAMP)

@@ -2,6 +2,7 @@
 
     rag-eval evaluate QRELS RUN [RUN ...] -m METRIC [-m ...] [--per-query] [--format table|csv|json|trec_eval]
                       [--conventions default|trec_eval] [-c] [-M N] [-l N] [-J]
+    rag-eval label POOL --qrels OUT [--assessor NAME] [--port N] [--scale 0..3]
 
 Bad input (a missing or malformed file, an unknown metric, ...) prints one line naming the file, the line and
 the problem, and exits with status 2. The metric card goes to stderr (into the ``card`` key with --format json).
@@ -81,6 +82,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run pipelines on a BEIR-layout collection and write a report folder (needs the models extra).",
     )
     add_arguments(bench)
+    label = commands.add_parser(
+        "label", help="label a pool in a local web page, into a qrels file",
+        description="Serve a page on 127.0.0.1 that shows one query and one pooled chunk at a time and takes grades "
+        "by keyboard (0-3, s skip, b back) or mouse. Each grade goes at once to OUT.judgements.jsonl (append-only) "
+        "and OUT (TREC qrels: OUT's own judgements merged with the log, rewritten atomically). Starting again "
+        "resumes at the first item not judged. See docs/labelling.md.",
+    )
+    label.add_argument("pool", help="a pool JSONL file (Pool.to_jsonl)")
+    label.add_argument("--qrels", required=True, metavar="OUT",
+                       help="the TREC qrels file to write (its existing judgements are kept); the log is OUT.judgements.jsonl")
+    label.add_argument("--assessor", help="your name in the log (default: the login name)")
+    label.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: a free one, printed)")
+    label.add_argument("--scale", default="0..3", help="grades LOW..HIGH, one key each (default 0..3)")
     demo = commands.add_parser("demo", help="the whole flow offline on Python's own docs (needs the models extra)")
     demo.add_argument("--out", default="demo-report", help="report folder (default ./demo-report)")
     demo.add_argument("--no-plots", action="store_true")
@@ -110,6 +124,8 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
 
         return demo(argv[1:])
     try:
+        if args.command == "label":
+            return _label(args)
         return _compare(args) if args.command == "compare" else _evaluate(args)
     except (InputError, ValueError) as exc:
         print(f"rag-eval: error: {_one_line(exc)}", file=sys.stderr)
@@ -167,6 +183,24 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.format != "json" and not args.no_card:
         print(report.card.render(), file=sys.stderr)
     return 0
+
+
+def _label(args: argparse.Namespace) -> int:
+    from .labelling.server import parse_scale, serve
+
+    if not 0 <= args.port <= 65535:
+        raise InputError(f"--port {args.port}: expected 0 (a free port) to 65535")
+    scale = parse_scale(args.scale)
+    return serve(args.pool, args.qrels, assessor=args.assessor or _login_name(), port=args.port, scale=scale)
+
+
+def _login_name() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser() or "assessor"
+    except (KeyError, OSError):  # no login name (some containers)
+        return "assessor"
 
 
 def _run_names(paths: list[str], runs: list[Run]) -> list[str]:
