@@ -1,0 +1,300 @@
+"""Pooling: what to label next. The union of the top ``depth`` of every system and stage compared, less what the
+qrels already judge.
+
+Labelling one system's results and then evaluating another against them counts the other's unlabelled correct
+answers as wrong. Depth pooling (TREC's method) judges the top ``depth`` of every system compared, so that each is
+judged on what it put in front of the model. ``strategy="rrf"`` orders each query's pool by reciprocal rank
+fusion (sum over systems of ``1 / (k + rank)``, k = 60), so that an assessor who stops early has labelled the
+items most likely to matter; ``strategy="depth"`` orders by best rank, then by how many systems returned it.
+
+A pool is written as JSON lines (one item per line, its provenance on every line, so that a judgement can always
+say which pool it came from) or CSV, and read back with :meth:`Pool.read` by the labelling page.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..data.qrels import Qrels
+from ..data.run import Run
+from ..errors import InputError
+from ..stages.result import PipelineResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["Pool", "PoolItem", "pool"]
+
+Strategy = Literal["depth", "rrf"]
+RRF_K = 60
+Systems = Sequence[Run | PipelineResult] | Mapping[str, Run | PipelineResult]
+
+
+@dataclass(frozen=True)
+class PoolItem:
+    """One (query, chunk) pair to judge: who returned it, at which rank (1-based), and the texts where known."""
+
+    query_id: str
+    doc_id: str
+    ranks: Mapping[str, int]  # system -> rank, in the order the systems were given
+    rrf: float  # sum of 1 / (60 + rank) over the systems
+    query: str | None = None
+    text: str | None = None
+
+    @property
+    def systems(self) -> tuple[str, ...]:
+        return tuple(self.ranks)
+
+    @property
+    def best_rank(self) -> int:
+        return min(self.ranks.values())
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The items to judge, query by query (queries in the order the systems first name them), with how they were
+    pooled. ``already_judged`` counts the pooled pairs left out because the qrels judged them."""
+
+    items: tuple[PoolItem, ...]
+    depth: int
+    strategy: Strategy
+    systems: tuple[str, ...]
+    already_judged: int = 0
+    id: str = field(default="")
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            object.__setattr__(self, "id", self._fingerprint())
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self) -> Iterator[PoolItem]:
+        return iter(self.items)
+
+    def __repr__(self) -> str:
+        return (f"Pool({len(self.items)} items, {len(self.query_ids)} queries, depth={self.depth}, "
+                f"strategy={self.strategy!r}, systems={list(self.systems)}, id={self.id!r})")
+
+    @property
+    def query_ids(self) -> list[str]:
+        return list(dict.fromkeys(item.query_id for item in self.items))
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        """What a judgement records about the pool it came from."""
+        return {"id": self.id, "depth": self.depth, "strategy": self.strategy, "systems": list(self.systems),
+                "already_judged": self.already_judged}
+
+    def _fingerprint(self) -> str:
+        digest = hashlib.sha256(json.dumps([self.depth, self.strategy, list(self.systems)]).encode())
+        for item in self.items:
+            digest.update(json.dumps([item.query_id, item.doc_id, dict(item.ranks)]).encode())
+        return digest.hexdigest()[:12]
+
+    # ----- views and files ----------------------------------------------------------------------------------
+    def to_frame(self) -> pd.DataFrame:
+        """One row per item: ``query_id, doc_id, systems, ranks``, then ``query`` and ``text`` where any is known,
+        then ``rrf``. ``systems`` is a tuple of names; ``ranks`` a ``{system: rank}`` dict."""
+        import pandas as pd
+
+        columns: dict[str, list[Any]] = {
+            "query_id": [i.query_id for i in self.items],
+            "doc_id": [i.doc_id for i in self.items],
+            "systems": [i.systems for i in self.items],
+            "ranks": [dict(i.ranks) for i in self.items],
+        }
+        if any(i.query is not None for i in self.items):
+            columns["query"] = [i.query for i in self.items]
+        if any(i.text is not None for i in self.items):
+            columns["text"] = [i.text for i in self.items]
+        columns["rrf"] = [i.rrf for i in self.items]
+        return pd.DataFrame({name: pd.Series(values, dtype=object) for name, values in columns.items()}
+                            | {"rrf": pd.Series(columns["rrf"], dtype=float)})
+
+    def to_jsonl(self, path: str | os.PathLike[str]) -> None:
+        """One JSON object per item, with the pool's provenance on every line."""
+        provenance = self.provenance
+        lines = [
+            json.dumps({"query_id": i.query_id, "doc_id": i.doc_id, "systems": list(i.systems),
+                        "ranks": dict(i.ranks), "rrf": i.rrf, "query": i.query, "text": i.text,
+                        "pool": provenance}, ensure_ascii=False)
+            for i in self.items
+        ]
+        _write_atomically(Path(path), "".join(line + "\n" for line in lines))
+
+    def to_csv(self, path: str | os.PathLike[str]) -> None:
+        """A spreadsheet view: ``systems`` joined with ``;``, ``ranks`` as JSON, the pool id on every row."""
+        import io
+
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["query_id", "doc_id", "systems", "ranks", "rrf", "query", "text", "pool_id", "depth",
+                         "strategy"])
+        for i in self.items:
+            writer.writerow([i.query_id, i.doc_id, ";".join(i.systems), json.dumps(dict(i.ranks)), repr(i.rrf),
+                             i.query or "", i.text or "", self.id, self.depth, self.strategy])
+        _write_atomically(Path(path), out.getvalue())
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> Pool:
+        """Read a pool written by :meth:`to_jsonl`; every problem names the file and line."""
+        from ..data._io import read_input
+
+        file = read_input(path)
+        items: list[PoolItem] = []
+        header: dict[str, Any] | None = None
+        seen: set[tuple[str, str]] = set()
+        for number, line in file.lines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise file.error(f"not valid JSON ({exc.msg})", number) from None
+            item, provenance = _item_of(record, file, number)
+            if header is None:
+                header = provenance
+            elif provenance != header:
+                raise file.error(f"pool {provenance.get('id')!r} differs from line 1's {header.get('id')!r}: "
+                                 "one file holds one pool", number)
+            if (item.query_id, item.doc_id) in seen:
+                raise file.error(f"query {item.query_id!r}, doc {item.doc_id!r} is pooled twice", number)
+            seen.add((item.query_id, item.doc_id))
+            items.append(item)
+        assert header is not None  # read_input refuses a file without content lines
+        return cls(tuple(items), header["depth"], header["strategy"], tuple(header["systems"]),
+                   already_judged=int(header.get("already_judged") or 0), id=header["id"])
+
+
+def pool(
+    runs: Systems,
+    *,
+    depth: int,
+    qrels: Qrels | Mapping[str, Mapping[str, int]] | None = None,
+    strategy: Strategy = "depth",
+    queries: Mapping[str, str] | None = None,
+    texts: Mapping[str, Any] | None = None,
+) -> Pool:
+    """Pool the top ``depth`` of every system compared, less the pairs ``qrels`` already judge.
+
+    ``runs`` is a list of runs (named by ``Run.name``) or pipeline results, or a ``{name: run or result}``
+    mapping. Each stage of a pipeline result is a system of its own, named ``"name/stage"``, and brings its
+    query texts and chunk texts. ``queries`` ({query id: text}) and ``texts`` ({doc id: text, or a
+    :class:`~rag_eval.data.collection.Chunk` as in ``Collection.corpus``) fill in the texts for plain runs.
+    Ranks follow each run's own order (trec_eval's tie rule for a run ranked by score).
+    """
+    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
+        raise ValueError(f"depth must be a positive int, not {depth!r}")
+    if strategy not in ("depth", "rrf"):
+        raise ValueError(f"strategy must be 'depth' or 'rrf', not {strategy!r}")
+    judged = qrels if qrels is None or isinstance(qrels, Qrels) else Qrels.from_dict(qrels)
+    rankings, query_texts, doc_texts = _systems(runs, depth)
+    query_texts.update(queries or {})
+    for doc, value in (texts or {}).items():
+        if not isinstance(value, str):  # a Chunk shows its title and text, as a retriever indexed them
+            value = getattr(value, "content", None) or getattr(value, "text", None)
+        doc_texts.setdefault(doc, value)
+
+    by_query: dict[str, dict[str, dict[str, int]]] = {}
+    for system, ranking in rankings.items():
+        for query, docs in ranking.items():
+            pooled = by_query.setdefault(query, {})
+            for rank, doc in enumerate(docs, start=1):
+                pooled.setdefault(doc, {}).setdefault(system, rank)
+    items: list[PoolItem] = []
+    already = 0
+    for query, pooled in by_query.items():
+        known = judged[query] if judged is not None and query in judged else {}
+        chosen = []
+        for doc, ranks in pooled.items():
+            if doc in known:
+                already += 1
+                continue
+            rrf = sum(1.0 / (RRF_K + r) for r in ranks.values())
+            chosen.append(PoolItem(query, doc, ranks, rrf, query_texts.get(query), doc_texts.get(doc)))
+        if strategy == "rrf":
+            chosen.sort(key=lambda i: (-i.rrf, i.doc_id))
+        else:
+            chosen.sort(key=lambda i: (i.best_rank, -len(i.ranks), i.doc_id))
+        items.extend(chosen)
+    return Pool(tuple(items), depth, strategy, tuple(rankings), already_judged=already)
+
+
+# ----- helpers --------------------------------------------------------------------------------------------------
+
+
+def _systems(runs: Systems, depth: int) -> tuple[dict[str, dict[str, list[str]]], dict[str, str], dict[str, str | None]]:
+    """``{system: {query: top-depth doc ids}}`` with the query and chunk texts that pipeline results carry."""
+    if isinstance(runs, (Run, PipelineResult)):
+        runs = [runs]
+    if isinstance(runs, Mapping):
+        named = list(runs.items())
+    elif isinstance(runs, Sequence) and not isinstance(runs, (str, bytes)):
+        named = [(r.name if isinstance(r, Run) else repr(r.pipeline) if isinstance(r, PipelineResult) else "?", r)
+                 for r in runs]
+    else:
+        raise TypeError("runs must be a list of Runs or pipeline results, or a {name: run or result} mapping")
+    if not named:
+        raise ValueError("nothing to pool: give at least one run or pipeline result")
+    rankings: dict[str, dict[str, list[str]]] = {}
+    query_texts: dict[str, str] = {}
+    doc_texts: dict[str, str | None] = {}
+
+    def add(system: str, ranking: dict[str, list[str]]) -> None:
+        if system in rankings:
+            raise ValueError(f"two systems are named {system!r}; pass a {{name: run}} mapping to name them")
+        rankings[system] = ranking
+
+    for name, system in named:
+        if isinstance(system, Run):
+            add(name, {q: [d for d, _ in system.ranking(q)[:depth]] for q in system.query_ids})
+        elif isinstance(system, PipelineResult):
+            query_texts.update(system.queries)
+            for stage, out in system.stages.items():
+                ranking = {}
+                for q, outcome in out.outcomes.items():
+                    if outcome.failed:
+                        continue
+                    ranking[q] = [h.doc_id for h in outcome.hits[:depth]]
+                    for h in outcome.hits[:depth]:
+                        if h.text is not None:
+                            doc_texts.setdefault(h.doc_id, h.text)
+                add(f"{name}/{stage}", ranking)
+        else:
+            raise TypeError(f"system {name!r} is a {type(system).__name__}, not a Run or a pipeline result")
+    return rankings, query_texts, doc_texts
+
+
+def _item_of(record: object, file, number: int) -> tuple[PoolItem, dict[str, Any]]:
+    if not isinstance(record, dict):
+        raise file.error("expected a JSON object (a pool item)", number)
+    for key, kind in (("query_id", str), ("doc_id", str), ("ranks", dict), ("pool", dict)):
+        if not isinstance(record.get(key), kind):
+            raise file.error(f"field {key!r} is missing or not a {kind.__name__} (is this a pool file?)", number)
+    ranks = record["ranks"]
+    if not ranks or any(not isinstance(r, int) or isinstance(r, bool) or r < 1 for r in ranks.values()):
+        raise file.error("field 'ranks' must map each system to a rank >= 1", number)
+    provenance = record["pool"]
+    for key, kind in (("id", str), ("depth", int), ("strategy", str), ("systems", list)):
+        if not isinstance(provenance.get(key), kind):
+            raise file.error(f"field 'pool.{key}' is missing or not a {kind.__name__}", number)
+    texts = {}
+    for key in ("query", "text"):
+        value = record.get(key)
+        if value is not None and not isinstance(value, str):
+            raise file.error(f"field {key!r} must be a string or null", number)
+        texts[key] = value
+    rrf = sum(1.0 / (RRF_K + r) for r in ranks.values())
+    return PoolItem(record["query_id"], record["doc_id"], ranks, rrf, texts["query"], texts["text"]), provenance
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
