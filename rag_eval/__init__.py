@@ -14,9 +14,11 @@ conventions, kernels), ``rag_eval.stages`` (pipelines, runner, cache) with ``rag
 from ._version import __version__
 from .data.qrels import Qrels
 from .data.run import Run
+from .data.spans import SpanLabels
 from .errors import InputError
 from .metrics.conventions import Conventions
 from .metrics.grammar import Metric, parse_metric
+from .metrics.projection import project
 from .reports.compare import Comparison, compare
 from .reports.evaluate import evaluate
 from .reports.report import Report
@@ -34,9 +36,11 @@ __all__ = [
     "Qrels",
     "Report",
     "Run",
+    "SpanLabels",
     "__version__",
     "compare",
     "evaluate",
     "fuse",
     "parse_metric",
+    "project",
 ]

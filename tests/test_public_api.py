@@ -18,11 +18,13 @@ PUBLIC = [
     "Qrels",
     "Report",
     "Run",
+    "SpanLabels",
     "__version__",
     "compare",
     "evaluate",
     "fuse",
     "parse_metric",
+    "project",
 ]
 
 

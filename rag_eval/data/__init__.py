@@ -1,7 +1,9 @@
-"""Layer 1, the data model: qrels (graded judgements), runs (ranked results, columnar), where inputs came from."""
+"""Layer 1, the data model: qrels (graded judgements), runs (ranked results, columnar), labels that survive
+re-chunking (answer spans, document- and chunk-level labels), where inputs came from."""
 
 from .qrels import Qrels
 from .run import Run
 from .source import Source
+from .spans import ChunkRef, Span, SpanLabels
 
-__all__ = ["Qrels", "Run", "Source"]
+__all__ = ["ChunkRef", "Qrels", "Run", "Source", "Span", "SpanLabels"]

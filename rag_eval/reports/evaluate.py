@@ -14,6 +14,7 @@ from ..metrics.engine import evaluate_run
 from ..metrics.grammar import Metric, parse_metrics
 from ..stages.result import PipelineResult
 from .card import InputRecord, MetricCard, QueryRecord
+from .projected import evaluate_projections, projections_of
 from .report import Report, RunScores
 
 __all__ = ["DEFAULT_METRICS", "evaluate"]
@@ -33,11 +34,16 @@ def evaluate(
     ``runs`` is a :class:`Run`, a list of runs (named by ``Run.name``) or a ``{name: run}`` mapping; or what
     :meth:`Pipeline.run` returned (or a ``{name: result}`` mapping of them), to judge each stage by the metrics
     that fit its job (see :mod:`rag_eval.reports.stages`; ``@budget`` and ``@depth`` then resolve to the
-    pipeline's).
+    pipeline's); or projections of chunk rankings (:func:`rag_eval.project`, one or a ``{name: projection}``
+    mapping), ``qrels`` then being the :class:`~rag_eval.data.spans.SpanLabels` they were projected from (see
+    :mod:`rag_eval.reports.projected`).
     ``metrics`` are names in rag_eval's grammar (e.g. ``"ndcg@10"``, ``"P(rel=2)@5"``, trec_eval's ``"P_10"``);
     by default :data:`DEFAULT_METRICS`. ``conventions`` is a :class:`Conventions` or a preset name
     (``"default"``, ``"trec_eval"``). Always returns a :class:`Report`.
     """
+    projections = projections_of(runs)
+    if projections is not None:  # each judged by its own qrels, made from the labels given as ``qrels``
+        return evaluate_projections(qrels, projections, metrics, conventions=conventions)
     conv = resolve_conventions(conventions)
     if not isinstance(qrels, Qrels):
         if isinstance(qrels, Mapping):

@@ -3,6 +3,7 @@ the runner (concurrency, cache, faults) and its result. Adapters for frameworks 
 
 from .budget import Budget, count_tokens
 from .cache import StageCache
+from .chunk_map import chunk_map
 from .fusion import Fusion, fuse
 from .hits import Hit
 from .pipeline import Pipeline
@@ -11,5 +12,5 @@ from .stage import Reranker, Retriever, Stage
 
 __all__ = [
     "Budget", "Fusion", "Hit", "Outcome", "Pipeline", "PipelineResult", "Reranker", "Retriever", "Stage",
-    "StageCache", "StageOutput", "count_tokens", "fuse",
+    "StageCache", "StageOutput", "chunk_map", "count_tokens", "fuse",
 ]
