@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("-J", dest="judged_only", action="store_true", help="drop unjudged results first (trec_eval -J)")
     ev.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for the confidence interval")
     ev.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    ev.add_argument("--judged-threshold", type=float, default=0.9, metavar="SHARE",
+                    help="warn when a run's judged share at a cutoff is below SHARE (default 0.9; 0 never warns)")
     ev.add_argument("--no-card", action="store_true", help="do not print the metric card to stderr")
     cmp = commands.add_parser(
         "compare", help="compare runs against a baseline: paired tests, intervals, corrections",
@@ -158,7 +160,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     runs = [Run.load(path) for path in args.runs]
     names = [r.name for r in runs]
     named = {(path if names.count(r.name) > 1 else r.name): r for path, r in zip(args.runs, runs)}
-    report = evaluate(qrels, named, metrics, conventions=conventions)
+    report = evaluate(qrels, named, metrics, conventions=conventions, judged_threshold=args.judged_threshold)
 
     def summary():  # the bootstrap runs only for the formats that print it
         return report.summarize(resamples=args.resamples, seed=args.seed)

@@ -86,15 +86,18 @@ def account_queries(qrels: Qrels, run: Run, conventions: Conventions, exclude: C
 def evaluate_run(
     qrels: Qrels, run: Run, metrics: list[Metric], conventions: Conventions, *,
     cutoffs: Sequence[Mapping[str, int] | None] | None = None, exclude: Collection[str] = (),
+    warn_ids: bool = True,
 ) -> RunValues:
     """Every metric in ``metrics`` for every counted query of ``run``.
 
     ``cutoffs[j]``, when given, replaces metric j's cutoff by one per query (``{query_id: k}``, 0 where absent):
-    what a token budget delivers differs between queries.
+    what a token budget delivers differs between queries. ``warn_ids=False`` skips the near-miss id warnings
+    (for a second pass over a run that has been warned about once).
     """
     account = account_queries(qrels, run, conventions, exclude)
     matrix = build_grade_matrix(run, qrels, account.counted, conventions)
-    _warn_id_mismatches(qrels, run, account, matrix)
+    if warn_ids:
+        _warn_id_mismatches(qrels, run, account, matrix)
     stats = _QrelsStats(qrels, account.counted, conventions)
     per_query_k = [
         None if c is None else np.fromiter((c.get(q, 0) for q in account.counted), np.int64, len(account.counted))

@@ -49,15 +49,20 @@ class MetricCard(BaseModel):
     queries: list[QueryRecord]
     pipeline: dict[str, Any] | None = None  # a pipeline report: its structure, depth, budget and stages
     comparison: dict[str, Any] | None = None  # a comparison: test, correction, alpha, resamples, seed, ...
+    # judged share per run (and stage): {"run", "stage", "metric", "share", "n"}; below the threshold: lower bounds
+    judged: list[dict[str, Any]] = Field(default_factory=list)
+    judged_threshold: float | None = None
 
     @classmethod
     def build(
         cls, conventions: Conventions, metrics: list[str], inputs: list[InputRecord], queries: list[QueryRecord],
-        pipeline: dict[str, Any] | None = None,
+        pipeline: dict[str, Any] | None = None, judged: list[dict[str, Any]] | None = None,
+        judged_threshold: float | None = None,
     ) -> MetricCard:
         preset = next((name for name, c in PRESETS.items() if c == conventions), None)
         return cls(
-            conventions=conventions, preset=preset, metrics=metrics, inputs=inputs, queries=queries, pipeline=pipeline
+            conventions=conventions, preset=preset, metrics=metrics, inputs=inputs, queries=queries, pipeline=pipeline,
+            judged=judged or [], judged_threshold=judged_threshold,
         )
 
     def render(self) -> str:
@@ -70,6 +75,17 @@ class MetricCard(BaseModel):
             + ")",
             f"  metrics: {', '.join(self.metrics)}",
         ]
+        if conv.unjudged == "remove":
+            lines.append("  condensed lists (Sakai 2007): unjudged items are removed from each ranking before measuring")
+        if self.judged:
+            low = self.judged_threshold
+            shown = []
+            for j in self.judged:
+                who = j["run"] + (f" / {j['stage']}" if j.get("stage") else "")
+                flag = " (below threshold: lower bound)" if low is not None and j["share"] < low else ""
+                shown.append(f"{who} {j['metric']} {j['share']:.1%}{flag}")
+            lines.append(f"  judged share (threshold {low:g}): " + "; ".join(shown) if low is not None
+                         else "  judged share: " + "; ".join(shown))
         if self.comparison:
             c = self.comparison
             lines.append(

@@ -15,6 +15,7 @@ from ..metrics.grammar import Metric, parse_metrics
 from ..stages.result import PipelineResult
 from .card import InputRecord, MetricCard, QueryRecord
 from .projected import evaluate_projections, projections_of
+from .judged import JUDGED_THRESHOLD, JudgedShare, cutoffs_of, judged_share, shares_frame, warn_low
 from .report import Report, RunScores
 
 __all__ = ["DEFAULT_METRICS", "evaluate"]
@@ -28,6 +29,7 @@ def evaluate(
     metrics: str | Metric | Sequence[str | Metric] | None = None,
     *,
     conventions: Conventions | str = "default",
+    judged_threshold: float = JUDGED_THRESHOLD,
 ) -> Report:
     """Measure one or more runs against the qrels.
 
@@ -40,10 +42,17 @@ def evaluate(
     ``metrics`` are names in rag_eval's grammar (e.g. ``"ndcg@10"``, ``"P(rel=2)@5"``, trec_eval's ``"P_10"``);
     by default :data:`DEFAULT_METRICS`. ``conventions`` is a :class:`Conventions` or a preset name
     (``"default"``, ``"trec_eval"``). Always returns a :class:`Report`.
+
+    The report also carries each run's (and stage's) judged share at the cutoffs it measures (``Report.judged``,
+    on the card too), and warns when one is below ``judged_threshold``: that run's scores are then lower bounds
+    (see :mod:`rag_eval.reports.judged`).
     """
+    if not 0.0 <= judged_threshold <= 1.0:
+        raise ValueError(f"judged_threshold must lie in [0, 1], not {judged_threshold!r}")
     projections = projections_of(runs)
     if projections is not None:  # each judged by its own qrels, made from the labels given as ``qrels``
-        return evaluate_projections(qrels, projections, metrics, conventions=conventions)
+        return evaluate_projections(qrels, projections, metrics, conventions=conventions,
+                                    judged_threshold=judged_threshold)
     conv = resolve_conventions(conventions)
     if not isinstance(qrels, Qrels):
         if isinstance(qrels, Mapping):
@@ -55,14 +64,17 @@ def evaluate(
         from .stages import evaluate_pipelines
 
         chosen = None if metrics is None else (list(metrics) if isinstance(metrics, (list, tuple)) else [metrics])
-        return evaluate_pipelines(qrels, pipelines, chosen, conv)
+        return evaluate_pipelines(qrels, pipelines, chosen, conv, judged_threshold)
     named = _named_runs(runs)
     metric_list = parse_metrics(list(metrics) if isinstance(metrics, (list, tuple)) else (metrics or list(DEFAULT_METRICS)))
     if not metric_list:
         raise ValueError("no metrics requested")
     blocks: list[RunScores] = []
     records = []
+    shares: list[JudgedShare] = []
     for name, run in named.items():
+        for k in cutoffs_of(metric_list):
+            shares.append(JudgedShare(name, None, str(k), *judged_share(qrels, run, k, conv)))
         result = evaluate_run(qrels, run, metric_list, conv)
         matrix = np.column_stack(result.values) if result.account.counted else np.zeros((0, len(metric_list)))
         blocks.append(RunScores(result.account.counted, matrix, name, None, [str(m) for m in metric_list]))
@@ -72,8 +84,11 @@ def evaluate(
         )
     inputs = [_record("qrels", Path(qrels.source.path).name if qrels.source else "qrels", qrels.source)]
     inputs += [_record("run", name, run.source, run.ranked_by, list(run.notes)) for name, run in named.items()]
-    card = MetricCard.build(conv, [str(m) for m in metric_list], inputs, records)
-    return Report(blocks, metric_list, card)
+    warn_low(shares, judged_threshold)
+    card = MetricCard.build(conv, [str(m) for m in metric_list], inputs, records,
+                            judged=[s.record() for s in shares], judged_threshold=judged_threshold)
+    return Report(blocks, metric_list, card, {"judged": shares_frame(shares)})
+
 
 
 def _pipeline_results(runs: object) -> dict[str, PipelineResult] | None:

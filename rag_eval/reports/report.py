@@ -182,6 +182,12 @@ class Report:
         return self._table("issues")
 
     @property
+    def judged(self) -> pd.DataFrame:
+        """The judged share of each run (and stage) at the report's cutoffs: ``run, stage, metric, share, n``
+        (share = mean judged@k over counted queries). Below the threshold on the card, scores are lower bounds."""
+        return self._table("judged")
+
+    @property
     def loss_items(self) -> pd.DataFrame:
         """Pipeline reports: where each relevant item went (``query_id, doc_id, grade, fate``; fate is one of
         never_retrieved, below_depth, reranked_out, delivered)."""

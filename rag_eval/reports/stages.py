@@ -32,6 +32,7 @@ from ..metrics.engine import evaluate_run
 from ..metrics.grammar import Metric, parse_metric
 from ..stages.result import PipelineResult, StageOutput
 from .card import InputRecord, MetricCard, QueryRecord
+from .judged import JUDGED_THRESHOLD, JudgedShare, judged_share, shares_frame, warn_low
 from .report import Report, RunScores
 
 FIRST_STAGE_METRICS = ("recall@depth", "recall@budget", "precision@budget", "hit@budget", "recall_ceiling@budget")
@@ -51,7 +52,8 @@ class _Spec:
 
 
 def evaluate_pipelines(
-    qrels: Qrels, results: Mapping[str, PipelineResult], metrics: Sequence[str | Metric] | None, conv: Conventions
+    qrels: Qrels, results: Mapping[str, PipelineResult], metrics: Sequence[str | Metric] | None, conv: Conventions,
+    judged_threshold: float = JUDGED_THRESHOLD,
 ) -> Report:
     import pandas as pd
 
@@ -62,9 +64,11 @@ def evaluate_pipelines(
     tables: dict[str, list[pd.DataFrame]] = {"latency": [], "failures": [], "issues": [], "loss_items": []}
     names: list[str] = []
     described = []
+    shares: list[JudgedShare] = []
     for run_name, result in results.items():
         judge = _PipelineJudge(qrels, result, conv)
         for stage, out in result.stages.items():
+            shares.extend(judge.judged(run_name, stage, out))
             specs = _specs(metrics, out.role, stage == result.final_stage, result)
             block, account = judge.block(run_name, stage, out, specs)
             blocks.append(block)
@@ -94,8 +98,11 @@ def evaluate_pipelines(
         described.append({"run": run_name, "structure": repr(p), "depth": p.depth, "budget": str(p.budget),
                           "stages": {s: o.role for s, o in result.stages.items()}})
     pipeline = described[0] | ({"all": described} if len(described) > 1 else {})
-    card = MetricCard.build(conv, list(dict.fromkeys(names)), inputs, records, pipeline=pipeline)
+    warn_low(shares, judged_threshold)
+    card = MetricCard.build(conv, list(dict.fromkeys(names)), inputs, records, pipeline=pipeline,
+                            judged=[s.record() for s in shares], judged_threshold=judged_threshold)
     merged = {k: pd.concat(v, ignore_index=True) if v else pd.DataFrame() for k, v in tables.items()}
+    merged["judged"] = shares_frame(shares)
     return Report(blocks, list(dict.fromkeys(names)), card, merged)
 
 
@@ -194,6 +201,14 @@ class _PipelineJudge:
                 values[:, j] = self._special(s.name, stage, out, counted)
         n_failed = len(failed.intersection(self.qrels.query_ids))
         return RunScores(counted, values, run_name, stage, [s.name for s in specs], n_failed), result.account
+
+    def judged(self, run_name: str, stage: str, out: StageOutput) -> list[JudgedShare]:
+        """The stage's judged share at the budget, and for a first stage (or fusion input) at the depth too."""
+        run, failed = self._run(out)
+        exclude = failed if self.conv.failed == "exclude" else ()
+        cuts = ["budget"] if out.role == "reranker" else ["budget", "depth"]
+        return [JudgedShare(run_name, stage, cut, *judged_share(self.qrels, run, self._cutoff(out, cut), self.conv,
+                                                                exclude=exclude)) for cut in cuts]
 
     # ----- the stage-aware metrics --------------------------------------------------------------------------
     def _previous(self, stage: str) -> StageOutput:

@@ -1,0 +1,95 @@
+"""Judged share: how much of what a system put in its top k the qrels judge.
+
+A metric counts an unjudged item as non-relevant, so a system whose top k is largely unjudged (a new system, or one
+the pool never saw) scores a lower bound. Every report carries the judged share of each system (and stage) at the
+cutoffs it measures, ``Report.judged``, lists it on the metric card, and warns when a share falls below a
+threshold (0.9 by default): pool that system's results (:func:`rag_eval.pool`), label them, and evaluate again;
+or evaluate with condensed lists (``Conventions(unjudged="remove")``), which drop unjudged items first.
+
+The share is the mean over counted queries of judged@k (judged items in the top k over k; trec_eval's
+``num_judged``-style "judged" measure, not condensed even when the report's conventions are).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..data.qrels import Qrels
+from ..data.run import Run
+from ..metrics.conventions import Conventions
+from ..metrics.engine import evaluate_run
+from ..metrics.grammar import Metric
+
+JUDGED_THRESHOLD = 0.9
+
+
+class LowJudgedShare(UserWarning):
+    """A system's judged share is below the threshold: its scores are lower bounds."""
+
+
+@dataclass(frozen=True)
+class JudgedShare:
+    """The mean judged@k of one system (and stage) over ``n`` counted queries."""
+
+    run: str
+    stage: str | None
+    cutoff: str  # "10", "budget" or "depth"
+    share: float  # NaN when no query is counted
+    n: int
+
+    @property
+    def metric(self) -> str:
+        return f"judged@{self.cutoff}"
+
+    def record(self) -> dict[str, object]:
+        """What the metric card keeps."""
+        return {"run": self.run, "stage": self.stage, "metric": self.metric, "share": self.share, "n": self.n}
+
+
+def cutoffs_of(metrics: Sequence[Metric]) -> list[int]:
+    """The cutoffs a report measures at (10 when no metric has one)."""
+    found = sorted({m.k for m in metrics if m.k is not None})
+    return found or [10]
+
+
+def judged_share(
+    qrels: Qrels, run: Run, cutoff: int | Mapping[str, int], conventions: Conventions, *, exclude=()
+) -> tuple[float, int]:
+    """Mean judged@cutoff over the queries the conventions count; a per-query cutoff mapping is allowed."""
+    plain = conventions.replace(unjudged="keep")
+    if isinstance(cutoff, int):
+        result = evaluate_run(qrels, run, [Metric("judged", cutoff)], plain, exclude=exclude, warn_ids=False)
+    else:
+        result = evaluate_run(qrels, run, [Metric("judged", None)], plain, cutoffs=[dict(cutoff)], exclude=exclude,
+                              warn_ids=False)
+    values = np.asarray(result.values[0], dtype=float) if result.account.counted else np.zeros(0)
+    values = values[~np.isnan(values)]
+    return (float(values.mean()) if len(values) else float("nan")), int(len(values))
+
+
+def warn_low(shares: Sequence[JudgedShare], threshold: float) -> list[str]:
+    """One warning per system (and stage) whose lowest judged share is below ``threshold``; returns the notes."""
+    notes = []
+    worst: dict[tuple[str, str | None], JudgedShare] = {}
+    for s in shares:
+        key = (s.run, s.stage)
+        if s.share == s.share and (key not in worst or s.share < worst[key].share):
+            worst[key] = s
+    for (run, stage), s in worst.items():
+        if s.share < threshold:
+            who = f"run {run!r}" + (f", stage {stage!r}" if stage else "")
+            note = (f"{who}: {s.metric} is {s.share:.3f}, below {threshold:g}: its scores are lower bounds "
+                    "(pool its results with rag_eval.pool, label them, and evaluate again)")
+            warnings.warn(note, LowJudgedShare, stacklevel=4)
+            notes.append(note)
+    return notes
+
+
+def shares_frame(shares: Sequence[JudgedShare]):
+    import pandas as pd
+
+    return pd.DataFrame([s.record() for s in shares], columns=["run", "stage", "metric", "share", "n"])
