@@ -8,7 +8,8 @@
 
 Layers, each importing only those below it: ``rag_eval.data`` (qrels, runs), ``rag_eval.metrics`` (grammar,
 conventions, kernels), ``rag_eval.stages`` (pipelines, runner, cache) with ``rag_eval.adapters`` (frameworks),
-``rag_eval.reports`` (evaluate, Report, card, stage-aware views), ``rag_eval.cli``. ``import rag_eval`` loads no framework and no model.
+``rag_eval.reports`` (evaluate, Report, card, stage-aware views) with ``rag_eval.ground_truth`` (pooling, judgements),
+``rag_eval.cli`` and ``rag_eval.labelling`` (faces). ``import rag_eval`` loads no framework and no model.
 """
 
 from ._version import __version__
@@ -16,6 +17,7 @@ from .data.qrels import Qrels
 from .data.run import Run
 from .data.spans import SpanLabels
 from .errors import InputError
+from .ground_truth.pool import Pool, pool
 from .metrics.conventions import Conventions
 from .metrics.grammar import Metric, parse_metric
 from .metrics.projection import project
@@ -33,6 +35,7 @@ __all__ = [
     "InputError",
     "Metric",
     "Pipeline",
+    "Pool",
     "Qrels",
     "Report",
     "Run",
@@ -42,5 +45,6 @@ __all__ = [
     "evaluate",
     "fuse",
     "parse_metric",
+    "pool",
     "project",
 ]

@@ -84,6 +84,31 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run pipelines on a BEIR-layout collection and write a report folder (needs the models extra).",
     )
     add_arguments(bench)
+    pool = commands.add_parser(
+        "pool", help="pool the top depth of several runs, less what the qrels judge, for labelling",
+        description="Write the union of the top DEPTH of every run, less the pairs QRELS already judges, as a pool "
+        "(JSONL, or CSV when OUT ends in .csv) that `rag-eval label` serves. Texts come from a BEIR folder.",
+    )
+    pool.add_argument("runs", nargs="+", metavar="run", help="run file(s) (TREC or JSONL)")
+    pool.add_argument("--depth", type=int, required=True, help="how many of each run's top results to pool")
+    pool.add_argument("--qrels", help="existing judgements: pairs they judge are left out")
+    pool.add_argument("--strategy", choices=["depth", "rrf"], default="depth",
+                      help="order of each query's items: best rank (depth) or reciprocal rank fusion (rrf)")
+    pool.add_argument("--beir", metavar="FOLDER", help="a BEIR folder whose corpus.jsonl and queries.jsonl give the texts")
+    pool.add_argument("--split", default="test", help="the BEIR qrels split that names the queries (default test)")
+    pool.add_argument("-o", "--out", required=True, help="the pool file to write (.jsonl, or .csv)")
+    mrg = commands.add_parser(
+        "merge", help="merge judgement logs into qrels; conflicts listed, Cohen's kappa reported",
+        description="Merge judgement logs (rag-eval label's OUT.judgements.jsonl) into qrels. Each assessor's latest "
+        "grade of a pair counts; a pair the base qrels judge keeps its grade; other disagreements are resolved by "
+        "--resolve and every one is listed on stdout as CSV, never overwritten silently. See docs/labelling.md.",
+    )
+    mrg.add_argument("logs", nargs="+", metavar="log", help="judgement log(s) (JSONL)")
+    mrg.add_argument("--qrels", help="base qrels: their grades are kept")
+    mrg.add_argument("--resolve", choices=["median", "max", "min"], default="median",
+                     help="grade for a pair assessors disagree on (default: the lower median)")
+    mrg.add_argument("--threshold", type=int, default=1, help="lowest relevant grade, for the binary kappa")
+    mrg.add_argument("-o", "--out", required=True, help="the merged TREC qrels file to write")
     label = commands.add_parser(
         "label", help="label a pool in a local web page, into a qrels file",
         description="Serve a page on 127.0.0.1 that shows one query and one pooled chunk at a time and takes grades "
@@ -128,6 +153,10 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         if args.command == "label":
             return _label(args)
+        if args.command == "pool":
+            return _pool(args)
+        if args.command == "merge":
+            return _merge(args)
         return _compare(args) if args.command == "compare" else _evaluate(args)
     except (InputError, ValueError) as exc:
         print(f"rag-eval: error: {_one_line(exc)}", file=sys.stderr)
@@ -184,6 +213,53 @@ def _evaluate(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if args.format != "json" and not args.no_card:
         print(report.card.render(), file=sys.stderr)
+    return 0
+
+
+def _pool(args: argparse.Namespace) -> int:
+    from .data.collection import Collection
+    from .ground_truth.pool import pool
+
+    runs = [Run.load(path) for path in args.runs]
+    names = _run_names(args.runs, runs)
+    qrels = Qrels.load(args.qrels) if args.qrels else None
+    queries, texts = None, None
+    if args.beir:
+        collection = Collection.from_beir(args.beir, split=args.split)
+        queries, texts = collection.queries, collection.corpus
+    pooled = pool(dict(zip(names, runs)), depth=args.depth, qrels=qrels, strategy=args.strategy, queries=queries,
+                  texts=texts)
+    if str(args.out).endswith(".csv"):
+        pooled.to_csv(args.out)
+    else:
+        pooled.to_jsonl(args.out)
+    print(f"rag-eval: pool {pooled.id}: {len(pooled)} items over {len(pooled.query_ids)} queries from "
+          f"{len(names)} runs at depth {args.depth} ({pooled.already_judged} already judged) -> {args.out}",
+          file=sys.stderr)
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from .ground_truth.judgements import merge, write_qrels
+
+    base = Qrels.load(args.qrels) if args.qrels else None
+    merged = merge(base, *args.logs, resolve=args.resolve, threshold=args.threshold)
+    write_qrels(merged.qrels, args.out)
+    conflicts = merged.conflicts
+    if len(conflicts):
+        sys.stdout.write(conflicts.to_csv(index=False))
+    kappa = merged.kappa
+    if kappa.value is not None:
+        agreement = f"Cohen's kappa {kappa.value:.3f} on grades" + (
+            f", {kappa.binary:.3f} at grade >= {kappa.threshold}" if kappa.binary is not None else "") + f" (n={kappa.n})"
+    elif kappa.pairwise and any(a.kappa is not None for a in kappa.pairwise):
+        agreement = "Cohen's kappa " + ", ".join(
+            f"{a.assessors[0]}/{a.assessors[1]} {a.kappa:.3f} (n={a.n})" for a in kappa.pairwise if a.kappa is not None)
+    else:
+        agreement = f"no kappa: {kappa.reason}"
+    judged = sum(len(merged.qrels[q]) for q in merged.qrels.query_ids)
+    print(f"rag-eval: merged {len(merged.assessors)} assessor(s) into {args.out} ({judged} judgements); "
+          f"{len(conflicts)} conflict(s){' listed on stdout' if len(conflicts) else ''}; {agreement}", file=sys.stderr)
     return 0
 
 

@@ -293,3 +293,27 @@ def test_write_qrels_round_trips_and_leaves_no_temporary_file(tmp_path):
     with pytest.raises(InputError, match="white space"):
         write_qrels(Qrels.from_dict({"q 1": {"d": 1}}), out)
     assert Qrels.from_trec(out) == qrels  # a refused write leaves the old file whole
+
+
+def test_cli_merge_lists_conflicts_and_kappa(tmp_path, capsys):
+    from rag_eval.cli import main
+
+    a, b = JudgementLog.open(tmp_path / "alice.jsonl"), JudgementLog.open(tmp_path / "bob.jsonl")
+    for doc, grade in [("d1", 3), ("d2", 0), ("d3", 1), ("d4", 2)]:
+        a.append("q1", doc, grade, assessor="alice")
+    for doc, grade in [("d1", 3), ("d2", 1), ("d3", 1), ("d5", 0)]:
+        b.append("q1", doc, grade, assessor="bob")
+    base = tmp_path / "base.qrels"
+    base.write_text("q1 0 d4 0\nq2 0 d9 1\n", "utf-8")
+    out = tmp_path / "merged.qrels"
+    code = main(["merge", str(a.path), str(b.path), "--qrels", str(base), "-o", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0
+    # d4: the base qrels' 0 is kept against alice's 2; d2: alice 0, bob 1 -> the lower median, 0
+    assert Qrels.from_trec(out).to_dict() == {"q1": {"d1": 3, "d2": 0, "d3": 1, "d4": 0, "d5": 0}, "q2": {"d9": 1}}
+    assert captured.out == "query_id,doc_id,grade,qrels,alice,bob\nq1,d2,0,,0,1\nq1,d4,0,0,2,\n"
+    # on d1, d2, d3: observed 2/3, chance 1/3 -> 0.5; binary (>= 1): observed 2/3, chance 2/3 -> 0
+    assert captured.err == (f"rag-eval: merged 2 assessor(s) into {out} (6 judgements); 2 conflict(s) listed on "
+                            "stdout; Cohen's kappa 0.500 on grades, 0.000 at grade >= 1 (n=3)\n")
+    assert main(["merge", str(tmp_path / "missing.jsonl"), "-o", str(out)]) == 2
+    assert capsys.readouterr().err == f"rag-eval: error: {tmp_path / 'missing.jsonl'}: no such file\n"

@@ -167,3 +167,26 @@ def test_a_pool_file_holds_one_pool(tmp_path):
 
 def test_pool_is_public():
     assert rag_eval.pool is pool and rag_eval.Pool is Pool
+
+
+def test_cli_pool_writes_the_same_pool_as_the_api(tmp_path, capsys):
+    from rag_eval.cli import main
+
+    from .conftest import ROOT
+
+    examples = ROOT / "rag_eval" / "examples"
+    runs = [examples / "bm25.trec", examples / "bm25_rerank.trec"]
+    out = tmp_path / "pool.jsonl"
+    code = main(["pool", *map(str, runs), "--depth", "5", "--qrels", str(examples / "qrels.txt"), "--strategy", "rrf",
+                 "-o", str(out)])
+    err = capsys.readouterr().err
+    loaded = [Run.load(r) for r in runs]
+    expected = pool({r.tag: r for r in loaded}, depth=5, qrels=Qrels.load(examples / "qrels.txt"), strategy="rrf")
+    assert code == 0 and Pool.read(out) == expected
+    assert err == (f"rag-eval: pool {expected.id}: {len(expected)} items over {len(expected.query_ids)} queries from "
+                   f"2 runs at depth 5 ({expected.already_judged} already judged) -> {out}\n")
+    assert len(expected) > 0 and expected.already_judged > 0
+    assert main(["pool", str(runs[0]), "--depth", "5", "-o", str(tmp_path / "pool.csv")]) == 0
+    assert (tmp_path / "pool.csv").read_text("utf-8").startswith("query_id,doc_id,systems,ranks,rrf,")
+    assert main(["pool", str(runs[0]), "--depth", "0", "-o", str(out)]) == 2
+    assert capsys.readouterr().err.endswith("rag-eval: error: depth must be a positive int, not 0\n")

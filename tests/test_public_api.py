@@ -15,6 +15,7 @@ PUBLIC = [
     "InputError",
     "Metric",
     "Pipeline",
+    "Pool",
     "Qrels",
     "Report",
     "Run",
@@ -24,6 +25,7 @@ PUBLIC = [
     "evaluate",
     "fuse",
     "parse_metric",
+    "pool",
     "project",
 ]
 
