@@ -8,7 +8,7 @@ from .conftest import ROOT
 
 # package (first name under rag_eval) -> layer; adapters/ ships as rag_eval.adapters
 LAYERS = {
-    "_accel": 0, "_speedups": 0, "_version": 0, "errors": 0,
+    "_accel": 0, "_files": 0, "_speedups": 0, "_version": 0, "errors": 0,
     "data": 1,
     "metrics": 2,
     "stages": 3, "adapters": 3,

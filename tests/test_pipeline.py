@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import rag_eval
-from rag_eval.stages import Budget, Hit, Pipeline, Reranker, Retriever, StageCache, fuse
+from rag_eval.stages import Budget, Hit, Pipeline, Reranker, Retriever, fuse
 
 from .conftest import ROOT
 

@@ -134,7 +134,7 @@ def test_pool_argument_errors():
     "line, problem",
     [
         ("not json", "not valid JSON"),
-        ("[1]", "expected a JSON object (a pool item)"),
+        ("[1]", "expected a JSON object"),
         ('{"query_id": "q", "doc_id": "d", "ranks": {}, "pool": {}}', "field 'ranks' must map each system"),
         ('{"query_id": "q", "ranks": {"a": 1}, "pool": {}}', "field 'doc_id' is missing or not a str"),
         ('{"query_id": "q", "doc_id": "d", "ranks": {"a": 0}, "pool": {}}', "rank >= 1"),

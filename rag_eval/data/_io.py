@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import os
 import re
 import threading
@@ -11,7 +12,7 @@ import warnings
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from ..errors import InputError
 
@@ -48,6 +49,18 @@ class InputFile:
             content = line.strip(" \t\r\x0b\x0c")
             if content and not content.startswith("#"):
                 yield number, line.rstrip("\r")
+
+    def json_objects(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Yield ``(line_number, object)`` for every JSON line (as :meth:`lines` skips blanks and comments); a
+        line that is not valid JSON, or not an object, is an InputError naming the file and line."""
+        for number, line in self.lines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise self.error(f"not valid JSON ({exc.msg})", number) from None
+            if not isinstance(record, dict):
+                raise self.error("expected a JSON object", number)
+            yield number, record
 
     def error(self, problem: str, line: int | None = None) -> InputError:
         return InputError(problem, source=self.path, line=line)

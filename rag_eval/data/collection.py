@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -76,12 +75,8 @@ class Collection:
 
 def _records(path: Path, need_text: bool = False):
     file = read_input(path)
-    for number, line in file.lines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise file.error(f"not valid JSON ({exc.msg})", number) from None
-        if not isinstance(record, dict) or "_id" not in record:
+    for number, record in file.json_objects():
+        if "_id" not in record:
             raise file.error("expected a JSON object with an '_id'", number)
         if need_text and not isinstance(record.get("text"), str):
             raise file.error("expected a 'text' string", number)

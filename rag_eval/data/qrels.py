@@ -6,14 +6,13 @@ A grade of 0 or below means judged non-relevant; which positive grades count as 
 
 from __future__ import annotations
 
-import json
 import numbers
 from collections.abc import Mapping
 from functools import cached_property
 from itertools import chain
 from operator import methodcaller
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -103,8 +102,7 @@ class Qrels:
         """
         file = read_input(path)
         queries, docs, grades = [], [], []
-        for number, line in file.lines():
-            record = _json_record(file, number, line)
+        for number, record in file.json_objects():
             try:
                 q, d, g = (record[pick_column(record, c, "key")] for c in (QUERY_COLUMNS, DOC_COLUMNS, GRADE_COLUMNS))
             except InputError as exc:
@@ -278,16 +276,6 @@ def _parse_grade(text: str, file: InputFile, number: int) -> int:
     if abs(grade) >= GRADE_LIMIT:
         raise file.error(f"grade {grade} is out of range (grades must lie within +-{GRADE_LIMIT})", number)
     return grade
-
-
-def _json_record(file: InputFile, number: int, line: str) -> dict[str, Any]:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise file.error(f"not valid JSON ({exc.msg})", number) from None
-    if not isinstance(record, dict):
-        raise file.error("expected a JSON object", number)
-    return record
 
 
 def _validated(judgements: Mapping[str, Mapping[str, int]], where: str) -> dict[str, dict[str, int]]:

@@ -12,7 +12,6 @@ and a float array of scores; never a Python object per result beyond the id stri
 
 from __future__ import annotations
 
-import json
 import numbers
 from collections.abc import Mapping, Sequence
 from itertools import chain
@@ -141,13 +140,7 @@ class Run:
         file = read_input(path)
         queries, docs, values = [], [], []
         unscored: int | None = None  # the first line without a score
-        for number, line in file.lines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise file.error(f"not valid JSON ({exc.msg})", number) from None
-            if not isinstance(record, dict):
-                raise file.error("expected a JSON object", number)
+        for number, record in file.json_objects():
             try:
                 q = record[pick_column(record, QUERY_COLUMNS, "key")]
                 d = record[pick_column(record, DOC_COLUMNS, "key")]

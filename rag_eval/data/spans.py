@@ -22,7 +22,6 @@ Offsets are Python string indices (code points) into the document text exactly a
 
 from __future__ import annotations
 
-import json
 import numbers
 import os
 from collections.abc import Iterable, Mapping
@@ -190,8 +189,7 @@ class SpanLabels:
         """
         file = read_input(path)
         builder = _Builder(file.path)
-        for number, line in file.lines():
-            record = _record(file, number, line)
+        for number, record in file.json_objects():
             _read_record(builder, file, number, record)
         labels = cls.__new__(cls)
         labels._queries = builder.build()
@@ -210,8 +208,7 @@ class SpanLabels:
         path = Path(os.fspath(folder))
         file = read_input(path / "answers.jsonl" if path.is_dir() else path)
         builder = _Builder(file.path)
-        for number, line in file.lines():
-            record = _record(file, number, line)
+        for number, record in file.json_objects():
             try:
                 qid, doc, answers = record["query_id"], record["article_id"], record["answers"]
             except KeyError as exc:
@@ -424,16 +421,6 @@ class _Builder:
                             MappingProxyType(self.labels[q]["chunk"]))
             for q in self.spans
         }
-
-
-def _record(file: InputFile, number: int, line: str) -> dict[str, Any]:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise file.error(f"not valid JSON ({exc.msg})", number) from None
-    if not isinstance(record, dict):
-        raise file.error("expected a JSON object", number)
-    return record
 
 
 def _offset(file: InputFile, number: int, key: str, value: Any) -> int:

@@ -34,7 +34,6 @@ import threading
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -42,13 +41,9 @@ from itertools import combinations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._files import file_lock
 from ..data.qrels import Qrels
 from ..errors import InputError
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: appends stay whole lines, repairs are not locked
-    fcntl = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -182,7 +177,7 @@ class JudgementLog:
                 self._cut_torn_tail()
             if self._needs_newline:
                 line = b"\n" + line
-            with _file_lock(self._lock_path, exclusive=False):
+            with file_lock(self._lock_path, exclusive=False):
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
                 try:
                     os.write(fd, line)  # one write: a line is whole or, after a kill, torn at the end only
@@ -194,7 +189,7 @@ class JudgementLog:
         return judgement
 
     def _cut_torn_tail(self) -> None:
-        with _file_lock(self._lock_path, exclusive=True):
+        with file_lock(self._lock_path, exclusive=True):
             data = self.path.read_bytes()
             end = data.rfind(b"\n") + 1
             if data[end:].strip():
@@ -521,17 +516,3 @@ def _judgement_of(record: object) -> Judgement:
     if problem:
         raise _BadRecord(problem)
     return judgement
-
-
-@contextmanager
-def _file_lock(path: Path, *, exclusive: bool) -> Iterator[None]:
-    """An advisory lock between processes (``flock``); a no-op where the platform has none."""
-    if fcntl is None:
-        yield
-        return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
-    finally:
-        os.close(fd)

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..data.qrels import Qrels
 from ..data.run import Run
-from ..errors import InputError
 from ..stages.result import PipelineResult
 
 if TYPE_CHECKING:
@@ -152,11 +151,7 @@ class Pool:
         items: list[PoolItem] = []
         header: dict[str, Any] | None = None
         seen: set[tuple[str, str]] = set()
-        for number, line in file.lines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise file.error(f"not valid JSON ({exc.msg})", number) from None
+        for number, record in file.json_objects():
             item, provenance = _item_of(record, file, number)
             if header is None:
                 header = provenance
@@ -271,9 +266,7 @@ def _systems(runs: Systems, depth: int) -> tuple[dict[str, dict[str, list[str]]]
     return rankings, query_texts, doc_texts
 
 
-def _item_of(record: object, file, number: int) -> tuple[PoolItem, dict[str, Any]]:
-    if not isinstance(record, dict):
-        raise file.error("expected a JSON object (a pool item)", number)
+def _item_of(record: dict[str, Any], file, number: int) -> tuple[PoolItem, dict[str, Any]]:
     for key, kind in (("query_id", str), ("doc_id", str), ("ranks", dict), ("pool", dict)):
         if not isinstance(record.get(key), kind):
             raise file.error(f"field {key!r} is missing or not a {kind.__name__} (is this a pool file?)", number)

@@ -19,7 +19,6 @@ from ..data.packed import PackedIds
 from ..data.qrels import Qrels
 from ..data.ranking import score_order, search_rows, sort_rows
 from ..data.run import Run
-from ..errors import InputError
 from .conventions import Conventions
 
 UNJUDGED = -(2**30)  # the grade lookup's value for "no judgement": Qrels refuse grades beyond +-GRADE_LIMIT (2^29)

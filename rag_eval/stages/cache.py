@@ -13,15 +13,10 @@ import json
 import os
 import threading
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: appends stay whole lines, repairs are not locked
-    fcntl = None  # type: ignore[assignment]
+from .._files import file_lock
 
 
 def text_hash(text: str) -> str:
@@ -63,7 +58,7 @@ class StageStore:
     def _load(self) -> None:
         records, damaged = _parse(self.path.read_bytes())
         if damaged:  # look again under the exclusive lock (a line may have been mid-write), then repair
-            with _file_lock(self._lock_path, exclusive=True):
+            with file_lock(self._lock_path, exclusive=True):
                 data = self.path.read_bytes()
                 records, damaged = _parse(data)
                 if damaged:
@@ -83,7 +78,7 @@ class StageStore:
     def put(self, record: dict[str, Any]) -> None:
         # infinite scores are written as Infinity (read back by json); NaN never reaches here (Hit refuses it)
         line = (json.dumps(record, ensure_ascii=False) + "\n").encode()
-        with self._lock, _file_lock(self._lock_path, exclusive=False):
+        with self._lock, file_lock(self._lock_path, exclusive=False):
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(fd, line)
@@ -128,20 +123,6 @@ def _rewrite(path: Path, records: list[dict[str, Any]]) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(temporary, path)
-
-
-@contextmanager
-def _file_lock(path: Path, *, exclusive: bool) -> Iterator[None]:
-    """An advisory lock between processes (``flock``); a no-op where the platform has none."""
-    if fcntl is None:
-        yield
-        return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
 
 
 class NoCache:

@@ -23,7 +23,7 @@ from .cache import StageCache, as_cache, text_hash
 from .fusion import Fusion
 from .hits import Hit, as_hit
 from .result import Outcome, PipelineResult, StageOutput
-from .stage import Reranker, Retriever, Stage
+from .stage import Retriever, Stage
 
 
 class StageFault(Exception):
