@@ -114,3 +114,18 @@ def test_labelling_the_pool_raises_the_judged_share():
     assert shares(after) == {("new", "judged@4"): 1.0, ("old", "judged@4"): 1.0}
     # the new system's unlabelled answers were counted as wrong: P@4 (2/4 + 1/4) / 2 becomes (4/4 + 1/4) / 2
     assert (before.mean("new", "P@4"), after.mean("new", "P@4")) == (0.375, 0.625)
+
+
+def test_queries_without_results_do_not_pull_the_share_down():
+    # q2 is in the qrels but the run has nothing for it (counted as 0 by default): nothing there is unjudged
+    run = Run.from_ranking({"q1": ["d1", "d2"], "q3": []}, name="sparse")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = evaluate(QRELS, run, ["P@2"])
+    assert report.values("sparse", "P@2").to_dict() == {"q1": 0.5, "q2": 0.0}
+    assert report.judged[["share", "n"]].values.tolist() == [[1.0, 1]]
+    with warnings.catch_warnings():  # no query returned anything: no share, and no warning
+        warnings.simplefilter("error")
+        empty = evaluate(QRELS, Run.from_ranking({"q1": []}, name="none"), ["P@2"])
+    assert empty.judged["n"].tolist() == [0] and empty.judged["share"].isna().all()
+    assert "judged share (threshold 0.9): none judged@2 - (no results)" in empty.card.render()

@@ -82,8 +82,12 @@ class MetricCard(BaseModel):
             shown = []
             for j in self.judged:
                 who = j["run"] + (f" / {j['stage']}" if j.get("stage") else "")
-                flag = " (below threshold: lower bound)" if low is not None and j["share"] < low else ""
-                shown.append(f"{who} {j['metric']} {j['share']:.1%}{flag}")
+                share = j["share"]
+                if share != share:  # NaN: no query returned anything
+                    shown.append(f"{who} {j['metric']} - (no results)")
+                    continue
+                flag = " (below threshold: lower bound)" if low is not None and share < low else ""
+                shown.append(f"{who} {j['metric']} {share:.1%}{flag}")
             lines.append(f"  judged share (threshold {low:g}): " + "; ".join(shown) if low is not None
                          else "  judged share: " + "; ".join(shown))
         if self.comparison:

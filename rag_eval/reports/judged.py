@@ -6,8 +6,10 @@ cutoffs it measures, ``Report.judged``, lists it on the metric card, and warns w
 threshold (0.9 by default): pool that system's results (:func:`rag_eval.pool`), label them, and evaluate again;
 or evaluate with condensed lists (``Conventions(unjudged="remove")``), which drop unjudged items first.
 
-The share is the mean over counted queries of judged@k (judged items in the top k over k; trec_eval's
-``num_judged``-style "judged" measure, not condensed even when the report's conventions are).
+The share is the mean of judged@k (the judged share of the top min(k, returned)) over the counted queries that
+returned something within k: an empty ranking (or a failed query scored as one) has nothing unjudged, so its
+scores are exact and it does not pull the share down. It is measured on the ranking as given, not condensed even
+when the report's conventions are.
 """
 
 from __future__ import annotations
@@ -59,16 +61,25 @@ def cutoffs_of(metrics: Sequence[Metric]) -> list[int]:
 def judged_share(
     qrels: Qrels, run: Run, cutoff: int | Mapping[str, int], conventions: Conventions, *, exclude=()
 ) -> tuple[float, int]:
-    """Mean judged@cutoff over the queries the conventions count; a per-query cutoff mapping is allowed."""
+    """Mean judged@cutoff over the counted queries that returned something (an empty ranking has nothing
+    unjudged: its scores are exact), and how many those are; a per-query cutoff mapping is allowed."""
     plain = conventions.replace(unjudged="keep")
+    returned = Metric("num_ret")
     if isinstance(cutoff, int):
-        result = evaluate_run(qrels, run, [Metric("judged", cutoff)], plain, exclude=exclude, warn_ids=False)
-    else:
-        result = evaluate_run(qrels, run, [Metric("judged", None)], plain, cutoffs=[dict(cutoff)], exclude=exclude,
+        result = evaluate_run(qrels, run, [Metric("judged", cutoff), returned], plain, exclude=exclude,
                               warn_ids=False)
-    values = np.asarray(result.values[0], dtype=float) if result.account.counted else np.zeros(0)
-    values = values[~np.isnan(values)]
-    return (float(values.mean()) if len(values) else float("nan")), int(len(values))
+    else:
+        result = evaluate_run(qrels, run, [Metric("judged", None), returned], plain, cutoffs=[dict(cutoff), None],
+                              exclude=exclude, warn_ids=False)
+    if not result.account.counted:
+        return float("nan"), 0
+    shares = np.asarray(result.values[0], dtype=float)
+    if not isinstance(cutoff, int):  # a query that delivers nothing within its budget has nothing unjudged either
+        delivered = np.array([cutoff.get(q, 0) > 0 for q in result.account.counted])
+    else:
+        delivered = np.ones(len(shares), dtype=bool)
+    shares = shares[(np.asarray(result.values[1]) > 0) & delivered & ~np.isnan(shares)]
+    return (float(shares.mean()) if len(shares) else float("nan")), int(len(shares))
 
 
 def warn_low(shares: Sequence[JudgedShare], threshold: float) -> list[str]:
