@@ -27,11 +27,13 @@ import rag_eval
 from rag_eval import _accel
 from rag_eval.metrics import PRESETS
 
+from . import strategies
+from .strategies import CONVENTIONS as BASE_CONVENTIONS
+from .strategies import COUNTS, DOCS, rankings, unique_rankings
+
 SETTINGS = settings(max_examples=300, deadline=None)
 
-DOCS = ["a", "b", "c", "d10", "d9", "e", "f"]  # "d9" > "d10" as strings
 QUERIES = ["q1", "q2", "q3", "q10", "q4", "Q5"]
-COUNTS = {"num_rel", "num_ret", "num_rel_ret"}
 METRICS = [
     "recall@1", "recall@3", "recall(rel=2)@3", "precision@1", "precision@3", "P@10", "P(rel=2)@3", "hit@2",
     "hit(rel=2)@3", "mrr", "mrr@2", "mrr(rel=2)", "ndcg", "ndcg@3", "ndcg@10", "ndcg(gain=linear)@2",
@@ -39,30 +41,15 @@ METRICS = [
     "r_precision(rel=2)", "bpref", "bpref(rel=2)", "judged@1", "judged@3", "recall_ceiling@2", "num_rel",
     "num_rel(rel=2)", "num_ret", "num_rel_ret",
 ]
-CONVENTIONS = [
-    PRESETS["default"],
-    PRESETS["trec_eval"],
-    PRESETS["trec_eval"].replace(missing_run="zero", unjudged="remove"),
-    PRESETS["default"].replace(relevance_threshold=2, no_relevant="skip"),
-    PRESETS["default"].replace(max_depth=3, ties="doc_id"),
-    PRESETS["default"].replace(ties="input_order", gain="linear"),
+CONVENTIONS = BASE_CONVENTIONS + [
     PRESETS["default"].replace(negative_grades="unjudged", unjudged="remove", missing_run="skip"),
 ]
 # where equal scores are ordered by doc id, not by the input's order
 ID_TIES = [c for c in CONVENTIONS if c.ties != "input_order"]
 
-grades = st.integers(min_value=-1, max_value=3)
-qrels_dicts = st.dictionaries(
-    st.sampled_from(QUERIES), st.dictionaries(st.sampled_from(DOCS), grades, min_size=1), min_size=1
-)
-# at least one query per run: a run with no query at all crashes evaluate() with missing_run="zero", which
-# test_metric_edge_cases.py pins down
+qrels_dicts = strategies.qrels_dicts(QUERIES)
 SCORES = [0.0, 0.5, 1.0, -0.0, -2.5, 1e300]
-score_dicts = st.dictionaries(
-    st.sampled_from(QUERIES), st.dictionaries(st.sampled_from(DOCS), st.sampled_from(SCORES)), min_size=1
-)
-rankings = st.lists(st.sampled_from(DOCS), max_size=10)  # may repeat doc ids
-unique_rankings = st.lists(st.sampled_from(DOCS), max_size=len(DOCS), unique=True)
+score_dicts = strategies.score_dicts(QUERIES, SCORES)
 # new names: no whitespace (so that they could be written to a TREC file), some beyond ASCII, and no "0" (ids
 # that differ only by leading zeros draw a near-miss warning, see rag_eval/metrics/id_mismatch.py)
 NAME_ALPHABET = "aZz19_-.:/é中\U0001f600"

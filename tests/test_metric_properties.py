@@ -16,36 +16,19 @@ from hypothesis import strategies as st
 import rag_eval
 from rag_eval.metrics import PRESETS
 
+from . import strategies
+from .strategies import CONVENTIONS, COUNTS, DOCS, rankings, unique_rankings
+
 SETTINGS = settings(max_examples=60, deadline=None)
 
-DOCS = ["a", "b", "c", "d10", "d9", "e", "f"]  # "d9" > "d10" as strings
 QUERIES = ["q1", "q2", "q3"]
-COUNTS = {"num_rel", "num_ret", "num_rel_ret"}
 METRICS = [
     "recall@1", "recall@3", "precision@1", "precision@3", "P(rel=2)@3", "hit@2", "mrr", "mrr@2", "ndcg", "ndcg@3",
     "ndcg(gain=linear)@2", "ndcg(rel=2)", "ndcg(gains=1:3;2:9)@3", "ap", "ap@3", "r_precision", "bpref",
     "judged@3", "recall_ceiling@2", "num_rel", "num_ret", "num_rel_ret",
 ]
-CONVENTIONS = [
-    PRESETS["default"],
-    PRESETS["trec_eval"],
-    PRESETS["trec_eval"].replace(missing_run="zero", unjudged="remove"),
-    PRESETS["default"].replace(relevance_threshold=2, no_relevant="skip"),
-    PRESETS["default"].replace(max_depth=3, ties="doc_id"),
-    PRESETS["default"].replace(ties="input_order", gain="linear"),
-]
-
-grades = st.integers(min_value=-1, max_value=3)
-qrels_dicts = st.dictionaries(
-    st.sampled_from(QUERIES), st.dictionaries(st.sampled_from(DOCS), grades, min_size=1), min_size=1
-)
-# at least one query per run (a query's ranking may be empty): a run with no query at all crashes evaluate()
-# with missing_run="zero", which test_metric_edge_cases.py pins down; generated here it would hide the rest
-score_dicts = st.dictionaries(
-    st.sampled_from(QUERIES), st.dictionaries(st.sampled_from(DOCS), st.sampled_from([0.0, 0.5, 1.0])), min_size=1
-)
-rankings = st.lists(st.sampled_from(DOCS), max_size=10)  # may repeat doc ids
-unique_rankings = st.lists(st.sampled_from(DOCS), max_size=len(DOCS), unique=True)
+qrels_dicts = strategies.qrels_dicts(QUERIES)
+score_dicts = strategies.score_dicts(QUERIES, [0.0, 0.5, 1.0])
 
 
 def _values(report: rag_eval.Report, run: str = "run") -> dict[tuple[str, str], float]:
