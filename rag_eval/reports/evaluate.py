@@ -14,8 +14,10 @@ from ..metrics.engine import evaluate_run
 from ..metrics.grammar import Metric, parse_metrics
 from ..stages.result import PipelineResult
 from .card import InputRecord, MetricCard, QueryRecord
+from .judged import (
+    JUDGED_THRESHOLD, JudgedShare, cutoffs_of, judged_metrics, judged_share, mean_share, shares_frame, warn_low,
+)
 from .projected import evaluate_projections, projections_of
-from .judged import JUDGED_THRESHOLD, JudgedShare, cutoffs_of, judged_share, shares_frame, warn_low
 from .report import Report, RunScores
 
 __all__ = ["DEFAULT_METRICS", "evaluate"]
@@ -72,11 +74,19 @@ def evaluate(
     blocks: list[RunScores] = []
     records = []
     shares: list[JudgedShare] = []
+    cutoffs = cutoffs_of(metric_list)
+    # the judged share is measured on the rankings as given: in the same pass unless unjudged items are removed
+    extra = judged_metrics(cutoffs) if conv.unjudged == "keep" else []
+    n = len(metric_list)
     for name, run in named.items():
-        for k in cutoffs_of(metric_list):
-            shares.append(JudgedShare(name, None, str(k), *judged_share(qrels, run, k, conv)))
-        result = evaluate_run(qrels, run, metric_list, conv)
-        matrix = np.column_stack(result.values) if result.account.counted else np.zeros((0, len(metric_list)))
+        result = evaluate_run(qrels, run, metric_list + extra, conv)
+        if extra:
+            returned = result.values[n]
+            shares += [JudgedShare(name, None, str(k), *mean_share(column, returned))
+                       for k, column in zip(cutoffs, result.values[n + 1:])]
+        else:
+            shares += [JudgedShare(name, None, str(k), *judged_share(qrels, run, k, conv)) for k in cutoffs]
+        matrix = np.column_stack(result.values[:n]) if result.account.counted else np.zeros((0, n))
         blocks.append(RunScores(result.account.counted, matrix, name, None, [str(m) for m in metric_list]))
         account = result.account
         records.append(
@@ -88,7 +98,6 @@ def evaluate(
     card = MetricCard.build(conv, [str(m) for m in metric_list], inputs, records,
                             judged=[s.record() for s in shares], judged_threshold=judged_threshold)
     return Report(blocks, metric_list, card, {"judged": shares_frame(shares)})
-
 
 
 def _pipeline_results(runs: object) -> dict[str, PipelineResult] | None:

@@ -58,28 +58,39 @@ def cutoffs_of(metrics: Sequence[Metric]) -> list[int]:
     return found or [10]
 
 
+def judged_metrics(cutoffs: Sequence[int]) -> list[Metric]:
+    """What a share is computed from: ``num_ret`` (which queries returned something), then judged@k per cutoff.
+    Appended to a report's own metrics, they cost no second pass over the run."""
+    return [Metric("num_ret")] + [Metric("judged", k) for k in cutoffs]
+
+
+def mean_share(judged: np.ndarray, returned: np.ndarray, delivered: np.ndarray | None = None) -> tuple[float, int]:
+    """Mean judged@k over the queries that returned something (an empty ranking has nothing unjudged: its scores
+    are exact), and how many those are. ``delivered``: which queries put anything within their cutoff."""
+    judged = np.asarray(judged, dtype=float)
+    keep = (np.asarray(returned) > 0) & ~np.isnan(judged)
+    if delivered is not None:
+        keep &= delivered
+    shares = judged[keep]
+    return (float(shares.mean()) if len(shares) else float("nan")), int(len(shares))
+
+
 def judged_share(
     qrels: Qrels, run: Run, cutoff: int | Mapping[str, int], conventions: Conventions, *, exclude=()
 ) -> tuple[float, int]:
-    """Mean judged@cutoff over the counted queries that returned something (an empty ranking has nothing
-    unjudged: its scores are exact), and how many those are; a per-query cutoff mapping is allowed."""
+    """:func:`mean_share` at one cutoff (or a per-query cutoff mapping) in a pass of its own, on the ranking as
+    given (``unjudged="keep"``), for where the report's own pass cannot carry it."""
     plain = conventions.replace(unjudged="keep")
-    returned = Metric("num_ret")
     if isinstance(cutoff, int):
-        result = evaluate_run(qrels, run, [Metric("judged", cutoff), returned], plain, exclude=exclude,
-                              warn_ids=False)
+        result = evaluate_run(qrels, run, judged_metrics([cutoff]), plain, exclude=exclude, warn_ids=False)
+        delivered = None
     else:
-        result = evaluate_run(qrels, run, [Metric("judged", None), returned], plain, cutoffs=[dict(cutoff), None],
-                              exclude=exclude, warn_ids=False)
+        result = evaluate_run(qrels, run, [Metric("num_ret"), Metric("judged", None)], plain,
+                              cutoffs=[None, dict(cutoff)], exclude=exclude, warn_ids=False)
+        delivered = np.array([cutoff.get(q, 0) > 0 for q in result.account.counted], dtype=bool)
     if not result.account.counted:
         return float("nan"), 0
-    shares = np.asarray(result.values[0], dtype=float)
-    if not isinstance(cutoff, int):  # a query that delivers nothing within its budget has nothing unjudged either
-        delivered = np.array([cutoff.get(q, 0) > 0 for q in result.account.counted])
-    else:
-        delivered = np.ones(len(shares), dtype=bool)
-    shares = shares[(np.asarray(result.values[1]) > 0) & delivered & ~np.isnan(shares)]
-    return (float(shares.mean()) if len(shares) else float("nan")), int(len(shares))
+    return mean_share(result.values[1], result.values[0], delivered)
 
 
 def warn_low(shares: Sequence[JudgedShare], threshold: float) -> list[str]:

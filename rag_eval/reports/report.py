@@ -184,7 +184,8 @@ class Report:
     @property
     def judged(self) -> pd.DataFrame:
         """The judged share of each run (and stage) at the report's cutoffs: ``run, stage, metric, share, n``
-        (share = mean judged@k over counted queries). Below the threshold on the card, scores are lower bounds."""
+        (share = mean judged@k over the counted queries that returned something, ``n`` of them). Below the
+        threshold (on the card), that run's scores are lower bounds. See :mod:`rag_eval.reports.judged`."""
         return self._table("judged")
 
     @property
