@@ -1,12 +1,24 @@
-"""The errors rag_eval raises on purpose.
+"""The errors rag_eval raises on purpose, and the warnings it gives.
 
 Every problem with a user's input is an :class:`InputError` that names where it is (file and line, or query
 and field) and what is wrong, so that the CLI can print one line and exit 2 instead of a traceback.
+
+Every warning is a subclass of :class:`RagEvalWarning` (itself a ``UserWarning``), one class per kind, so that
+tests and users can filter exactly the kind they mean (``warnings.simplefilter("error", rag_eval.errors.InfiniteScore)``).
 """
 
 from __future__ import annotations
 
-__all__ = ["InputError", "RagEvalError"]
+__all__ = [
+    "DuplicateJudgement",
+    "DuplicateResult",
+    "IdsConverted",
+    "InfiniteScore",
+    "InputError",
+    "NearMissIds",
+    "RagEvalError",
+    "RagEvalWarning",
+]
 
 
 class RagEvalError(Exception):
@@ -30,3 +42,27 @@ class InputError(RagEvalError, ValueError):
         if self.line is not None:
             where = f"{where}:{self.line}" if where else f"line {self.line}"
         return f"{where}: {self.problem}" if where else self.problem
+
+
+class RagEvalWarning(UserWarning):
+    """Base class of every warning rag_eval gives: something it kept going through, and what it did."""
+
+
+class IdsConverted(RagEvalWarning):
+    """Ids given as int were converted to str (pandas and JSON turn numeric ids into ints)."""
+
+
+class NearMissIds(RagEvalWarning):
+    """Run and qrels ids that differ only by whitespace or leading zeros: kept distinct, so they do not match."""
+
+
+class DuplicateJudgement(RagEvalWarning):
+    """A document judged twice for one query: the first judgement is kept."""
+
+
+class DuplicateResult(RagEvalWarning):
+    """A doc id repeated within one ranking: kept once, at its first (highest-ranked) position."""
+
+
+class InfiniteScore(RagEvalWarning):
+    """An infinite score was kept: +inf ranks first, -inf last."""

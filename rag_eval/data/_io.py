@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import InputError
+from ..errors import InputError, RagEvalWarning
 
 PathLike = str | os.PathLike[str]
 
@@ -120,6 +120,7 @@ _COMMENT_FIRST = re.compile(rb"\s*#")  # the file opens with a comment line...
 _CONTENT_LINE = re.compile(rb"^[ \t\r\v\f]*[^#\s]", re.MULTILINE)  # ...and has no line of content
 
 
-def warn(message: str) -> None:
-    """One user-facing warning, attributed to the caller's code rather than to rag_eval."""
-    warnings.warn(message, UserWarning, stacklevel=4)
+def warn(message: str, category: type[Warning] = RagEvalWarning) -> None:
+    """One user-facing warning of its own kind (a :class:`~rag_eval.errors.RagEvalWarning` subclass),
+    attributed to the caller's code rather than to rag_eval."""
+    warnings.warn(message, category, stacklevel=4)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import _accel
-from ..errors import InputError
+from ..errors import DuplicateJudgement, InputError
 from ._columns import GRADE_LIMIT, line_number, parse_int, read_table
 from ._frames import pick_column
 from ._ids import IdCheck, as_id
@@ -186,7 +186,7 @@ class Qrels:
         where = file.path if file else "DataFrame"
         if duplicates:
             detail = f"; {len(conflicts)} with conflicting grades, e.g. {conflicts[0]}" if conflicts else ""
-            warn(f"{where}: {duplicates} duplicate judgement(s) of the same document for a query; kept the first{detail}")
+            warn(f"{where}: {duplicates} duplicate judgement(s) of the same document for a query; kept the first{detail}", DuplicateJudgement)
         qrels = cls.__new__(cls)
         qrels._judgements = judgements
         qrels.source = Source.of(file) if file else None

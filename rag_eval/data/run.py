@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from .. import _accel
-from ..errors import InputError
+from ..errors import DuplicateResult, InfiniteScore, InputError
 from ._columns import line_number, read_table
 from ._frames import find_column, pick_column
 from ._ids import IdCheck
@@ -254,7 +254,7 @@ class Run:
             if infinite:  # ranked first (+inf) or last (-inf); ties among them broken as for any equal scores
                 where = source.path if source else name
                 note = f"{infinite} infinite score(s) kept: +inf ranks first, -inf last, ties among them broken as for equal scores"
-                warn(f"{where}: {note}")
+                warn(f"{where}: {note}", InfiniteScore)
                 notes.append(note)
         if dedupe and not (isinstance(docs, PackedIds) and suspects is not None and len(suspects) == 0):
             if isinstance(docs, PackedIds):
@@ -263,7 +263,7 @@ class Run:
             if keep is not None:
                 dropped = len(docs) - int(keep.sum())
                 where = source.path if source else name
-                warn(f"{where}: {dropped} repeated doc id(s) within a query kept once, at the first position")
+                warn(f"{where}: {dropped} repeated doc id(s) within a query kept once, at the first position", DuplicateResult)
                 notes.append(f"{dropped} repeated doc id(s) within a query kept once, at the first position")
                 query = np.repeat(np.arange(len(lengths)), lengths)
                 lengths = np.bincount(query[keep], minlength=len(lengths)).astype(np.int64)

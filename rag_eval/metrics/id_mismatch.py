@@ -13,6 +13,7 @@ import numpy as np
 
 from ..data.qrels import Qrels
 from ..data.run import Run
+from ..errors import NearMissIds
 
 DOC_QUERIES_CHECKED = 100  # queries without a judged result whose doc ids are compared (the check stays cheap)
 
@@ -56,7 +57,7 @@ def warn_near_misses(run: Run, qrels: Qrels, run_only: list[str], missing: list[
         warnings.warn(
             f"run {run.name!r}: {len(queries)} query id(s) match a qrels id only after stripping whitespace or "
             f"leading zeros (e.g. run {a!r} vs qrels {b!r}); they are different ids, so those queries score 0",
-            UserWarning, stacklevel=5,
+            NearMissIds, stacklevel=5,
         )
     docs = doc_near_misses(run, qrels, unjudged) if unjudged else []
     if docs:
@@ -64,5 +65,5 @@ def warn_near_misses(run: Run, qrels: Qrels, run_only: list[str], missing: list[
         warnings.warn(
             f"run {run.name!r}: on {len(docs)} query(ies) with no judged result, doc ids match judged ones only "
             f"after stripping whitespace or leading zeros (e.g. query {q!r}: run {a!r} vs qrels {b!r})",
-            UserWarning, stacklevel=5,
+            NearMissIds, stacklevel=5,
         )

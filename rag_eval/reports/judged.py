@@ -22,6 +22,7 @@ import numpy as np
 
 from ..data.qrels import Qrels
 from ..data.run import Run
+from ..errors import RagEvalWarning
 from ..metrics.conventions import Conventions
 from ..metrics.engine import evaluate_run
 from ..metrics.grammar import Metric
@@ -29,7 +30,7 @@ from ..metrics.grammar import Metric
 JUDGED_THRESHOLD = 0.9
 
 
-class LowJudgedShare(UserWarning):
+class LowJudgedShare(RagEvalWarning):
     """A system's judged share is below the threshold: its scores are lower bounds."""
 
 
