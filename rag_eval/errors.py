@@ -12,10 +12,12 @@ from __future__ import annotations
 __all__ = [
     "DuplicateJudgement",
     "DuplicateResult",
+    "HarnessError",
     "IdsConverted",
     "InfiniteScore",
     "InputError",
     "NearMissIds",
+    "OldCacheKeys",
     "RagEvalError",
     "RagEvalWarning",
 ]
@@ -44,6 +46,12 @@ class InputError(RagEvalError, ValueError):
         return f"{where}: {self.problem}" if where else self.problem
 
 
+class HarnessError(RagEvalError):
+    """rag_eval's own machinery failed (the stage cache could not be read or written, a result could not be
+    stored): not the fault of a stage or of its query, so it stops the run, after keeping what is stored, instead of
+    being recorded as a failed query. The message names the cache and what to do."""
+
+
 class RagEvalWarning(UserWarning):
     """Base class of every warning rag_eval gives: something it kept going through, and what it did."""
 
@@ -66,3 +74,7 @@ class DuplicateResult(RagEvalWarning):
 
 class InfiniteScore(RagEvalWarning):
     """An infinite score was kept: +inf ranks first, -inf last."""
+
+
+class OldCacheKeys(RagEvalWarning):
+    """A stage cache directory holds only files written under an older key scheme: they are not reused."""
