@@ -3,13 +3,32 @@
 Two presets: ``"default"`` (what a RAG evaluation wants) and ``"trec_eval"`` (reproduces trec_eval exactly; its
 ``-c``, ``-M N``, ``-l N`` and ``-J`` flags map to ``missing_run="zero"``, ``max_depth=N``,
 ``relevance_threshold=N`` and ``unjudged="remove"``).
+
+Every field is checked when a Conventions is made: an int field takes an int (or a NumPy integer) and nothing
+else, so ``max_depth=True``, ``2.5``, ``2.0`` or ``"5"`` is an :class:`~rag_eval.errors.InputError` naming the field,
+never read as 1, 2 or 5; ``max_depth`` is at most :data:`~rag_eval.metrics.grammar.MAX_CUTOFF` (10^9) and
+``relevance_threshold`` below the grade limit (2^29).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import numbers
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from ..errors import InputError
+from .grammar import GRADE_LIMIT, MAX_CUTOFF
+
+
+def _an_int(value: Any) -> Any:
+    """An int field's value: an int or a NumPy integer (as int), never a bool, a float or a numeric string."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"expected an int, not {type(value).__name__} {value!r}")
+    return int(value)
+
+
+StrictInt = Annotated[int, BeforeValidator(_an_int)]
 
 
 __all__ = ["Conventions", "PRESETS", "resolve_conventions"]
@@ -26,8 +45,8 @@ class Conventions(BaseModel):
         "descending as strings (trec_eval, pytrec_eval, ir_measures), 'doc_id' = ascending, 'input_order' = as "
         "given. A run built from a given order is never re-sorted.",
     )
-    relevance_threshold: int = Field(
-        1, ge=1, description="Lowest grade that counts as relevant for the binary metrics (trec_eval -l)."
+    relevance_threshold: StrictInt = Field(
+        1, ge=1, lt=GRADE_LIMIT, description="Lowest grade that counts as relevant for the binary metrics (trec_eval -l)."
     )
     gain: Literal["exp", "linear"] = Field(
         "exp", description="nDCG gain of a grade g > 0: 'exp' = 2^g - 1, 'linear' = g (trec_eval)."
@@ -57,13 +76,20 @@ class Conventions(BaseModel):
         description="A query a pipeline stage failed on: 'zero' = measured as an empty ranking, 'exclude' = left "
         "out; either way every summary row of a pipeline report shows n_failed.",
     )
-    max_depth: int | None = Field(
-        None, ge=1, description="Only the top N of each ranking are evaluated, after ranking (trec_eval -M N)."
+    max_depth: StrictInt | None = Field(
+        None, ge=1, le=MAX_CUTOFF,
+        description="Only the top N of each ranking are evaluated, after ranking (trec_eval -M N).",
     )
+
+    def __init__(self, **fields: Any) -> None:
+        try:
+            super().__init__(**fields)
+        except ValidationError as exc:
+            raise InputError(_describe(exc, fields)) from None
 
     def replace(self, **changes: object) -> Conventions:
         """A copy with some fields changed (validated)."""
-        return Conventions.model_validate(self.model_dump() | changes)
+        return Conventions(**(self.model_dump() | changes))
 
     @classmethod
     def preset(cls, name: str) -> Conventions:
@@ -77,6 +103,17 @@ PRESETS: dict[str, Conventions] = {
     "default": Conventions(),
     "trec_eval": Conventions(gain="linear", missing_run="skip", negative_grades="unjudged"),
 }
+
+
+def _describe(exc: ValidationError, fields: dict[str, Any]) -> str:
+    """The first problem of a ValidationError as one sentence naming the field and the value given."""
+    error = exc.errors(include_url=False)[0]
+    name = ".".join(str(part) for part in error["loc"]) or "conventions"
+    given = fields.get(name, error.get("input"))
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        return f"Conventions: unknown field {name!r} (fields: {', '.join(Conventions.model_fields)})"
+    return f"Conventions: {name}={given!r}: {message}"
 
 
 def resolve_conventions(conventions: Conventions | str) -> Conventions:
