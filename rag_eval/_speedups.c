@@ -5,7 +5,8 @@
  * module is not built): reading a {query: {doc: score}} mapping into columns, looking up the grade of every
  * result in per-query judgement dicts, and reading a whitespace-separated TREC run or qrels file into columns.
  * Each returns None, instead of guessing, on anything unusual (a non-str id, a score that is not a float or an
- * int, a malformed line): the Python twin then handles it and names the problem.
+ * int, a boolean, a malformed line, a number not spelled as a plain ASCII decimal): the Python twin then handles
+ * it and names the problem.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -52,7 +53,7 @@ score_columns(PyObject *self, PyObject *mapping)
                 goto unusual;
             if (PyFloat_Check(value))
                 s[k] = PyFloat_AS_DOUBLE(value);
-            else if (PyLong_Check(value)) {
+            else if (PyLong_Check(value) && !PyBool_Check(value)) { /* a boolean is not a score */
                 s[k] = PyLong_AsDouble(value);
                 if (s[k] == -1.0 && PyErr_Occurred()) {
                     PyErr_Clear();
@@ -371,16 +372,62 @@ done:
 #define MAX_FIELDS 7
 #define NUMBER_BUFFER 128
 
-/* ASCII whitespace within a line, as trec_eval splits: space, tab, CR, VT, FF; a token also ends at '\n' */
-static const unsigned char SPACE[256] = {[' '] = 1, ['\t'] = 1, ['\r'] = 1, ['\v'] = 1, ['\f'] = 1};
+/* ASCII whitespace within a line, as trec_eval splits: space, tab, VT, FF; a line (and a token) ends at '\n', at
+   "\r\n" or at a lone '\r' */
+static const unsigned char SPACE[256] = {[' '] = 1, ['\t'] = 1, ['\v'] = 1, ['\f'] = 1};
 static const unsigned char TOKEN_END[256] = {[' '] = 1, ['\t'] = 1, ['\r'] = 1, ['\v'] = 1, ['\f'] = 1, ['\n'] = 1};
 
 static const double exact_powers_of_ten[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
                                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
+/* The one number rule of rag_eval.data._numbers: a score is [+-]?(digits[.[digits]]|.digits)([eE][+-]?digits)?
+   in ASCII digits, or [+-]?(inf|infinity) in any case; a grade is [+-]?digits(.0*)?. Anything else (1_0, 0x10,
+   nan, non-ASCII digits) is unusual, and the Python reader names it. */
+
+static int
+same_letters(const char *p, Py_ssize_t len, const char *word)
+{
+    Py_ssize_t i = 0;
+    for (; i < len && word[i]; i++)
+        if ((p[i] | 0x20) != word[i])
+            return 0;
+    return i == len && !word[i];
+}
+
+static int
+plain_score(const char *p, Py_ssize_t len)
+{
+    Py_ssize_t i = 0;
+    if (i < len && (p[i] == '+' || p[i] == '-'))
+        i++;
+    if (same_letters(p + i, len - i, "inf") || same_letters(p + i, len - i, "infinity"))
+        return 1;
+    Py_ssize_t digits = 0;
+    for (; i < len && p[i] >= '0' && p[i] <= '9'; i++)
+        digits++;
+    if (i < len && p[i] == '.')
+        for (i++; i < len && p[i] >= '0' && p[i] <= '9'; i++)
+            digits++;
+    if (digits == 0)
+        return 0;
+    if (i < len && (p[i] == 'e' || p[i] == 'E')) {
+        i++;
+        if (i < len && (p[i] == '+' || p[i] == '-'))
+            i++;
+        Py_ssize_t exponent = 0;
+        for (; i < len && p[i] >= '0' && p[i] <= '9'; i++)
+            exponent++;
+        if (exponent == 0)
+            return 0;
+    }
+    return i == len;
+}
+
 static int
 parse_double(const char *p, Py_ssize_t len, double *out)
 {
+    if (!plain_score(p, len))
+        return 0;
     /* Fast path for plain decimals ([-+]digits[.digits], at most 15 digits): the digits as an integer are exact
        in a double, and so is 10^k for k <= 22, so one IEEE division gives the correctly rounded value, the
        same double as float() (Clinger's fast path). Anything else goes to PyOS_string_to_double. */
@@ -432,29 +479,27 @@ parse_double(const char *p, Py_ssize_t len, double *out)
 static int
 parse_integer(const char *p, Py_ssize_t len, npy_int64 *out)
 {
-    /* an integer, or an integral float such as "1.0" (as trec_eval's atol and rag_eval's parse_int accept) */
+    /* [+-]?digits, or an integral decimal such as "1.0" or "2." (read as trec_eval's atol reads it); at most 18
+       digits (more is out of range, which the Python reader names) */
     Py_ssize_t i = 0;
     int negative = 0;
     if (len > 0 && (p[0] == '-' || p[0] == '+')) {
         negative = p[0] == '-';
         i = 1;
     }
-    if (i < len && len - i <= 18) {
-        npy_int64 value = 0;
-        Py_ssize_t j = i;
-        for (; j < len && p[j] >= '0' && p[j] <= '9'; j++)
-            value = value * 10 + (p[j] - '0');
-        if (j == len && j > i) {
-            *out = negative ? -value : value;
-            return 1;
-        }
-    }
-    double d;
-    if (parse_double(p, len, &d) && d == d && d > -9.0e18 && d < 9.0e18 && (double)(npy_int64)d == d) {
-        *out = (npy_int64)d;
-        return 1;
-    }
-    return 0;
+    npy_int64 value = 0;
+    Py_ssize_t j = i;
+    for (; j < len && j - i < 19 && p[j] >= '0' && p[j] <= '9'; j++)
+        value = value * 10 + (p[j] - '0');
+    if (j == i || j - i > 18)
+        return 0;
+    if (j < len && p[j] == '.')
+        for (j++; j < len && p[j] == '0'; j++)
+            ;
+    if (j != len)
+        return 0;
+    *out = negative ? -value : value;
+    return 1;
 }
 
 /* A set of byte spans (the doc ids of the current query), to notice a doc id repeated within a query without
@@ -570,9 +615,13 @@ parse_columns(PyObject *self, PyObject *args)
     npy_intp capacity = 1;
     for (const char *p = data; (p = memchr(p, '\n', data + size - p)) != NULL; p++)
         capacity++;
+    for (const char *p = data; (p = memchr(p, '\r', data + size - p)) != NULL; p++)
+        capacity++; /* an upper bound on the lines: a lone CR ends one too */
 
     PyObject *qids = PyList_New(0), *index = PyDict_New(), *repeats = PyList_New(0);
     PyObject *tag = NULL;
+    const char *tag_ptr = NULL; /* the last line's tag: what trec_eval prints as runid */
+    Py_ssize_t tag_len = 0;
     PyArrayObject *codes = (PyArrayObject *)PyArray_SimpleNew(1, &capacity, NPY_INT64);
     /* doc ids: str objects, or packed: their UTF-8 bytes end to end and where each starts (no Python objects) */
     npy_intp capacity_1 = capacity + 1;
@@ -595,11 +644,11 @@ parse_columns(PyObject *self, PyObject *args)
     if (packed)
         starts_of[0] = 0;
     npy_intp n = 0;
-    /* Lines are read up to a '\n' sentinel: the file up to its last '\n', then any unterminated last line from a
-       copy that ends with one (tokens may point into that copy, so it lives until the end). */
+    /* Lines are read up to a line-end sentinel: the file up to its last '\n' or '\r', then any unterminated last
+       line from a copy that ends with '\n' (tokens may point into that copy, so it lives until the end). */
     const char *last_newline = NULL;
     for (const char *back = data + size; back > data; back--)
-        if (back[-1] == '\n') {
+        if (back[-1] == '\n' || back[-1] == '\r') {
             last_newline = back - 1;
             break;
         }
@@ -625,7 +674,7 @@ parse_columns(PyObject *self, PyObject *args)
         for (;;) {
             while (SPACE[(unsigned char)*q])
                 q++;
-            if (*q == '\n')
+            if (*q == '\n' || *q == '\r')
                 break;
             const char *t = q;
             while (!TOKEN_END[(unsigned char)*q])
@@ -636,11 +685,14 @@ parse_columns(PyObject *self, PyObject *args)
             }
             fields++;
             if (kind == KIND_RUN && fields == 6) {
-                q = memchr(q, '\n', end - q); /* fields after the 6th are ignored, as trec_eval does */
+                while (*q != '\n' && *q != '\r')
+                    q++; /* fields after the 6th are ignored, as trec_eval does */
                 break;
             }
         }
         p = q + 1;
+        if (*q == '\r' && p < end && *p == '\n')
+            p++; /* CRLF: one line ending */
         if (fields == 0 || start[0][0] == '#')
             continue; /* a blank line, or a comment */
         if ((kind == KIND_RUN && fields < 6) || (kind == KIND_QRELS && fields != 4)) {
@@ -685,8 +737,8 @@ parse_columns(PyObject *self, PyObject *args)
                 unusual = 1;
                 break;
             }
-            if (!tag && !(tag = text_of(start[5], length[5], ascii)))
-                goto done;
+            tag_ptr = start[5];
+            tag_len = length[5];
         }
         else if (!parse_integer(start[value_field], length[value_field], &((npy_int64 *)PyArray_DATA(values))[n])) {
             unusual = 1;
@@ -719,6 +771,8 @@ parse_columns(PyObject *self, PyObject *args)
         goto done;
     }
     if (current_repeats && append_code(repeats, current_code) < 0)
+        goto done;
+    if (tag_ptr && !(tag = text_of(tag_ptr, tag_len, ascii)))
         goto done;
     if (!tag) {
         tag = Py_None;

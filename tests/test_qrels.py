@@ -235,7 +235,7 @@ def test_other_id_types_are_input_errors(bad):
         Qrels.from_dict(bad)
 
 
-@pytest.mark.parametrize("grade", [1.5, "1", None, float("nan")])
+@pytest.mark.parametrize("grade", [1.5, "1_0", "1e2", " 1", None, True, float("nan")])
 def test_non_integer_grade_in_a_dict_is_an_input_error(grade):
     with pytest.raises(InputError, match="grade"):
         Qrels.from_dict({"q": {"d": grade}})

@@ -312,14 +312,16 @@ def test_from_scores_rejects_bad_scores():
         Run.from_scores({"q": {"a": 1.0, "b": "high"}})
 
 
-@pytest.mark.parametrize(("score", "read"), [("1.5", 1.5), (True, 1.0), (np.float32(2.5), 2.5)], ids=["numeric-str", "bool", "np-float32"])
+@pytest.mark.parametrize(("score", "read"), [("1.5", 1.5), ("-1e3", -1000.0), (np.float32(2.5), 2.5), (np.int64(3), 3.0)],
+                         ids=["numeric-str", "exponent-str", "np-float32", "np-int64"])
 def test_from_scores_and_from_ranking_read_scores_alike(score, read):
-    # both read a score as NumPy does; what one accepts the other accepts, with the same value
+    # both read a score by the one number rule; what one accepts the other accepts, with the same value
     assert Run.from_ranking({"q": [("a", 2.0), ("b", score)]}).ranking("q")[1] == ("b", read)
     assert dict(Run.from_scores({"q": {"a": 2.0, "b": score}}).ranking("q"))["b"] == read
 
 
-@pytest.mark.parametrize("score", [None, "high", float("nan")], ids=["None", "word", "nan"])
+@pytest.mark.parametrize("score", [None, "high", float("nan"), True, np.True_, "1_0", " 1", "\u0661", "nan"],
+                         ids=["None", "word", "nan", "bool", "np-bool", "underscore", "space", "arabic-digit", "nan-str"])
 def test_from_scores_and_from_ranking_refuse_the_same_non_scores(score):
     with pytest.raises(InputError):
         Run.from_ranking({"q": [("a", 2.0), ("b", score)]})

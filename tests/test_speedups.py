@@ -42,7 +42,7 @@ def _random_scores(seed: int) -> dict[str, dict[str, float]]:
 @pytest.mark.parametrize("seed", range(3))
 def test_score_columns_equals_python(seed, monkeypatch):
     scores = _random_scores(seed)
-    scores["q-int"] = {"a": 3, "b": True}  # ints and bools read as floats, as NumPy reads them
+    scores["q-int"] = {"a": 3, "b": -7}  # ints read as floats (a boolean is refused: test_run.py)
     fast = rag_eval.Run.from_scores(scores)
     monkeypatch.setattr(_accel, "speedups", None)
     slow = rag_eval.Run.from_scores(scores)
@@ -53,8 +53,9 @@ def test_score_columns_equals_python(seed, monkeypatch):
 @needs_c
 @pytest.mark.parametrize(
     "mapping",
-    [{"q": {1: 1.0}}, {1: {"d": 1.0}}, {"q": {"d": np.float32(1.5)}}, {"q": {"d": "1.5"}}, {"q": [("d", 1.0)]}],
-    ids=["int-doc", "int-query", "float32", "str-score", "not-a-dict"],
+    [{"q": {1: 1.0}}, {1: {"d": 1.0}}, {"q": {"d": np.float32(1.5)}}, {"q": {"d": "1.5"}}, {"q": [("d", 1.0)]},
+     {"q": {"d": True}}],
+    ids=["int-doc", "int-query", "float32", "str-score", "not-a-dict", "bool"],
 )
 def test_score_columns_declines_the_unusual(mapping):
     assert speedups.score_columns(mapping) is None

@@ -2,12 +2,12 @@
 
 The C reader (``rag_eval._speedups.parse_columns``) takes every regular file; a line it finds unusual (too
 few fields, a score that is not a number, ...) sends the whole file to the line reader here, which names the
-line and the problem. Both split on ASCII whitespace only, as trec_eval does.
+line and the problem. Both split fields on ASCII whitespace only, as trec_eval does, end lines at LF, CRLF or a
+lone CR, and read numbers by the one rule of :mod:`rag_eval.data._numbers`.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _accel
 from ._io import InputFile
+from ._numbers import grade_text, is_nan_text, score_text
 from .packed import PackedIds
 
 Kind = Literal["run", "qrels"]
@@ -29,7 +30,7 @@ class Columns:
     query_ids: list[str]  # in order of first appearance
     doc_ids: np.ndarray | PackedIds  # object array of str, or packed
     values: np.ndarray  # float64 scores (run) or int64 grades (qrels)
-    tag: str | None  # a run's tag on its first line
+    tag: str | None  # a run's tag on its last line (what trec_eval prints as runid)
     # query codes that repeat a doc id, or None when every query must be checked (queries interleaved, or the
     # line reader was used)
     repeats: list[int] | None
@@ -78,7 +79,7 @@ def _read_lines(file: InputFile, kind: Kind) -> Columns:
         docs.append(parts[2])
         if kind == "run":
             values.append(_score(parts[4], file, number))
-            tag = parts[5] if tag is None else tag
+            tag = parts[5]
         else:
             grade = parse_int(parts[3])
             if grade is None:
@@ -95,23 +96,15 @@ def _read_lines(file: InputFile, kind: Kind) -> Columns:
 
 
 def _score(text: str, file: InputFile, number: int) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise file.error(f"field 5 is {text!r}, not a number", number) from None
-    if math.isnan(value):
-        raise file.error("field 5 (the score) is NaN", number)
+    value = score_text(text)
+    if value is None:
+        if is_nan_text(text):
+            raise file.error("field 5 (the score) is NaN", number)
+        raise file.error(f"field 5 is {text!r}, not a number", number)
     return value
 
 
 def parse_int(text: str) -> int | None:
-    """``text`` as an int, accepting an integral float such as ``1.0`` (as trec_eval's ``atol`` does); else None."""
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return int(value) if math.isfinite(value) and value.is_integer() else None
+    """``text`` as an int: ASCII digits with an optional sign, or an integral decimal such as ``1.0`` (as trec_eval's
+    ``atol`` reads it); else None (see :mod:`rag_eval.data._numbers`)."""
+    return grade_text(text)

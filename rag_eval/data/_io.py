@@ -1,4 +1,10 @@
-"""Reading input files: gzip, SHA-256, UTF-8 checks and line numbers, shared by every loader."""
+"""Reading input files: gzip, SHA-256, UTF-8 checks and line numbers, shared by every loader.
+
+Every input is read exactly once, as a stream (:func:`read_raw`), so that pipes, FIFOs, ``/dev/stdin`` and
+``<(cmd)`` work: a loader that must tell formats apart sniffs the bytes already read and parses that same
+:class:`InputFile`. (A FIFO with no writer blocks, as it does for any Unix tool.) Lines end at LF, CRLF or a lone
+CR, in every reader, and line numbers count lines by any of these endings.
+"""
 
 from __future__ import annotations
 
@@ -44,20 +50,23 @@ class InputFile:
 
     def lines(self) -> Iterator[tuple[int, str]]:
         """Yield ``(line_number, line)`` for every line that holds more than whitespace and is not a comment
-        (a line whose first non-blank character is ``#``)."""
-        for number, line in enumerate(self.text().split("\n"), start=1):
-            content = line.strip(" \t\r\x0b\x0c")
+        (a line whose first non-blank character is ``#``). Lines end at LF, CRLF or a lone CR."""
+        for number, line in enumerate(split_lines(self.text()), start=1):
+            content = line.strip(" \t\x0b\x0c")
             if content and not content.startswith("#"):
-                yield number, line.rstrip("\r")
+                yield number, line
 
     def json_objects(self) -> Iterator[tuple[int, dict[str, Any]]]:
         """Yield ``(line_number, object)`` for every JSON line (as :meth:`lines` skips blanks and comments); a
-        line that is not valid JSON, or not an object, is an InputError naming the file and line."""
+        line that is not valid JSON, or not an object, or an object with a key twice (which ``json`` would
+        silently resolve to the last value), is an InputError naming the file and line."""
         for number, line in self.lines():
             try:
-                record = json.loads(line)
+                record = json.loads(line, object_pairs_hook=_unique_keys)
             except json.JSONDecodeError as exc:
                 raise self.error(f"not valid JSON ({exc.msg})", number) from None
+            except _DuplicateKey as exc:
+                raise self.error(f"key {exc.args[0]!r} appears twice in one object", number) from None
             if not isinstance(record, dict):
                 raise self.error("expected a JSON object", number)
             yield number, record
@@ -66,17 +75,56 @@ class InputFile:
         return InputError(problem, source=self.path, line=line)
 
 
-def read_input(path: PathLike) -> InputFile:
-    """Read a whole input file (``.gz`` transparently) and check that it is non-empty UTF-8."""
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return record
+
+
+def split_lines(text: str) -> list[str]:
+    """``text`` split at LF, CRLF and lone CR (not at the other characters ``str.splitlines`` breaks at)."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.split("\n")
+
+
+def line_of_offset(data: bytes, offset: int) -> int:
+    """The number of the line that holds byte ``offset`` of ``data``, counting LF, CRLF and CR endings."""
+    return data.count(b"\n", 0, offset) + data.count(b"\r", 0, offset) - data.count(b"\r\n", 0, offset) + 1
+
+
+def read_raw(path: PathLike) -> tuple[str, bytes]:
+    """``(path as str, every byte of the file)``, read once from the start to the end: a regular file, a pipe, a
+    FIFO or ``/dev/stdin`` alike."""
     spath = os.fspath(path)
     try:
-        raw = Path(spath).read_bytes()
+        with open(spath, "rb") as stream:
+            raw = stream.read()
     except FileNotFoundError:
         raise InputError("no such file", source=spath) from None
     except IsADirectoryError:
         raise InputError("is a directory, not a file", source=spath) from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", source=spath) from None
+    return spath, raw
+
+
+def read_input(path: PathLike) -> InputFile:
+    """Read a whole input file once (``.gz`` transparently) and check that it is non-empty UTF-8."""
+    return decode_input(*read_raw(path))
+
+
+def decode_input(spath: str, raw: bytes) -> InputFile:
+    """The :class:`InputFile` of the bytes ``raw`` read from ``spath`` (see :func:`read_input`)."""
     digest = _hash_in_background(raw)
     data = raw
     if spath.endswith(".gz") or raw[:2] == b"\x1f\x8b":
@@ -95,7 +143,7 @@ def read_input(path: PathLike) -> InputFile:
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            line = data.count(b"\n", 0, exc.start) + 1
+            line = line_of_offset(data, exc.start)
             raise InputError(
                 f"not valid UTF-8 (byte 0x{data[exc.start]:02x})", source=spath, line=line
             ) from None
@@ -117,10 +165,17 @@ def _hash_in_background(raw: bytes) -> Future[str]:
 
 
 _COMMENT_FIRST = re.compile(rb"\s*#")  # the file opens with a comment line...
-_CONTENT_LINE = re.compile(rb"^[ \t\r\v\f]*[^#\s]", re.MULTILINE)  # ...and has no line of content
+_CONTENT_LINE = re.compile(rb"(?:\A|[\r\n])[ \t\v\f]*[^#\s]")  # ...and has no line of content (any line ending)
 
 
 def warn(message: str, category: type[Warning] = RagEvalWarning) -> None:
     """One user-facing warning of its own kind (a :class:`~rag_eval.errors.RagEvalWarning` subclass),
     attributed to the caller's code rather than to rag_eval."""
     warnings.warn(message, category, stacklevel=4)
+
+
+def binary_input(spath: str, raw: bytes) -> InputFile:
+    """An :class:`InputFile` of bytes that are not text (a Parquet file): no UTF-8 or emptiness checks here."""
+    if not raw:
+        raise InputError("empty file", source=spath)
+    return InputFile(spath, raw, False, _hash_in_background(raw))

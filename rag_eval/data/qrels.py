@@ -6,7 +6,6 @@ A grade of 0 or below means judged non-relevant; which positive grades count as 
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 from functools import cached_property
 from itertools import chain
@@ -19,9 +18,10 @@ import numpy as np
 from .. import _accel
 from ..errors import DuplicateJudgement, InputError
 from ._columns import GRADE_LIMIT, line_number, parse_int, read_table
-from ._frames import pick_column
-from ._ids import IdCheck, as_id
-from ._io import InputFile, PathLike, read_input, warn
+from ._frames import frame_column, pick_column, record_key
+from ._ids import IdCheck, check_writable
+from ._io import InputFile, PathLike, binary_input, decode_input, read_input, read_raw, warn
+from ._numbers import grade_value
 from .source import Source
 
 if TYPE_CHECKING:
@@ -54,13 +54,18 @@ class Qrels:
     # ----- constructors -------------------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, judgements: Mapping[str, Mapping[str, int]]) -> Qrels:
-        """From ``{query_id: {doc_id: grade}}``. Int ids are converted to str with one warning."""
+        """From ``{query_id: {doc_id: grade}}``. Int ids are converted to str with one warning; two keys that
+        become the same id (``1`` and ``"1"``) are an InputError. A grade is an int (or an integral float such as
+        ``1.0``), or a str of ASCII digits as a file would hold it; never a boolean."""
         return cls(judgements)
 
     @classmethod
     def from_trec(cls, path: PathLike) -> Qrels:
         """From a TREC qrels file: ``qid iter docid grade`` per line (``.gz`` read transparently)."""
-        file = read_input(path)
+        return cls._from_trec(read_input(path))
+
+    @classmethod
+    def _from_trec(cls, file: InputFile) -> Qrels:
         cols = read_table(file, "qrels")
         _check_grades(file, cols.values)
         return cls._from_columns(file, cols.query_ids, cols.query_codes, cols.doc_ids, cols.values)
@@ -68,7 +73,10 @@ class Qrels:
     @classmethod
     def from_beir(cls, path: PathLike) -> Qrels:
         """From a BEIR qrels TSV: a header line, then ``query-id  corpus-id  score`` per line."""
-        file = read_input(path)
+        return cls._from_beir(read_input(path))
+
+    @classmethod
+    def _from_beir(cls, file: InputFile) -> Qrels:
         lines = iter(file.lines())
         try:
             _, header = next(lines)
@@ -79,11 +87,15 @@ class Qrels:
             q, d, g = (pick_column(names, c, "column") for c in (QUERY_COLUMNS, DOC_COLUMNS, GRADE_COLUMNS))
         except InputError as exc:
             raise file.error(f"header: {exc.problem}", 1) from None
+        for candidates in (QUERY_COLUMNS, DOC_COLUMNS, GRADE_COLUMNS):  # one column per role, or it is a guess
+            named = [n for n in names if n in candidates]
+            if len(named) > 1:
+                raise file.error(f"header: columns {' and '.join(map(repr, named))} name the same field", 1)
         queries: list[str] = []
         docs: list[str] = []
         grades: list[int] = []
         for number, line in lines:
-            parts = line.rstrip("\r\n").split("\t")
+            parts = line.split("\t")
             if len(parts) != len(names):
                 raise file.error(f"expected {len(names)} tab-separated fields, found {len(parts)}", number)
             queries.append(parts[names.index(q)])
@@ -100,70 +112,79 @@ class Qrels:
 
         The PyTerrier (``qid, docno, label``) and ir_measures (``query_id, doc_id, relevance``) keys work too.
         """
-        file = read_input(path)
-        queries, docs, grades = [], [], []
+        return cls._from_jsonl(read_input(path))
+
+    @classmethod
+    def _from_jsonl(cls, file: InputFile) -> Qrels:
+        queries, docs, grades, numbers = [], [], [], []
         for number, record in file.json_objects():
             try:
-                q, d, g = (record[pick_column(record, c, "key")] for c in (QUERY_COLUMNS, DOC_COLUMNS, GRADE_COLUMNS))
+                q, d, g = (record_key(record, c, "key") for c in (QUERY_COLUMNS, DOC_COLUMNS, GRADE_COLUMNS))
             except InputError as exc:
                 raise file.error(exc.problem, number) from None
             queries.append(q)
             docs.append(d)
-            if isinstance(g, bool) or not (isinstance(g, numbers.Integral) or (isinstance(g, float) and g.is_integer())):
-                raise file.error(f"grade {g!r} is not an integer", number)
-            grades.append(int(g))
+            grade = grade_value(g)
+            if isinstance(grade, str):
+                raise file.error(f"grade {g!r} {grade}", number)
+            grades.append(grade)
+            numbers.append(number)
         _check_grades(file, np.array(grades, dtype=object))
         with IdCheck(file.path) as ids:
-            qids = ids.array(np.array(queries, dtype=object), "query id")
-            docs_arr = ids.array(np.array(docs, dtype=object), "doc id")
-        uniq = list(dict.fromkeys(qids.tolist()))
-        where = {qid: i for i, qid in enumerate(uniq)}
-        codes = np.fromiter((where[x] for x in qids), dtype=np.int64, count=len(qids))
+            qids = ids.array(_objects(queries), "query id", unit="line", labels=numbers, line=True)
+            uniq, codes = _factorize(qids)
+            docs_arr = ids.array(_objects(docs), "doc id", groups=codes, group_names=uniq, unit="line",
+                                 labels=numbers, line=True)
         return cls._from_columns(file, uniq, codes, docs_arr, np.array(grades, np.int64))
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame) -> Qrels:
         """From a DataFrame with columns ``query_id, doc_id, grade`` (or PyTerrier's ``qid, docno, label``,
-        or ir_measures' ``query_id, doc_id, relevance``)."""
-        q, d, g = (pick_column(list(frame.columns), c, "column") for c in (QUERY_COLUMNS, DOC_COLUMNS, GRADE_COLUMNS))
-        grades = frame[g].to_numpy()
-        if grades.dtype.kind not in "iu":
-            try:
-                as_float = grades.astype(np.float64)
-            except (TypeError, ValueError):
-                raise InputError(f"column {g!r} holds values that are not integers", source="DataFrame") from None
-            bad = ~np.isfinite(as_float) | (as_float != np.round(as_float))
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                raise InputError(f"row {i}: grade {grades[i]!r} is not an integer", source="DataFrame")
-            grades = as_float
-        if len(grades) and np.abs(grades).max() >= GRADE_LIMIT:
-            i = int(np.flatnonzero(np.abs(grades) >= GRADE_LIMIT)[0])
-            raise InputError(f"row {i}: grade {grades[i]} is out of range (grades must lie within +-{GRADE_LIMIT})",
-                             source="DataFrame")
-        with IdCheck("DataFrame") as ids:
-            qids = ids.array(frame[q].to_numpy(dtype=object), "query id")
-            docs = ids.array(frame[d].to_numpy(dtype=object), "doc id")
-        uniq = list(dict.fromkeys(qids.tolist()))
-        where = {qid: i for i, qid in enumerate(uniq)}
-        codes = np.fromiter((where[x] for x in qids), dtype=np.int64, count=len(qids))
-        return cls._from_columns(None, uniq, codes, docs, grades.astype(np.int64))
+        or ir_measures' ``query_id, doc_id, relevance``). One column per role: a column named twice, or two
+        names for one role (``query_id`` and ``qid``) holding different values, is an InputError."""
+        return cls._from_frame(frame, "DataFrame", None)
+
+    @classmethod
+    def from_parquet(cls, path: PathLike) -> Qrels:
+        """From a Parquet file with the columns :meth:`from_frame` takes (read with pyarrow, once)."""
+        return cls._from_parquet(binary_input(*read_raw(path)))
+
+    @classmethod
+    def _from_parquet(cls, file: InputFile) -> Qrels:
+        from ._frames import read_parquet
+
+        return cls._from_frame(read_parquet(file), file.path, file)
+
+    @classmethod
+    def _from_frame(cls, frame: pd.DataFrame, where: str, file: InputFile | None) -> Qrels:
+        q, d, g = (frame_column(frame, c, "column", where) for c in (QUERY_COLUMNS, DOC_COLUMNS, GRADE_COLUMNS))
+        grades = _frame_grades(frame[g], g, where)
+        with IdCheck(where) as ids:
+            qids = ids.array(frame[q].to_numpy(dtype=object), "query id", unit="row")
+            uniq, codes = _factorize(qids)
+            docs = ids.array(frame[d].to_numpy(dtype=object), "doc id", groups=codes, group_names=uniq, unit="row")
+        return cls._from_columns(file, uniq, codes, docs, grades, where=where)
 
     @classmethod
     def load(cls, path: PathLike) -> Qrels:
-        """Read a qrels file, telling the format from its content: JSONL, a BEIR TSV with a header, or TREC."""
-        file = read_input(path)
+        """Read a qrels file once (a pipe or ``/dev/stdin`` too), telling the format from its content: Parquet
+        (magic bytes ``PAR1``), JSONL, a BEIR TSV with a header, or TREC."""
+        spath, raw = read_raw(path)
+        if raw[:4] == b"PAR1":
+            return cls._from_parquet(binary_input(spath, raw))
+        file = decode_input(spath, raw)
         first = next(file.lines())[1].strip()
         if first.startswith("{"):
-            return cls.from_jsonl(path)
+            return cls._from_jsonl(file)
         names = first.split("\t")
         if any(n in QUERY_COLUMNS for n in names) and any(n in GRADE_COLUMNS for n in names):
-            return cls.from_beir(path)
-        return cls.from_trec(path)
+            return cls._from_beir(file)
+        return cls._from_trec(file)
 
     @classmethod
     def _from_columns(
-        cls, file: InputFile | None, query_ids: list[str], codes: np.ndarray, docs: np.ndarray, grades: np.ndarray
+        cls, file: InputFile | None, query_ids: list[str], codes: np.ndarray, docs: np.ndarray, grades: np.ndarray,
+        *, where: str | None = None,
     ) -> Qrels:
         order = np.argsort(codes, kind="stable")
         bounds = np.searchsorted(codes[order], np.arange(len(query_ids) + 1))
@@ -183,7 +204,7 @@ class Qrels:
                     if kept != grade:
                         conflicts.append(f"query {qid!r} doc {doc!r}: {kept} kept, {grade} dropped")
             judgements[qid] = per_query
-        where = file.path if file else "DataFrame"
+        where = where or (file.path if file else "DataFrame")
         if duplicates:
             detail = f"; {len(conflicts)} with conflicting grades, e.g. {conflicts[0]}" if conflicts else ""
             warn(f"{where}: {duplicates} duplicate judgement(s) of the same document for a query; kept the first{detail}", DuplicateJudgement)
@@ -238,7 +259,12 @@ class Qrels:
         )
 
     def to_trec(self, path: PathLike) -> None:
-        """Write a TREC qrels file."""
+        """Write a TREC qrels file. An id that would not read back as itself (a query id starting with ``#``, an
+        id holding whitespace, an empty id) is an InputError, raised before anything is written."""
+        where = str(path)
+        check_writable(self._judgements, "query id", where)
+        for q, judged in self._judgements.items():
+            check_writable(judged, f"query {q!r}: doc id", where, starts_line=False)
         with open(path, "w", encoding="utf-8") as out:
             for q, judged in self._judgements.items():
                 out.writelines(f"{q} 0 {d} {g}\n" for d, g in judged.items())
@@ -283,30 +309,63 @@ def _validated(judgements: Mapping[str, Mapping[str, int]], where: str) -> dict[
         raise TypeError(f"qrels must be a mapping {{query_id: {{doc_id: grade}}}}, not {type(judgements).__name__}")
     out: dict[str, dict[str, int]] = {}
     with IdCheck(where) as ids:
-        qids = ids.array(np.fromiter(judgements.keys(), dtype=object, count=len(judgements)), "query id")
-        for qid, judged in zip(qids.tolist(), judgements.values()):
+        qids = ids.keys(judgements.keys(), "query id")
+        for qid, judged in zip(qids, judgements.values()):
             if not isinstance(judged, Mapping):
                 raise InputError(f"query {qid!r}: judgements must be a mapping doc_id -> grade", source=where)
             per_query = dict(judged)
             if not all(type(d) is str for d in per_query):
-                fixed = {}
-                for d, g in per_query.items():
-                    doc, changed = as_id(d, f"query {qid!r}: doc id", where)
-                    if changed:
-                        ids.note("doc id")
-                    fixed[doc] = g
-                per_query = fixed
+                per_query = dict(zip(ids.keys(per_query.keys(), "doc id", f"query {qid!r}: "), per_query.values()))
             if not all(type(g) is int for g in per_query.values()):
                 for d, g in per_query.items():
-                    if isinstance(g, numbers.Integral) and not isinstance(g, bool):
-                        per_query[d] = int(g)
-                    elif isinstance(g, float) and g.is_integer():
-                        per_query[d] = int(g)
-                    else:
-                        raise InputError(f"query {qid!r}, doc {d!r}: grade {g!r} is not an integer", source=where)
+                    grade = grade_value(g)
+                    if isinstance(grade, str):
+                        raise InputError(f"query {qid!r}, doc {d!r}: grade {g!r} {grade}", source=where)
+                    per_query[d] = grade
             if per_query and (max(per_query.values()) >= GRADE_LIMIT or min(per_query.values()) <= -GRADE_LIMIT):
                 d, g = next((d, g) for d, g in per_query.items() if abs(g) >= GRADE_LIMIT)
                 raise InputError(f"query {qid!r}, doc {d!r}: grade {g} is out of range "
                                  f"(grades must lie within +-{GRADE_LIMIT})", source=where)
             out[qid] = per_query
     return out
+
+
+def _objects(values: list) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def _factorize(ids: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The distinct ids in order of first appearance, and each id's index among them."""
+    uniq = list(dict.fromkeys(ids.tolist()))
+    where = {qid: i for i, qid in enumerate(uniq)}
+    return uniq, np.fromiter((where[x] for x in ids.tolist()), dtype=np.int64, count=len(ids))
+
+
+def _frame_grades(column, name: str, where: str) -> np.ndarray:
+    """A DataFrame's grade column as int64: integers, integral floats, or strs of ASCII digits; never booleans."""
+    grades = column.to_numpy()
+    kind = grades.dtype.kind
+    if kind == "b":
+        raise InputError(f"column {name!r} holds booleans, not integer grades", source=where)
+    if kind == "f":
+        bad = ~np.isfinite(grades) | (grades != np.round(grades))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(f"row {i}: grade {grades[i]!r} is not an integer", source=where)
+    elif kind not in "iu":
+        out = np.empty(len(grades), dtype=object)
+        for i, value in enumerate(grades.tolist()):
+            grade = grade_value(value)
+            if isinstance(grade, str):
+                raise InputError(f"row {i}: grade {value!r} {grade}", source=where)
+            out[i] = grade
+        grades = out
+    if len(grades):
+        big = np.flatnonzero(np.abs(grades.astype(np.float64)) >= GRADE_LIMIT)
+        if len(big):
+            i = int(big[0])
+            raise InputError(f"row {i}: grade {grades[i]} is out of range (grades must lie within +-{GRADE_LIMIT})",
+                             source=where)
+    return grades.astype(np.int64)

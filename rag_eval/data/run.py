@@ -12,7 +12,6 @@ and a float array of scores; never a Python object per result beyond the id stri
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping, Sequence
 from itertools import chain
 from operator import methodcaller
@@ -23,9 +22,10 @@ import numpy as np
 from .. import _accel
 from ..errors import DuplicateResult, InfiniteScore, InputError
 from ._columns import line_number, read_table
-from ._frames import find_column, pick_column
-from ._ids import IdCheck
-from ._io import InputFile, PathLike, read_input, warn
+from ._frames import MISSING, frame_column, record_key
+from ._ids import IdCheck, check_writable, unwritable_reason
+from ._io import InputFile, PathLike, binary_input, decode_input, read_input, read_raw, warn
+from ._numbers import score_value
 from .packed import PackedIds
 from .ranking import ranked_permutation, strictly_decreasing_scores
 from .source import Source
@@ -53,7 +53,9 @@ class Run:
     @classmethod
     def from_scores(cls, scores: Mapping[str, Mapping[str, float]], *, name: str = "run") -> Run:
         """From ``{query_id: {doc_id: score}}`` (pytrec_eval's form): ranked by score descending, ties broken
-        by the evaluation's tie rule. Int ids are converted to str with one warning."""
+        by the evaluation's tie rule. Int ids are converted to str with one warning; two keys that become the
+        same id (``7`` and ``"7"``) are an InputError. A score is a number (not a boolean), or a str that is a
+        plain ASCII decimal as a TREC file would hold it."""
         if not isinstance(scores, Mapping):
             raise TypeError(f"scores must be a mapping {{query_id: {{doc_id: score}}}}, not {type(scores).__name__}")
         native = _accel.speedups.score_columns(scores) if _accel.speedups is not None else None
@@ -61,17 +63,27 @@ class Run:
             query_ids, lengths, docs, values = native
             return cls._build(name, query_ids, lengths, docs, values, by_score=True, source=None, dedupe=False)
         with IdCheck(name) as ids:
-            query_ids = ids.array(np.fromiter(scores.keys(), object, len(scores)), "query id").tolist()
+            query_ids = ids.keys(scores.keys(), "query id")
+            doc_lists: list[list[str]] = []
             for qid, per_query in zip(query_ids, scores.values()):
                 if not isinstance(per_query, Mapping):
                     raise InputError(f"query {qid!r}: expected a mapping doc_id -> score", source=name)
-            lengths = np.fromiter(map(len, scores.values()), np.int64, len(scores))
+                doc_lists.append(ids.keys(per_query.keys(), "doc id", f"query {qid!r}: "))
+            lengths = np.fromiter(map(len, doc_lists), np.int64, len(doc_lists))
             total = int(lengths.sum())
-            docs = ids.array(np.fromiter(chain.from_iterable(scores.values()), object, total), "doc id")
-        try:
-            values = np.fromiter(chain.from_iterable(map(methodcaller("values"), scores.values())), np.float64, total)
-        except (TypeError, ValueError):
-            raise _bad_score(scores, name) from None
+            docs = np.fromiter(chain.from_iterable(doc_lists), object, total)
+        raw = list(chain.from_iterable(map(methodcaller("values"), scores.values())))
+        values = None
+        if set(map(type, raw)) <= {float, int}:
+            try:
+                values = np.array(raw, dtype=np.float64) if raw else np.empty(0, np.float64)
+            except OverflowError:
+                values = None
+        if values is None:
+            values = np.empty(total, np.float64)
+            owners = np.repeat(np.arange(len(query_ids)), lengths).tolist()
+            for k, value in enumerate(raw):
+                values[k] = _as_score(value, query_ids[owners[k]], docs[k], name)
         return cls._build(name, query_ids, lengths, docs, values, by_score=True, source=None, dedupe=False)
 
     @classmethod
@@ -84,7 +96,7 @@ class Run:
         if not isinstance(ranking, Mapping):
             raise TypeError(f"ranking must be a mapping {{query_id: [doc_id, ...]}}, not {type(ranking).__name__}")
         ids = IdCheck(name)
-        query_ids = ids.array(np.fromiter(ranking.keys(), object, len(ranking)), "query id").tolist()
+        query_ids = ids.keys(ranking.keys(), "query id")
         docs: list[Any] = []
         values: list[float] = []
         lengths = np.zeros(len(query_ids), np.int64)
@@ -109,7 +121,8 @@ class Run:
                     docs.append(item)
             lengths[i] = len(items)
         with ids:
-            doc_array = ids.array(np.array(docs, dtype=object) if docs else np.empty(0, object), "doc id")
+            owners = np.repeat(np.arange(len(query_ids)), lengths)
+            doc_array = ids.array(_objects(docs), "doc id", groups=owners, group_names=query_ids)
         score_array = np.array(values, dtype=np.float64) if with_scores else None
         return cls._build(name, query_ids, lengths, doc_array, score_array, by_score=False, source=None, dedupe=True)
 
@@ -119,8 +132,12 @@ class Run:
 
         As in trec_eval: a line needs at least 6 whitespace-separated fields, fields after the 6th are ignored,
         and the rank column is not used. ``.gz`` files are read transparently. ``name`` defaults to the file name.
+        ``tag`` is the last line's tag, which trec_eval prints as ``runid``.
         """
-        file = read_input(path)
+        return cls._from_trec(read_input(path), name)
+
+    @classmethod
+    def _from_trec(cls, file: InputFile, name: str | None) -> Run:
         cols = read_table(file, "run", packed=True)
         nan = np.isnan(cols.values)
         if nan.any():
@@ -137,37 +154,41 @@ class Run:
         """From JSON lines, one result each: ``{"query_id": ..., "doc_id": ..., "score": ...}`` (PyTerrier's
         ``qid, docno`` work too). ``order="score"`` ranks by score; ``order="given"`` keeps the file's order
         within each query (scores optional)."""
-        file = read_input(path)
-        queries, docs, values = [], [], []
+        return cls._from_jsonl(read_input(path), name, order)
+
+    @classmethod
+    def _from_jsonl(cls, file: InputFile, name: str | None, order: Order) -> Run:
+        queries, docs, values, numbers = [], [], [], []
         unscored: int | None = None  # the first line without a score
         for number, record in file.json_objects():
             try:
-                q = record[pick_column(record, QUERY_COLUMNS, "key")]
-                d = record[pick_column(record, DOC_COLUMNS, "key")]
+                q = record_key(record, QUERY_COLUMNS, "key")
+                d = record_key(record, DOC_COLUMNS, "key")
+                value = record_key(record, SCORE_COLUMNS, "key", required=False)
             except InputError as exc:
                 raise file.error(exc.problem, number) from None
-            score_key = find_column(record, SCORE_COLUMNS)
-            if score_key is None and order == "score":
+            if value is MISSING and order == "score":
                 raise file.error("no 'score' key (use order='given' for a ranking without scores)", number)
             queries.append(q)
             docs.append(d)
-            if score_key is not None:
+            numbers.append(number)
+            if value is not MISSING:
                 if unscored is not None:
                     raise file.error("has no 'score' and later lines do: give every line a score or none", unscored)
-                value = record[score_key]
-                if not isinstance(value, numbers.Real) or isinstance(value, bool) or value != value:
-                    raise file.error(f"score {value!r} is not a number", number)
-                values.append(float(value))
+                score = score_value(value)
+                if isinstance(score, str) or score != score:
+                    reason = score if isinstance(score, str) else "is NaN"
+                    raise file.error(f"score {value!r} {reason}", number)
+                values.append(score)
             elif values:
                 raise file.error("some lines have a 'score' and this one has none", number)
             elif unscored is None:
                 unscored = number
         with IdCheck(file.path) as ids:
-            qids = ids.array(np.array(queries, dtype=object), "query id")
-            docs_arr = ids.array(np.array(docs, dtype=object), "doc id")
-        uniq = list(dict.fromkeys(qids.tolist()))
-        where = {q: i for i, q in enumerate(uniq)}
-        codes = np.fromiter((where[q] for q in qids), np.int64, len(qids))
+            qids = ids.array(_objects(queries), "query id", unit="line", labels=numbers, line=True)
+            codes, uniq = _factorize(qids)
+            docs_arr = ids.array(_objects(docs), "doc id", groups=codes, group_names=uniq, unit="line",
+                                 labels=numbers, line=True)
         scores = np.array(values, dtype=np.float64) if values else None
         return cls._from_rows(name or file.name, uniq, codes, docs_arr, scores, by_score=order == "score", file=file)
 
@@ -175,33 +196,45 @@ class Run:
     def from_frame(cls, frame: pd.DataFrame, *, name: str = "run", order: Order = "score") -> Run:
         """From a DataFrame with columns ``query_id, doc_id, score`` (PyTerrier's ``qid, docno, score`` and
         ir_measures' names work too). ``order="score"`` ranks by score; ``order="given"`` keeps the row order
-        within each query (a ``rank`` column, if present, is not used)."""
-        q = pick_column(frame.columns, QUERY_COLUMNS, "column")
-        d = pick_column(frame.columns, DOC_COLUMNS, "column")
-        s = find_column(frame.columns, SCORE_COLUMNS)
+        within each query (a ``rank`` column, if present, is not used). One column per role: a column named
+        twice, or two names for one role holding different values, is an InputError; so is a boolean score."""
+        return cls._from_frame(frame, name, order, "DataFrame", None)
+
+    @classmethod
+    def from_parquet(cls, path: PathLike, *, name: str | None = None, order: Order = "score") -> Run:
+        """From a Parquet file with the columns :meth:`from_frame` takes (read with pyarrow, once)."""
+        return cls._from_parquet(binary_input(*read_raw(path)), name, order)
+
+    @classmethod
+    def _from_parquet(cls, file: InputFile, name: str | None, order: Order) -> Run:
+        from ._frames import read_parquet
+
+        return cls._from_frame(read_parquet(file), name or file.name, order, file.path, file)
+
+    @classmethod
+    def _from_frame(cls, frame: pd.DataFrame, name: str, order: Order, where: str, file: InputFile | None) -> Run:
+        q = frame_column(frame, QUERY_COLUMNS, "column", where)
+        d = frame_column(frame, DOC_COLUMNS, "column", where)
+        s = frame_column(frame, SCORE_COLUMNS, "column", where, required=False)
         if s is None and order == "score":
-            raise InputError("no 'score' column (use order='given' for a ranking without scores)", source="DataFrame")
-        with IdCheck("DataFrame") as ids:
-            qids = ids.array(frame[q].to_numpy(dtype=object), "query id")
-            docs = ids.array(frame[d].to_numpy(dtype=object), "doc id")
-        scores = None
-        if s is not None:
-            try:
-                scores = frame[s].to_numpy(dtype=np.float64)
-            except (TypeError, ValueError):
-                raise InputError(f"column {s!r} holds values that are not numbers", source="DataFrame") from None
-            if np.isnan(scores).any():
-                row = int(np.flatnonzero(np.isnan(scores))[0])
-                raise InputError(f"row {row}: score is missing or NaN", source="DataFrame")
-        codes, uniq = _factorize(qids)
-        return cls._from_rows(name, uniq, codes, docs, scores, by_score=order == "score", file=None)
+            raise InputError("no 'score' column (use order='given' for a ranking without scores)", source=where)
+        with IdCheck(where) as ids:
+            qids = ids.array(frame[q].to_numpy(dtype=object), "query id", unit="row")
+            codes, uniq = _factorize(qids)
+            docs = ids.array(frame[d].to_numpy(dtype=object), "doc id", groups=codes, group_names=uniq, unit="row")
+        scores = _frame_scores(frame[s], s, where) if s is not None else None
+        return cls._from_rows(name, uniq, codes, docs, scores, by_score=order == "score", file=file)
 
     @classmethod
     def load(cls, path: PathLike, *, name: str | None = None) -> Run:
-        """Read a run file, telling JSONL (first line starts with ``{``) from a TREC run."""
-        file = read_input(path)
+        """Read a run file once (a pipe or ``/dev/stdin`` too), telling Parquet (magic bytes ``PAR1``) and JSONL
+        (first line starts with ``{``) from a TREC run."""
+        spath, raw = read_raw(path)
+        if raw[:4] == b"PAR1":
+            return cls._from_parquet(binary_input(spath, raw), name, "score")
+        file = decode_input(spath, raw)
         first = next(file.lines())[1].lstrip()
-        return cls.from_jsonl(path, name=name) if first.startswith("{") else cls.from_trec(path, name=name)
+        return cls._from_jsonl(file, name, "score") if first.startswith("{") else cls._from_trec(file, name)
 
     # ----- internal construction ----------------------------------------------------------------------------
     @classmethod
@@ -420,11 +453,19 @@ class Run:
 
     def to_trec(self, path: PathLike, *, tag: str | None = None, ties: str = "trec_eval") -> None:
         """Write a TREC run file. Scores strictly decrease with rank (see :meth:`to_dict`), so trec_eval ranks
-        exactly as this run does."""
+        exactly as this run does. An id or tag that would not read back as itself (a query id starting with ``#``,
+        whitespace inside, empty) is an InputError, raised before anything is written."""
         perm, scores = self._export_scores(ties)
         docs = self.doc_ids[perm].tolist()
         values = scores.tolist()
         tag = tag or self.tag or self.name
+        where = str(path)
+        check_writable(self._query_ids, "query id", where)
+        check_writable(dict.fromkeys(docs), "doc id", where, starts_line=False)
+        reason = unwritable_reason(tag, starts_line=False)
+        if reason is not None:
+            raise InputError(f"run tag {tag!r} {reason}: it cannot be written to a trec file and read back",
+                             source=where)
         o = self._offsets.tolist()
         with open(path, "w", encoding="utf-8") as out:
             for i, q in enumerate(self._query_ids):
@@ -466,21 +507,38 @@ def _first_occurrences(
 
 
 def _as_score(value: Any, qid: str, doc: Any, where: str) -> float:
-    """A score: anything NumPy reads as a float (numbers, numeric strings, bools), but not NaN."""
-    try:
-        score = float(np.float64(value))
-    except (TypeError, ValueError):
-        raise InputError(f"query {qid!r}, doc {doc!r}: score {value!r} is not a number", source=where) from None
+    """A score given as a value (see :mod:`rag_eval.data._numbers`): a number, not a boolean and not NaN, or a
+    str that is a plain ASCII decimal."""
+    score = score_value(value)
+    if isinstance(score, str):
+        raise InputError(f"query {qid!r}, doc {doc!r}: score {value!r} {score}", source=where)
     if score != score:
         raise InputError(f"query {qid!r}, doc {doc!r}: score is NaN", source=where)
     return score
 
 
-def _bad_score(scores: Mapping[str, Mapping[str, Any]], where: str) -> InputError:
-    for qid, per_query in scores.items():
-        for doc, value in per_query.items():
-            try:
-                _as_score(value, qid, doc, where)
-            except InputError as exc:
-                return exc
-    return InputError("a score is not a number", source=where)
+def _objects(values: list) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def _frame_scores(column, name: str, where: str) -> np.ndarray:
+    """A DataFrame's score column as float64: numbers, or strs that are plain ASCII decimals; never booleans."""
+    values = column.to_numpy()
+    kind = values.dtype.kind
+    if kind == "b":
+        raise InputError(f"column {name!r} holds booleans, not scores", source=where)
+    if kind in "iuf":
+        scores = values.astype(np.float64)
+    else:
+        scores = np.empty(len(values), np.float64)
+        for i, value in enumerate(values.tolist()):
+            score = score_value(value) if value is not None else "is missing"
+            if isinstance(score, str):
+                raise InputError(f"row {i}: score {value!r} {score}", source=where)
+            scores[i] = score
+    if np.isnan(scores).any():
+        row = int(np.flatnonzero(np.isnan(scores))[0])
+        raise InputError(f"row {row}: score is missing or NaN", source=where)
+    return scores
