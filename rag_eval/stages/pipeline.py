@@ -9,9 +9,13 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from collections.abc import Callable, Collection, Mapping
 
+from ..errors import InputError
+from ..metrics.grammar import check_int
 from .budget import Budget, count_tokens
 from .cache import StageCache
 from .fusion import Fusion
@@ -33,15 +37,14 @@ class Pipeline:
         for r in rerankers:
             if not isinstance(r, Reranker):
                 raise TypeError(f"stages after the first must be Rerankers, not {type(r).__name__} ({r!r})")
-        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-            raise ValueError(f"depth must be a positive int (how many candidates to ask the first stage for), not {depth!r}")
+        depth = check_int(depth, "depth (how many candidates to ask the first stage for)")
         if not callable(tokenizer):
             raise TypeError("tokenizer must be a callable str -> int")
         self.retriever = retriever
         self.rerankers = tuple(rerankers)
         self.depth = depth
         self.budget = Budget.parse(budget)
-        self.corpus = frozenset(corpus) if corpus is not None else None
+        self.corpus = _corpus(corpus) if corpus is not None else None
         self.tokenizer = tokenizer
         names = [s.name for s in self.stages]
         repeated = sorted({n for n in names if names.count(n) > 1})
@@ -73,7 +76,37 @@ class Pipeline:
         """
         from .runner import run_pipeline
 
+        concurrency = check_int(concurrency, "concurrency", high=1024)
+        retries = check_int(retries, "retries", low=0, high=1000)
+        backoff = _seconds(backoff, "backoff", zero=True)
+        timeout = None if timeout is None else _seconds(timeout, "timeout", zero=False)
+        if not isinstance(verify, bool):
+            if not isinstance(verify, numbers.Integral) or verify < 0:
+                raise InputError(f"verify must be True, False or a number of queries (0 or more), not {verify!r}")
+            verify = int(verify)
+        if progress is not None and not isinstance(progress, bool):
+            raise InputError(f"progress must be True, False or None, not {progress!r}")
         return run_pipeline(
             self, queries, cache=cache, concurrency=concurrency, progress=progress, retries=retries,
             backoff=backoff, timeout=timeout, verify=verify,
         )
+
+
+def _seconds(value: object, what: str, *, zero: bool) -> float:
+    """A finite number of seconds, > 0 (or >= 0 with ``zero``): NaN would pass every comparison unnoticed."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise InputError(f"{what} must be a finite number of seconds, not {value!r}")
+    if value < 0 or (value == 0 and not zero):
+        raise InputError(f"{what} must be {'0 or more' if zero else 'more than 0'} seconds, not {value!r}")
+    return float(value)
+
+
+def _corpus(corpus: Collection[str]) -> frozenset[str]:
+    """The known doc ids: a collection of non-empty str (a str itself is refused: it is not a collection of ids)."""
+    if isinstance(corpus, (str, bytes)) or not isinstance(corpus, Collection):
+        raise InputError(f"corpus must be a collection of doc ids (str), not {type(corpus).__name__}")
+    ids = frozenset(corpus)
+    bad = next((d for d in ids if not isinstance(d, str) or not d), None)
+    if bad is not None:
+        raise InputError(f"corpus: doc id {bad!r} is not a non-empty str")
+    return ids
