@@ -47,8 +47,8 @@ def test_csv_summary_columns(capsys):
     code, out, _ = run_cli(capsys, "evaluate", QRELS, BM25, "-m", "recall@20", "--format", "csv", "--no-card")
     assert code == 0
     rows = list(csv.DictReader(io.StringIO(out)))
-    assert list(rows[0]) == ["run", "metric", "mean", "sum", "std", "median", "ci_low", "ci_high", "n"]
-    assert rows[0]["metric"] == "recall@20" and rows[0]["n"] == "12"
+    assert list(rows[0]) == ["run", "metric", "mean", "sum", "std", "median", "ci_low", "ci_high", "n", "n_nan"]
+    assert rows[0]["metric"] == "recall@20" and rows[0]["n"] == "12" and rows[0]["n_nan"] == "0"
     values = rag_eval.evaluate(rag_eval.Qrels.from_trec(QRELS), rag_eval.Run.from_trec(BM25), ["recall@20"]).values("bm25.trec", "recall@20")
     assert float(rows[0]["mean"]) == pytest.approx(values.mean(), abs=1e-15)
 

@@ -166,6 +166,6 @@ def test_cli_compare(tmp_path, capsys):
     assert payload["comparison"][0]["system"] == "good" and payload["card"]["comparison"]["test"] == "randomization"
     assert main([str(a) for a in [*args, "--baseline", "poor", "--format", "csv", "--test", "wilcoxon"]]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].startswith("system,baseline,metric,n,n_unpaired,mean")
+    assert out.splitlines()[0].startswith("system,baseline,metric,n,n_nan,n_unpaired,mean")
     assert main([str(a) for a in [*args, "--baseline", "nobody"]]) == 2
     assert "neither a run name" in capsys.readouterr().err

@@ -14,7 +14,7 @@ import rag_eval
 from rag_eval import Conventions, Qrels, Report, Run, evaluate, parse_metric
 
 PER_QUERY_COLUMNS = ["run", "query_id", "metric", "value"]
-SUMMARY_COLUMNS = ["run", "metric", "mean", "sum", "std", "median", "ci_low", "ci_high", "n"]
+SUMMARY_COLUMNS = ["run", "metric", "mean", "sum", "std", "median", "ci_low", "ci_high", "n", "n_nan"]
 
 # 30 judged queries, each with one relevant ("r", grade 1) and one non-relevant ("n") doc; the run puts "r" at
 # rank i % 5 + 1 of q{i} among unjudged fillers, so mrr = 1 / (i % 5 + 1) and P@1 = [i % 5 == 0]. q29 is missing

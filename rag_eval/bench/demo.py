@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
                                title="rag_eval demo: bm25 >> MiniLM rerank on Python's docs", facts=facts,
                                plots=not args.no_plots)
     summary = report.summary
-    print(summary[["stage", "metric", "mean", "ci_low", "ci_high", "n", "n_failed"]].to_string(
+    print(summary[["stage", "metric", "mean", "ci_low", "ci_high", "n", "n_nan", "n_failed"]].to_string(
         index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"report: {path.resolve()}")
     return 0

@@ -58,24 +58,28 @@ def _markdown(title: str, report: Report, results: Mapping[str, PipelineResult],
     summary = report.summary
     lines = [f"# {title}", ""]
     lines += [f"- {k}: {v}" for k, v in facts.items()]
-    lines += ["", "Values are means over the queries with a 95% bootstrap interval (1,000 resamples, seed 0). "
-              "`@depth` is the first stage's candidate depth, `@budget` what the generator receives. "
-              "n_failed counts queries a stage failed on (scored 0); n_nan counts 0/0 values left out of a mean.", ""]
+    lines += ["", "Values are means over the queries with a 95% bootstrap interval (1,000 resamples, seed 0), as in "
+              "`summary.csv`. `@depth` is the first stage's candidate depth, `@budget` what the generator receives. "
+              "n counts the queries a mean is over; n_nan the counted queries whose value is 0/0 (NaN), left out of "
+              "that mean; n + n_nan is the number of queries the metric card says the stage counted. n_failed counts "
+              "queries a stage failed on (scored as an empty ranking, or left out: see the card's conventions).", ""]
     for pipeline, result in results.items():
         rows = summary[summary["run"] == pipeline]
         shown = [m for m in SHOWN if m in set(rows["metric"])]
-        lines += [f"## {pipeline}", "", "| stage | " + " | ".join(shown) + " | n | n_failed |",
-                  "|---|" + "---:|" * (len(shown) + 2)]
+        lines += [f"## {pipeline}", "", "| stage | metric | mean [95% CI] | n | n_nan | n_failed |",
+                  "|---|---|---:|---:|---:|---:|"]
         for stage in result.stages:
             cells = rows[rows["stage"] == stage].set_index("metric")
-            values = [(_ci(cells.loc[m]) if m in cells.index else "") for m in shown]
-            n = int(cells["n"].max()) if len(cells) else 0
-            failed = int(cells["n_failed"].max()) if len(cells) else 0
-            lines.append(f"| {stage} | " + " | ".join(values) + f" | {n} | {failed} |")
-        loss = rows[rows["metric"].str.startswith("loss.")].set_index("metric")["mean"]
+            for m in shown:
+                if m in cells.index:
+                    c = cells.loc[m]
+                    lines.append(f"| {stage} | {m} | {_ci(c)} | {int(c['n'])} | {int(c['n_nan'])} | {int(c['n_failed'])} |")
+        loss = rows[rows["metric"].str.startswith("loss.")].set_index("metric")
         if len(loss):
-            lines += ["", "Where the relevant items went (mean share per query): " + ", ".join(
-                f"{m.removeprefix('loss.').replace('_', ' ')} {v:.1%}" for m, v in loss.items())]
+            base = loss.iloc[0]
+            lines += ["", f"Where the relevant items went (mean share per query, over the {int(base['n'])} queries with "
+                      f"a relevant item; {int(base['n_nan'])} without one left out): " + ", ".join(
+                f"{m.removeprefix('loss.').replace('_', ' ')} {v:.1%}" for m, v in loss["mean"].items())]
         latency = result.latency
         lines += ["", "| stage | p50 s/query | p95 s/query | computed | from cache | failed |", "|---|---:|---:|---:|---:|---:|"]
         lines += [f"| {r.stage} | {r.p50:.4f} | {r.p95:.4f} | {r.n} | {r.cache_hits} | {r.failed} |" for r in latency.itertuples()]
@@ -106,7 +110,9 @@ def _plots(folder: Path, report: Report, results: Mapping[str, PipelineResult], 
     for ax, (pipeline, result) in zip(axes[0], results.items()):
         depth = result.pipeline.depth
         ks = sorted(set(np.unique(np.geomspace(1, depth, num=min(depth, 30)).astype(int)).tolist()) | {depth})
-        curves = evaluate(qrels, result.runs, [f"recall@{k}" for k in ks])
+        # under the report's own conventions, so that the curve meets the table's recall@depth at the depth
+        curves = evaluate(qrels, result.runs, [f"recall@{k}" for k in ks], conventions=report.card.conventions,
+                          judged_threshold=0.0)
         for stage in result.stages:
             ax.plot(ks, [curves.mean(stage, f"recall@{k}") for k in ks], marker=".", label=stage)
         ax.axvline(depth, color="grey", linestyle=":", label=f"depth {depth}")

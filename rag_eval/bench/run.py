@@ -88,7 +88,7 @@ def run(args: argparse.Namespace, *, command: str) -> int:
     path = write_report_folder(out, report, results, collection.qrels, title=f"rag_eval benchmark: {collection.name}",
                                facts=facts, plots=not args.no_plots)
     shown = report.summary
-    columns = [c for c in ("run", "stage", "metric", "mean", "ci_low", "ci_high", "n", "n_failed") if c in shown.columns]
+    columns = [c for c in ("run", "stage", "metric", "mean", "ci_low", "ci_high", "n", "n_nan", "n_failed") if c in shown.columns]
     print(shown[columns].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     print(f"report: {path}")
     return 0

@@ -46,7 +46,14 @@ FAMILIES: dict[str, Family] = {
             _REL,
             "bpref",
         ),
-        Family("judged", "share of the top min(k, returned) that has any judgement; 0 for an empty ranking", "required", frozenset(), None),
+        Family(
+            "judged",
+            "share of the top min(k, returned) that has any judgement, on the ranking as given (reports measure it "
+            "before any condensing); NaN (0/0, counted in n_nan) when that top is empty",
+            "required",
+            frozenset(),
+            None,
+        ),
         Family("recall_ceiling", "min(k, R) / R: the most recall@k can be", "required", _REL, None),
         Family("num_rel", "R: judged relevant documents of the query", "none", _REL, "num_rel", summed=True),
         Family("num_ret", "results returned (after any -M cut and condensing)", "none", frozenset(), "num_ret", summed=True),

@@ -47,7 +47,9 @@ class MetricCard(BaseModel):
     metrics: list[str]
     inputs: list[InputRecord]
     queries: list[QueryRecord]
-    pipeline: dict[str, Any] | None = None  # a pipeline report: its structure, depth, budget and stages
+    # a pipeline report: the first pipeline's run, structure, depth, budget and stages, and under "all" every
+    # pipeline evaluated (the first one included), each with the same keys
+    pipeline: dict[str, Any] | None = None
     comparison: dict[str, Any] | None = None  # a comparison: test, correction, alpha, resamples, seed, ...
     # judged share per run (and stage): {"run", "stage", "metric", "share", "n"}; below the threshold: lower bounds
     judged: list[dict[str, Any]] = Field(default_factory=list)
@@ -99,10 +101,15 @@ class MetricCard(BaseModel):
                 f"{c['bootstrap_resamples']} bootstrap resamples, seed {c['seed']}"
             )
             shares = {k: v for k, v in c.get("unjudged_share", {}).items() if v is not None}
+            at = c.get("unjudged_at") or {}
             if shares:
-                lines.append("  unjudged share: " + ", ".join(f"{k} {v:.1%}" for k, v in shares.items()))
+                lines.append("  unjudged share: " + ", ".join(
+                    f"{k} {v:.1%}" + (f" (1 - {at[k]})" if at.get(k) else "") for k, v in shares.items()))
         if self.pipeline:
-            lines.append(f"  pipeline: {self.pipeline['structure']} (depth {self.pipeline['depth']}, {self.pipeline['budget']})")
+            every = self.pipeline.get("all") or [self.pipeline]
+            for p in every:
+                who = f" {p['run']!r}" if len(every) > 1 else ""
+                lines.append(f"  pipeline{who}: {p['structure']} (depth {p['depth']}, {p['budget']})")
         for record in self.inputs:
             where = f"{record.path} sha256:{record.sha256}" if record.path else "in memory"
             extra = f", ranked by {record.ranked_by}" if record.ranked_by else ""

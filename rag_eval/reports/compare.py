@@ -5,7 +5,10 @@ baseline, per metric: the mean difference with a paired bootstrap interval, a p-
 default; the paired t-test or the Wilcoxon signed-rank test on request), the effect size (d_z), and the queries won,
 tied and lost. p-values are corrected for multiple comparisons across every pair x metric x stage (Holm by
 default, or Benjamini-Hochberg), and both raw and corrected values are shown with the decision at ``alpha``.
-Queries are paired by id; a query measured for one system and not the other is left out of that pair and counted.
+Queries are paired by id; a query counted for one system and not the other is left out of that pair and counted
+in ``n_unpaired``; a query counted for both whose value is NaN (0/0) for either is left out and counted in
+``n_nan``. So ``n + n_nan`` is the number of queries the cards say both systems counted, and in ``systems``
+``n + n_nan`` is the number the card says that system counted.
 """
 
 from __future__ import annotations
@@ -28,10 +31,10 @@ if TYPE_CHECKING:
 __all__ = ["Comparison", "compare"]
 
 PAIR_COLUMNS = [
-    "system", "baseline", "metric", "n", "n_unpaired", "mean", "baseline_mean", "diff", "ci_low", "ci_high",
+    "system", "baseline", "metric", "n", "n_nan", "n_unpaired", "mean", "baseline_mean", "diff", "ci_low", "ci_high",
     "p_value", "p_adjusted", "rejected", "effect_size", "wins", "ties", "losses",
 ]
-SYSTEM_COLUMNS = ["system", "metric", "mean", "std", "median", "ci_low", "ci_high", "n"]
+SYSTEM_COLUMNS = ["system", "metric", "mean", "std", "median", "ci_low", "ci_high", "n", "n_nan"]
 
 
 @dataclass
@@ -55,7 +58,7 @@ class Comparison:
     def _shown(self) -> pd.DataFrame:
         frame = self.table.copy()
         marked = np.where(frame["rejected"], "*", "")
-        out = frame[["system", "metric", "n", "mean", "baseline_mean", "diff"]].copy()
+        out = frame[["system", "metric", "n", "n_nan", "mean", "baseline_mean", "diff"]].copy()
         out["95% CI"] = [f"[{lo:+.4f}, {hi:+.4f}]" for lo, hi in zip(frame["ci_low"], frame["ci_high"])]
         out["p"] = [_p(v) for v in frame["p_value"]]
         out[f"p ({self.settings['correction']})"] = [f"{_p(v)}{m}" for v, m in zip(frame["p_adjusted"], marked)]
@@ -150,16 +153,23 @@ def compare(
     for m in wanted:
         if m not in available[base]:
             raise ValueError(f"the baseline {base!r} has no values of {m!r}")
-    values = per_query.pivot_table(index=["system", "metric"], columns="query_id", values="value", aggfunc="first")
+    twice = per_query.duplicated(["system", "metric", "query_id"])
+    if twice.any():
+        s, m, q = per_query.loc[twice, ["system", "metric", "query_id"]].iloc[0]
+        raise ValueError(f"system {s!r} has two values of {m!r} for query {q!r}: two reports name a system alike; "
+                         "give the runs distinct names")
+    values = per_query.pivot(index=["system", "metric"], columns="query_id", values="value")
+    counted = per_query.assign(counted=True).pivot(index=["system", "metric"], columns="query_id", values="counted")
+    counted = counted.notna()  # a query the system was measured on (its value may be NaN: 0/0)
 
     system_rows = []
     for s in systems:
         for m in wanted:
             if (s, m) not in values.index:
                 continue
-            v = values.loc[(s, m)].dropna().to_numpy()
+            v = values.loc[(s, m)][counted.loc[(s, m)]].to_numpy(dtype=np.float64)
             stats = summarize_values(v[:, None], resamples=resamples, confidence=confidence, seed=seed)
-            system_rows.append([s, m] + [stats[c][0] for c in ("mean", "std", "median", "ci_low", "ci_high", "n")])
+            system_rows.append([s, m] + [stats[c][0] for c in ("mean", "std", "median", "ci_low", "ci_high", "n", "n_nan")])
     pair_rows = []
     for s in systems:
         if s == base:
@@ -168,14 +178,16 @@ def compare(
             if (s, m) not in values.index:
                 continue
             a, b = values.loc[(s, m)], values.loc[(base, m)]
-            both = a.notna() & b.notna()
-            x, y = a[both].to_numpy(), b[both].to_numpy()
+            in_a, in_b = counted.loc[(s, m)], counted.loc[(base, m)]
+            both = in_a & in_b & a.notna() & b.notna()
+            x, y = a[both].to_numpy(dtype=np.float64), b[both].to_numpy(dtype=np.float64)
             diff = x - y
-            unpaired = int((a.notna() ^ b.notna()).sum())
+            unpaired = int((in_a ^ in_b).sum())
+            nan = int((in_a & in_b).sum()) - len(diff)
             low, high = paired_bootstrap_ci(diff, resamples=resamples, confidence=confidence, seed=seed)
             p = p_value(test, x, y, permutations=permutations, seed=seed)
             pair_rows.append([
-                s, base, m, len(diff), unpaired, float(x.mean()) if len(x) else np.nan, float(y.mean()) if len(y) else np.nan,
+                s, base, m, len(diff), nan, unpaired, float(x.mean()) if len(x) else np.nan, float(y.mean()) if len(y) else np.nan,
                 float(diff.mean()) if len(diff) else np.nan, low, high, p, np.nan, False, effect_size(diff),
                 int((diff > 0).sum()), int((diff == 0).sum()), int((diff < 0).sum()),
             ])
@@ -188,7 +200,7 @@ def compare(
         "permutations": permutations if test == "randomization" else None, "seed": seed,
         "hypotheses": int(table["p_value"].notna().sum()),
         "pipelines": [r.card.pipeline for r in loaded if r.card.pipeline],
-        "unjudged_share": _unjudged(per_query, systems),
+        **_unjudged(loaded, systems),
         "other_reports": [r.card.model_dump(mode="json") for r in loaded[1:]],
     }
     card = loaded[0].card.model_copy(update={"comparison": comparison})
@@ -205,11 +217,22 @@ def _resolve(name: str, systems: list[str]) -> str:
     raise ValueError(f"baseline {name!r} is not one of the systems{hint}")
 
 
-def _unjudged(per_query, systems: list[str]) -> dict[str, float | None]:
-    """1 - mean judged@k per system where a judged@k metric was measured (the smallest k), else None."""
-    out: dict[str, float | None] = {}
-    judged = sorted({m for m in per_query["metric"] if str(m).startswith("judged@")}, key=lambda m: int(m.split("@")[1]))
-    for s in systems:
-        rows = per_query[(per_query["system"] == s) & (per_query["metric"] == judged[0])] if judged else None
-        out[s] = None if rows is None or rows.empty else float(1 - rows["value"].mean())
-    return out
+def _unjudged(reports: Sequence[Report], systems: list[str]) -> dict[str, dict[str, Any]]:
+    """Per system, 1 - its judged share as its report's card gives it (``Report.judged``, the same mean over the
+    same queries), at the smallest numeric cutoff, else at the budget; None when the report has none."""
+    share: dict[str, float | None] = dict.fromkeys(systems)
+    at: dict[str, str | None] = dict.fromkeys(systems)
+    for r in reports:
+        for row in r.judged.itertuples(index=False):
+            stage = row.stage if isinstance(row.stage, str) else None
+            system = row.run if stage is None else f"{row.run}/{stage}"
+            if system not in share or row.share != row.share:
+                continue
+            if at[system] is None or _rank(row.metric) < _rank(at[system]):
+                share[system], at[system] = float(1 - row.share), row.metric
+    return {"unjudged_share": share, "unjudged_at": at}
+
+
+def _rank(metric: str) -> tuple[int, int]:
+    cutoff = metric.split("@", 1)[1]
+    return (0, int(cutoff)) if cutoff.isdigit() else (1, 0 if cutoff == "budget" else 1)

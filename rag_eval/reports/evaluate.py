@@ -15,7 +15,7 @@ from ..metrics.grammar import Metric, parse_metrics
 from ..stages.result import PipelineResult
 from .card import InputRecord, MetricCard, QueryRecord
 from .judged import (
-    JUDGED_THRESHOLD, JudgedShare, cutoffs_of, judged_metrics, judged_share, mean_share, shares_frame, warn_low,
+    JUDGED_THRESHOLD, JudgedShare, cutoffs_of, judged_metrics, mean_share, shares_frame, warn_low,
 )
 from .projected import evaluate_projections, projections_of
 from .report import Report, RunScores
@@ -75,18 +75,21 @@ def evaluate(
     records = []
     shares: list[JudgedShare] = []
     cutoffs = cutoffs_of(metric_list)
-    # the judged share is measured on the rankings as given: in the same pass unless unjudged items are removed
-    extra = judged_metrics(cutoffs) if conv.unjudged == "keep" else []
+    extra = judged_metrics(cutoffs)
     n = len(metric_list)
     for name, run in named.items():
-        result = evaluate_run(qrels, run, metric_list + extra, conv)
-        if extra:
-            returned = result.values[n]
-            shares += [JudgedShare(name, None, str(k), *mean_share(column, returned))
-                       for k, column in zip(cutoffs, result.values[n + 1:])]
+        # judged@k (in the table and on the card alike) is measured on the ranking as given: in the same pass,
+        # unless unjudged items are removed (condensed lists), where it takes a pass of its own
+        if conv.unjudged == "keep":
+            result = evaluate_run(qrels, run, metric_list + extra, conv)
+            own, given = result.values[:n], result.values[n:]
         else:
-            shares += [JudgedShare(name, None, str(k), *judged_share(qrels, run, k, conv)) for k in cutoffs]
-        matrix = np.column_stack(result.values[:n]) if result.account.counted else np.zeros((0, n))
+            result = evaluate_run(qrels, run, metric_list, conv)
+            given = evaluate_run(qrels, run, extra, conv.replace(unjudged="keep"), warn_ids=False).values
+            at = dict(zip(cutoffs, given))
+            own = [at[m.k] if m.family == "judged" else v for m, v in zip(metric_list, result.values)]
+        shares += [JudgedShare(name, None, str(k), *mean_share(column)) for k, column in zip(cutoffs, given)]
+        matrix = np.column_stack(own) if result.account.counted else np.zeros((0, n))
         blocks.append(RunScores(result.account.counted, matrix, name, None, [str(m) for m in metric_list]))
         account = result.account
         records.append(

@@ -6,10 +6,12 @@ cutoffs it measures, ``Report.judged``, lists it on the metric card, and warns w
 threshold (0.9 by default): pool that system's results (:func:`rag_eval.pool`), label them, and evaluate again;
 or evaluate with condensed lists (``Conventions(unjudged="remove")``), which drop unjudged items first.
 
-The share is the mean of judged@k (the judged share of the top min(k, returned)) over the counted queries that
-returned something within k: an empty ranking (or a failed query scored as one) has nothing unjudged, so its
-scores are exact and it does not pull the share down. It is measured on the ranking as given, not condensed even
-when the report's conventions are.
+The share is the mean of judged@k (the judged share of the top min(k, returned)) over the counted queries, with
+its ``n``: the very number the report's summary shows for judged@k, over the same base. judged@k of an empty top k
+(an empty ranking, a failed query scored as one, a token budget that delivers nothing) is 0/0, so NaN: it is left
+out of the mean and counted in the summary's ``n_nan`` (nothing there is unjudged, so its scores are exact). It is
+measured on the ranking as given, not condensed even when the report's conventions are; so is judged@k in the
+report's tables.
 """
 
 from __future__ import annotations
@@ -41,8 +43,8 @@ class JudgedShare:
     run: str
     stage: str | None
     cutoff: str  # "10", "budget" or "depth"
-    share: float  # NaN when no query is counted
-    n: int
+    share: float  # NaN when no counted query put anything in its top k
+    n: int  # the queries the share is the mean over (judged@k defined: something in the top k)
 
     @property
     def metric(self) -> str:
@@ -60,19 +62,16 @@ def cutoffs_of(metrics: Sequence[Metric]) -> list[int]:
 
 
 def judged_metrics(cutoffs: Sequence[int]) -> list[Metric]:
-    """What a share is computed from: ``num_ret`` (which queries returned something), then judged@k per cutoff.
-    Appended to a report's own metrics, they cost no second pass over the run."""
-    return [Metric("num_ret")] + [Metric("judged", k) for k in cutoffs]
+    """What a share is computed from: judged@k per cutoff. Appended to a report's own metrics, they cost no second
+    pass over the run."""
+    return [Metric("judged", k) for k in cutoffs]
 
 
-def mean_share(judged: np.ndarray, returned: np.ndarray, delivered: np.ndarray | None = None) -> tuple[float, int]:
-    """Mean judged@k over the queries that returned something (an empty ranking has nothing unjudged: its scores
-    are exact), and how many those are. ``delivered``: which queries put anything within their cutoff."""
+def mean_share(judged: np.ndarray) -> tuple[float, int]:
+    """Mean judged@k over the queries where it is defined (NaN, 0/0, where the top k is empty), and how many those
+    are: the summary's ``mean`` and ``n`` of the same values."""
     judged = np.asarray(judged, dtype=float)
-    keep = (np.asarray(returned) > 0) & ~np.isnan(judged)
-    if delivered is not None:
-        keep &= delivered
-    shares = judged[keep]
+    shares = judged[~np.isnan(judged)]
     return (float(shares.mean()) if len(shares) else float("nan")), int(len(shares))
 
 
@@ -83,15 +82,11 @@ def judged_share(
     given (``unjudged="keep"``), for where the report's own pass cannot carry it."""
     plain = conventions.replace(unjudged="keep")
     if isinstance(cutoff, int):
-        result = evaluate_run(qrels, run, judged_metrics([cutoff]), plain, exclude=exclude, warn_ids=False)
-        delivered = None
+        result = evaluate_run(qrels, run, [Metric("judged", cutoff)], plain, exclude=exclude, warn_ids=False)
     else:
-        result = evaluate_run(qrels, run, [Metric("num_ret"), Metric("judged", None)], plain,
-                              cutoffs=[None, dict(cutoff)], exclude=exclude, warn_ids=False)
-        delivered = np.array([cutoff.get(q, 0) > 0 for q in result.account.counted], dtype=bool)
-    if not result.account.counted:
-        return float("nan"), 0
-    return mean_share(result.values[1], result.values[0], delivered)
+        result = evaluate_run(qrels, run, [Metric("judged", None)], plain, cutoffs=[dict(cutoff)], exclude=exclude,
+                              warn_ids=False)
+    return mean_share(result.values[0])
 
 
 def warn_low(shares: Sequence[JudgedShare], threshold: float) -> list[str]:

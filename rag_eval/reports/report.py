@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import InputError
 from ..metrics.grammar import Metric, parse_metric
 from .card import MetricCard
 from .summary import STAGE_SUMMARY_COLUMNS, SUMMARY_COLUMNS, summarize_values
@@ -218,23 +219,148 @@ class Report:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Report:
-        """Read a report written by :meth:`save`."""
+        """Read a report written by :meth:`save`, each value by its key (run, [stage,] query_id, metric), so that
+        rows reordered by another tool land where they belong. A file whose rows do not match its own metadata (a
+        key missing, repeated or unknown, a key column of another type) is refused with an InputError naming it."""
         import io
 
         import pandas as pd
+        import pyarrow as pa
         import pyarrow.parquet as pq
+        from pydantic import ValidationError
 
-        table = pq.read_table(path)
+        where = os.fspath(path)
+        try:
+            table = pq.read_table(path)
+        except (pa.ArrowException, OSError) as exc:
+            if isinstance(exc, FileNotFoundError):
+                raise
+            raise InputError(f"not a Parquet file ({' '.join(str(exc).split())})", source=where) from None
         meta = table.schema.metadata or {}
         if _CARD_KEY not in meta or _BLOCKS_KEY not in meta:
-            raise ValueError(f"{os.fspath(path)}: not a rag_eval report (no metric card in its metadata)")
-        card = MetricCard.model_validate_json(meta[_CARD_KEY])
-        values = table.column("value").to_numpy()
-        blocks, start = [], 0
-        for d in json.loads(meta[_BLOCKS_KEY]):
-            size = len(d["query_ids"]) * len(d["metrics"])
-            block_values = values[start : start + size].reshape(len(d["query_ids"]), len(d["metrics"]))
-            blocks.append(RunScores(values=block_values.astype(np.float64), **d))
-            start += size
-        tables = {k: pd.read_json(io.StringIO(v), orient="split") for k, v in json.loads(meta.get(_TABLES_KEY, b"{}")).items()}
+            raise InputError("not a rag_eval report (no metric card in its metadata)", source=where)
+        try:
+            card = MetricCard.model_validate_json(meta[_CARD_KEY])
+        except ValidationError as exc:
+            raise InputError(f"its metric card does not parse ({exc.errors()[0]['msg']})", source=where) from None
+        described = _described_blocks(meta[_BLOCKS_KEY], where)
+        values = _values_by_key(table, described, where)
+        blocks = [RunScores(values=v, **d) for d, v in zip(described, values)]
+        _check_counted(card, blocks, where)
+        try:
+            tables = {k: pd.read_json(io.StringIO(v), orient="split")
+                      for k, v in json.loads(meta.get(_TABLES_KEY, b"{}")).items()}
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise InputError(f"its pipeline tables do not parse ({' '.join(str(exc).split())})", source=where) from None
         return cls(blocks, card.metrics, card, tables)
+
+
+def counted_of(card: MetricCard, run: str, stage: str | None = None) -> int | None:
+    """The number of queries the card says were counted for ``run`` (and ``stage``): what ``n + n_nan`` of every
+    summary row of that run (stage) adds up to. None when the card has no record of it."""
+    records = {q.run: q.counted for q in card.queries}
+    labels = [run] if stage is None else [f"{run} / {stage}", stage]
+    return next((records[label] for label in labels if label in records), None)
+
+
+def _described_blocks(raw: bytes, where: str) -> list[dict[str, Any]]:
+    """The blocks a saved report's metadata lists, checked: each a run, a stage or None, distinct query ids and
+    distinct metric names, a count of failed queries; no two blocks with the same run and stage."""
+    try:
+        described = json.loads(raw)
+    except ValueError:
+        described = None
+    if not isinstance(described, list):
+        raise InputError("its block list (metadata rag_eval.blocks) does not parse", source=where)
+    seen: set[tuple[str, str | None]] = set()
+    out = []
+    for i, d in enumerate(described):
+        ok = (isinstance(d, dict) and set(d) == {"query_ids", "run", "stage", "metrics", "n_failed"}
+              and isinstance(d["run"], str) and (d["stage"] is None or isinstance(d["stage"], str))
+              and isinstance(d["n_failed"], int) and not isinstance(d["n_failed"], bool)
+              and all(isinstance(d[k], list) and all(isinstance(x, str) for x in d[k]) for k in ("query_ids", "metrics")))
+        if not ok:
+            raise InputError(f"block {i} of its metadata (rag_eval.blocks) is malformed", source=where)
+        who = f"run {d['run']!r}" + (f", stage {d['stage']!r}" if d["stage"] is not None else "")
+        for key, what in (("query_ids", "query id"), ("metrics", "metric")):
+            if len(set(d[key])) != len(d[key]):
+                twice = next(x for x in d[key] if d[key].count(x) > 1)
+                raise InputError(f"{who}: {what} {twice!r} is listed twice in its metadata", source=where)
+        if (d["run"], d["stage"]) in seen:
+            raise InputError(f"{who} is listed twice in its metadata", source=where)
+        seen.add((d["run"], d["stage"]))
+        out.append(d)
+    return out
+
+
+def _key_column(table, name: str, where: str, *, nullable: bool = False) -> list[Any]:
+    import pyarrow as pa
+
+    if name not in table.column_names:
+        raise InputError(f"no {name!r} column: not a report written by Report.save", source=where)
+    column = table.column(name)
+    kind = column.type
+    if pa.types.is_dictionary(kind):
+        column, kind = column.cast(kind.value_type), kind.value_type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or (nullable and pa.types.is_null(kind))):
+        raise InputError(f"column {name!r} holds {kind}, not strings: its keys cannot be matched", source=where)
+    values = column.to_pylist()
+    if not nullable and None in values:
+        raise InputError(f"column {name!r} has an empty (null) key in row {values.index(None)}", source=where)
+    return values
+
+
+def _values_by_key(table, described: list[dict[str, Any]], where: str) -> list[np.ndarray]:
+    """Each block's ``[queries, metrics]`` values, read from the rows by their key, whatever the rows' order."""
+    import pyarrow as pa
+
+    staged = any(d["stage"] is not None for d in described) or "stage" in table.column_names
+    keys = [_key_column(table, c, where) for c in ("run", "query_id", "metric")]
+    stages = _key_column(table, "stage", where, nullable=True) if staged else [None] * table.num_rows
+    if "value" not in table.column_names:
+        raise InputError("no 'value' column: not a report written by Report.save", source=where)
+    kind = table.column("value").type
+    if not (pa.types.is_floating(kind) or pa.types.is_integer(kind)):
+        raise InputError(f"column 'value' holds {kind}, not numbers", source=where)
+    values = table.column("value").cast(pa.float64()).to_numpy(zero_copy_only=False)  # a null reads as NaN
+
+    def shown(key: tuple[str, str | None, str, str]) -> str:
+        run, stage, query, metric = key
+        return f"run {run!r}" + (f", stage {stage!r}" if stage is not None else "") + f", query {query!r}, metric {metric!r}"
+
+    rows = list(zip(keys[0], stages, keys[1], keys[2]))
+    index = dict(zip(rows, range(len(rows))))
+    if len(index) != len(rows):
+        seen: set[tuple] = set()
+        twice = next(r for r in rows if r in seen or seen.add(r))
+        raise InputError(f"two rows have the same key ({shown(twice)})", source=where)
+    out, used = [], 0
+    for d in described:
+        wanted = [(d["run"], d["stage"], q, m) for q in d["query_ids"] for m in d["metrics"]]
+        at = [index.get(key, -1) for key in wanted]
+        if -1 in at:
+            raise InputError(f"no row for {shown(wanted[at.index(-1)])}, which its metadata lists", source=where)
+        used += len(at)
+        out.append(values[np.array(at, dtype=np.int64)].reshape(len(d["query_ids"]), len(d["metrics"])))
+    if used != len(rows):
+        listed = {(d["run"], d["stage"]): (set(d["query_ids"]), set(d["metrics"])) for d in described}
+        for run, stage, query, metric in rows:
+            if (run, stage) not in listed:
+                raise InputError(f"a row of run {run!r}" + (f", stage {stage!r}" if stage is not None else "")
+                                 + " that its metadata does not list", source=where)
+            queries, metrics = listed[(run, stage)]
+            if metric not in metrics:
+                raise InputError(f"a row of an unknown metric ({shown((run, stage, query, metric))})", source=where)
+            if query not in queries:
+                raise InputError(f"a row of an unknown query ({shown((run, stage, query, metric))})", source=where)
+    return out
+
+
+def _check_counted(card: MetricCard, blocks: list[RunScores], where: str) -> None:
+    """Each block holds as many queries as the card says were counted for it."""
+    for b in blocks:
+        counted = counted_of(card, b.run, b.stage)
+        if counted is not None and counted != len(b.query_ids):
+            who = f"run {b.run!r}" + (f", stage {b.stage!r}" if b.stage is not None else "")
+            raise InputError(f"{who} holds {len(b.query_ids)} queries but its metric card says {counted} were "
+                             "counted", source=where)

@@ -89,7 +89,7 @@ def evaluate_pipelines(
                 notes.append(f"{mended} query(ies) with an issue in a usable answer: see Report.issues")
             if out.failures:
                 notes.append(f"failed on {len(out.failures)} query(ies): see Report.failures")
-            inputs.append(InputRecord(role="stage", name=stage, notes=notes))
+            inputs.append(InputRecord(role="stage", name=f"{run_name} / {stage}" if len(results) > 1 else stage, notes=notes))
         tables_of_run = (("latency", result.latency), ("failures", result.failures), ("issues", result.issues),
                          ("loss_items", judge.loss_items))
         for key, table in tables_of_run:
@@ -97,7 +97,7 @@ def evaluate_pipelines(
         p = result.pipeline
         described.append({"run": run_name, "structure": repr(p), "depth": p.depth, "budget": str(p.budget),
                           "stages": {s: o.role for s, o in result.stages.items()}})
-    pipeline = described[0] | ({"all": described} if len(described) > 1 else {})
+    pipeline = described[0] | {"all": described}
     warn_low(shares, judged_threshold)
     card = MetricCard.build(conv, list(dict.fromkeys(names)), inputs, records, pipeline=pipeline,
                             judged=[s.record() for s in shares], judged_threshold=judged_threshold)
@@ -189,12 +189,19 @@ class _PipelineJudge:
                 metrics.append(Metric(s.metric.family, None, s.metric.params) if s.cut else s.metric)
                 cutoffs.append(k)
         result = evaluate_run(self.qrels, run, metrics, self.conv, cutoffs=cutoffs, exclude=exclude)
+        columns = list(result.values)
+        as_given = [i for i, m in enumerate(metrics) if m.family == "judged"]
+        if as_given and self.conv.unjudged == "remove":  # judged@k is measured on the ranking as given
+            plain = evaluate_run(self.qrels, run, [metrics[i] for i in as_given], self.conv.replace(unjudged="keep"),
+                                 cutoffs=[cutoffs[i] for i in as_given], exclude=exclude, warn_ids=False)
+            for i, column in zip(as_given, plain.values):
+                columns[i] = column
         counted = result.account.counted
         zeroed = sorted(failed.intersection(counted))
         if zeroed:  # failed="zero": measured as empty rankings, and said so
             result.account.zeroed["failed"] = zeroed
         values = np.full((len(counted), len(specs)), np.nan)
-        for (j, _), column in zip(engine, result.values):
+        for (j, _), column in zip(engine, columns):
             values[:, j] = column
         for j, s in enumerate(specs):
             if s.metric is None:

@@ -1,10 +1,15 @@
-"""Averaging per-query values, with their spread: never the mean alone. NaN (a 0/0 value) is left out and counted."""
+"""Averaging per-query values, with their spread: never the mean alone. NaN (a 0/0 value) is left out and counted.
+
+Every summary (of runs, pipeline stages, projections and comparisons) has ``n``, the values the statistics are
+taken over, and ``n_nan``, the counted queries whose value is NaN: ``n + n_nan`` is the number of queries the
+metric card says were counted for that run (or stage).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-SUMMARY_COLUMNS = ["run", "metric", "mean", "sum", "std", "median", "ci_low", "ci_high", "n"]
+SUMMARY_COLUMNS = ["run", "metric", "mean", "sum", "std", "median", "ci_low", "ci_high", "n", "n_nan"]
 STAGE_SUMMARY_COLUMNS = ["run", "stage", "metric", "mean", "sum", "std", "median", "ci_low", "ci_high", "n", "n_failed", "n_nan"]
 
 
