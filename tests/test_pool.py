@@ -118,8 +118,13 @@ def test_csv_export(tmp_path):
 
 
 def test_pool_argument_errors():
-    with pytest.raises(ValueError, match="depth must be a positive int"):
+    with pytest.raises(InputError, match="^depth must be 1 or more, not 0$"):
         pool([BM25], depth=0)
+    for depth in (True, 2.0, "3", None):
+        with pytest.raises(InputError, match=f"^depth must be an int, not {type(depth).__name__} "):
+            pool([BM25], depth=depth)
+    with pytest.raises(InputError, match="^depth must be at most 1000000000, not 10000000000$"):
+        pool([BM25], depth=10**10)
     with pytest.raises(ValueError, match="strategy must be 'depth' or 'rrf'"):
         pool([BM25], depth=1, strategy="borda")
     with pytest.raises(ValueError, match="two systems are named 'bm25'"):
@@ -189,4 +194,4 @@ def test_cli_pool_writes_the_same_pool_as_the_api(tmp_path, capsys):
     assert main(["pool", str(runs[0]), "--depth", "5", "-o", str(tmp_path / "pool.csv")]) == 0
     assert (tmp_path / "pool.csv").read_text("utf-8").startswith("query_id,doc_id,systems,ranks,rrf,")
     assert main(["pool", str(runs[0]), "--depth", "0", "-o", str(out)]) == 2
-    assert capsys.readouterr().err.endswith("rag-eval: error: depth must be a positive int, not 0\n")
+    assert capsys.readouterr().err.endswith("rag-eval: error: --depth must be 1 or more, not 0\n")

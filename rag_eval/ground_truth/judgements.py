@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import threading
 import warnings
 from collections import Counter
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._files import file_lock
+from ..data._ids import check_writable
 from ..data.qrels import Qrels
 from ..errors import InputError
 
@@ -379,14 +379,15 @@ def cohen_kappa(a: Sequence[int], b: Sequence[int]) -> float:
 
 def write_qrels(qrels: Qrels, path: str | os.PathLike[str]) -> None:
     """Write TREC qrels (``qid 0 docid grade``) atomically: a temporary file, fsync'd, renamed over ``path``,
-    so that ``path`` is at every moment either the old file or the whole new one."""
+    so that ``path`` is at every moment either the old file or the whole new one.
+
+    An id that a TREC line cannot give back (empty, starting with ``#``: read back as a comment, or holding
+    whitespace) is an InputError naming it, raised before anything is written: ``path`` keeps its old content."""
     path = Path(path)
     lines = []
     for q, docs in qrels.judgements.items():
-        bad = q if _has_space(q) else next((d for d in docs if _has_space(d)), None)
-        if bad is not None:
-            raise InputError(f"query {q!r}: the id {bad!r} has white space, which TREC qrels cannot hold",
-                             source=str(path))
+        check_writable([q], "query id", str(path))
+        check_writable(docs, f"query {q!r}: doc id", str(path))
         lines.extend(f"{q} 0 {d} {g}\n" for d, g in docs.items())
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
@@ -425,13 +426,6 @@ def _now() -> str:
 def _parse_time(text: str) -> datetime:
     when = datetime.fromisoformat(text)
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-
-def _has_space(text: str) -> bool:
-    return not text or _WHITE_SPACE.search(text) is not None
-
-
-_WHITE_SPACE = re.compile(r"\s")
 
 
 def _check_scale(scale: Sequence[int]) -> tuple[int, int]:

@@ -9,6 +9,11 @@ items most likely to matter; ``strategy="depth"`` orders by best rank, then by h
 
 A pool is written as JSON lines (one item per line, its provenance on every line, so that a judgement can always
 say which pool it came from) or CSV, and read back with :meth:`Pool.read` by the labelling page.
+
+A pool exists to be labelled into TREC qrels, so every id in it must survive a TREC line: :func:`pool`, a
+:class:`Pool` made by hand and :meth:`Pool.read` refuse a query or doc id that is empty, starts with ``#`` (read back
+as a comment: its labels would vanish) or holds whitespace, with an :class:`~rag_eval.errors.InputError` naming
+it, before anything is written. Every other field is checked when a :class:`PoolItem` or :class:`Pool` is made.
 """
 
 from __future__ import annotations
@@ -16,14 +21,19 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
+import numbers
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..data._ids import check_writable, unwritable_reason
 from ..data.qrels import Qrels
 from ..data.run import Run
+from ..errors import InputError
+from ..metrics.grammar import check_int
 from ..stages.result import PipelineResult
 
 if TYPE_CHECKING:
@@ -47,6 +57,26 @@ class PoolItem:
     query: str | None = None
     text: str | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("query_id", "doc_id"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise InputError(f"pool item: {name} must be a non-empty str, not {value!r}")
+        where = f"pool item (query {self.query_id!r}, doc {self.doc_id!r})"
+        if not isinstance(self.ranks, Mapping) or not self.ranks:
+            raise InputError(f"{where}: ranks must map each system that returned it to a rank")
+        for system, rank in self.ranks.items():
+            if not isinstance(system, str) or not system:
+                raise InputError(f"{where}: system {system!r} is not a non-empty str")
+            check_int(rank, f"{where}: the rank by {system!r}", high=None)
+        if isinstance(self.rrf, bool) or not isinstance(self.rrf, numbers.Real) or not math.isfinite(self.rrf) \
+                or self.rrf < 0:
+            raise InputError(f"{where}: rrf must be a finite number >= 0, not {self.rrf!r}")
+        for name in ("query", "text"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise InputError(f"{where}: {name} must be a str or None, not {type(value).__name__}")
+
     @property
     def systems(self) -> tuple[str, ...]:
         return tuple(self.ranks)
@@ -69,6 +99,18 @@ class Pool:
     id: str = field(default="")
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "depth", check_int(self.depth, "pool depth"))
+        if self.strategy not in ("depth", "rrf"):
+            raise InputError(f"pool strategy must be 'depth' or 'rrf', not {self.strategy!r}")
+        if not isinstance(self.systems, tuple) or any(not isinstance(n, str) or not n for n in self.systems):
+            raise InputError(f"pool systems must be a tuple of non-empty str, not {self.systems!r}")
+        object.__setattr__(self, "already_judged", check_int(self.already_judged, "pool already_judged", low=0,
+                                                             high=None))
+        if not isinstance(self.id, str):
+            raise InputError(f"pool id must be a str, not {self.id!r}")
+        if not isinstance(self.items, tuple) or any(not isinstance(i, PoolItem) for i in self.items):
+            raise InputError("pool items must be a tuple of PoolItem")
+        _check_trec_ids(self.items, "pool")
         if not self.id:
             object.__setattr__(self, "id", self._fingerprint())
 
@@ -119,7 +161,8 @@ class Pool:
                             | {"rrf": pd.Series(columns["rrf"], dtype=float)})
 
     def to_jsonl(self, path: str | os.PathLike[str]) -> None:
-        """One JSON object per item, with the pool's provenance on every line."""
+        """One JSON object per item, with the pool's provenance on every line. Every id round-trips: a Pool holds no
+        id that a JSON line or the TREC qrels of its labelling could not give back (see the module doc)."""
         provenance = self.provenance
         lines = [
             json.dumps({"query_id": i.query_id, "doc_id": i.doc_id, "systems": list(i.systems),
@@ -153,6 +196,10 @@ class Pool:
         seen: set[tuple[str, str]] = set()
         for number, record in file.json_objects():
             item, provenance = _item_of(record, file, number)
+            for what, value in (("query id", item.query_id), ("doc id", item.doc_id)):
+                reason = unwritable_reason(value)
+                if reason is not None:
+                    raise file.error(f"{what} {value!r} {reason}: it cannot be labelled into TREC qrels", number)
             if header is None:
                 header = provenance
             elif provenance != header:
@@ -163,8 +210,11 @@ class Pool:
             seen.add((item.query_id, item.doc_id))
             items.append(item)
         assert header is not None  # read_input refuses a file without content lines
-        return cls(tuple(items), header["depth"], header["strategy"], tuple(header["systems"]),
-                   already_judged=int(header.get("already_judged") or 0), id=header["id"])
+        try:
+            return cls(tuple(items), header["depth"], header["strategy"], tuple(header["systems"]),
+                       already_judged=header.get("already_judged") or 0, id=header["id"])
+        except InputError as exc:
+            raise file.error(f"field 'pool': {exc}", 1) from None
 
 
 def pool(
@@ -184,10 +234,9 @@ def pool(
     :class:`~rag_eval.data.collection.Chunk` as in ``Collection.corpus``) fill in the texts for plain runs.
     Ranks follow each run's own order (trec_eval's tie rule for a run ranked by score).
     """
-    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
-        raise ValueError(f"depth must be a positive int, not {depth!r}")
+    depth = check_int(depth, "depth")
     if strategy not in ("depth", "rrf"):
-        raise ValueError(f"strategy must be 'depth' or 'rrf', not {strategy!r}")
+        raise InputError(f"strategy must be 'depth' or 'rrf', not {strategy!r}")
     judged = qrels if qrels is None or isinstance(qrels, Qrels) else Qrels.from_dict(qrels)
     rankings, query_texts, doc_texts = _systems(runs, depth)
     query_texts.update(queries or {})
@@ -199,6 +248,9 @@ def pool(
     by_query: dict[str, dict[str, dict[str, int]]] = {}
     for system, ranking in rankings.items():
         for query, docs in ranking.items():
+            # what the labelling writes is TREC qrels: refuse, naming the system, an id that cannot come back
+            check_writable([query], "query id", f"pool: system {system!r}")
+            check_writable(docs, f"query {query!r}: doc id", f"pool: system {system!r}")
             pooled = by_query.setdefault(query, {})
             for rank, doc in enumerate(docs, start=1):
                 pooled.setdefault(doc, {}).setdefault(system, rank)
@@ -284,7 +336,20 @@ def _item_of(record: dict[str, Any], file, number: int) -> tuple[PoolItem, dict[
             raise file.error(f"field {key!r} must be a string or null", number)
         texts[key] = value
     rrf = sum(1.0 / (RRF_K + r) for r in ranks.values())
-    return PoolItem(record["query_id"], record["doc_id"], ranks, rrf, texts["query"], texts["text"]), provenance
+    try:
+        item = PoolItem(record["query_id"], record["doc_id"], ranks, rrf, texts["query"], texts["text"])
+    except InputError as exc:
+        raise file.error(str(exc), number) from None
+    return item, provenance
+
+
+def _check_trec_ids(items: Sequence[PoolItem], where: str) -> None:
+    """Refuse the first query or doc id of ``items`` that cannot round-trip through a TREC qrels line."""
+    for item in items:
+        if unwritable_reason(item.query_id) is not None:
+            check_writable([item.query_id], "query id", where)
+        if unwritable_reason(item.doc_id) is not None:
+            check_writable([item.doc_id], f"query {item.query_id!r}: doc id", where)
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hmac
 import json
 import os
+import re
 import secrets
 import sys
 import threading
@@ -42,7 +43,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: a second server on the same files is not detected
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LabellingServer", "LabellingSession", "RequestError", "log_path_for", "parse_scale", "serve"]
+__all__ = ["LabellingServer", "LabellingSession", "RequestError", "check_scale", "log_path_for", "parse_scale", "serve"]
 
 TOKEN_HEADER = "X-Rag-Eval-Token"
 MAX_BODY = 4096
@@ -60,13 +61,24 @@ def log_path_for(out: str | os.PathLike[str]) -> Path:
 def parse_scale(text: str) -> tuple[int, int]:
     """``"0..3"`` -> ``(0, 3)``; a scale the page can take by keyboard: 0 <= lowest < highest <= 9."""
     low, sep, high = text.partition("..")
-    try:
-        scale = (int(low), int(high))
-    except ValueError:
-        raise InputError(f"--scale {text!r}: expected LOW..HIGH, e.g. 0..3") from None
-    if not sep or not 0 <= scale[0] < scale[1] <= 9:
+    if not sep or not _DIGIT.fullmatch(low.strip()) or not _DIGIT.fullmatch(high.strip()):
+        raise InputError(f"--scale {text!r}: expected LOW..HIGH, e.g. 0..3 (one ASCII digit each)")
+    scale = (int(low), int(high))
+    if not scale[0] < scale[1]:
         raise InputError(f"--scale {text!r}: expected LOW..HIGH with 0 <= LOW < HIGH <= 9 (one key per grade)")
     return scale
+
+
+def check_scale(scale: object) -> tuple[int, int]:
+    """A labelling scale: two ints ``(low, high)``, ``0 <= low < high <= 9`` (one key per grade, no bool)."""
+    if (not isinstance(scale, (tuple, list)) or len(scale) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int) for v in scale)
+            or not 0 <= scale[0] < scale[1] <= 9):
+        raise InputError(f"scale {scale!r}: expected two ints (low, high) with 0 <= low < high <= 9 (one key per grade)")
+    return (scale[0], scale[1])
+
+
+_DIGIT = re.compile(r"[0-9]")
 
 
 class RequestError(Exception):
@@ -84,17 +96,16 @@ class LabellingSession:
 
     def __init__(self, pool: Pool, out: str | os.PathLike[str], *, assessor: str,
                  scale: tuple[int, int] = (0, 3)) -> None:
+        if not isinstance(pool, Pool):  # a Pool holds only ids that a TREC qrels line gives back (pool.py)
+            raise TypeError(f"pool must be a Pool (rag_eval.pool or Pool.read), not {type(pool).__name__}")
         self.pool = pool
         self.out = Path(out)
         self.log_path = log_path_for(self.out)
         self.assessor = assessor
-        self.scale = scale
-        if not assessor or assessor != assessor.strip() or assessor in ("query_id", "doc_id", "grade", "qrels"):
+        self.scale = check_scale(scale)
+        if (not isinstance(assessor, str) or not assessor or assessor != assessor.strip()
+                or assessor in ("query_id", "doc_id", "grade", "qrels")):
             raise InputError(f"--assessor {assessor!r} is not a usable name")
-        for item in pool.items:
-            if any(not part or any(c.isspace() for c in part) for part in (item.query_id, item.doc_id)):
-                raise InputError(f"query {item.query_id!r}, doc {item.doc_id!r}: an id with white space cannot "
-                                 "be written to a TREC qrels file")
         self._lock = threading.Lock()
         self.log = JudgementLog.open(self.log_path)
         # OUT as found, less the pairs the log judges (an earlier session wrote those there): the qrels this
