@@ -56,6 +56,15 @@ class InputFile:
             if content and not content.startswith("#"):
                 yield number, line
 
+    def first_line(self) -> str:
+        """The first line :meth:`lines` yields (to tell formats apart), without splitting the whole file."""
+        found = _CONTENT_LINE.search(self.data)
+        if found is None:
+            raise self.error("empty file (only comments and blank lines)")
+        start = found.end() - 1
+        end = _LINE_END.search(self.data, start)
+        return self.data[start : end.start() if end else len(self.data)].decode("utf-8")
+
     def json_objects(self) -> Iterator[tuple[int, dict[str, Any]]]:
         """Yield ``(line_number, object)`` for every JSON line (as :meth:`lines` skips blanks and comments); a
         line that is not valid JSON, or not an object, or an object with a key twice (which ``json`` would
@@ -166,6 +175,7 @@ def _hash_in_background(raw: bytes) -> Future[str]:
 
 _COMMENT_FIRST = re.compile(rb"\s*#")  # the file opens with a comment line...
 _CONTENT_LINE = re.compile(rb"(?:\A|[\r\n])[ \t\v\f]*[^#\s]")  # ...and has no line of content (any line ending)
+_LINE_END = re.compile(rb"[\r\n]")
 
 
 def warn(message: str, category: type[Warning] = RagEvalWarning) -> None:

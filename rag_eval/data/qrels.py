@@ -173,7 +173,7 @@ class Qrels:
         if raw[:4] == b"PAR1":
             return cls._from_parquet(binary_input(spath, raw))
         file = decode_input(spath, raw)
-        first = next(file.lines())[1].strip()
+        first = file.first_line().strip()
         if first.startswith("{"):
             return cls._from_jsonl(file)
         names = first.split("\t")

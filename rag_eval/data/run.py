@@ -233,7 +233,7 @@ class Run:
         if raw[:4] == b"PAR1":
             return cls._from_parquet(binary_input(spath, raw), name, "score")
         file = decode_input(spath, raw)
-        first = next(file.lines())[1].lstrip()
+        first = file.first_line().lstrip()
         return cls._from_jsonl(file, name, "score") if first.startswith("{") else cls._from_trec(file, name)
 
     # ----- internal construction ----------------------------------------------------------------------------
