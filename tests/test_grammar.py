@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import io
+
+import numpy as np
+import pandas as pd
 import pytest
 
-from rag_eval import InputError, Metric, parse_metric
+from rag_eval import Conventions, InputError, Metric, Qrels, Run, evaluate, parse_metric
+from rag_eval.cli import main
+from rag_eval.metrics.grammar import check_int, read_int
+
+from .conftest import ROOT
 
 # input spelling -> canonical string
 CANONICAL = [
@@ -229,3 +237,30 @@ def test_trec_name_falls_back_to_the_canonical_string(text):
 def test_trec_name_parses_back_to_the_same_metric(text):
     metric = parse_metric(text)
     assert parse_metric(metric.trec_name) == metric
+
+
+def test_plain_integer_helpers():
+    """read_int reads the CLI's numeric flags; check_int checks counts given in Python (depths, budgets, ranks)."""
+    assert read_int(" 0010 ", "x") == 10 and read_int("-3", "x") == -3
+    for text in ("1_0", "+1", "\u0661", "1.0", "", "0x10"):
+        with pytest.raises(InputError, match=r"^--flag .* is not a plain decimal integer \(ASCII digits 0-9 only\)$"):
+            read_int(text, "--flag")
+    with pytest.raises(InputError, match="^--flag must be at most 5, not 7$"):
+        read_int("7", "--flag", high=5)
+    assert check_int(np.int32(4), "n") == 4 and type(check_int(np.int32(4), "n")) is int
+    for value, message in [(True, "n must be an int, not bool True"), (0, "n must be 1 or more, not 0"),
+                           (2.0, "n must be an int, not float 2.0"), (10**9 + 1, "n must be at most 1000000000, not 1000000001")]:
+        with pytest.raises(InputError) as info:
+            check_int(value, "n")
+        assert str(info.value) == message
+
+
+def test_cli_depth_and_threshold_flags_still_read_plain_integers(capsys):
+    qrels, run = ROOT / "rag_eval" / "examples" / "qrels.txt", ROOT / "rag_eval" / "examples" / "bm25.trec"
+    assert main(["evaluate", str(qrels), str(run), "-M", "3", "-l", "1", "-m", "P@10", "--format", "csv", "-q",
+                 "--no-card"]) == 0
+    printed = pd.read_csv(io.StringIO(capsys.readouterr().out), dtype={"query_id": str})
+    expected = evaluate(Qrels.load(qrels), Run.load(run), ["P@10"], conventions=Conventions(max_depth=3))
+    values = expected.values(expected.runs[0], "P@10")
+    assert printed["value"].tolist() == pytest.approx(values.tolist()) and printed["query_id"].tolist() == list(values.index)
+    assert max(values) <= 0.3 and values.sum() > 0  # at most 3 of the top 10 counted
