@@ -381,13 +381,13 @@ def write_qrels(qrels: Qrels, path: str | os.PathLike[str]) -> None:
     """Write TREC qrels (``qid 0 docid grade``) atomically: a temporary file, fsync'd, renamed over ``path``,
     so that ``path`` is at every moment either the old file or the whole new one.
 
-    An id that a TREC line cannot give back (empty, starting with ``#``: read back as a comment, or holding
-    whitespace) is an InputError naming it, raised before anything is written: ``path`` keeps its old content."""
+    An id that a TREC line cannot give back (empty, holding whitespace, or a query id starting with ``#``: the
+    line would be read back as a comment) is an InputError naming it, raised before anything is written: ``path`` keeps its old content."""
     path = Path(path)
     lines = []
     for q, docs in qrels.judgements.items():
         check_writable([q], "query id", str(path))
-        check_writable(docs, f"query {q!r}: doc id", str(path))
+        check_writable(docs, f"query {q!r}: doc id", str(path), starts_line=False)
         lines.extend(f"{q} 0 {d} {g}\n" for d, g in docs.items())
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:

@@ -11,9 +11,10 @@ A pool is written as JSON lines (one item per line, its provenance on every line
 say which pool it came from) or CSV, and read back with :meth:`Pool.read` by the labelling page.
 
 A pool exists to be labelled into TREC qrels, so every id in it must survive a TREC line: :func:`pool`, a
-:class:`Pool` made by hand and :meth:`Pool.read` refuse a query or doc id that is empty, starts with ``#`` (read back
-as a comment: its labels would vanish) or holds whitespace, with an :class:`~rag_eval.errors.InputError` naming
-it, before anything is written. Every other field is checked when a :class:`PoolItem` or :class:`Pool` is made.
+:class:`Pool` made by hand and :meth:`Pool.read` refuse an empty id, an id holding whitespace and a query id that
+starts with ``#`` (its line would be read back as a comment, and its labels vanish), with an
+:class:`~rag_eval.errors.InputError` naming it, before anything is written. Every other field is checked when a
+:class:`PoolItem` or :class:`Pool` is made.
 """
 
 from __future__ import annotations
@@ -196,8 +197,8 @@ class Pool:
         seen: set[tuple[str, str]] = set()
         for number, record in file.json_objects():
             item, provenance = _item_of(record, file, number)
-            for what, value in (("query id", item.query_id), ("doc id", item.doc_id)):
-                reason = unwritable_reason(value)
+            for what, value, first in (("query id", item.query_id, True), ("doc id", item.doc_id, False)):
+                reason = unwritable_reason(value, starts_line=first)
                 if reason is not None:
                     raise file.error(f"{what} {value!r} {reason}: it cannot be labelled into TREC qrels", number)
             if header is None:
@@ -250,7 +251,7 @@ def pool(
         for query, docs in ranking.items():
             # what the labelling writes is TREC qrels: refuse, naming the system, an id that cannot come back
             check_writable([query], "query id", f"pool: system {system!r}")
-            check_writable(docs, f"query {query!r}: doc id", f"pool: system {system!r}")
+            check_writable(docs, f"query {query!r}: doc id", f"pool: system {system!r}", starts_line=False)
             pooled = by_query.setdefault(query, {})
             for rank, doc in enumerate(docs, start=1):
                 pooled.setdefault(doc, {}).setdefault(system, rank)
@@ -348,8 +349,8 @@ def _check_trec_ids(items: Sequence[PoolItem], where: str) -> None:
     for item in items:
         if unwritable_reason(item.query_id) is not None:
             check_writable([item.query_id], "query id", where)
-        if unwritable_reason(item.doc_id) is not None:
-            check_writable([item.doc_id], f"query {item.query_id!r}: doc id", where)
+        if unwritable_reason(item.doc_id, starts_line=False) is not None:
+            check_writable([item.doc_id], f"query {item.query_id!r}: doc id", where, starts_line=False)
 
 
 def _write_atomically(path: Path, text: str) -> None:
