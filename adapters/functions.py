@@ -11,29 +11,28 @@
 A function may be sync or ``async def``. An async one gives the stage a native async path (``has_async``), which
 ``Pipeline.run(concurrency=N)`` drives on an event loop; a sync one runs on the runner's threads.
 
-The fingerprint (the cache key) is a hash of the function's source code (``inspect.getsource``; where there is
-no source, of its code object), plus its default arguments, the plain values its closure holds and, for a bound
-method or a callable object, the object's plain settings: the same function gives the same fingerprint in every
-process, and editing it invalidates the cache. What the source reads from elsewhere (a global index, a file) is
-not covered: pass ``version="..."`` and change it yourself when that changes. With ``version=`` the fingerprint
-is the version alone, so editing the source (a comment, a refactor) no longer invalidates the cache.
+The fingerprint (the cache key) covers what decides the function's output, read when a run starts
+(:mod:`rag_eval.stages.fingerprint`): its code object, its defaults and closure, every global it loads, followed
+through the user's own modules (a helper edited in the same module changes the key; another stage's function in that
+module does not), and for a bound method or a callable object the object itself; installed packages by name and
+version; data by content (two indexes of the same size differ). An object that cannot be described exactly (a
+model, a client, a C extension's index) makes the stage refuse to be cached, naming it: pass ``version="..."`` and
+change it yourself when that object changes. With ``version=`` the fingerprint is the version alone, so editing the
+code no longer invalidates the cache.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import inspect
-import json
-import textwrap
-import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..stages.fingerprint import Fingerprint, fingerprint
 from ..stages.hits import Hit, as_hit
 from ..stages.stage import Reranker, Retriever
-from ._common import describe, map_back, qualified_name, returned_items, run_sync
+from ._common import map_back, qualified_name, returned_items, run_sync
 
 __all__ = ["FunctionReranker", "FunctionRetriever", "reranker", "retriever"]
 
@@ -65,13 +64,13 @@ class _FunctionStage:
             raise TypeError(f"stage {self.name!r}: expected a function, not {type(fn).__name__}")
         self.fn = fn
         self._is_async = _is_async(fn)
-        # computed now: the function as wrapped, even if its file is edited while the process runs
-        self._source = None if self.version is not None else source_fingerprint(fn)
 
     def config(self) -> dict[str, Any]:
-        if self.version is not None:
-            return {"version": self.version}
-        return {"source": self._source}
+        return {}
+
+    def code(self) -> Fingerprint:
+        """The function's fingerprint, read now (a global rebound since the stage was made is seen)."""
+        return fingerprint(self.fn, stage=self.name)
 
     @property
     def has_async(self) -> bool:
@@ -139,66 +138,6 @@ def _is_async(fn: Any) -> bool:
 
 
 def source_fingerprint(fn: Callable[..., Any]) -> str:
-    """A hash of what defines ``fn``'s behaviour as far as can be read from it: its source (or code object), its
-    defaults, the plain values of its closure, and what a partial or bound method adds. Stable across processes."""
-    digest = hashlib.sha256()
-    for part in _identity(fn, 0):
-        digest.update(json.dumps(part, sort_keys=True, default=str).encode())
-        digest.update(b"\x1f")
-    return digest.hexdigest()[:20]
-
-
-def _identity(fn: Any, depth: int) -> list[Any]:
-    if depth > 5:
-        return [{"callable": qualified_name(fn)}]
-    if isinstance(fn, functools.partial):
-        return [
-            *_identity(fn.func, depth + 1),
-            {"partial_args": [describe(a) for a in fn.args],
-             "partial_keywords": {k: describe(v) for k, v in sorted(fn.keywords.items())}},
-        ]
-    if inspect.ismethod(fn):
-        return [*_identity(fn.__func__, depth + 1), {"bound_to": describe(fn.__self__)}]
-    if inspect.isfunction(fn):
-        closure = []
-        for cell in fn.__closure__ or ():
-            try:
-                closure.append(describe(cell.cell_contents))
-            except ValueError:  # an empty cell
-                closure.append(None)
-        return [
-            _source(fn),
-            {"defaults": [describe(d) for d in fn.__defaults__ or ()],
-             "kwdefaults": {k: describe(v) for k, v in sorted((fn.__kwdefaults__ or {}).items())},
-             "closure": closure},
-        ]
-    if inspect.isbuiltin(fn):
-        return [{"callable": f"{getattr(fn, '__module__', None)}.{getattr(fn, '__qualname__', repr(fn))}"}]
-    # a callable object: its class's source, and its plain settings
-    return [_source(type(fn)), {"instance": describe(fn)}]
-
-
-def _source(obj: Any) -> dict[str, Any]:
-    try:
-        return {"source": textwrap.dedent(inspect.getsource(obj))}
-    except (OSError, TypeError):  # defined in a string (exec, python -c) or a C extension
-        code = getattr(obj, "__code__", None)
-        if isinstance(code, types.CodeType):
-            return {"code": _code(code)}
-        return {"class": qualified_name(obj)}
-
-
-def _code(code: types.CodeType) -> dict[str, Any]:
-    """A code object's bytecode, names and constants; nested code objects (lambdas, inner functions) recursed
-    into, since their repr holds a memory address."""
-    return {"bytecode": code.co_code.hex(), "names": list(code.co_names), "consts": [_const(c) for c in code.co_consts]}
-
-
-def _const(value: Any) -> Any:
-    if isinstance(value, types.CodeType):
-        return _code(value)
-    if isinstance(value, frozenset):  # `x in {"a", "b"}` compiles to one; its order follows the hash seed
-        return sorted((_const(v) for v in value), key=repr)
-    if isinstance(value, tuple):
-        return [_const(v) for v in value]
-    return repr(value)
+    """The hash of what defines ``fn``'s behaviour (see the module's docstring); ``Uncacheable`` when some of it
+    cannot be described exactly. Stable across processes."""
+    return fingerprint(fn, stage=qualified_name(fn)).digest

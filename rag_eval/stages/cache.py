@@ -3,20 +3,44 @@
 A query's output is written as soon as it completes, in one ``write`` of one line, so a run killed at any point
 (Ctrl-C, SIGKILL) keeps every query it finished; a line cut short by the kill (or any other damaged line) is
 dropped, with a warning, when the file is next opened, and its query is recomputed. Entries are keyed by query id and a hash of the query text; the file by a fingerprint of the stage's
-configuration and of everything upstream of it. JSON only, no pickle.
+configuration and of everything upstream of it (:mod:`rag_eval.stages.fingerprint`). JSON only, no pickle.
+
+Hits' metadata is stored in JSON types by one rule, applied when the hit reaches the runner (with or without a
+cache, so that a rerun from the cache sees what the first run saw): str, int, float, bool and None as they are;
+NumPy scalars as Python numbers (and arrays as lists); datetimes, dates and times as ISO 8601 strings; tuples as
+lists; mappings with str keys as objects. Anything else is an InputError naming the stage, query, hit and key.
+
+The cache's own failures are not the stage's: a directory that cannot be created, read or written (read-only, full,
+removed during the run), a short write, a failing fsync are a :class:`~rag_eval.errors.HarnessError` naming the
+cache and what to do. It stops the run (what was stored before stays stored); a record cut short by it is
+truncated away at once (under the file's exclusive lock) and no temporary file is left.
+
+A directory written by an older key scheme (before :data:`~rag_eval.stages.fingerprint.SCHEME`) holds files that
+are never found again: this is said once, with an :class:`~rag_eval.errors.OldCacheKeys` warning, and the directory
+is marked with the current scheme (``rag_eval-cache.json``).
 """
 
 from __future__ import annotations
 
+import datetime
+import errno
 import hashlib
 import json
+import math
 import os
 import threading
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .._files import file_lock
+from ..errors import HarnessError, InputError, OldCacheKeys
+from .fingerprint import SCHEME
+
+MARKER = "rag_eval-cache.json"
 
 
 def text_hash(text: str) -> str:
@@ -28,11 +52,38 @@ class StageCache:
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise harness_error(self.directory, "cannot create the cache directory", exc) from None
+        self._check_scheme()
+
+    def _check_scheme(self) -> None:
+        marker = self.directory / MARKER
+        try:
+            scheme = json.loads(marker.read_bytes()).get("key_scheme")
+        except (OSError, ValueError, AttributeError):
+            scheme = None
+        if scheme == SCHEME:
+            return
+        try:
+            old = [p for p in self.directory.glob("*.jsonl")]
+        except OSError:
+            old = []
+        if old and (scheme is None or scheme < SCHEME):
+            warnings.warn(
+                f"cache {self.directory}: its {len(old)} file(s) were written under an older key scheme (one that "
+                "did not cover the code a stage calls): they are not reused, every stage is computed again; delete "
+                "them when convenient", OldCacheKeys, stacklevel=3,
+            )
+        try:  # said once: the directory now carries the current scheme (a read-only one cannot, and need not)
+            _atomic_write(marker, json.dumps({"key_scheme": SCHEME}).encode() + b"\n")
+        except OSError:
+            pass
 
     def store(self, stage_name: str, key: str) -> StageStore:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stage_name)[:60]
-        return StageStore(self.directory / f"{safe}-{key}.jsonl")
+        return StageStore(self.directory / f"{safe}-{key}.jsonl", stage_name)
 
     def __repr__(self) -> str:
         return f"StageCache({str(self.directory)!r})"
@@ -46,14 +97,18 @@ class StageStore:
     garbage bytes) rewrites it under the exclusive lock, so no appender's line is lost.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, stage: str = "") -> None:
         self.path = path
+        self.stage = stage
         self._entries: dict[tuple[str, str], dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._lock_path = path.with_name(path.name + ".lock")
         self.damaged = 0  # lines dropped when the file was opened (their queries are recomputed)
-        if path.exists():
-            self._load()
+        try:
+            if path.exists():
+                self._load()
+        except OSError as exc:
+            raise harness_error(path, "cannot read the cache file", exc) from None
 
     def _load(self) -> None:
         records, damaged = _parse(self.path.read_bytes())
@@ -62,7 +117,10 @@ class StageStore:
                 data = self.path.read_bytes()
                 records, damaged = _parse(data)
                 if damaged:
-                    _rewrite(self.path, records)
+                    try:
+                        _rewrite(self.path, records)
+                    except OSError as exc:
+                        raise harness_error(self.path, "cannot repair the damaged cache file", exc) from None
         for record in records:
             self._entries[(record["query_id"], record["query_hash"])] = record
         self.damaged = damaged
@@ -76,14 +134,22 @@ class StageStore:
         return self._entries.get((query_id, query_hash))
 
     def put(self, record: dict[str, Any]) -> None:
+        """Append one record, or raise a HarnessError (after truncating away any part of it that was written)."""
         # infinite scores are written as Infinity (read back by json); NaN never reaches here (Hit refuses it)
-        line = (json.dumps(record, ensure_ascii=False) + "\n").encode()
-        with self._lock, file_lock(self._lock_path, exclusive=False):
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            line = (json.dumps(record, ensure_ascii=False) + "\n").encode()
+        except (TypeError, ValueError) as exc:  # the runner converts metadata first: this is rag_eval's own bug
+            raise HarnessError(f"cache {self.path}: cannot encode the record of query {record.get('query_id')!r} "
+                               f"as JSON ({exc})") from None
+        with self._lock:
             try:
-                os.write(fd, line)
-            finally:
-                os.close(fd)
+                with file_lock(self._lock_path, exclusive=True):
+                    _append(self.path, line)
+            except OSError as exc:
+                if not self.path.parent.is_dir():
+                    raise harness_error(self.path.parent, "the cache directory was removed during the run (what "
+                                        "was stored in it is gone)", exc) from None
+                raise harness_error(self.path, "cannot store a result", exc) from None
             self._entries[(record["query_id"], record["query_hash"])] = record
 
     def __len__(self) -> int:
@@ -115,14 +181,115 @@ def _is_record(record: Any) -> bool:
     )
 
 
+def _append(path: Path, line: bytes) -> None:
+    """Append ``line`` whole (the caller holds the exclusive lock), checking every write's length; on a short write
+    or an error the file is truncated back to its length before, so no torn line is left for the next append."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        before = os.fstat(fd).st_size
+        try:
+            written = 0
+            while written < len(line):
+                n = os.write(fd, line[written:])
+                if n <= 0:
+                    raise OSError(errno.ENOSPC, "no byte written (is the disk full?)")
+                written += n
+        except BaseException:
+            try:
+                os.ftruncate(fd, before)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` by ``data`` atomically (a temporary file, fsync'd, renamed over it); on any failure the
+    temporary file is removed and the error raised."""
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                if n <= 0:
+                    raise OSError(errno.ENOSPC, "no byte written (is the disk full?)")
+                view = view[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
 def _rewrite(path: Path, records: list[dict[str, Any]]) -> None:
-    """Replace ``path`` by its good records, atomically (a temporary file renamed over it)."""
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "wb") as f:
-        f.write(b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode() for r in records))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temporary, path)
+    """Replace ``path`` by its good records, atomically."""
+    _atomic_write(path, b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode() for r in records))
+
+
+def harness_error(path: Path, what: str, exc: OSError) -> HarnessError:
+    """The cache's own failure, naming the path, the cause and what to do."""
+    cause = exc.strerror or str(exc) or type(exc).__name__
+    advice = {
+        errno.ENOSPC: "free some space (or pass another cache=), then run again: stored results are reused",
+        errno.EDQUOT: "free some space (or pass another cache=), then run again: stored results are reused",
+        errno.EACCES: "make the directory writable, or pass another cache=",
+        errno.EPERM: "make the directory writable, or pass another cache=",
+        errno.EROFS: "the file system is read-only: pass another cache=",
+        errno.ENOENT: "pass a cache directory that stays in place during the run, then run again",
+    }.get(exc.errno, "check the cache directory, then run again: stored results are reused")
+    return HarnessError(f"cache {path}: {what}: {cause}; {advice} (this is not the stage's fault: nothing of the "
+                        "run was scored)")
+
+
+def json_metadata(metadata: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A hit's metadata in JSON types by the cache's rule (see the module's docstring), or an InputError naming
+    ``where`` and the key."""
+    return {k: _json_value(v, f"{where}, metadata key {k!r}") for k, v in _str_keys(metadata, where)}
+
+
+def _str_keys(metadata: Mapping[str, Any], where: str):
+    for key, value in metadata.items():
+        if not isinstance(key, str):
+            raise InputError(f"metadata key {key!r} is a {type(key).__name__}, not a str (the cache stores JSON "
+                             "objects)", source=where)
+        yield key, value
+
+
+def _json_value(value: Any, where: str) -> Any:
+    if value is None or isinstance(value, (str, bool, int)) and type(value) in (str, bool, int):
+        return value
+    if type(value) is float:
+        return value
+    if isinstance(value, np.generic) and not isinstance(value, (np.void, np.object_)):
+        item = value.item()
+        if isinstance(item, (bool, int, float, str, bytes)) and not isinstance(item, bytes):
+            return item
+        return _json_value(item, where)
+    if isinstance(value, np.ndarray) and not value.dtype.hasobject:
+        return value.tolist()
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (bool, int, str)):  # a subclass (an IntEnum, a str enum): its plain value
+        return (bool if isinstance(value, bool) else int if isinstance(value, int) else str)(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {k: _json_value(v, f"{where}[{k!r}]") for k, v in _str_keys(value, where)}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    raise InputError(
+        f"the value is a {type(value).__module__}.{type(value).__qualname__}, which the cache cannot store as JSON "
+        "(it keeps str, numbers, bools, None, lists and str-keyed dicts; NumPy scalars become numbers, datetimes ISO "
+        "strings): convert it in the stage", source=where,
+    )
 
 
 class NoCache:

@@ -41,6 +41,7 @@ class StageOutput:
     role: str
     fingerprint: str
     outcomes: dict[str, Outcome] = field(default_factory=dict)
+    covers: str = ""  # what the fingerprint covers, in words (the stage's code and data, or its version=)
 
     def run(self) -> Run:
         """The stage's rankings as a Run in the order the stage returned them (failed queries are absent)."""

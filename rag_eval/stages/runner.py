@@ -6,6 +6,15 @@ its text, and the run goes on; the later stages skip that query. Answers that ca
 with an issue recorded for the query (``Outcome.issues``): a doc id returned twice (kept once, at its first
 place), more hits than the depth (cut to the depth), and, with ``verify``, a different answer on a second call.
 Every completed query is written to the cache at once, so an interrupted run loses nothing it finished.
+
+Who is at fault decides what happens. Anything a stage raises for a query (an ``Exception``, and also a
+``BaseException`` of its own such as ``GeneratorExit`` or an ``asyncio.CancelledError`` it raises itself) is that
+query's fault, recorded and retried. ``KeyboardInterrupt`` and ``SystemExit`` stop the run, keeping what is stored. A
+failure of the harness itself (the cache cannot be written, a result cannot be stored) is a
+:class:`~rag_eval.errors.HarnessError` that stops the run: it is never retried, recorded or scored as the stage's.
+A timeout holds whatever the stage does: a sync stage's call runs on a thread the runner stops waiting for; an async
+stage runs on the runner's worker threads, each with an event loop of its own, so one that blocks its loop (a
+``time.sleep`` inside) holds only its own query, and a run takes about ``timeout x ceil(queries / concurrency)``.
 """
 
 from __future__ import annotations
@@ -18,8 +27,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..errors import InputError
-from .cache import StageCache, as_cache, text_hash
+from ..errors import HarnessError, InputError
+from .cache import NoCache, StageCache, as_cache, json_metadata, text_hash
+from .fingerprint import Uncacheable
 from .fusion import Fusion
 from .hits import Hit, as_hit
 from .result import Outcome, PipelineResult, StageOutput
@@ -45,10 +55,15 @@ def run_pipeline(
     settings = _Settings(concurrency, progress, retries, backoff, timeout, -1 if verify is True else int(verify))
     depth, stages = pipeline.depth, {}
     first = pipeline.retriever
+    described = {stage.name: _described(stage, store) for stage in pipeline.stages}  # before anything runs
+
+    def output(stage, role: str, *upstream: str) -> StageOutput:
+        digest, covers = described[stage.name]
+        return StageOutput(stage.name, role, _key(digest, *upstream), covers=covers)
 
     def retrieve(stage: Retriever, role: str) -> StageOutput:
-        key = _key(stage.fingerprint(), f"depth={depth}")
-        out = StageOutput(stage.name, role, key)
+        out = output(stage, role, f"depth={depth}")
+        key = out.fingerprint
         calls = {q: (queries[q], None) for q in queries}
         out.outcomes = _run_stage(
             stage, calls, store.store(stage.name, key), settings,
@@ -61,7 +76,7 @@ def run_pipeline(
     if isinstance(first, Fusion):
         inputs = [retrieve(r, "input") for r in first.retrievers]
         stages.update({o.name: o for o in inputs})
-        fused = StageOutput(first.name, "first", _key(first.fingerprint(), *(o.fingerprint for o in inputs)))
+        fused = output(first, "first", *(o.fingerprint for o in inputs))
         for q in queries:
             failed = [o.name for o in inputs if o.outcomes[q].failed]
             if failed:
@@ -81,8 +96,8 @@ def run_pipeline(
         stages[first.name] = previous = retrieve(first, "first")
 
     for reranker in pipeline.rerankers:
-        key = _key(reranker.fingerprint(), previous.fingerprint)
-        out = StageOutput(reranker.name, "reranker", key)
+        out = output(reranker, "reranker", previous.fingerprint)
+        key = out.fingerprint
         calls = {}
         for q, outcome in previous.outcomes.items():
             if outcome.failed:
@@ -110,6 +125,17 @@ class _Settings:
             concurrency, progress, retries, backoff, timeout,
         )
         self.verify = verify  # computed queries per stage called twice: -1 all, 0 none
+
+
+def _described(stage: Stage, store) -> tuple[str, str]:
+    """A stage's fingerprint and what it covers; a stage that cannot be described exactly runs uncached."""
+    try:
+        described = stage.described()
+    except Uncacheable:
+        if not isinstance(store, NoCache):
+            raise
+        return f"uncached:{stage.name}", "not cached (it cannot be described exactly; see version=)"
+    return described.digest, described.covers
 
 
 def _key(*parts: str) -> str:
@@ -154,6 +180,8 @@ def _as_hits(returned: Any) -> tuple[list[Hit], list[str]]:
     return unique, issues
 
 
+_STOP = (KeyboardInterrupt, SystemExit, HarnessError)  # stop the run; every other exception is the query's fault
+
 Checked = tuple[list[Hit], tuple[str, ...], list[str]]  # hits kept, doc ids past the depth, issues
 
 
@@ -181,7 +209,9 @@ def _second_answer(first: Sequence[Hit], get_again: Callable[[], Any], check: Ca
     """The issue, if any, when a stage is asked the same query again (``verify``): a differing answer."""
     try:
         again = check(get_again(), given)[0]
-    except Exception as exc:  # noqa: BLE001 - reported as the query's issue
+    except _STOP:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - reported as the query's issue
         return f"nondeterministic: a second call failed ({_describe(exc)})"
     a, b = [h.doc_id for h in first], [h.doc_id for h in again]
     if a == b:
@@ -208,29 +238,44 @@ def _run_stage(
         else:
             todo.append((q, text, given, qhash, settings.verify < 0 or len(todo) < settings.verify))
     bar = _progress_bar(stage.name, len(todo), settings.progress)
+    finishing = threading.Lock()
 
     def finish(q: str, qhash: str, result: Outcome) -> None:
-        outcomes[q] = result
+        """Keep one query's outcome: a harness failure here (the cache) is raised, never the stage's fault."""
         if not result.failed:
+            result = _stored_types(stage.name, q, result)
             store.put({
                 "query_id": q, "query_hash": qhash, "latency": result.latency,
                 "hits": Hit.to_columns(result.hits), "beyond_depth": list(result.beyond_depth),
                 **({"issues": list(result.issues)} if result.issues else {}),
             })
-        if bar is not None:
-            bar.update(1)
+        with finishing:
+            outcomes[q] = result
+            if bar is not None:
+                bar.update(1)
 
     try:
-        if not todo:
-            pass
-        elif acall is not None and settings.concurrency > 1:
-            _run_async(todo, acall, check, settings, finish)
-        else:
-            _run_threads(todo, call, check, settings, finish)
+        if todo:
+            _run_threads(todo, call, acall, check, settings, finish)
     finally:
         if bar is not None:
             bar.close()
     return {q: outcomes[q] for q in calls if q in outcomes}
+
+
+def _stored_types(stage: str, query: str, result: Outcome) -> Outcome:
+    """The outcome with every hit's metadata in JSON types (the cache's rule, applied with or without a cache, so
+    that a rerun from the cache sees what the first run saw); anything else is an InputError naming the hit."""
+    if not any(h.metadata for h in result.hits):
+        return result
+    hits = []
+    for hit in result.hits:
+        if hit.metadata:
+            converted = json_metadata(hit.metadata, f"stage {stage!r}, query {query!r}, hit {hit.doc_id!r}")
+            if converted != hit.metadata or any(type(v) is not type(converted[k]) for k, v in hit.metadata.items()):
+                hit = Hit(hit.doc_id, hit.score, hit.text, hit.tokens, converted)
+        hits.append(hit)
+    return Outcome(tuple(hits), result.error, result.latency, result.cached, result.beyond_depth, result.issues)
 
 
 def _progress_bar(name: str, total: int, progress: bool | None):
@@ -246,11 +291,20 @@ def _describe(exc: BaseException) -> str:
         return str(exc)
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError)):
         return "timed out"
+    if isinstance(exc, asyncio.CancelledError):
+        return f"the stage raised CancelledError itself{f': {exc}' if str(exc) else ''}"
     return f"{type(exc).__name__}: {exc}"
 
 
-def _run_threads(todo, call, check, settings: _Settings, finish) -> None:
+def _run_threads(todo, call, acall, check, settings: _Settings, finish) -> None:
+    """Every query of ``todo`` on ``concurrency`` threads (the caller's own when 1). An async stage runs on an
+    event loop of the worker thread's own, kept from call to call; one abandoned by a timeout is replaced."""
+    local = threading.local()
+    loops: list[asyncio.AbstractEventLoop] = []  # every event loop made for this stage, closed at the end
+
     def ask(text: str, given):
+        if acall is not None:
+            return _on_own_loop(local, loops, acall, text, given, settings.timeout)
         return call(text, given) if settings.timeout is None else _with_timeout(call, text, given, settings.timeout)
 
     def one(q: str, text: str, given, qhash: str, verify: bool) -> None:
@@ -262,26 +316,35 @@ def _run_threads(todo, call, check, settings: _Settings, finish) -> None:
                 latency = time.perf_counter() - start
                 if verify and (issue := _second_answer(hits, lambda: ask(text, given), check, given)):
                     issues.append(issue)
-                finish(q, qhash, Outcome(tuple(hits), latency=latency, beyond_depth=beyond, issues=tuple(issues)))
-                return
-            except Exception as exc:  # a fault in one query is recorded, never raised
+            except _STOP:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - a fault in one query is recorded, never raised
                 error = _describe(exc)
                 if attempt < settings.retries:
                     time.sleep(settings.backoff * 2**attempt)
+                continue
+            finish(q, qhash, Outcome(tuple(hits), latency=latency, beyond_depth=beyond, issues=tuple(issues)))
+            return
         finish(q, qhash, Outcome(None, error, latency=time.perf_counter() - start))
 
-    if settings.concurrency == 1:
-        for item in todo:
-            one(*item)
-        return
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=settings.concurrency)
     try:
-        for future in [pool.submit(one, *item) for item in todo]:
-            future.result()
-    except BaseException:  # Ctrl-C: stop at once; what completed is already in the cache
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
+        if settings.concurrency == 1:
+            for item in todo:
+                one(*item)
+            return
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix="rag_eval")
+        try:
+            futures = [pool.submit(one, *item) for item in todo]
+            for future in concurrent.futures.as_completed(futures):
+                future.result()  # the first harness error, Ctrl-C or SystemExit stops the run
+        except BaseException:  # stop at once: what completed is already in the cache
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
+    finally:
+        for loop in loops:
+            if not loop.is_running() and not loop.is_closed():
+                loop.close()
 
 
 def _with_timeout(call, text, given, timeout: float):
@@ -304,62 +367,53 @@ def _with_timeout(call, text, given, timeout: float):
     return result[0]
 
 
-def _run_async(todo, acall, check, settings: _Settings, finish) -> None:
-    async def main() -> None:
-        gate = asyncio.Semaphore(settings.concurrency)
+def _on_own_loop(local: threading.local, loops: list, acall, text, given, timeout: float | None):
+    """Await ``acall(text, given)`` on this worker's event loop (made on first use). With a timeout the loop is
+    driven by a helper thread the worker stops waiting for, so a stage that blocks its loop cannot hold the
+    timeout; that loop is then abandoned (its task asked to cancel) and the next call gets a new one."""
+    loop = getattr(local, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = local.loop = asyncio.new_event_loop()
+        loops.append(loop)
 
-        async def ask(text: str, given):
-            coroutine = acall(text, given)
-            return await (asyncio.wait_for(coroutine, settings.timeout) if settings.timeout else coroutine)
+    async def awaited():
+        return await acall(text, given)
 
-        async def one(q: str, text: str, given, qhash: str, verify: bool) -> None:
-            async with gate:
-                start = time.perf_counter()
-                error = None
-                for attempt in range(settings.retries + 1):
-                    try:
-                        hits, beyond, issues = check(await ask(text, given), given)
-                        latency = time.perf_counter() - start
-                        if verify:
-                            try:
-                                again: Any = await ask(text, given)
-                            except Exception as exc:  # noqa: BLE001 - reported by _second_answer
-                                again = exc
-                            issue = _second_answer(hits, lambda: _raise_or(again), check, given)
-                            if issue:
-                                issues.append(issue)
-                        finish(q, qhash, Outcome(tuple(hits), latency=latency, beyond_depth=beyond, issues=tuple(issues)))
-                        return
-                    except Exception as exc:
-                        error = _describe(exc)
-                        if attempt < settings.retries:
-                            await asyncio.sleep(settings.backoff * 2**attempt)
-                finish(q, qhash, Outcome(None, error, latency=time.perf_counter() - start))
+    if timeout is None:
+        return loop.run_until_complete(awaited())
+    result: list[Any] = []
+    failure: list[BaseException] = []
+    task_box: list[asyncio.Task] = []
+    abandoned = threading.Event()
+    done = threading.Lock()
 
-        await asyncio.gather(*(one(*item) for item in todo))
+    def target() -> None:
+        try:
+            task = loop.create_task(awaited())
+            task_box.append(task)
+            result.append(loop.run_until_complete(task))
+        except BaseException as exc:  # handed to the worker
+            failure.append(exc)
+        finally:
+            with done:
+                if abandoned.is_set():  # nobody waits for this loop any more: close it here
+                    loop.close()
 
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        asyncio.run(main())
-        return
-    # already inside an event loop (a notebook): run ours on a thread of its own
-    done: list[BaseException] = []
-    thread = threading.Thread(target=lambda: _capture(lambda: asyncio.run(main()), done))
-    thread.start()
-    thread.join()
-    if done:
-        raise done[0]
-
-
-def _raise_or(value: Any) -> Any:
-    if isinstance(value, BaseException):
-        raise value
-    return value
-
-
-def _capture(fn, errors: list[BaseException]) -> None:
-    try:
-        fn()
-    except BaseException as exc:
-        errors.append(exc)
+    driver = threading.Thread(target=target, daemon=True)
+    driver.start()
+    driver.join(timeout)
+    with done:
+        late = driver.is_alive()
+        if late:
+            abandoned.set()
+    if late:
+        local.loop = None  # abandoned: still busy with the overrunning call; the next call gets a new loop
+        try:
+            if task_box:
+                loop.call_soon_threadsafe(task_box[0].cancel)
+        except RuntimeError:  # it finished (and was closed) meanwhile
+            pass
+        raise TimeoutError
+    if failure:
+        raise failure[0]
+    return result[0]

@@ -9,6 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from .fingerprint import Fingerprint, fingerprint, is_users_class
 from .hits import Hit
 
 
@@ -27,15 +28,40 @@ class Stage(ABC):
         """What identifies this stage's behaviour besides its class and name (JSON-serialisable)."""
         return {}
 
-    def fingerprint(self) -> str:
-        """A stable hash of the class, name, version and :meth:`config`: equal fingerprints, equal outputs."""
+    def code(self) -> Fingerprint | None:
+        """What decides this stage's outputs besides :meth:`config` (see :mod:`rag_eval.stages.fingerprint`): for a
+        stage class of the user's own, its code, and, when it does not define :meth:`config`, its whole state; None
+        for rag_eval's own classes (their config says it all). Raises ``Uncacheable`` when that cannot be described
+        exactly."""
+        if not is_users_class(type(self)):
+            return None
+        if type(self).config is Stage.config:
+            return fingerprint(self, stage=self.name)
+        return fingerprint(type(self), stage=self.name)
+
+    def described(self) -> Fingerprint:
+        """The fingerprint (a stable hash of the class, name, version, :meth:`config` and, without a version,
+        :meth:`code`: equal fingerprints, equal outputs) and what it covers, in words."""
+        code = None if self.version is not None else self.code()
         identity = {
             "class": f"{type(self).__module__}.{type(self).__qualname__}",
             "name": self.name,
             "version": self.version,
             "config": self.config(),
+            "code": code.digest if code is not None else None,
         }
-        return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:20]
+        digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:20]
+        if self.version is not None:
+            covers = f"version {self.version!r} (given: the code is not looked at)"
+        elif code is not None:
+            covers = code.covers
+        else:
+            covers = "its class and its settings (config())"
+        return Fingerprint(digest, covers)
+
+    def fingerprint(self) -> str:
+        """The stage's cache key: see :meth:`described`."""
+        return self.described().digest
 
     @property
     def has_async(self) -> bool:
