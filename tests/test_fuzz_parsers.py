@@ -6,7 +6,7 @@ to None), and checks that:
 
 - nothing but an InputError escapes (no IndexError, UnicodeDecodeError, OverflowError, StopIteration, ...);
 - the error names the file it is about;
-- the two paths agree: both fail, or both give equal results;
+- the two paths agree: both fail with the same message, or both give equal results (and the same run tag);
 - a result can be evaluated (it is a well-formed Qrels or Run, not one that breaks the engine later).
 
 The files are mostly near-valid (lines of plausible fields, separators, numbers and junk mixed), because a fully
@@ -20,6 +20,7 @@ import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -40,8 +41,9 @@ METRICS = ["ndcg@10", "recall@5", "P@3", "mrr", "ap", "judged@5"]
 
 IDS = st.sampled_from(["q1", "q2", "Q0", "d1", "d01", "doc-7", "é", "中文", "0", "-1", "x" * 5000])  # a very long line
 GOOD = {  # fields a valid line holds, by kind
-    "grade": st.sampled_from(["0", "1", "2", "3", "-1", "+2", "007"]),
-    "score": st.sampled_from(["0", "1.5", "-2", "1e3", "1e-300", "3.0", "inf", "-inf", "7"]),
+    "grade": st.sampled_from(["0", "1", "2", "3", "-1", "+2", "007", "1.0", "2."]),
+    "score": st.sampled_from(["0", "1.5", "-2", "1e3", "1e-300", "3.0", "inf", "-inf", "7", ".5", "1.", "INFINITY",
+                              "1234567890123456789"]),
     "rank": st.sampled_from(["1", "2", "0", "10"]),
     "q0": st.sampled_from(["0", "Q0", "iter"]),
     "id": IDS,
@@ -50,12 +52,13 @@ GOOD = {  # fields a valid line holds, by kind
 JUNK = st.one_of(
     st.sampled_from([
         "1e400", "-1e400", "nan", "NaN", "Infinity", "0x10", "536870911", "536870912", "-536870912",
-        "99999999999999999999", "1_000", "", "١", "abc", "1,5", "--1", ".", "e5", "#", "\x00",
+        "99999999999999999999", "1_000", "1_0", "", "١", "١٢", "٣.٥", "abc", "1,5", "--1", ".", "e5", "#", "\x00",
+        "1e2", "1.5e", "+.e1", "0x1p3", "infinit", "nan(1)", "\u00bd", "\uff11",
     ]),
     st.text(max_size=5),
 )
 SEPARATORS = st.sampled_from([" "] * 6 + ["\t"] * 3 + ["  ", " \t", "\u00a0", ",", "\x0b"])
-ENDINGS = st.sampled_from(["\n"] * 16 + ["\r\n", "\r", ""])  # a lone "\r" or "" joins two lines
+ENDINGS = st.sampled_from(["\n"] * 12 + ["\r\n"] * 3 + ["\r"] * 3 + ["\r\r\n", ""])  # CR and CRLF end a line; "" joins two
 
 
 @st.composite
@@ -79,7 +82,7 @@ def near_valid_text(draw, layout: tuple[str, ...], between: str = " ") -> bytes:
     """Lines of ``layout`` with junk mixed in now and then: comments, blank lines, a BOM, raw bytes."""
     lines = draw(st.lists(st.one_of(
         *[trec_lines(layout, between)] * 6,
-        st.sampled_from(["\n", "# a comment\n", "   \n", "\t\n", "\r\n"]),
+        st.sampled_from(["\n", "# a comment\n", "   \n", "\t\n", "\r\n", "\r", "# a comment\r", " \r\n"]),
     ), max_size=12))
     data = "".join(lines).encode("utf-8", "surrogatepass")
     if draw(st.integers(0, 5)) == 0:
@@ -105,9 +108,11 @@ JSON_VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
     max_leaves=6,
 )
+JSON_IDS = IDS | st.sampled_from([7, "7", 1, "1", 0, "0", -1, "-1"])  # ids that collide by type now and then
 JSON_GOOD = {
-    "query_id": IDS, "doc_id": IDS, "_id": IDS, "title": st.text(max_size=8), "text": st.text(max_size=20),
-    "relevance": st.integers(-1, 3), "score": st.floats(-10, 10) | st.integers(-5, 5),
+    "query_id": JSON_IDS, "doc_id": JSON_IDS, "_id": IDS, "title": st.text(max_size=8), "text": st.text(max_size=20),
+    "relevance": st.integers(-1, 3) | st.sampled_from(["1", "1_0", "١", 1.0, True]),
+    "score": st.floats(-10, 10) | st.integers(-5, 5) | st.sampled_from(["0.5", "1_0", "١", " 1", False]),
 }
 
 
@@ -130,7 +135,8 @@ def jsonl_records(draw, keys: list[str]) -> bytes:
         elif mutation == 5:
             record[draw(st.text(max_size=4))] = draw(JSON_VALUES)
         lines.append(json.dumps(record, allow_nan=True))
-    data = "\n".join(lines).encode("utf-8", "surrogatepass") + draw(st.sampled_from([b"", b"\n", b"\r\n"]))
+    separator = draw(st.sampled_from(["\n", "\n", "\r\n", "\r"]))
+    data = separator.join(lines).encode("utf-8", "surrogatepass") + draw(st.sampled_from([b"", b"\n", b"\r\n", b"\r"]))
     if draw(st.integers(0, 9)) == 0:  # a torn last line
         data = data[: draw(st.integers(0, len(data)))]
     return data
@@ -162,8 +168,8 @@ def _read(read, path: Path, kind: str):
 
 def _same(a, b) -> bool:
     if isinstance(a, InputError) or isinstance(b, InputError):
-        return isinstance(a, InputError) and isinstance(b, InputError)
-    return a == b
+        return isinstance(a, InputError) and isinstance(b, InputError) and str(a) == str(b)
+    return a == b and getattr(a, "tag", None) == getattr(b, "tag", None)
 
 
 def _usable(result) -> None:
@@ -204,11 +210,26 @@ def _write(folder: Path, name: str, data: bytes) -> Path:
     return path
 
 
+def _check_endings(read, folder: Path, name: str, data: bytes) -> None:
+    """CR and CRLF endings read exactly as LF endings do: the same result, or the same error on the same line."""
+    if b"\r" not in data:
+        return
+    as_lf = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    kind = "c" if C_READER else "python"
+    first = _read(read, _write(folder, name, data), kind)
+    second = _read(read, _write(folder, name, as_lf), kind)
+    if isinstance(first, InputError) and isinstance(second, InputError):
+        assert (first.problem, first.line) == (second.problem, second.line)
+    else:
+        assert _same(first, second), (first, second)
+
+
 @pytest.mark.parametrize("read", [rag_eval.Qrels.from_trec, rag_eval.Qrels.load], ids=["from_trec", "load"])
 @SETTINGS
 @given(data=mostly(near_valid_text(QRELS_LINE)))
 def test_trec_qrels(folder, read, data):
     _check(read, _write(folder, "fuzz.qrels", data))
+    _check_endings(read, folder, "fuzz-lf.qrels", data)
 
 
 @pytest.mark.parametrize("read", [rag_eval.Run.from_trec, rag_eval.Run.load], ids=["from_trec", "load"])
@@ -216,6 +237,39 @@ def test_trec_qrels(folder, read, data):
 @given(data=mostly(near_valid_text(RUN_LINE)))
 def test_trec_run(folder, read, data):
     _check(read, _write(folder, "fuzz.run", data))
+    _check_endings(read, folder, "fuzz-lf.run", data)
+
+
+DICT_IDS = st.sampled_from(["q", "d", "7", 7, "1", 1, "007", 0, "0"])
+DICT_SCORES = st.one_of(st.floats(allow_nan=True), st.integers(-(2**70), 2**70),
+                        st.sampled_from(["0.5", "1_0", "١", " 1", "inf", "nan", True, np.True_, np.float32(1.5), None]))
+DICT_GRADES = st.one_of(st.integers(-3, 5), st.sampled_from(["1", "1_0", "1e2", 1.0, 1.5, True, None, np.int64(2)]))
+
+
+def _build(build, value):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return build(value)
+        except InputError as error:
+            return error
+
+
+@SETTINGS
+@given(scores=st.dictionaries(DICT_IDS, st.dictionaries(DICT_IDS, DICT_SCORES, max_size=5), max_size=4),
+       grades=st.dictionaries(DICT_IDS, st.dictionaries(DICT_IDS, DICT_GRADES, max_size=5), max_size=4))
+def test_dict_constructors(scores, grades):
+    """Dicts with ids that collide by type and numbers of every spelling: the C and Python paths agree, and what is
+    accepted evaluates within bounds."""
+    for build, value in ((rag_eval.Run.from_scores, scores), (rag_eval.Qrels.from_dict, grades),
+                         (lambda v: rag_eval.Run.from_ranking({q: list(d.items()) for q, d in v.items()}), scores)):
+        results = {}
+        for kind in (["c", "python"] if C_READER else ["python"]):
+            with _reader(kind):
+                results[kind] = _build(build, value)
+        if len(results) == 2:
+            assert _same(results["c"], results["python"]), results
+        _usable(results["python"])
 
 
 @SETTINGS
