@@ -19,7 +19,7 @@ from rag_eval.adapters import functions
 from rag_eval.cli import main
 from rag_eval.ground_truth.judgements import JudgementLog, write_qrels
 from rag_eval.ground_truth.pool import PoolItem
-from rag_eval.labelling.server import LabellingSession, check_scale, parse_scale
+from rag_eval.labelling.server import LabellingServer, LabellingSession, check_scale, parse_scale
 from rag_eval.metrics.grammar import MAX_CUTOFF
 from rag_eval.stages import Budget, Hit, Pipeline
 
@@ -364,6 +364,9 @@ def test_labelling_scale_is_checked(tmp_path, capsys):
         assert error_of(LabellingSession, items, tmp_path / "out.qrels", assessor="a", scale=scale) == (
             f"scale {scale!r}: expected two ints (low, high) with 0 <= low < high <= 9 (one key per grade)")
     assert check_scale([1, 4]) == (1, 4)
+    session = LabellingSession(items, tmp_path / "out.qrels", assessor="a")
+    for port in (True, -1, 65536, 80.0):
+        assert error_of(LabellingServer, session, port=port) == f"port {port!r}: expected an int from 0 (a free port) to 65535"
     assert list(tmp_path.iterdir()) == []  # nothing written
     pool_file = tmp_path / "pool.jsonl"
     items.to_jsonl(pool_file)

@@ -260,6 +260,8 @@ class LabellingServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, session: LabellingSession, *, port: int = 0) -> None:
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise InputError(f"port {port!r}: expected an int from 0 (a free port) to 65535")
         self.session = session
         self.token = secrets.token_urlsafe(32)
         self.nonce = secrets.token_urlsafe(18)
