@@ -169,3 +169,19 @@ def test_cli_compare(tmp_path, capsys):
     assert out.splitlines()[0].startswith("system,baseline,metric,n,n_nan,n_unpaired,mean")
     assert main([str(a) for a in [*args, "--baseline", "nobody"]]) == 2
     assert "neither a run name" in capsys.readouterr().err
+
+
+def test_the_card_of_a_comparison_names_every_report_and_the_judged_share_it_used():
+    good, poor, _ = _runs()
+    first = rag_eval.evaluate(QRELS, {"good": good}, ["mrr", "judged@2"])
+    with pytest.warns(rag_eval.reports.judged.LowJudgedShare):
+        second = rag_eval.evaluate(QRELS, {"poor": poor}, ["mrr", "judged@2"])
+    result = rag_eval.compare([first, second], baseline="poor")
+    text = result.card.render()
+    assert "  run 'good': 12 queries counted" in text
+    assert "  report 2 of the comparison (default conventions):\n    qrels 'qrels': in memory\n" in text
+    assert "    run 'poor': 12 queries counted" in text
+    # the unjudged share is 1 - the judged share on each report's card, at the smallest cutoff
+    assert result.settings["unjudged_share"] == {"good": pytest.approx(0.125), "poor": 1.0}
+    assert result.settings["unjudged_at"] == {"good": "judged@2", "poor": "judged@2"}
+    assert "unjudged share: good 12.5% (1 - judged@2), poor 100.0% (1 - judged@2)" in text

@@ -428,3 +428,66 @@ def test_card_is_a_value(report):
     assert clone == report.card
     with pytest.raises(Exception):
         report.card.preset = "trec_eval"  # type: ignore[misc]
+
+
+# ----- every summary counts every query: a property ----------------------------------------------------------
+from hypothesis import assume, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from . import strategies  # noqa: E402
+
+PROPERTY_QUERIES = ["q1", "q2", "q10", "q3"]
+PROPERTY_METRICS = ["judged@1", "judged@3", "ndcg@3", "P@2", "recall@3", "ap", "mrr", "bpref"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    qrels=strategies.qrels_dicts(PROPERTY_QUERIES),
+    first=strategies.score_dicts(PROPERTY_QUERIES, [0.0, 1.0, 2.5]),
+    second=strategies.score_dicts(PROPERTY_QUERIES, [0.0, 1.0]),
+    conventions=st.sampled_from(strategies.CONVENTIONS),
+    order=st.randoms(use_true_random=False),
+)
+def test_every_summary_counts_what_the_card_counts(qrels, first, second, conventions, order):
+    """On any accepted input: n + n_nan of every summary row (report, saved and reloaded with its rows shuffled,
+    comparison systems and pairs) is the number of queries the card counted, and judged@k's mean and n are the
+    card's judged share."""
+    import tempfile
+    import warnings
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rag_eval.reports.report import counted_of
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            report = evaluate(qrels, {"a": Run.from_scores(first, name="a"), "b": Run.from_scores(second, name="b")},
+                              PROPERTY_METRICS, conventions=conventions)
+        except rag_eval.InputError:
+            assume(False)
+        summary = report.summary
+        for row in summary.itertuples(index=False):
+            assert row.n + row.n_nan == counted_of(report.card, row.run)
+        means = summary.set_index(["run", "metric"])
+        for share in report.judged.itertuples(index=False):
+            if share.metric not in PROPERTY_METRICS:
+                continue  # a share at a cutoff of another metric (P@2): not in the table
+            assert share.n == means.loc[(share.run, share.metric), "n"]
+            assert share.share == pytest.approx(means.loc[(share.run, share.metric), "mean"], nan_ok=True)
+        with tempfile.TemporaryDirectory() as folder:
+            path = f"{folder}/r.parquet"
+            report.save(path)
+            table = pq.read_table(path)
+            shuffled = table.take(pa.array(order.sample(range(table.num_rows), table.num_rows), type=pa.int64()))
+            pq.write_table(shuffled.replace_schema_metadata(table.schema.metadata), path)
+            loaded = Report.load(path)
+        pd.testing.assert_frame_equal(loaded.per_query, report.per_query)
+        if report.card.queries[0].counted and report.card.queries[1].counted:
+            result = rag_eval.compare(report, baseline="b", resamples=20, permutations=50)
+            for row in result.systems.itertuples(index=False):
+                assert row.n + row.n_nan == counted_of(report.card, row.system)
+            both = len(set(report.values("a", "P@2").index) & set(report.values("b", "P@2").index))
+            for row in result.table.itertuples(index=False):
+                assert row.n + row.n_nan == both

@@ -85,7 +85,7 @@ class MetricCard(BaseModel):
             for j in self.judged:
                 who = j["run"] + (f" / {j['stage']}" if j.get("stage") else "")
                 share = j["share"]
-                if share != share:  # NaN: no query returned anything
+                if share != share:  # NaN: no counted query has anything in its top k
                     shown.append(f"{who} {j['metric']} - (no results)")
                     continue
                 flag = " (below threshold: lower bound)" if low is not None and share < low else ""
@@ -110,15 +110,25 @@ class MetricCard(BaseModel):
             for p in every:
                 who = f" {p['run']!r}" if len(every) > 1 else ""
                 lines.append(f"  pipeline{who}: {p['structure']} (depth {p['depth']}, {p['budget']})")
+        lines += self._sources("  ")
+        for i, other in enumerate((self.comparison or {}).get("other_reports") or [], start=2):
+            card = MetricCard.model_validate(other)
+            lines.append(f"  report {i} of the comparison ({card.preset or 'custom'} conventions):")
+            lines += card._sources("    ")
+        return "\n".join(lines)
+
+    def _sources(self, indent: str) -> list[str]:
+        """The inputs, and the queries counted and left out of each run (stage)."""
+        lines = []
         for record in self.inputs:
             where = f"{record.path} sha256:{record.sha256}" if record.path else "in memory"
             extra = f", ranked by {record.ranked_by}" if record.ranked_by else ""
-            lines.append(f"  {record.role} {record.name!r}: {where}{extra}")
-            lines.extend(f"    note: {n}" for n in record.notes)
+            lines.append(f"{indent}{record.role} {record.name!r}: {where}{extra}")
+            lines.extend(f"{indent}  note: {n}" for n in record.notes)
         for q in self.queries:
-            lines.append(f"  {'stage' if self.pipeline else 'run'} {q.run!r}: {q.counted} queries counted")
+            lines.append(f"{indent}{'stage' if self.pipeline else 'run'} {q.run!r}: {q.counted} queries counted")
             for label, groups in (("left out", q.left_out), ("counted as 0", q.counted_as_zero)):
                 for reason, ids in groups.items():
                     shown = ", ".join(ids[:10]) + (f", ... ({len(ids) - 10} more)" if len(ids) > 10 else "")
-                    lines.append(f"    {label}, {REASONS.get(reason, reason)}: {len(ids)} ({shown})")
-        return "\n".join(lines)
+                    lines.append(f"{indent}  {label}, {REASONS.get(reason, reason)}: {len(ids)} ({shown})")
+        return lines

@@ -1,8 +1,9 @@
 """Report: what ``rag_eval.evaluate`` returns, always. Per-query values, a summary with spread, and the card.
 
 A report is made of score blocks: one per run, or, for a pipeline, one per stage (its rows then carry a
-``stage`` column). A value may be NaN where a metric is 0/0 (the stage-aware views say when); summaries leave
-NaN out of the mean and show how many there were.
+``stage`` column). A value may be NaN where a metric is 0/0 (judged@k of an empty top k; the stage-aware views
+say when); summaries leave NaN out of the mean and count it in ``n_nan``, so that ``n + n_nan`` is the number of
+queries the card says were counted.
 """
 
 from __future__ import annotations
@@ -113,9 +114,10 @@ class Report:
 
     @property
     def summary(self) -> pd.DataFrame:
-        """Per run [and stage] and metric: ``mean, sum, std, median, ci_low, ci_high, n`` (95% bootstrap interval
-        of the mean, 1000 resamples, seed 0; see :meth:`summarize`). Pipeline reports add ``n_failed`` (queries
-        the stage failed on) and ``n_nan`` (0/0 values left out of the mean)."""
+        """Per run [and stage] and metric: ``mean, sum, std, median, ci_low, ci_high, n, n_nan`` (95% bootstrap
+        interval of the mean, 1000 resamples, seed 0; see :meth:`summarize`). ``n`` values are averaged; ``n_nan``
+        counted queries are 0/0 (NaN) and left out; ``n + n_nan`` is what the card says was counted. Pipeline
+        reports add ``n_failed`` (queries the stage failed on)."""
         if self._summary is None:
             self._summary = self.summarize()
         return self._summary.copy()
@@ -185,8 +187,9 @@ class Report:
     @property
     def judged(self) -> pd.DataFrame:
         """The judged share of each run (and stage) at the report's cutoffs: ``run, stage, metric, share, n``
-        (share = mean judged@k over the counted queries that returned something, ``n`` of them). Below the
-        threshold (on the card), that run's scores are lower bounds. See :mod:`rag_eval.reports.judged`."""
+        (share = mean judged@k over the ``n`` counted queries whose top k holds something: the summary's mean and
+        ``n`` of judged@k). Below the threshold (on the card), that run's scores are lower bounds. See
+        :mod:`rag_eval.reports.judged`."""
         return self._table("judged")
 
     @property
@@ -200,9 +203,10 @@ class Report:
         return f"Report(runs={self.runs}{stages}, metrics={self.metrics})"
 
     def _repr_html_(self) -> str:
-        index = ["run", "stage"] if self.staged else "run"
-        table = self.summary.pivot_table(index=index, columns="metric", values="mean", sort=False)
-        return f"<p>rag_eval report ({self.card.preset or 'custom'} conventions)</p>" + table._repr_html_()
+        keys = ["run", "stage"] if self.staged else ["run"]
+        table = self.summary[keys + ["metric", "mean", "ci_low", "ci_high", "n", "n_nan"]]
+        return (f"<p>rag_eval report ({self.card.preset or 'custom'} conventions)</p>"
+                + table.to_html(index=False, float_format=lambda v: f"{v:.4f}"))
 
     # ----- persistence --------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -302,7 +306,8 @@ def _key_column(table, name: str, where: str, *, nullable: bool = False) -> list
     kind = column.type
     if pa.types.is_dictionary(kind):
         column, kind = column.cast(kind.value_type), kind.value_type
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or (nullable and pa.types.is_null(kind))):
+    empty = nullable or len(column) == 0  # a report without rows is written with untyped (null) columns
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or (empty and pa.types.is_null(kind))):
         raise InputError(f"column {name!r} holds {kind}, not strings: its keys cannot be matched", source=where)
     values = column.to_pylist()
     if not nullable and None in values:
@@ -320,7 +325,7 @@ def _values_by_key(table, described: list[dict[str, Any]], where: str) -> list[n
     if "value" not in table.column_names:
         raise InputError("no 'value' column: not a report written by Report.save", source=where)
     kind = table.column("value").type
-    if not (pa.types.is_floating(kind) or pa.types.is_integer(kind)):
+    if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or (pa.types.is_null(kind) and not table.num_rows)):
         raise InputError(f"column 'value' holds {kind}, not numbers", source=where)
     values = table.column("value").cast(pa.float64()).to_numpy(zero_copy_only=False)  # a null reads as NaN
 
