@@ -21,6 +21,7 @@ import pandas as pd
 import pytest
 
 from rag_eval import InputError, Qrels, Run, _accel, evaluate
+from rag_eval.data.collection import Collection
 from rag_eval.errors import DuplicateJudgement, DuplicateResult, IdsConverted
 
 from .conftest import ROOT
@@ -111,6 +112,21 @@ def test_jsonl_ids_that_collide_by_type(tmp_path):
     assert error_of(Qrels.from_jsonl, qrels) == (
         f"{qrels}:2: query 'q': doc ids '7' (line 1) and 7 (line 2) are the same id once converted to str")
     assert error_of(Qrels.load, qrels).startswith(f"{qrels}:2: query 'q': doc ids")
+
+
+def test_beir_ids_that_collide_by_type(tmp_path):
+    (tmp_path / "qrels").mkdir()
+    write(tmp_path, "corpus.jsonl", '{"_id": 7, "text": "seven"}\n{"_id": "d", "text": "d"}\n{"_id": "7", "text": "VII"}\n')
+    write(tmp_path, "queries.jsonl", '{"_id": "q", "text": "?"}\n')
+    write(tmp_path / "qrels", "test.tsv", "query-id\tcorpus-id\tscore\nq\t7\t1\n")
+    corpus = tmp_path / "corpus.jsonl"
+    assert error_of(Collection.from_beir, tmp_path) == (
+        f"{corpus}:3: ids 7 (line 1) and '7' (line 3) are the same id once converted to str")
+    write(tmp_path, "corpus.jsonl", '{"_id": 7, "text": "seven"}\n{"_id": "d", "text": "d"}\n')
+    collection = quietly(Collection.from_beir, tmp_path)
+    assert list(collection.corpus) == ["7", "d"] and collection.corpus["7"].text == "seven"
+    write(tmp_path, "corpus.jsonl", '{"_id": 7.5, "text": "seven"}\n')
+    assert error_of(Collection.from_beir, tmp_path) == f"{corpus}:1: id 7.5 is a float, not a str"
 
 
 def test_parquet_reader(tmp_path):

@@ -110,7 +110,7 @@ JSON_VALUES = st.recursive(
 )
 JSON_IDS = IDS | st.sampled_from([7, "7", 1, "1", 0, "0", -1, "-1"])  # ids that collide by type now and then
 JSON_GOOD = {
-    "query_id": JSON_IDS, "doc_id": JSON_IDS, "_id": IDS, "title": st.text(max_size=8), "text": st.text(max_size=20),
+    "query_id": JSON_IDS, "doc_id": JSON_IDS, "_id": JSON_IDS, "title": st.text(max_size=8), "text": st.text(max_size=20),
     "relevance": st.integers(-1, 3) | st.sampled_from(["1", "1_0", "١", 1.0, True]),
     "score": st.floats(-10, 10) | st.integers(-5, 5) | st.sampled_from(["0.5", "1_0", "١", " 1", False]),
 }

@@ -100,7 +100,11 @@ QRELS_TEXT = "q1 0 d1 1\nq1 0 d2 0\n\nq2 0 d1 -1\nq2 0 d3 2.0\n"
 
 
 @needs_c
-@pytest.mark.parametrize(("text", "kind"), [(RUN_TEXT, "run"), (QRELS_TEXT, "qrels"), (RUN_TEXT.replace("é", "e"), "run")])
+@pytest.mark.parametrize(("text", "kind"), [
+    (RUN_TEXT, "run"), (QRELS_TEXT, "qrels"), (RUN_TEXT.replace("é", "e"), "run"),
+    (RUN_TEXT.replace("\n", "\r"), "run"), (QRELS_TEXT.replace("\n", "\r"), "qrels"),
+    (RUN_TEXT.replace("\n", "\r\r\n"), "run"), (QRELS_TEXT.replace("\n", "\r\n") + "q3 0 d 1\r", "qrels"),
+], ids=["run", "qrels", "run-ascii", "run-cr", "qrels-cr", "run-cr-crlf", "qrels-crlf"])
 def test_parse_columns_equals_the_line_reader(tmp_path, monkeypatch, text, kind):
     path = tmp_path / "input.txt"
     path.write_text(text, encoding="utf-8")
@@ -111,9 +115,10 @@ def test_parse_columns_equals_the_line_reader(tmp_path, monkeypatch, text, kind)
     assert np.array_equal(fast.query_codes, slow.query_codes)
     assert fast.doc_ids.tolist() == slow.doc_ids.tolist()
     assert fast.values.dtype == slow.values.dtype and np.array_equal(fast.values, slow.values)
-    assert fast.tag == slow.tag
+    assert fast.tag == slow.tag == ("x" if kind == "run" else None)  # the last line's tag, as trec_eval's runid
     if kind == "run":
         assert fast.repeats is None  # interleaved: every query must be checked
+        assert len(fast) == 6  # every line, whatever its ending
 
 
 @needs_c
@@ -158,8 +163,11 @@ def test_parse_columns_reports_repeats_when_queries_are_grouped(tmp_path):
 @needs_c
 @pytest.mark.parametrize(
     "text",
-    ["q1 Q0 d1 1 0.5\n", "q1 Q0 d1 1 high t\n", "q1 Q0 d1 1 0x1p3 t\n"],
-    ids=["five-fields", "word-score", "hex-score"],
+    ["q1 Q0 d1 1 0.5\n", "q1 Q0 d1 1 high t\n", "q1 Q0 d1 1 0x1p3 t\n", "q1 Q0 d1 1 1_0 t\n", "q1 Q0 d1 1 nan t\n",
+     "q1 Q0 d1 1 \u0661 t\n", "q1 Q0 d1 1 1e t\n", "q1 Q0 d1 1 .e1 t\n", "q1 Q0 d1 1 infin t\n",
+     "q1 Q0 d1 1 0.5 t\rq1 Q0 d2 2 0.4\r"],
+    ids=["five-fields", "word-score", "hex-score", "underscore", "nan", "arabic-digit", "bare-exponent",
+         "no-mantissa", "infin", "cr-then-five-fields"],
 )
 def test_parse_columns_declines_bad_lines(text):
     assert speedups.parse_columns(text.encode(), 0, True, False) is None
@@ -168,7 +176,8 @@ def test_parse_columns_declines_bad_lines(text):
 
 @needs_c
 def test_parse_columns_declines_bad_qrels():
-    for text in ("q1 0 d1\n", "q1 0 d1 1 extra\n", "q1 0 d1 1.5\n", "q1 0 d1 x\n"):
+    for text in ("q1 0 d1\n", "q1 0 d1 1 extra\n", "q1 0 d1 1.5\n", "q1 0 d1 x\n", "q1 0 d1 1_0\n", "q1 0 d1 1e2\n",
+                 "q1 0 d1 \u0661\n", "q1 0 d1 1234567890123456789\n", "q1 0 d1 1\rq1 0 d2 1 x\r"):
         assert speedups.parse_columns(text.encode(), 1, True, False) is None
 
 

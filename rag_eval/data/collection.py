@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..errors import InputError
+from ._ids import IdCheck
 from ._io import read_input, warn
 from .qrels import Qrels
 
@@ -45,15 +48,15 @@ class Collection:
         for path in (root / "corpus.jsonl", root / "queries.jsonl", qrels_path):
             if not path.exists():
                 raise InputError("missing (a BEIR folder holds corpus.jsonl, queries.jsonl, qrels/<split>.tsv)", source=str(path))
+        records, ids = _records(root / "corpus.jsonl")
         corpus = {
-            str(r["_id"]): Chunk(str(r.get("title") or ""), str(r.get("text") or ""), r.get("metadata") or {})
-            for r in _records(root / "corpus.jsonl")
+            i: Chunk(str(r.get("title") or ""), str(r.get("text") or ""), r.get("metadata") or {})
+            for i, r in zip(ids, records)
         }
         qrels = Qrels.from_beir(qrels_path)
         judged = set(qrels.query_ids)
-        queries = {
-            str(r["_id"]): str(r["text"]) for r in _records(root / "queries.jsonl", need_text=True) if str(r["_id"]) in judged
-        }
+        records, ids = _records(root / "queries.jsonl", need_text=True)
+        queries = {i: str(r["text"]) for i, r in zip(ids, records) if i in judged}
         missing = judged.difference(queries)
         if missing:
             raise InputError(f"{len(missing)} judged queries have no text, e.g. {sorted(missing)[:3]}", source=str(root / "queries.jsonl"))
@@ -73,11 +76,21 @@ class Collection:
         return Collection(self.name, self.corpus, kept, qrels)
 
 
-def _records(path: Path, need_text: bool = False):
+def _records(path: Path, need_text: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
+    """The records of a BEIR JSONL file and their ``_id`` as str (ints converted with one warning; an int and a
+    str that become one id are an InputError naming both lines, as in every reader)."""
     file = read_input(path)
+    records: list[dict[str, Any]] = []
+    numbers: list[int] = []
     for number, record in file.json_objects():
         if "_id" not in record:
             raise file.error("expected a JSON object with an '_id'", number)
         if need_text and not isinstance(record.get("text"), str):
             raise file.error("expected a 'text' string", number)
-        yield record
+        records.append(record)
+        numbers.append(number)
+    values = np.empty(len(records), dtype=object)
+    values[:] = [r["_id"] for r in records]
+    with IdCheck(file.path) as check:
+        ids = check.array(values, "id", unit="line", labels=numbers, line=True)
+    return records, ids.tolist()
