@@ -315,3 +315,21 @@ def test_beir_folder(folder, corpus, queries, qrels, texts):
     event("a result")
     assert set(collection.queries) == set(collection.qrels.query_ids)
     assert all(isinstance(text, str) for text in collection.queries.values())
+
+
+@SETTINGS
+@given(rows=st.lists(st.tuples(DICT_IDS, DICT_IDS, DICT_SCORES, DICT_GRADES), max_size=8),
+       names=st.sampled_from([("query_id", "doc_id"), ("qid", "docno"), ("query_id", "query_id"), ("qid", "doc_id")]),
+       typed=st.booleans())
+def test_frame_constructors(rows, names, typed):
+    """DataFrames with ids that collide by type, odd numbers, object or typed columns, and a column named twice: an
+    InputError or a result that evaluates within bounds (never a TypeError from the C code)."""
+    import pandas as pd
+
+    columns = [*names, "score", "grade"]
+    frame = pd.DataFrame(rows, columns=columns, dtype=object)
+    if typed and rows:  # typed columns where pandas can infer them
+        frame = frame.infer_objects()
+    for build in (rag_eval.Run.from_frame, lambda f: rag_eval.Qrels.from_frame(f.drop(columns="score")),
+                  lambda f: rag_eval.Run.from_frame(f.drop(columns="score"), order="given")):
+        _usable(_build(build, frame))
