@@ -17,7 +17,7 @@ import pytest
 from rag_eval import Conventions, InputError, Metric, Pool, Qrels, Run, evaluate, parse_metric, pool
 from rag_eval.adapters import functions
 from rag_eval.cli import main
-from rag_eval.ground_truth.judgements import JudgementLog, write_qrels
+from rag_eval.ground_truth.judgements import Judgement, JudgementLog, write_qrels
 from rag_eval.ground_truth.pool import PoolItem
 from rag_eval.labelling.server import LabellingServer, LabellingSession, check_scale, parse_scale
 from rag_eval.metrics.grammar import MAX_CUTOFF
@@ -352,6 +352,23 @@ def test_pool_values_are_checked_when_made(tmp_path):
               "pool": {"id": "x", "depth": True, "strategy": "depth", "systems": ["bm25"]}}
     path.write_text(json.dumps(record) + "\n")
     assert error_of(Pool.read, path) == f"{path}:1: field 'pool': pool depth must be an int, not bool True"
+
+
+def test_judgement_is_checked_when_made():
+    when = "2026-11-05T09:12:33.481Z"
+    for args, message in [
+        (("q", "d", True, "alice", when), "grade True is not an integer"),
+        (("q", "d", 2.0, "alice", when), "grade 2.0 is not an integer"),
+        (("q", "d", 5, "alice", when), "grade 5 is outside the scale 0..3"),
+        (("q", "d", 1, "alice", when, (0, True)), "scale must be two ints (lowest, highest grade), lowest < highest, "
+                                                   "not (0, True)"),
+        (("q", "d", 1, "alice", "yesterday"), "time 'yesterday' is not an ISO 8601 time"),
+        (("q", "", 1, "alice", when), "doc_id must be a non-empty string, not ''"),
+        (("q", "d", 1, "grade", when), "assessor 'grade' is not a usable name (no surrounding spaces; not one of "
+                                       "['doc_id', 'grade', 'qrels', 'query_id'])"),
+    ]:
+        assert error_of(Judgement, *args) == message, args
+    assert Judgement("q", "d", 3, "alice", when, [0, 3]).scale == (0, 3)
 
 
 def test_labelling_scale_is_checked(tmp_path, capsys):

@@ -70,6 +70,13 @@ class Judgement:
     scale: tuple[int, int] = DEFAULT_SCALE
     pool: Mapping[str, Any] | None = None
 
+    def __post_init__(self) -> None:
+        # checked when made (by hand, by append, or from a log line), so a log never holds a grade of True or 2.0
+        object.__setattr__(self, "scale", _check_scale(self.scale))
+        problem = _problem(self)
+        if problem:
+            raise _BadRecord(problem)
+
     def to_json(self) -> str:
         record: dict[str, Any] = {"query_id": self.query_id, "doc_id": self.doc_id, "grade": self.grade,
                                   "assessor": self.assessor, "time": self.time, "scale": list(self.scale)}
@@ -166,11 +173,8 @@ class JudgementLog:
     ) -> Judgement:
         """Write one judgement (one line, flushed and fsync'd) and return it. ``pool`` is a pool's
         provenance (``Pool.provenance``); its id, depth, strategy and systems are recorded."""
-        judgement = Judgement(query_id, doc_id, grade, assessor, time or _now(), _check_scale(scale),
+        judgement = Judgement(query_id, doc_id, grade, assessor, time or _now(), scale,
                               None if pool is None else {k: pool[k] for k in _POOL_KEYS if k in pool})
-        problem = _problem(judgement)
-        if problem:
-            raise ValueError(problem)
         line = (judgement.to_json() + "\n").encode()
         with self._lock:
             if self._torn:
@@ -431,7 +435,7 @@ def _parse_time(text: str) -> datetime:
 def _check_scale(scale: Sequence[int]) -> tuple[int, int]:
     if (not isinstance(scale, (tuple, list)) or len(scale) != 2
             or any(not isinstance(v, int) or isinstance(v, bool) for v in scale) or scale[0] >= scale[1]):
-        raise ValueError(f"scale must be two ints (lowest, highest grade), lowest < highest, not {scale!r}")
+        raise _BadRecord(f"scale must be two ints (lowest, highest grade), lowest < highest, not {scale!r}")
     return (scale[0], scale[1])
 
 
@@ -484,8 +488,8 @@ def _parse(data: bytes, source: str) -> tuple[list[Judgement], bool, bool]:
     return judgements, False, False
 
 
-class _BadRecord(ValueError):
-    pass
+class _BadRecord(InputError):
+    """A judgement that cannot be: raised as is by Judgement and append, given a file and line by a log's reader."""
 
 
 def _judgement_of(record: object) -> Judgement:
@@ -498,15 +502,7 @@ def _judgement_of(record: object) -> Judgement:
     if isinstance(grade, bool) or not isinstance(grade, int):
         raise _BadRecord(f"grade {grade!r} is not an integer")
     scale = record.get("scale", list(DEFAULT_SCALE))
-    try:
-        scale = _check_scale(scale)
-    except ValueError as exc:
-        raise _BadRecord(str(exc)) from None
     pool = record.get("pool")
     if pool is not None and not isinstance(pool, dict):
         raise _BadRecord("field 'pool' must be an object or null")
-    judgement = Judgement(record["query_id"], record["doc_id"], grade, record["assessor"], record["time"], scale, pool)
-    problem = _problem(judgement)
-    if problem:
-        raise _BadRecord(problem)
-    return judgement
+    return Judgement(record["query_id"], record["doc_id"], grade, record["assessor"], record["time"], scale, pool)
