@@ -7,10 +7,12 @@ import io
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rag_eval import Conventions, InputError, Metric, Qrels, Run, evaluate, parse_metric
 from rag_eval.cli import main
-from rag_eval.metrics.grammar import check_int, read_int
+from rag_eval.metrics.grammar import check_int, gains_map, read_int
 
 from .conftest import ROOT
 
@@ -264,3 +266,28 @@ def test_cli_depth_and_threshold_flags_still_read_plain_integers(capsys):
     values = expected.values(expected.runs[0], "P@10")
     assert printed["value"].tolist() == pytest.approx(values.tolist()) and printed["query_id"].tolist() == list(values.index)
     assert max(values) <= 0.3 and values.sum() > 0  # at most 3 of the top 10 counted
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    gains=st.dictionaries(st.integers(min_value=-(2**29) + 1, max_value=2**29 - 1),
+                          st.floats(min_value=0.0, allow_nan=False, allow_infinity=False), min_size=1, max_size=4),
+    k=st.one_of(st.none(), st.integers(min_value=1, max_value=10**9)),
+    style=st.sampled_from(["repr", "upper", "fixed"]),
+)
+def test_gains_round_trip_through_the_canonical_string(gains, k, style):
+    """Any finite gain >= 0, spelled any plain way, parses to the same double and prints as one canonical string
+    that parses back to an equal metric (and no string longer than repr needs)."""
+    def spell(value: float) -> str:
+        if style == "upper":
+            return repr(value).upper()
+        if style == "fixed":
+            return f"{value:.17f}" if value < 1e16 else repr(value)
+        return repr(value)
+
+    text = "ndcg(gains=" + ";".join(f"{g}:{spell(v)}" for g, v in gains.items()) + ")" + (f"@{k}" if k else "")
+    metric = parse_metric(text)
+    assert parse_metric(str(metric)) == metric and str(parse_metric(str(metric))) == str(metric)
+    parsed = gains_map(metric)
+    assert parsed == {g: float(spell(v)) for g, v in gains.items()}
+    assert all(len(part.split(":")[1]) <= len(repr(float(part.split(":")[1]))) for part in metric.param["gains"].split(";"))
