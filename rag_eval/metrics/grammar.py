@@ -141,13 +141,14 @@ def parse_metric(text: str | Metric) -> Metric:
         return text
     if not isinstance(text, str):
         raise TypeError(f"a metric name is a str, not {type(text).__name__}")
+    shown = text if len(text) <= 200 else f"{text[:60]}...({len(text)} characters)"  # messages stay one short line
     match = _FORM.match(text)
     if not match:
-        raise InputError(f"cannot read metric name {text!r} (expected e.g. 'ndcg@10' or 'P(rel=2)@5')")
+        raise InputError(f"cannot read metric name {shown!r} (expected e.g. 'ndcg@10' or 'P(rel=2)@5')")
     name = match["name"].lower()
     k_text = match["k"]
     if name in ("ndcg_cut", "map_cut") and k_text is None:  # trec_eval's default cutoff lists: say which
-        raise InputError(f"metric {text!r} needs a cutoff, e.g. '{name}_10'")
+        raise InputError(f"metric {shown!r} needs a cutoff, e.g. '{name}_10'")
     family = _family(name)
     if family is None and k_text is None:
         cut = _TREC_CUT.match(name)
@@ -156,17 +157,17 @@ def parse_metric(text: str | Metric) -> Metric:
     if family is None:
         odd = _TREC_ODD_CUT.match(match["name"])
         if odd and _family(odd["base"].lower()) is not None:
-            raise InputError(f"metric {text!r}: cutoff {odd['k']!r} is not a plain decimal integer (ASCII digits "
+            raise InputError(f"metric {shown!r}: cutoff {odd['k']!r} is not a plain decimal integer (ASCII digits "
                              f"only; trec_eval's cutoff is the digits after the last '_', e.g. '{odd['base']}_10')")
     if family is None:
-        raise InputError(f"unknown metric {text!r}{_suggest(name)}")
+        raise InputError(f"unknown metric {shown!r}{_suggest(name)}")
     fam = FAMILIES[family]
-    k = _cutoff(k_text, text) if k_text is not None else None
+    k = _cutoff(k_text, shown) if k_text is not None else None
     if k is None and fam.cutoff == "required":
-        raise InputError(f"metric {text!r} needs a cutoff, e.g. '{family}@10'")
+        raise InputError(f"metric {shown!r} needs a cutoff, e.g. '{family}@10'")
     if k is not None and fam.cutoff == "none":
-        raise InputError(f"metric {text!r} takes no cutoff (write '{family}')")
-    params = _params(match["params"], family, text) if match["params"] is not None else ()
+        raise InputError(f"metric {shown!r} takes no cutoff (write '{family}')")
+    params = _params(match["params"], family, shown) if match["params"] is not None else ()
     return Metric(family, k, params)
 
 
