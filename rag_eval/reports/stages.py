@@ -77,7 +77,7 @@ def evaluate_pipelines(
                 run=f"{run_name} / {stage}" if len(results) > 1 else stage, counted=len(account.counted),
                 left_out=account.left_out, counted_as_zero=account.zeroed,
             ))
-            notes = [f"{out.role}", f"fingerprint {out.fingerprint}"]
+            notes = [f"{out.role}", f"fingerprint {out.fingerprint}" + (f" (covers {out.covers})" if out.covers else "")]
             starved = judge.starved(out)
             if starved:
                 note = (f"{len(starved)} query(ies) deliver no chunk: the first chunk alone exceeds the "
