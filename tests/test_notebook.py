@@ -162,6 +162,15 @@ def test_notebook_runs_on_built_result_folders(folders, tmp_path, monkeypatch):
     assert "most helped" in text and "most hurt" in text
     assert "token budget budget(20tok)" in text  # no ndcg@budget for the first stage: ndcg@5 recomputed
     assert "1 failed (query, stage) pairs" in text  # the reranker's fault on q5
+    # the side-by-side summary shows each metric's n and n_nan as report.summary does
+    import rag_eval
+
+    for folder in (chunks, tokens, single):
+        summary = rag_eval.Report.load(folder / "report.parquet").summary
+        for row in summary.itertuples(index=False):
+            shown = f"(n={row.n}" + (f", n_nan={row.n_nan})" if row.n_nan else ")")
+            assert shown in text, (folder, row.stage, row.metric, shown)
+    assert "n_nan=" in text
     pictures = sum("image/png" in out.get("data", {}) for c in nb.cells if c.cell_type == "code" for out in c.outputs)
     assert pictures >= 3  # recall curves, loss attribution, per-query scatter (latency too when measured)
 
