@@ -29,6 +29,7 @@ from .metrics.conventions import PRESETS, resolve_conventions
 from .metrics.grammar import parse_metric
 from .reports.evaluate import DEFAULT_METRICS, evaluate
 from .reports.report import Report
+from .reports.trec_eval import format_trec_eval
 
 EXIT_BAD_INPUT = 2
 
@@ -206,7 +207,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         frame = report.per_query if args.per_query else summary()
         frame.to_csv(out, index=False, float_format=None)
     elif args.format == "trec_eval":
-        _write_trec_eval(out, report, runs_by_name=named, per_query=args.per_query)
+        out.write(format_trec_eval(report, qrels=qrels, runs=named, per_query=args.per_query))
     else:
         _write_table(out, report, summary(), per_query=args.per_query)
     sys.stdout.write(out.getvalue())
@@ -342,37 +343,6 @@ def _write_table(out: io.StringIO, report: Report, summary, *, per_query: bool) 
         out.write(table[report.metrics].to_string(float_format=lambda v: f"{v:.4f}") + "\n\n")
     shown = summary[["run", "metric", "mean", "std", "ci_low", "ci_high", "n"]]
     out.write(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + "\n")
-
-
-def _trec_value(metric, value: float) -> str:
-    return f"{int(round(value))}" if metric.summed else f"{value:6.4f}"
-
-
-def _trec_name(metric, gain: str) -> str:
-    """trec_eval's name for a metric, unless the conventions make it a different measure (nDCG with exp gain)."""
-    if metric.family == "ndcg" and gain == "exp" and not {"gain", "gains"} & set(metric.param):
-        return str(metric)
-    return metric.trec_name
-
-
-def _write_trec_eval(out: io.StringIO, report: Report, *, runs_by_name: dict[str, Run], per_query: bool) -> None:
-    """What ``trec_eval [-q] -m ...`` prints: measure name padded to 22, a tab, the query (or all), the value."""
-    metrics = [parse_metric(m) for m in report.metrics]
-    names = {m: _trec_name(m, report.card.conventions.gain) for m in metrics}
-    for name in report.runs:
-        values = {m: report.values(name, m) for m in metrics}
-        if per_query:
-            for qid in values[metrics[0]].index:
-                for m in metrics:
-                    out.write(f"{names[m]:<22}\t{qid}\t{_trec_value(m, values[m][qid])}\n")
-        run = runs_by_name[name]
-        counted = next(q.counted for q in report.card.queries if q.run == name)
-        out.write(f"{'runid':<22}\tall\t{run.tag or run.name}\n")
-        out.write(f"{'num_q':<22}\tall\t{counted}\n")
-        for m in metrics:
-            series = values[m]
-            total = float(series.sum()) if m.summed else (float(series.mean()) if len(series) else 0.0)
-            out.write(f"{names[m]:<22}\tall\t{_trec_value(m, total)}\n")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,3 +23,49 @@ def need_shared(path: Path) -> Path:
     if os.environ.get("CI") == "true":
         pytest.fail(message + "; CI=true, so its absence is a failure")
     pytest.skip(message)
+
+
+def _skip_or_fail(message: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(message + "; CI=true, so this is a failure")
+    pytest.skip(message)
+
+
+def _build_trec_eval(folder: Path, *, digits: str | None = None) -> Path:
+    """trec_eval 10.0 built from ``../shared/conformance/trec_eval/src`` in ``folder`` (a few seconds); with
+    ``digits`` (a printf conversion such as ``%.17g``), one that prints its values so instead of ``%6.4f``.
+
+    Skips with the reason where the source, ``make`` or a C compiler is missing; fails instead under CI=true.
+    """
+    source = CONFORMANCE / "src"
+    if not (source / "Makefile").exists():
+        _skip_or_fail(f"needs trec_eval's source at {source} (../shared beside the checkout)")
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    make = shutil.which("make")
+    if compiler is None or make is None:
+        _skip_or_fail("needs a C compiler (cc) and make to build trec_eval")
+    shutil.copytree(source, folder)
+    if digits is not None:
+        for name in ("meas_print_single.c", "meas_print_final.c"):
+            path = folder / name
+            text = path.read_text()
+            assert text.count("%6.4f") >= 3, f"{name} no longer prints %6.4f"
+            path.write_text(text.replace("%6.4f", digits))
+    built = subprocess.run([make, "-C", str(folder), "-s", f"CC={compiler}", "trec_eval"], capture_output=True, text=True)
+    binary = folder / "trec_eval"
+    if built.returncode != 0 or not binary.exists():
+        pytest.fail(f"building trec_eval failed (exit {built.returncode}):\n{built.stderr[-2000:]}")
+    return binary
+
+
+@pytest.fixture(scope="session")
+def trec_eval_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real trec_eval 10.0, built from its source (see :func:`_build_trec_eval`)."""
+    return _build_trec_eval(tmp_path_factory.mktemp("trec_eval") / "src")
+
+
+@pytest.fixture(scope="session")
+def trec_eval_exact_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """trec_eval 10.0 printing every value with 17 significant digits (``%.17g``): enough to tell every double
+    apart, so rag_eval's values can be compared with its bit for bit."""
+    return _build_trec_eval(tmp_path_factory.mktemp("trec_eval_exact") / "src", digits="%.17g")

@@ -1,7 +1,9 @@
 """rag_eval's trec_eval preset against trec_eval's own expected outputs, to the 4 printed decimals.
 
-Every measure rag_eval implements that appears in a reference file is checked, per query and for ``all``;
-each (file, measure, query) is its own collected test case.
+Every measure rag_eval implements that appears in a reference file is checked, per query and for ``all``, as
+rag_eval's trec_eval formatter prints it (:mod:`rag_eval.reports.trec_eval`: ``all`` lines accumulated as
+trec_eval does); each (file, measure, query) is its own collected test case. tests/test_trec_eval_oracle.py checks
+the same against the trec_eval binary itself, on random data.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import pytest
 
 import rag_eval
 from rag_eval.errors import InputError
+from rag_eval.reports.trec_eval import format_trec_eval, trec_eval_lines
 
 from .conftest import CONFORMANCE, need_shared
 
@@ -54,13 +57,17 @@ def _reference(name: str) -> dict[tuple[str, str], str]:
 
 
 @cache
-def _report(name: str) -> rag_eval.Report:
+def _evaluated(name: str) -> tuple[rag_eval.Report, dict[tuple[str, str], str]]:
+    """The report, and what its trec_eval formatter prints: ``{(measure, query or "all"): value}``."""
     qrels_file, run_file, changes = CASES[name]
     conventions = rag_eval.Conventions(**(rag_eval.metrics.PRESETS["trec_eval"].model_dump() | changes))
     metrics = sorted({m for (measure, _) in _reference(name) if (m := _metric_for(measure))}, key=str)
     qrels = rag_eval.Qrels.from_trec(CONFORMANCE / qrels_file)
     run = rag_eval.Run.from_trec(CONFORMANCE / run_file)
-    return rag_eval.evaluate(qrels, run, metrics, conventions=conventions)
+    report = rag_eval.evaluate(qrels, run, metrics, conventions=conventions)
+    lines = trec_eval_lines(report, qrels=qrels, runs={run.name: run}, per_query=True)
+    printed = format_trec_eval(report, qrels=qrels, runs={run.name: run}, per_query=True).splitlines()
+    return report, {(line.measure, line.query_id): text.split("\t")[2] for line, text in zip(lines, printed)}
 
 
 def _cases():
@@ -77,20 +84,15 @@ def _cases():
 @pytest.mark.parametrize("reference, measure, qid", _cases())
 def test_matches_trec_eval(reference, measure, qid):
     need_shared(CONFORMANCE)
-    report = _report(reference)
+    report, printed = _evaluated(reference)
     expected = _reference(reference)[(measure, qid)]
-    run = report.runs[0]
     if measure == "num_q":
-        assert str(report.card.queries[0].counted) == expected
+        assert str(report.card.queries[0].counted) == expected == printed[(measure, qid)]
         return
     metric = _metric_for(measure)
-    values = report.values(run, metric)
-    if qid == "all":
-        value = values.sum() if metric.summed else values.mean()
-    else:
-        value = values[qid]
-    printed = f"{int(round(value))}" if metric.summed else f"{value:.4f}"
-    assert printed == expected, f"{metric} ({measure}) for {qid}: {value!r}"
+    value = report.values(report.runs[0], metric).get(qid)  # None for "all"
+    # per query: the value printed as trec_eval prints it; "all": the mean (or sum) accumulated as trec_eval does
+    assert printed[(measure, qid)] == expected, f"{metric} ({measure}) for {qid}: {value!r}"
 
 
 def test_every_family_is_checked():

@@ -148,10 +148,23 @@ class _QrelsStats:
             self._cache[key] = np.bincount(self.query_of, weights=self.grades < t, minlength=self.n).astype(np.int64)
         return self._cache[key]
 
+    def gain_exponents(self, rule: str, gains: dict[int, float] | None, rel: int | None) -> np.ndarray:
+        """Per query, the binary exponent of its largest judged gain: its gains are scaled by ``2^-e`` before
+        any sum (exact, and nDCG does not change; see :func:`~rag_eval.metrics.kernels.gain_exponents`)."""
+        gain_key = (rule, tuple(sorted(gains.items())) if gains else None, rel)
+        if ("scaled", gain_key) not in self._cache:
+            judged = K.gain_of(self.grades, rule, gains, rel)
+            exponents = K.gain_exponents(self.query_of, judged, self.n)
+            self._cache[("exponents", gain_key)] = exponents
+            self._cache[("scaled", gain_key)] = K.scale_gains(judged, self.query_of, exponents)
+        return self._cache[("exponents", gain_key)]
+
     def ideal(self, rule: str, gains: dict[int, float] | None, rel: int | None, k: K.Cutoff) -> np.ndarray:
+        """Ideal DCG per query at cutoff k, of the scaled gains (see :meth:`gain_exponents`)."""
         gain_key = (rule, tuple(sorted(gains.items())) if gains else None, rel)
         if ("best", gain_key) not in self._cache:  # every query's positive gains, best first: once per gain rule
-            self._cache[("best", gain_key)] = K.best_gains(self.query_of, K.gain_of(self.grades, rule, gains, rel), self.n)
+            self.gain_exponents(rule, gains, rel)
+            self._cache[("best", gain_key)] = K.best_gains(self.query_of, self._cache[("scaled", gain_key)], self.n)
         if isinstance(k, np.ndarray):
             return K.ideal_dcg(*self._cache[("best", gain_key)], self.n, k)
         if ("ideal", gain_key, k) not in self._cache:
@@ -213,7 +226,9 @@ def _compute(
             if key not in gains_cache:
                 if rule == "exp":
                     _check_exp_gain(stats.grades, gmap, m)
-                gains_cache[key] = K.gain_of(grades, rule, gmap, m.rel)
+                # scaled per query by its largest judged gain, as the ideal is: no sum overflows to inf
+                exponents = stats.gain_exponents(rule, gmap, m.rel)
+                gains_cache[key] = K.scale_gains(K.gain_of(grades, rule, gmap, m.rel), rows, exponents)
             v = K.ndcg(rows, ranks, gains_cache[key], k, stats.ideal(rule, gmap, m.rel, k))
         elif fam == "judged":
             v = K.judged(rows, ranks, k, matrix.lengths)

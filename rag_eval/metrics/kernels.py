@@ -101,12 +101,21 @@ def bpref(rows: np.ndarray, rel: np.ndarray, nonrel: np.ndarray, R: np.ndarray, 
 
 
 def discount(ranks: np.ndarray) -> np.ndarray:
-    """1 / log2(rank + 1) for 1-based ranks; here ``ranks`` are 0-based."""
+    """1 / log2(rank + 1) for 1-based ranks; here ``ranks`` are 0-based. (:func:`dcg` divides by the log instead,
+    as trec_eval does: ``g * (1 / log2 r)`` and ``g / log2 r`` can differ in the last bit.)"""
     return 1.0 / np.log2(ranks + 2.0)
 
 
+def discounted(gains: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Each gain discounted by its 0-based rank: ``gain / log2(rank + 2)``, a division as in trec_eval's m_ndcg.c
+    and m_ndcg_cut.c (NumPy's log2 and the C library's agree on every integer rank)."""
+    return gains / np.log2(ranks + 2.0)
+
+
 def dcg(rows: np.ndarray, ranks: np.ndarray, gains: np.ndarray, k: Cutoff, n: int) -> np.ndarray:
-    weights = np.where(within(rows, ranks, k), gains * discount(ranks), 0.0)
+    """Sum of the discounted gains of each query's top k, added in rank order (cells are sorted by row, then
+    rank, and ``np.bincount`` adds its weights one by one in array order: trec_eval's order of operations)."""
+    weights = np.where(within(rows, ranks, k), discounted(gains, ranks), 0.0)
     return np.bincount(rows, weights=weights, minlength=n)
 
 
@@ -148,6 +157,26 @@ def best_gains(query_of: np.ndarray, gains: np.ndarray, n: int) -> tuple[np.ndar
 
 
 def ideal_dcg(query: np.ndarray, gains: np.ndarray, rank: np.ndarray, n: int, k: Cutoff) -> np.ndarray:
-    """Ideal DCG per query at cutoff k, from :func:`best_gains`: the best gains discounted by rank."""
-    weights = np.where(within(query, rank, k), gains * discount(rank), 0.0)
+    """Ideal DCG per query at cutoff k, from :func:`best_gains`: the best gains discounted by rank, added best
+    first (the order trec_eval adds them in)."""
+    weights = np.where(within(query, rank, k), discounted(gains, rank), 0.0)
     return np.bincount(query, weights=weights, minlength=n)
+
+
+def gain_exponents(query_of: np.ndarray, gains: np.ndarray, n: int) -> np.ndarray:
+    """Per query, the binary exponent ``e`` of its largest gain in magnitude (``max|gain| = m * 2^e``, ``m`` in
+    [0.5, 1); 0 where a query has no gain): :func:`scale_gains` divides that query's gains by ``2^e``.
+
+    nDCG does not change when a query's gains are scaled, and scaling by a power of two is exact: every
+    division and sum of the scaled gains is the unscaled one times ``2^-e``, bit for bit, so the values equal
+    trec_eval's wherever its sums stay finite, and stay finite where trec_eval's overflow (``gains=1:1e308``,
+    where trec_eval prints 0.0000 for a perfect ranking).
+    """
+    top = np.zeros(n)
+    np.maximum.at(top, query_of, np.abs(gains))
+    return np.frexp(top)[1].astype(np.int64)
+
+
+def scale_gains(gains: np.ndarray, query_of: np.ndarray, exponents: np.ndarray) -> np.ndarray:
+    """``gains`` of queries ``query_of`` divided by ``2^exponents[query]`` (see :func:`gain_exponents`)."""
+    return np.ldexp(gains, -exponents[query_of])
