@@ -44,8 +44,9 @@ def assert_counts_add_up(report: Report) -> None:
     summary = report.summary
     assert len(summary)
     for row in summary.itertuples(index=False):
-        counted = counted_of(report.card, row.run, getattr(row, "stage", None))
-        assert counted is not None and row.n + row.n_nan == counted, row
+        stage = getattr(row, "stage", None)
+        counted = counted_of(report.card, row.run, stage)
+        assert counted is not None and row.n + row.n_nan == counted == report.counted(row.run, stage), row
 
 
 def test_nan_value_in_a_plain_run_summary(capsys, tmp_path):

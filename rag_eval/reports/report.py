@@ -158,6 +158,13 @@ class Report:
         j = b.metrics.index(name)
         return pd.Series(b.values[:, j], index=pd.Index(b.query_ids, name="query_id"), name=name)
 
+    def counted(self, run: str, stage: str | None = None) -> int:
+        """How many queries the card says were counted for ``run`` (and ``stage``): ``n + n_nan`` of each of its
+        summary rows."""
+        b = self._block(run, stage)
+        found = counted_of(self._card, run, stage)
+        return len(b.query_ids) if found is None else found
+
     def mean(self, run: str, metric: str | Metric, stage: str | None = None) -> float:
         """The mean over the queries, NaN values left out."""
         return float(np.nanmean(self.values(run, metric, stage).to_numpy()))
