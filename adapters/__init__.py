@@ -18,8 +18,11 @@ LlamaIndex (each module imports its framework when an adapter is built):
 
 Every adapter returns a :class:`rag_eval.stages.Retriever` or :class:`rag_eval.stages.Reranker`: rank is the
 order the framework returns, doc ids are read by an explicit rule (never made from the text), rerankers get
-copies of what they may write into, and the fingerprint (the cache key) describes the wrapped object's settings;
-pass ``version=`` to any adapter to change it yourself when the index behind it changes.
+copies of what they may write into. The fingerprint (the cache key) covers a function's code and what it reaches,
+and a LangChain object's settings and content (a store's texts and vectors), exactly or not at all: an object that
+cannot be described exactly (a model, a client) refuses the cache, asking for ``version=``. LlamaIndex objects are
+still described by their settings only (their indexes hold random ids and callback state): give them ``version=``
+and change it yourself when the index behind it changes.
 
 The package itself exports no names; its modules are loaded on first attribute access.
 """

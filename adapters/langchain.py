@@ -43,7 +43,7 @@ from ..stages.fusion import fuse
 from ..stages.hits import Hit
 from ..stages.pipeline import Pipeline
 from ..stages.stage import Reranker, Retriever
-from ._common import describe, jsonable, metadata_copy, read_score, returned_items
+from ._common import content, describe, jsonable, metadata_copy, read_score, returned_items
 
 __all__ = ["LangChainReranker", "LangChainRetriever", "pipeline", "reranker", "retriever"]
 
@@ -153,7 +153,21 @@ class LangChainRetriever(Retriever):
         return {
             "object": wrapped, "with_scores": self.with_scores, "k_param": self._k_param,
             "k_via": self._k_via, "score_key": self.score_key, "id_key": self.id_key, "extra": describe(self._extra),
+            **({"content": content([self._without_k(), self._extra], self.name)} if self.version is None else {})
         }
+
+    def _without_k(self) -> Any:
+        """The wrapped object with the k this adapter overrides left out (a shallow copy), for its fingerprint."""
+        target = self.wrapped
+        if self._k_param is None or not hasattr(target, "model_copy"):
+            return target
+        if self._k_via == "field":
+            return target.model_copy(update={self._k_param: None})
+        search_kwargs = getattr(target, "search_kwargs", None)
+        if isinstance(search_kwargs, dict):
+            kept = {k: v for k, v in search_kwargs.items() if k != self._k_param}
+            return target.model_copy(update={"search_kwargs": kept})
+        return target
 
     @property
     def has_async(self) -> bool:
@@ -238,7 +252,8 @@ class LangChainReranker(Reranker):
         self.score_key = score_key
 
     def config(self) -> dict[str, Any]:
-        return {"compressor": describe(self.compressor), "score_key": self.score_key}
+        return {"compressor": describe(self.compressor), "score_key": self.score_key,
+                **({"content": content(self.compressor, self.name)} if self.version is None else {})}
 
     @property
     def has_async(self) -> bool:

@@ -348,3 +348,20 @@ def test_a_plain_retriever_or_store_is_a_one_stage_pipeline(store):
     pipe = lc.pipeline(store, depth=4, budget=2, name="plain")
     assert [s.name for s in pipe.stages] == ["plain/InMemoryVectorStore"]
     assert pipe.run(QUERIES).failures.empty
+
+
+def test_two_stores_of_the_same_size_never_share_a_key(tmp_path):
+    """The key covers what a vector store holds (texts, vectors, ids), not only its settings and size."""
+    def build(texts):
+        vs = InMemoryVectorStore(HashEmbeddings())
+        vs.add_documents([Document(page_content=t, id=f"d{i}") for i, t in enumerate(texts)])
+        return lc.retriever(vs, name="store")
+
+    a, b = build(["apples and pears", "stones"]), build(["stones and rocks", "apples"])
+    assert a.fingerprint() != b.fingerprint()
+    assert a.fingerprint() == build(["apples and pears", "stones"]).fingerprint()
+    first = Pipeline(a, depth=1).run({"q1": "apples"}, cache=tmp_path)
+    second = Pipeline(b, depth=1).run({"q1": "apples"}, cache=tmp_path)
+    assert second.stages["store"].cache_hits == 0
+    assert (first.stages["store"].outcomes["q1"].hits[0].doc_id, second.stages["store"].outcomes["q1"].hits[0].doc_id) \
+        == ("d0", "d1")

@@ -73,10 +73,11 @@ class Fingerprint:
     covers: str
 
 
-def fingerprint(value: Any, *, stage: str) -> Fingerprint:
+def fingerprint(value: Any, *, stage: str, ignore: frozenset[str] = frozenset()) -> Fingerprint:
     """The fingerprint of ``value`` (a function, a bound method, a callable object, a class, data), or
-    :class:`Uncacheable` naming the first part of it that cannot be described exactly."""
-    describer = _Describer(stage)
+    :class:`Uncacheable` naming the first part of it that cannot be described exactly. ``ignore``: attribute
+    names left out of every object's state (what changes logging, never results: a framework's callbacks)."""
+    describer = _Describer(stage, ignore)
     try:
         describer.describe(value, _label(value))
     except RecursionError:
@@ -210,8 +211,9 @@ def _definition(value: Any) -> bool:
 # -- the describer ---------------------------------------------------------------------------------------------
 
 class _Describer:
-    def __init__(self, stage: str) -> None:
+    def __init__(self, stage: str, ignore: frozenset[str] = frozenset()) -> None:
         self.stage = stage
+        self.ignore = ignore
         self._hash = hashlib.sha256(f"rag_eval fingerprint {SCHEME} {_PYTHON}".encode())
         self._seen: dict[int, int] = {}  # id -> order of first visit (shared references, cycles)
         self._alive: list[Any] = []  # keeps what was visited alive, so that no id is reused meanwhile
@@ -362,7 +364,7 @@ class _Describer:
     def _set(self, value: set | frozenset, path: str) -> None:
         digests = []
         for item in value:  # ordered by the members' own digests: set order follows the process's hash seed
-            member = _Describer(self.stage)
+            member = _Describer(self.stage, self.ignore)
             member.describe(item, f"{path} member")
             digests.append(member._hash.digest())
             self._merge(member)
@@ -378,7 +380,7 @@ class _Describer:
         if known is None:
             sub = hashlib.sha256(f"{value.dtype.str} {value.shape}".encode())
             if value.dtype.hasobject:
-                member = _Describer(self.stage)
+                member = _Describer(self.stage, self.ignore)
                 member.describe(value.tolist(), path)
                 sub.update(member._hash.digest())
             else:
@@ -390,7 +392,7 @@ class _Describer:
     def _pandas(self, value: Any, path: str) -> None:
         known = _MEMO.get(value)
         if known is None:
-            member = _Describer(self.stage)
+            member = _Describer(self.stage, self.ignore)
             kind = type(value).__name__
             member._put(b"pd", kind.encode())
             if kind == "DataFrame":
@@ -428,7 +430,7 @@ class _Describer:
         memo = getattr(value, "_memo", None) if name == "Run" else getattr(value, "__dict__", None)
         known = memo.get("_fingerprint") if isinstance(memo, dict) else _MEMO.get(value)
         if known is None:
-            member = _Describer(self.stage)
+            member = _Describer(self.stage, self.ignore)
             member._put(b"re", name.encode())
             if name == "Run":
                 ids = value.doc_id_column
@@ -574,7 +576,7 @@ class _Describer:
             self.describe(wrapped, path)
             return
         base = _builtin_base(kind)
-        if base is None:
+        if base is None or _pickles_its_own_way(kind):  # pickle's view: what the class says its state is
             self._reduced(value, path)
             return
         self._put(b"O")
@@ -585,11 +587,14 @@ class _Describer:
         if state is not None:
             if not isinstance(state, dict):
                 self.refuse(path, value)
-            self._put(b"od", struct.pack("<Q", len(state)))
-            for name in sorted(state):
+            names = sorted(n for n in state if n not in self.ignore)
+            self._put(b"od", struct.pack("<Q", len(names)))
+            for name in names:
                 self._put(b"a", name.encode())
                 self.describe(state[name], f"{path}.{name}")
         for name in _slots(kind):
+            if name in self.ignore:
+                continue
             self._put(b"os", name.encode())
             try:
                 item = object.__getattribute__(value, name)
@@ -603,20 +608,32 @@ class _Describer:
         """An extension object of an installed package by what pickle would store of it (its constructor and
         arguments, and its state): the package promises that this rebuilds it. Refused when it cannot be pickled."""
         kind = type(value)
-        if not _is_installed_module(_module_of(kind) or ""):
+        if _builtin_base(kind) is None and not _is_installed_module(_module_of(kind) or ""):
             self.refuse(path, value)
         try:
             reduced = value.__reduce_ex__(4)
         except Exception:  # noqa: BLE001 - not picklable (a lock, a file, a client): not describable
             reduced = None
-        if not isinstance(reduced, tuple) or not 2 <= len(reduced) <= 3 or any(
-            item is not None for item in reduced[3:]
-        ) or reduced[0] is getattr(__import__("copyreg"), "__newobj__", None) and reduced[1][:1] != (kind,):
+        if not isinstance(reduced, tuple) or not 2 <= len(reduced) <= 6 or any(
+            item is not None for item in reduced[3:5]  # list or dict items as iterators: not read here
+        ):
             self.refuse(path, value)
         self._put(b"X")
         self.describe(kind, path)
-        for item in reduced:
+        for item in reduced[:3]:
             self.describe(item, f"{path} (as pickled)")
+
+
+@functools.cache
+def _pickles_its_own_way(kind: type) -> bool:
+    """Whether a pure-Python class says what its state is (``__getstate__`` or ``__reduce__``), as a wrapper of an
+    extension object does (a tokenizer keeping its name and ranks, not its compiled core)."""
+    for cls in kind.__mro__[:-1]:
+        if cls.__module__.partition(".")[0] == "pydantic":  # its own __getstate__ is its __dict__ and private state
+            continue
+        if any(name in cls.__dict__ for name in ("__getstate__", "__reduce__", "__reduce_ex__")):
+            return True
+    return False
 
 
 def _importable(value: Any) -> bool:
