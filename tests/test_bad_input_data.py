@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import warnings
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
@@ -213,6 +214,9 @@ def test_writer_refuses_a_bad_run_tag(tmp_path, tag, reason):
     assert error_of(run.to_trec, out, tag=tag) == (
         f"{out}: run tag {tag!r} {reason}: it cannot be written to a trec file and read back")
     assert not out.exists()
+    assert error_of(Run.from_scores({"q": {"d": 1.0}}, name="").to_trec, out) == (
+        f"{out}: run tag '' is empty: it cannot be written to a trec file and read back")  # no tag, no name
+    assert not out.exists()
     run.to_trec(out, tag="#tag")  # the 6th field: a '#' there is data
     assert Run.from_trec(out).tag == "#tag"
 
@@ -320,8 +324,8 @@ def test_booleans_where_a_number_is_expected(tmp_path, reader):
 
 
 def test_numeric_strings_in_dicts_and_frames(reader):
-    run = Run.from_scores({"q": {"a": "0.5", "b": "-1e1", "c": 2}})
-    assert run.to_dict() == {"q": {"c": 2.0, "a": 0.5, "b": -10.0}}
+    run = Run.from_scores({"q": {"a": "0.5", "b": "-1e1", "c": 2, "d": Decimal("0.25")}})
+    assert run.to_dict() == {"q": {"c": 2.0, "a": 0.5, "d": 0.25, "b": -10.0}}
     assert Qrels.from_dict({"q": {"a": "2", "b": "1.0"}}).to_dict() == {"q": {"a": 2, "b": 1}}
     for text in ("1_0", " 0.5", "\u0661", "0x1"):
         assert error_of(Run.from_scores, {"q": {"a": text}}) == f"run: query 'q', doc 'a': score {text!r} is not a number"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -62,7 +63,7 @@ def score_value(value: Any) -> float | str:
         if score is None:
             return "is not a number" if not is_nan_text(value) else "is NaN"
         return score
-    if isinstance(value, (numbers.Real, np.floating, np.integer)):
+    if isinstance(value, (numbers.Real, np.floating, np.integer, Decimal)):
         try:
             return float(value)
         except OverflowError:
