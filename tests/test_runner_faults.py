@@ -295,3 +295,67 @@ def test_an_async_stage_keeps_its_event_loop_from_call_to_call():
 
     Pipeline(functions.retriever(search, name="a", version="1"), depth=1).run(QUERIES, concurrency=2)
     assert 1 <= len(loops) <= 2  # one loop per worker thread, reused
+
+
+# -- a real small file system, as root: filled mid-run, then space freed; made read-only -------------------------
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A 64 KiB tmpfs mounted for the test (root only), unmounted after it."""
+    import subprocess
+
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root and mount(8) to make a small tmpfs")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _remount(mount: Path, options: str) -> None:
+    import subprocess
+
+    subprocess.run(["mount", "-o", f"remount,{options}", str(mount)], check=True, capture_output=True)
+
+
+def _wordy(query, k):  # about 2 KB a record: the 64 KiB file system fills after some thirty queries
+    q = "q" + query.split()[-1]
+    return [Hit(f"{q}-d{i}", 1.0 / (i + 1), "lorem ipsum " * 60) for i in range(k)]
+
+
+def test_a_real_full_file_system_stops_the_run_and_the_run_resumes_once_space_is_freed(tmpfs):
+    queries = {f"q{i}": f"text {i}" for i in range(80)}
+    qrels = {q: {f"{q}-d0": 1} for q in queries}
+    cache = tmpfs / "cache"
+    calls = []
+
+    def search(query, k):
+        calls.append(query)
+        return _wordy(query, k)
+
+    pipe = Pipeline(functions.retriever(search, name="perfect", version="1"), depth=3, budget=1)
+    with pytest.raises(HarnessError, match=r"No space left on device; free some space"):
+        pipe.run(queries, cache=cache, retries=2)
+    stored = _lines(cache)
+    assert 5 < len(stored) < 80 and len(calls) == len(stored) + 1  # each called once; the one not stored, lost
+    _no_temporary_files(cache)
+    _remount(tmpfs, "size=2m")  # space freed
+    calls.clear()
+    result = pipe.run(queries, cache=cache)
+    assert result.stages["perfect"].cache_hits == len(stored) and len(calls) == 80 - len(stored)
+    report = rag_eval.evaluate(qrels, result)
+    assert report.values(report.runs[0], "recall@budget", stage="perfect").tolist() == [1.0] * 80
+
+
+def test_a_real_read_only_file_system_reads_what_is_stored_and_refuses_to_write(tmpfs):
+    cache = tmpfs / "cache"
+    pipe = Pipeline(functions.retriever(_wordy, name="perfect", version="1"), depth=3, budget=1)
+    pipe.run({"q0": "text 0", "q1": "text 1"}, cache=cache)
+    _remount(tmpfs, "ro")
+    again = pipe.run({"q0": "text 0", "q1": "text 1"}, cache=cache)  # all stored: nothing to write
+    assert again.stages["perfect"].cache_hits == 2
+    with pytest.raises(HarnessError, match=r"Read-only file system; the file system is read-only: pass another cache="):
+        pipe.run({"q0": "text 0", "q2": "text 2"}, cache=cache)
