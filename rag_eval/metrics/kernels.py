@@ -124,8 +124,12 @@ def ndcg(rows: np.ndarray, ranks: np.ndarray, gains: np.ndarray, k: Cutoff, idea
 
 
 def judged(rows: np.ndarray, ranks: np.ndarray, k: Cutoff, lengths: np.ndarray) -> np.ndarray:
-    """Share of the top min(k, returned) results that have a judgement; 0 for an empty ranking."""
-    return _safe_div(count_per_query(rows, within(rows, ranks, k), len(lengths)), np.minimum(k, lengths))
+    """Share of the top min(k, returned) results that have a judgement; NaN (0/0) when that top is empty (an
+    empty ranking, or a per-query cutoff of 0): nothing there is judged or unjudged."""
+    top = lengths if k is None else np.minimum(k, lengths)
+    out = np.full(len(lengths), np.nan)
+    np.divide(count_per_query(rows, within(rows, ranks, k), len(lengths)), top, out=out, where=top > 0)
+    return out
 
 
 def recall_ceiling(R: np.ndarray, k: Cutoff) -> np.ndarray:
