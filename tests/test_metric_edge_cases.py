@@ -18,6 +18,8 @@ rank 4 -> 1/log2(5), rank 7 -> 1/log2(8) = 1/3.
 
 from __future__ import annotations
 
+import math
+
 from math import log2
 
 import pytest
@@ -153,7 +155,7 @@ EMPTY = [
     ("precision@5", 0.0), ("recall@5", 0.0), ("hit@5", 0.0), ("mrr", 0.0), ("mrr@5", 0.0), ("ap", 0.0),
     ("ap@5", 0.0), ("r_precision", 0.0), ("bpref", 0.0), ("ndcg", 0.0), ("ndcg@5", 0.0), ("num_ret", 0.0),
     ("num_rel_ret", 0.0),
-    ("judged@5", 0.0),  # nothing returned: 0, not 0/0
+    ("judged@5", math.nan),  # nothing returned: 0/0, NaN (counted in the summary's n_nan)
     ("num_rel", 1.0),  # d1: the qrels still count
     ("recall_ceiling@5", 1.0),  # min(5, 1) / 1: depends on the qrels only
 ]
@@ -164,7 +166,8 @@ EMPTY = [
 def test_empty_ranking_scores_0(metric, expected, conventions):
     # q2 is in the run with no results: counted under both presets (it is not missing from the run)
     values = _values(QRELS, rag_eval.Run.from_ranking(RANKING), [metric], conventions)
-    assert values[("q2", str(rag_eval.parse_metric(metric)))] == expected
+    value = values[("q2", str(rag_eval.parse_metric(metric)))]
+    assert (math.isnan(value) and math.isnan(expected)) or value == expected
 
 
 def test_run_with_no_queries_scores_every_judged_query_0():
@@ -292,7 +295,8 @@ def test_unjudged_remove_condenses_the_ranking():
     assert values[("q1", "r_precision")] == pytest.approx(2 / 4)  # top 4: d3, d2, d1, d5
     # bpref ignores unjudged results anyway: the same 1.5 / 4 as without condensing
     assert values[("q1", "bpref")] == pytest.approx(1.5 / 4, abs=1e-12)
-    assert values[("q1", "judged@5")] == 1.0
+    # the judged share is measured on the ranking as given (condensed, it would be 1 by construction): x1 is unjudged
+    assert values[("q1", "judged@5")] == pytest.approx(4 / 5)
     assert values[("q1", "num_ret")] == 5.0
     assert values[("q1", "num_rel")] == 4.0  # the qrels are unchanged
 

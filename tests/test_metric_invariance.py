@@ -66,7 +66,8 @@ shuffles = st.randoms(use_true_random=False)
 def _values(report: rag_eval.Report, run: str = "run") -> dict[tuple[str, str], float]:
     frame = report.per_query
     frame = frame[frame["run"] == run]
-    return {(q, m): float(v) for q, m, v in zip(frame["query_id"], frame["metric"], frame["value"])}
+    # NaN (judged@k of an empty top k is 0/0) as None, so that equal reports compare equal
+    return {(q, m): (None if v != v else float(v)) for q, m, v in zip(frame["query_id"], frame["metric"], frame["value"])}
 
 
 def _evaluate(qrels, run: rag_eval.Run, conventions) -> rag_eval.Report:
@@ -255,6 +256,9 @@ def _assert_bounded(values: dict[tuple[str, str], float]) -> None:
         if metric.split("(")[0] in COUNTS:
             assert value >= 0 and value == int(value), (qid, metric, value)
         else:
+            if value is None:  # 0/0: only judged@k of an empty top k
+                assert metric.startswith("judged@"), (qid, metric)
+                continue
             assert 0.0 <= value <= 1.0, (qid, metric, value)
 
 
