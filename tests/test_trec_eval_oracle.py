@@ -9,7 +9,10 @@ per-query value and every ``all`` line of every measure rag_eval implements, at 
 reads the same files (``Qrels.from_trec``, ``Run.from_trec``), evaluates them in-process under
 ``conventions="trec_eval"`` with the flags' conventions, and prints them with its trec_eval formatter
 (:func:`rag_eval.reports.trec_eval.format_trec_eval`). The two printouts must be the same text, line for line.
-A few pairs also go through the command line (``rag-eval evaluate --format trec_eval --conventions trec_eval -q``).
+A second trec_eval, built to print ``%.17g`` instead of ``%6.4f``, shows every value is the same double as
+trec_eval's (per query and ``all``): rag_eval computes in trec_eval's order of operations. The same holds for nDCG
+with a gain table, and, per query, under the default preset for the measures it defines as trec_eval does. A few
+pairs also go through the command line (``rag-eval evaluate --format trec_eval --conventions trec_eval -q``).
 
 Kept out of the generated data, because trec_eval cannot take it (see ../shared/ENVIRONMENT.md, checked again in
 trec_eval's source):
@@ -327,6 +330,29 @@ def test_every_line_agrees_with_trec_eval(trec_eval_binary, trec_eval_exact_bina
     assert not inexact, f"{len(inexact)} values are not trec_eval's double, e.g.:\n" + "\n".join(inexact[:25])
     assert all_lines == len(pairs) * (len(METRICS) + 2)  # every measure's all line, with runid and num_q
     assert lines > all_lines + len(pairs) * len(METRICS)  # and at least one query's values in every pair
+
+
+def test_a_gain_table_gives_trec_eval_values(trec_eval_exact_binary, pairs):
+    """nDCG with trec_eval's gain table (``-m ndcg.1=3,2=9,4=4.5``, rag_eval's ``ndcg(gains=1:3;2:9;4:4.5)``), every
+    flag set, every value as the same double: the gains scaled per query by a power of two change no bit."""
+    problems: list[str] = []
+    compared = 0
+    for flag_set, flags in FLAG_SETS.items():
+        complete = "-c" in flags
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            jobs = [pool.submit(subprocess.run, [str(trec_eval_exact_binary), "-q", *flags, "-m", "runid", "-m", "num_q",
+                                                 "-m", "ndcg.1=3,2=9,4=4.5", str(f.trec_qrels[complete]), str(f.run)],
+                                capture_output=True, text=True) for f in pairs]
+            for files, job in zip(pairs, jobs):
+                qrels, run = _read(files.qrels[complete], files.run)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", NearMissIds)
+                    report = rag_eval.evaluate(qrels, {"run": run}, ["ndcg(gains=1:3;2:9;4:4.5)"],
+                                               conventions=conventions_for(flags), judged_threshold=0)
+                ours = trec_eval_lines(report, qrels=qrels, runs={"run": run}, per_query=True)
+                compared += len(ours)
+                problems += bit_differences(job.result().stdout, ours, f"pair {files.pair.seed} [{flag_set}]")
+    assert compared > 10_000 and not problems, f"{len(problems)} differ, e.g.:\n" + "\n".join(problems[:25])
 
 
 CLI_PAIRS = (3, 17, 42, 101)  # ~0.5 s a start
