@@ -309,3 +309,23 @@ def test_report_md_shows_n_and_n_nan_as_the_summary_does(tmp_path):
     assert shown >= 8
     assert "| flip | cand_ndcg@budget | " in md and "| 1 | 2 | 0 |" in md
     assert "over the 2 queries with a relevant item; 1 without one left out" in md
+
+
+def test_cand_ndcg_is_ndcg_against_the_candidates_alone():
+    """One definition of DCG: cand_ndcg@budget equals, to the last bit, the engine's ndcg@budget of the same stage
+    against qrels restricted to the candidates it was given (it was computed apart, multiplying by 1/log2, and came
+    out one bit lower here)."""
+    ranked = ["c1", "c2", "c3", "c4", "c5", "c6"]
+    grades = {"c1": 0, "c2": 0, "c3": 0, "c4": 2, "c5": 0, "c6": 3}  # c6: relevant, below the depth
+
+    def search(query, k):
+        return [Hit(d, float(-i)) for i, d in enumerate(ranked[:k])]
+
+    result = Pipeline(retriever(search, name="first"), reranker(lambda q, hits: list(reversed(hits)), name="rev"),
+                      depth=5, budget=3).run({"q": "q"})
+    report = quiet({"q": grades}, result)
+    cand = report.values(report.runs[0], "cand_ndcg@budget", stage="rev")["q"]
+    # rev delivers c5 c4 c3: DCG 3 / log2(3); the best the candidates allow puts c4 first: 3
+    plain = quiet({"q": {d: grades[d] for d in ranked[:5]}}, Run.from_ranking({"q": ["c5", "c4", "c3"]}, name="r"),
+                  ["ndcg@3"])
+    assert cand == plain.values("r", "ndcg@3")["q"] == (3 / np.log2(3)) / 3

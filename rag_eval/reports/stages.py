@@ -138,6 +138,12 @@ def _specs(metrics: Sequence[str | Metric] | None, role: str, final: bool, resul
     return specs
 
 
+def _dcg(gains: np.ndarray) -> float:
+    """The discounted gains of one ranking added one by one, in rank order (as :func:`rag_eval.metrics.kernels.dcg`)."""
+    weights = K.discounted(gains, np.arange(len(gains)))
+    return float(np.cumsum(weights)[-1]) if len(weights) else 0.0
+
+
 class _PipelineJudge:
     """Judges the stages of one pipeline result against the qrels."""
 
@@ -255,13 +261,16 @@ class _PipelineJudge:
                 continue  # nothing was given: no best order to compare with
             b = cut if isinstance(cut, int) else cut.get(q, 0)
             ideal = np.sort(self._gains([judged.get(h.doc_id, 0) for h in candidates.hits]))[::-1][:b]
-            best = float(ideal @ K.discount(np.arange(len(ideal)))) if len(ideal) else 0.0
-            if best <= 0:
+            if not len(ideal) or ideal[0] <= 0:
                 continue  # 0/0: no relevant candidate
             mine = out.outcomes[q]
             hits = () if mine.failed else mine.hits[:b]
             gains = self._gains([judged.get(h.doc_id, 0) for h in hits])
-            values[i] = float(gains @ K.discount(np.arange(len(gains)))) / best if len(gains) else 0.0
+            # DCG as the engine's nDCG computes it: gains scaled by a power of two, each divided by its log2,
+            # added in rank order; so cand_ndcg is ndcg@budget against the qrels of the candidates alone
+            scale = np.frexp(ideal[0])[1]
+            best = _dcg(np.ldexp(ideal, -scale))
+            values[i] = _dcg(np.ldexp(gains, -scale)) / best if len(gains) else 0.0
         return values
 
     def _loss(self, counted: list[str]) -> dict[str, np.ndarray]:
