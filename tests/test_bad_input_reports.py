@@ -79,7 +79,7 @@ def test_judged_of_an_empty_ranking_is_nan_in_the_table_and_on_the_card():
     mean = rows(report.summary, "metric").loc["judged@2"]
     # the card's share is the table's mean over the same two queries (it was 25% against a table's 0.125)
     assert (share["share"], share["n"]) == (mean["mean"], mean["n"]) == (0.25, 2)
-    assert "sparse judged@2 25.0% (below threshold: lower bound)" in report.card.render()
+    assert "sparse judged@2 25.0% (n=2, below threshold: lower bound)" in report.card.render()
     # failed queries of a pipeline (failed="zero": scored as an empty ranking) are 0/0 too
     def search(query, k):
         if query == "fails":  # the query's text

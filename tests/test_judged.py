@@ -35,8 +35,8 @@ def test_judged_share_per_run_at_the_report_cutoffs():
     assert report.judged["n"].tolist() == [2, 2, 2, 2]
     assert report.card.judged_threshold == 0.9
     text = report.card.render()
-    assert ("judged share (threshold 0.9): new judged@2 75.0% (below threshold: lower bound); new judged@4 75.0% "
-            "(below threshold: lower bound); old judged@2 100.0%; old judged@4 100.0%") in text
+    assert ("judged share (threshold 0.9): new judged@2 75.0% (n=2, below threshold: lower bound); new judged@4 "
+            "75.0% (n=2, below threshold: lower bound); old judged@2 100.0% (n=2); old judged@4 100.0% (n=2)") in text
 
 
 def test_no_warning_at_or_above_the_threshold_and_cutoff_10_without_cutoffs():

@@ -88,8 +88,8 @@ class MetricCard(BaseModel):
                 if share != share:  # NaN: no counted query has anything in its top k
                     shown.append(f"{who} {j['metric']} - (no results)")
                     continue
-                flag = " (below threshold: lower bound)" if low is not None and share < low else ""
-                shown.append(f"{who} {j['metric']} {share:.1%}{flag}")
+                flag = ", below threshold: lower bound" if low is not None and share < low else ""
+                shown.append(f"{who} {j['metric']} {share:.1%} (n={j['n']}{flag})")  # the summary's mean and n
             lines.append(f"  judged share (threshold {low:g}): " + "; ".join(shown) if low is not None
                          else "  judged share: " + "; ".join(shown))
         if self.comparison:
