@@ -22,11 +22,12 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ._version import __version__
+from .data._numbers import score_text
 from .data.qrels import Qrels
 from .data.run import Run
 from .errors import InputError
 from .metrics.conventions import PRESETS, resolve_conventions
-from .metrics.grammar import parse_metric
+from .metrics.grammar import GRADE_LIMIT, MAX_CUTOFF, parse_metric, read_int
 from .reports.evaluate import DEFAULT_METRICS, evaluate
 from .reports.report import Report
 from .reports.trec_eval import format_trec_eval
@@ -53,12 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--format", choices=["table", "csv", "json", "trec_eval"], default="table")
     ev.add_argument("--conventions", choices=sorted(PRESETS), default="default", help="convention preset")
     ev.add_argument("-c", dest="complete", action="store_true", help="count qrels queries missing from a run as 0 (trec_eval -c)")
-    ev.add_argument("-M", dest="max_depth", type=int, metavar="N", help="evaluate only the top N of each ranking (trec_eval -M)")
-    ev.add_argument("-l", dest="threshold", type=int, metavar="N", help="lowest relevant grade (trec_eval -l)")
+    ev.add_argument("-M", dest="max_depth", type=str, metavar="N", help="evaluate only the top N of each ranking (trec_eval -M)")
+    ev.add_argument("-l", dest="threshold", type=str, metavar="N", help="lowest relevant grade (trec_eval -l)")
     ev.add_argument("-J", dest="judged_only", action="store_true", help="drop unjudged results first (trec_eval -J)")
-    ev.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples for the confidence interval")
-    ev.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
-    ev.add_argument("--judged-threshold", type=float, default=0.9, metavar="SHARE",
+    ev.add_argument("--resamples", default="1000", help="bootstrap resamples for the confidence interval")
+    ev.add_argument("--seed", default="0", help="seed of the bootstrap")
+    ev.add_argument("--judged-threshold", default="0.9", metavar="SHARE",
                     help="warn when a run's judged share at a cutoff is below SHARE (default 0.9; 0 never warns)")
     ev.add_argument("--no-card", action="store_true", help="do not print the metric card to stderr")
     cmp = commands.add_parser(
@@ -72,10 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("-m", "--metric", dest="metrics", action="append", metavar="METRIC")
     cmp.add_argument("--test", choices=["randomization", "t", "wilcoxon"], default="randomization")
     cmp.add_argument("--correction", choices=["holm", "bh", "none"], default="holm")
-    cmp.add_argument("--alpha", type=float, default=0.05)
-    cmp.add_argument("--permutations", type=int, default=10000)
-    cmp.add_argument("--resamples", type=int, default=1000)
-    cmp.add_argument("--seed", type=int, default=0)
+    cmp.add_argument("--alpha", default="0.05")
+    cmp.add_argument("--permutations", default="10000")
+    cmp.add_argument("--resamples", default="1000")
+    cmp.add_argument("--seed", default="0")
     cmp.add_argument("--conventions", choices=sorted(PRESETS), default="default")
     cmp.add_argument("--format", choices=["table", "csv", "json"], default="table")
     from .bench.run import add_arguments
@@ -91,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(JSONL, or CSV when OUT ends in .csv) that `rag-eval label` serves. Texts come from a BEIR folder.",
     )
     pool.add_argument("runs", nargs="+", metavar="run", help="run file(s) (TREC or JSONL)")
-    pool.add_argument("--depth", type=int, required=True, help="how many of each run's top results to pool")
+    pool.add_argument("--depth", type=str, required=True, help="how many of each run's top results to pool")
     pool.add_argument("--qrels", help="existing judgements: pairs they judge are left out")
     pool.add_argument("--strategy", choices=["depth", "rrf"], default="depth",
                       help="order of each query's items: best rank (depth) or reciprocal rank fusion (rrf)")
@@ -108,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     mrg.add_argument("--qrels", help="base qrels: their grades are kept")
     mrg.add_argument("--resolve", choices=["median", "max", "min"], default="median",
                      help="grade for a pair assessors disagree on (default: the lower median)")
-    mrg.add_argument("--threshold", type=int, default=1, help="lowest relevant grade, for the binary kappa")
+    mrg.add_argument("--threshold", type=str, default="1", help="lowest relevant grade, for the binary kappa")
     mrg.add_argument("-o", "--out", required=True, help="the merged TREC qrels file to write")
     label = commands.add_parser(
         "label", help="label a pool in a local web page, into a qrels file",
@@ -121,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     label.add_argument("--qrels", required=True, metavar="OUT",
                        help="the TREC qrels file to write (its existing judgements are kept); the log is OUT.judgements.jsonl")
     label.add_argument("--assessor", help="your name in the log (default: the login name)")
-    label.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: a free one, printed)")
+    label.add_argument("--port", default="0", help="port on 127.0.0.1 (default 0: a free one, printed)")
     label.add_argument("--scale", default="0..3", help="grades LOW..HIGH, one key each (default 0..3)")
     demo = commands.add_parser("demo", help="the whole flow offline on Python's own docs (needs the models extra)")
     demo.add_argument("--out", default="demo-report", help="report folder (default ./demo-report)")
@@ -152,6 +153,7 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
 
         return demo(argv[1:])
     try:
+        _read_numbers(args)
         if args.command == "label":
             return _label(args)
         if args.command == "pool":
@@ -167,6 +169,26 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
         return 0
 
 
+# The numeric flags, read as plain ASCII decimals (argparse's int() and float() read "1_0" as 10 and other scripts'
+# digits as digits), each within its range; a bad one is one line and exit 2 like any other bad input.
+_INT_FLAGS = {"resamples": ("--resamples", 1, MAX_CUTOFF), "seed": ("--seed", 0, 2**63 - 1),
+              "permutations": ("--permutations", 1, MAX_CUTOFF), "port": ("--port", 0, 65535)}
+_SHARE_FLAGS = {"judged_threshold": "--judged-threshold", "alpha": "--alpha"}
+
+
+def _read_numbers(args: argparse.Namespace) -> None:
+    for attr, (flag, low, high) in _INT_FLAGS.items():
+        if isinstance(getattr(args, attr, None), str):
+            setattr(args, attr, read_int(getattr(args, attr), flag, low=low, high=high))
+    for attr, flag in _SHARE_FLAGS.items():
+        text = getattr(args, attr, None)
+        if isinstance(text, str):
+            value = score_text(text.strip())
+            if value is None or not 0.0 <= value <= 1.0:
+                raise InputError(f"{flag} {text!r} is not a plain decimal number in [0, 1]")
+            setattr(args, attr, value)
+
+
 def _one_line(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         err = exc.errors()[0]
@@ -179,9 +201,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.complete:
         changes["missing_run"] = "zero"
     if args.max_depth is not None:
-        changes["max_depth"] = args.max_depth
+        changes["max_depth"] = read_int(args.max_depth, "-M (max_depth)", low=1, high=MAX_CUTOFF)
     if args.threshold is not None:
-        changes["relevance_threshold"] = args.threshold
+        changes["relevance_threshold"] = read_int(args.threshold, "-l (relevance_threshold)", low=1, high=GRADE_LIMIT - 1)
     if args.judged_only:
         changes["unjudged"] = "remove"
     conventions = resolve_conventions(args.conventions).replace(**changes)
@@ -221,6 +243,7 @@ def _pool(args: argparse.Namespace) -> int:
     from .data.collection import Collection
     from .ground_truth.pool import pool
 
+    args.depth = read_int(args.depth, "--depth", low=1, high=MAX_CUTOFF)  # plain digits: int() reads 1_0 as 10
     runs = [Run.load(path) for path in args.runs]
     names = _run_names(args.runs, runs)
     qrels = Qrels.load(args.qrels) if args.qrels else None
@@ -244,7 +267,7 @@ def _merge(args: argparse.Namespace) -> int:
     from .ground_truth.judgements import merge, write_qrels
 
     base = Qrels.load(args.qrels) if args.qrels else None
-    merged = merge(base, *args.logs, resolve=args.resolve, threshold=args.threshold)
+    merged = merge(base, *args.logs, resolve=args.resolve, threshold=read_int(args.threshold, "--threshold"))
     write_qrels(merged.qrels, args.out)
     conflicts = merged.conflicts
     if len(conflicts):
@@ -341,7 +364,7 @@ def _write_table(out: io.StringIO, report: Report, summary, *, per_query: bool) 
     if per_query:
         table = report.per_query.pivot_table(index=["run", "query_id"], columns="metric", values="value", sort=False)
         out.write(table[report.metrics].to_string(float_format=lambda v: f"{v:.4f}") + "\n\n")
-    shown = summary[["run", "metric", "mean", "std", "ci_low", "ci_high", "n"]]
+    shown = summary[["run", "metric", "mean", "std", "ci_low", "ci_high", "n", "n_nan"]]  # n + n_nan: counted
     out.write(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + "\n")
 
 

@@ -205,6 +205,27 @@ def test_cli_depth_and_threshold_flags_take_plain_integers(flag, value, message,
     assert cli_error(capsys, "evaluate", QRELS_FILE, RUN_FILE, flag, value, "-m", "P@10") == message
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--seed", "1_0"], "--seed '1_0' is not a plain decimal integer (ASCII digits 0-9 only)"),
+        (["--resamples", "\u0661\u0660"], "--resamples '\u0661\u0660' is not a plain decimal integer (ASCII digits 0-9 only)"),
+        (["--resamples", "0"], "--resamples must be 1 or more, not 0"),
+        (["--judged-threshold", "0_9"], "--judged-threshold '0_9' is not a plain decimal number in [0, 1]"),
+        (["--judged-threshold", "2"], "--judged-threshold '2' is not a plain decimal number in [0, 1]"),
+    ],
+)
+def test_cli_numeric_flags_take_plain_numbers(args, message, capsys):
+    assert cli_error(capsys, "evaluate", QRELS_FILE, RUN_FILE, "-m", "P@10", *args) == message
+
+
+def test_cli_compare_flags_take_plain_numbers(capsys):
+    assert cli_error(capsys, "compare", QRELS_FILE, RUN_FILE, RUN_FILE, "--permutations", "1_000") == (
+        "--permutations '1_000' is not a plain decimal integer (ASCII digits 0-9 only)")
+    assert cli_error(capsys, "compare", QRELS_FILE, RUN_FILE, RUN_FILE, "--alpha", "0,05") == (
+        "--alpha '0,05' is not a plain decimal number in [0, 1]")
+
+
 # ----- hits, budgets, pipelines ---------------------------------------------------------------------------------
 
 
