@@ -24,7 +24,6 @@ code no longer invalidates the cache.
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any

@@ -26,7 +26,6 @@ import datetime
 import errno
 import hashlib
 import json
-import math
 import os
 import threading
 import warnings

@@ -45,7 +45,6 @@ import sysconfig
 import types
 import weakref
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,7 +254,7 @@ class _Describer:
     def _installed(self, module: str, name: str) -> None:
         top = module.partition(".")[0]
         version = _package_version(top)
-        self.installed[top] = version
+        self.installed["python" if version == _PYTHON else top] = version
         self._put(b"P", f"{module}:{name}@{version}".encode())
 
     def _visited(self, value: Any) -> bool:
@@ -686,8 +685,3 @@ def is_users_class(cls: type) -> bool:
 def _label(value: Any) -> str:
     name = getattr(value, "__qualname__", None) or getattr(type(value), "__qualname__", "the stage")
     return f"the function {name}" if callable(value) else name
-
-
-def describe_callable(fn: Callable[..., Any], *, stage: str) -> Fingerprint:
-    """The fingerprint of a stage's function (what :mod:`rag_eval.adapters.functions` keys its cache by)."""
-    return fingerprint(fn, stage=stage)
