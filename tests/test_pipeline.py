@@ -232,7 +232,7 @@ from rag_eval.stages import Pipeline
 from slowstage import Slow
 
 queries = {{f"q{{i}}": f"text {{i}}" for i in range(200)}}
-Pipeline(Slow("slow"), depth=5).run(queries, cache=sys.argv[1], progress=False)
+Pipeline(Slow("slow", version="1"), depth=5).run(queries, cache=sys.argv[1], progress=False)
 """
 
 
@@ -259,7 +259,7 @@ def test_a_run_killed_with_sigkill_resumes_without_recomputing(tmp_path, monkeyp
 
     slowstage.PAUSE[0] = 0.0
     queries = {f"q{i}": f"text {i}" for i in range(200)}
-    result = Pipeline(slowstage.Slow("slow"), depth=5).run(queries, cache=cache)
+    result = Pipeline(slowstage.Slow("slow", version="1"), depth=5).run(queries, cache=cache)  # PAUSE changes
     outcomes = result.stages["slow"].outcomes
     kept = result.stages["slow"].cache_hits
     assert kept >= stored and kept + len(slowstage.CALLS) == 200  # nothing stored was lost or recomputed
