@@ -429,7 +429,7 @@ def _write(path: Path, lines: list[str]) -> Path:
 @pytest.fixture(scope="module")
 def p20_over_1000_queries(tmp_path_factory) -> tuple[Path, Path]:
     """1,000 queries whose P_20 values add up to exactly 301.05 (mean 0.30105): added one by one in query order
-    the double sum is 301.0500000000004, which trec_eval prints 0.3011; the exact mean's nearest double is
+    the double sum is 301.05000000000035 (mean 0.3010500000000004), which trec_eval prints 0.3011; the exact mean's nearest double is
     0.30104999999999998, printed 0.3010."""
     rng = np.random.default_rng(0)
     hits = rng.integers(0, 21, size=1000)
@@ -451,6 +451,12 @@ def test_a_mean_is_added_in_query_order_as_trec_eval_does(p20_over_1000_queries)
     assert math.fsum(values) == 301.05 and f"{math.fsum(values) / 1000:.4f}" == "0.3010"  # the exact mean
     trec = rag_eval.evaluate(qrels, run, ["P_20"], conventions="trec_eval")
     assert format_trec_eval(trec, qrels=qrels, runs={run.name: run}).splitlines()[-1] == "P_20                  \tall\t0.3011"
+    # the summary under trec_eval's conventions shows trec_eval's mean too (its sum added in query order)
+    one_by_one = 0.0
+    for v in values.tolist():
+        one_by_one += v
+    assert trec.summary["sum"].iloc[0] == one_by_one and trec.summary["mean"].iloc[0] == one_by_one / 1000
+    assert f"{trec.summary['mean'].iloc[0]:.4f}" == "0.3011"
     default = rag_eval.evaluate(qrels, run, ["P_20"], conventions=rag_eval.Conventions(gain="linear"))
     assert format_trec_eval(default, qrels=qrels, runs={run.name: run}).splitlines()[-1] == "P_20                  \tall\t0.3010"
     assert f"{default.summary['mean'].iloc[0]:.4f}" == "0.3010"  # the default's all line is its summary's mean

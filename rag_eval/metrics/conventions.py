@@ -31,7 +31,7 @@ def _an_int(value: Any) -> Any:
 StrictInt = Annotated[int, BeforeValidator(_an_int)]
 
 
-__all__ = ["Conventions", "PRESETS", "resolve_conventions"]
+__all__ = ["Conventions", "PRESETS", "TREC_EVAL_FLAGS", "follows_trec_eval", "resolve_conventions"]
 
 
 class Conventions(BaseModel):
@@ -123,3 +123,16 @@ def resolve_conventions(conventions: Conventions | str) -> Conventions:
     if isinstance(conventions, str) and conventions in PRESETS:
         return Conventions.preset(conventions)
     raise ValueError(f"conventions must be a Conventions object or one of {sorted(PRESETS)}, not {conventions!r}")
+
+
+TREC_EVAL_FLAGS = ("missing_run", "max_depth", "relevance_threshold", "unjudged")  # trec_eval's -c, -M, -l, -J
+
+
+def follows_trec_eval(conventions: Conventions) -> bool:
+    """Whether ``conventions`` are the ``trec_eval`` preset, with any of trec_eval's flags (``-c``, ``-M``,
+    ``-l``, ``-J``: the fields :data:`TREC_EVAL_FLAGS`) set as one likes: numbers are then computed in
+    trec_eval's order of operations (a mean is the values added one by one in query order, then divided)."""
+    preset = PRESETS["trec_eval"].model_dump()
+    given = conventions.model_dump()
+    return all(given[key] == value for key, value in preset.items() if key not in TREC_EVAL_FLAGS)
+

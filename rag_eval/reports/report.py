@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InputError
+from ..metrics.conventions import follows_trec_eval
 from ..metrics.grammar import Metric, parse_metric
 from .card import MetricCard
 from .summary import STAGE_SUMMARY_COLUMNS, SUMMARY_COLUMNS, summarize_values
@@ -127,9 +128,11 @@ class Report:
         import pandas as pd
 
         columns = STAGE_SUMMARY_COLUMNS if self.staged else SUMMARY_COLUMNS
+        sequential = follows_trec_eval(self._card.conventions)  # trec_eval's mean, in its order of operations
         rows = []
         for b in self._blocks:
-            stats = summarize_values(b.values, resamples=resamples, confidence=confidence, seed=seed)
+            stats = summarize_values(b.values, resamples=resamples, confidence=confidence, seed=seed,
+                                     sequential=sequential)
             for j, metric in enumerate(b.metrics):
                 row = {"run": b.run, "stage": b.stage, "metric": metric, "n_failed": b.n_failed}
                 row.update({c: stats[c][j] for c in ("mean", "sum", "std", "median", "ci_low", "ci_high", "n", "n_nan")})

@@ -30,9 +30,14 @@ def bootstrap_means(values: np.ndarray, *, resamples: int, seed: int, batch: int
     return out
 
 
-def summarize_values(values: np.ndarray, *, resamples: int, confidence: float, seed: int) -> dict[str, np.ndarray]:
+def summarize_values(
+    values: np.ndarray, *, resamples: int, confidence: float, seed: int, sequential: bool = False
+) -> dict[str, np.ndarray]:
     """Mean, sum, sample std, median, bootstrap CI of the mean, n and n_nan, per column of ``values``; NaN values
-    are left out of every statistic (each column then has its own n)."""
+    are left out of every statistic (each column then has its own n).
+
+    ``sequential``: the sum (and so the mean) adds the values one by one in row order, as trec_eval does (its
+    printed mean can differ in the 4th decimal from the more exact pairwise sum NumPy uses by default)."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must lie in (0, 1), not {confidence}")
     if resamples < 1:
@@ -40,17 +45,17 @@ def summarize_values(values: np.ndarray, *, resamples: int, confidence: float, s
     m = values.shape[1]
     finite = ~np.isnan(values)
     if finite.all():
-        return _summarize(values, resamples, confidence, seed) | {"n_nan": np.zeros(m, np.int64)}
+        return _summarize(values, resamples, confidence, seed, sequential) | {"n_nan": np.zeros(m, np.int64)}
     out: dict[str, np.ndarray] = {}
     for j in range(m):
         column = values[finite[:, j], j][:, None]
-        for key, value in _summarize(column, resamples, confidence, seed).items():
+        for key, value in _summarize(column, resamples, confidence, seed, sequential).items():
             out.setdefault(key, np.empty(m, value.dtype))[j] = value[0]
     out["n_nan"] = (~finite).sum(axis=0).astype(np.int64)
     return out
 
 
-def _summarize(values: np.ndarray, resamples: int, confidence: float, seed: int) -> dict[str, np.ndarray]:
+def _summarize(values: np.ndarray, resamples: int, confidence: float, seed: int, sequential: bool) -> dict[str, np.ndarray]:
     n, m = values.shape
     nan = np.full(m, np.nan)
     if n == 0:
@@ -58,9 +63,10 @@ def _summarize(values: np.ndarray, resamples: int, confidence: float, seed: int)
     means = bootstrap_means(values, resamples=resamples, seed=seed)
     alpha = 1 - confidence
     low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2], axis=0)
+    total = np.cumsum(values, axis=0)[-1] if sequential else values.sum(axis=0)  # cumsum adds in row order
     return {
-        "mean": values.mean(axis=0),
-        "sum": values.sum(axis=0),
+        "mean": total / n,
+        "sum": total,
         "std": values.std(axis=0, ddof=1) if n > 1 else nan,
         "median": np.median(values, axis=0),
         "ci_low": low,

@@ -37,26 +37,15 @@ import numpy as np
 
 from ..data.qrels import Qrels
 from ..data.run import Run
-from ..metrics.conventions import PRESETS, Conventions
+from ..metrics.conventions import TREC_EVAL_FLAGS, follows_trec_eval
 from ..metrics.grammar import Metric, parse_metric
 from .report import Report
 
 __all__ = ["TREC_EVAL_FLAGS", "TrecEvalLine", "follows_trec_eval", "format_trec_eval", "trec_eval_lines", "trec_eval_mean"]
 
-# the fields trec_eval's flags set: -c, -M N, -l N, -J
-TREC_EVAL_FLAGS = ("missing_run", "max_depth", "relevance_threshold", "unjudged")
-
 # trec_eval's measure table (measures.c), for the measures rag_eval has: the order trec_eval prints them in
 _TABLE_ORDER = ["num_ret", "num_rel", "num_rel_ret", "map", "Rprec", "bpref", "recip_rank", "P", "recall", "ndcg",
                 "ndcg_cut", "map_cut", "success"]
-
-
-def follows_trec_eval(conventions: Conventions) -> bool:
-    """Whether ``conventions`` are the ``trec_eval`` preset, with any of trec_eval's flags (``-c``, ``-M``,
-    ``-l``, ``-J``: the fields :data:`TREC_EVAL_FLAGS`) set as one likes."""
-    preset = PRESETS["trec_eval"].model_dump()
-    given = conventions.model_dump()
-    return all(given[key] == value for key, value in preset.items() if key not in TREC_EVAL_FLAGS)
 
 
 def trec_eval_mean(values: np.ndarray) -> float:
