@@ -16,7 +16,7 @@ from ._version import __version__
 from .data.qrels import Qrels
 from .data.run import Run
 from .data.spans import SpanLabels
-from .errors import InputError
+from .errors import HarnessError, InputError, RagEvalWarning
 from .ground_truth.pool import Pool, pool
 from .metrics.conventions import Conventions
 from .metrics.grammar import Metric, parse_metric
@@ -24,6 +24,7 @@ from .metrics.projection import project
 from .reports.compare import Comparison, compare
 from .reports.evaluate import evaluate
 from .reports.report import Report
+from .reports.trec_eval import format_trec_eval
 from .stages.fusion import fuse
 from .stages.hits import Hit
 from .stages.pipeline import Pipeline
@@ -31,18 +32,21 @@ from .stages.pipeline import Pipeline
 __all__ = [
     "Comparison",
     "Conventions",
+    "HarnessError",
     "Hit",
     "InputError",
     "Metric",
     "Pipeline",
     "Pool",
     "Qrels",
+    "RagEvalWarning",
     "Report",
     "Run",
     "SpanLabels",
     "__version__",
     "compare",
     "evaluate",
+    "format_trec_eval",
     "fuse",
     "parse_metric",
     "pool",

@@ -10,16 +10,21 @@ tests and users can filter exactly the kind they mean (``warnings.simplefilter("
 from __future__ import annotations
 
 __all__ = [
+    "AmbiguousAnswer",
     "DuplicateJudgement",
     "DuplicateResult",
     "HarnessError",
     "IdsConverted",
     "InfiniteScore",
     "InputError",
+    "JudgedDocsNotInCorpus",
     "NearMissIds",
     "OldCacheKeys",
     "RagEvalError",
     "RagEvalWarning",
+    "StarvedBudget",
+    "TornLine",
+    "UnmappedChunks",
 ]
 
 
@@ -78,3 +83,25 @@ class InfiniteScore(RagEvalWarning):
 
 class OldCacheKeys(RagEvalWarning):
     """A stage cache directory holds only files written under an older key scheme: they are not reused."""
+
+
+class TornLine(RagEvalWarning):
+    """A damaged line of a file rag_eval appends to (a stage cache, a judgement log), cut short by a kill or not a
+    record: dropped, and its query recomputed (cache) or its judgement ignored (log)."""
+
+
+class StarvedBudget(RagEvalWarning):
+    """A token budget that delivers no chunk to some queries: their first chunk alone exceeds it."""
+
+
+class UnmappedChunks(RagEvalWarning):
+    """Projected chunks that the chunk map does not place (no document, or no character offsets)."""
+
+
+class AmbiguousAnswer(RagEvalWarning):
+    """An answer string that occurs more than once in its document: the first occurrence is used."""
+
+
+class JudgedDocsNotInCorpus(RagEvalWarning):
+    """Judged doc ids that the collection's corpus does not hold: recall stays below 1 on their queries."""
+

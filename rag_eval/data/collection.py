@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, JudgedDocsNotInCorpus
 from ._ids import IdCheck
 from ._io import read_input, warn
 from .qrels import Qrels
@@ -64,7 +64,7 @@ class Collection:
         absent = sorted(judged_docs.difference(corpus))
         if absent:
             warn(f"{qrels_path}: {len(absent)} judged doc id(s) are not in corpus.jsonl (e.g. {absent[0]!r}); "
-                 "no retriever can return them, so recall stays below 1 on their queries")
+                 "no retriever can return them, so recall stays below 1 on their queries", JudgedDocsNotInCorpus)
         return cls(root.name, corpus, queries, qrels)
 
     def limit(self, n: int | None) -> Collection:

@@ -30,7 +30,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from ..errors import InputError
+from ..errors import AmbiguousAnswer, DuplicateJudgement, InputError
 from ._columns import GRADE_LIMIT
 from ._io import InputFile, PathLike, read_input, warn
 from .qrels import Qrels
@@ -352,7 +352,7 @@ class SpanLabels:
             queries[qid] = _QueryLabels(tuple(_unique(spans)), q.docs, q.chunks)
         if repeated:
             warn(f"{where}: {len(repeated)} answer string(s) occur more than once in their document; the first "
-                 f"occurrence was used (e.g. {repeated[0]}); give offsets where it is not the answer")
+                 f"occurrence was used (e.g. {repeated[0]}); give offsets where it is not the answer", AmbiguousAnswer)
         labels = SpanLabels.__new__(SpanLabels)
         labels._queries = queries
         labels.source = self.source
@@ -415,7 +415,7 @@ class _Builder:
     def build(self) -> dict[str, _QueryLabels]:
         if self.conflicts:
             warn(f"{self.where}: {len(self.conflicts)} repeated label(s) with another grade or unit; kept the first "
-                 f"(e.g. {self.conflicts[0]})")
+                 f"(e.g. {self.conflicts[0]})", DuplicateJudgement)
         return {
             q: _QueryLabels(tuple(self.spans[q].values()), MappingProxyType(self.labels[q]["doc"]),
                             MappingProxyType(self.labels[q]["chunk"]))

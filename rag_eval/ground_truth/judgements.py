@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .._files import file_lock
 from ..data._ids import check_writable
 from ..data.qrels import Qrels
-from ..errors import InputError
+from ..errors import InputError, TornLine
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -128,7 +128,7 @@ class JudgementLog:
             log._judgements, torn, log._needs_newline = _parse(data, os.fspath(path))
             if torn:
                 warnings.warn(f"{path}: the last line is cut short (a kill while writing?) and is ignored; "
-                              "it is cut off before the next judgement is written", UserWarning, stacklevel=2)
+                              "it is cut off before the next judgement is written", TornLine, stacklevel=2)
                 log._torn = True
         return log
 

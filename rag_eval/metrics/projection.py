@@ -50,7 +50,7 @@ from ..data._io import warn
 from ..data.qrels import Qrels
 from ..data.run import Run
 from ..data.spans import ChunkRef, SpanLabels
-from ..errors import InputError
+from ..errors import InputError, UnmappedChunks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -260,10 +260,10 @@ def project(
         counts[qid] = QueryCounts(len(positive), sum(u in credited for u in positive), wasted, len(items))
     if missing:
         warn(f"{run_name}: {missing} position(s) hold a chunk that is not in the chunk map, for queries with document "
-             f"or span labels: they match no document or span and count as unjudged")
+             f"or span labels: they match no document or span and count as unjudged", UnmappedChunks)
     if no_offsets:
         warn(f"{run_name}: {no_offsets} position(s) hold a chunk without character offsets from a document with answer "
-             f"spans: it cannot cover a span (give the chunk map start and end)")
+             f"spans: it cannot cover a span (give the chunk map start and end)", UnmappedChunks)
     run = Run.from_ranking(out_ranking, name=run_name)
     if len(chunk_column) != run.num_entries:  # cannot happen: every position has its own id
         raise AssertionError("projection lost a position")

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..data.qrels import Qrels
 from ..data.run import Run
+from ..errors import StarvedBudget
 from ..metrics import kernels as K
 from ..metrics.conventions import Conventions
 from ..metrics.engine import evaluate_run
@@ -82,7 +83,7 @@ def evaluate_pipelines(
             if starved:
                 note = (f"{len(starved)} query(ies) deliver no chunk: the first chunk alone exceeds the "
                         f"{result.pipeline.budget.tokens}-token budget (e.g. {starved[0]!r}); they score 0 at the budget")
-                warnings.warn(f"stage {stage!r}: {note}", UserWarning, stacklevel=3)
+                warnings.warn(f"stage {stage!r}: {note}", StarvedBudget, stacklevel=3)
                 notes.append(note)
             mended = sum(len(o.issues) > 0 for o in out.outcomes.values())
             if mended:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from .._files import file_lock
-from ..errors import HarnessError, InputError, OldCacheKeys
+from ..errors import HarnessError, InputError, OldCacheKeys, TornLine
 from .fingerprint import SCHEME
 
 MARKER = "rag_eval-cache.json"
@@ -126,7 +126,7 @@ class StageStore:
         if damaged:
             warnings.warn(
                 f"cache {self.path}: {damaged} damaged line(s) dropped (cut short by a kill, or not a record of "
-                "this stage); their queries are recomputed", UserWarning, stacklevel=2,
+                "this stage); their queries are recomputed", TornLine, stacklevel=2,
             )
 
     def get(self, query_id: str, query_hash: str) -> dict[str, Any] | None:
