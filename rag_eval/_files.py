@@ -1,27 +1,262 @@
-"""Advisory file locks between processes, shared by the stage cache and the judgement log (below every layer)."""
+"""Durable file I/O: every write of rag_eval that must survive a crash or a full disk goes through here (below
+every layer).
+
+Three tools, and nothing else in rag_eval calls ``os.replace``, ``fsync`` or opens a file ``O_APPEND`` (a test
+scans the source for it):
+
+- :func:`atomic_write` replaces a file whole: a temporary file in the same folder, written with every write's
+  length checked, its size checked, fsync'd, renamed over the target with ``os.replace``, then the folder fsync'd so
+  that the rename itself survives a crash. On any error the temporary file is removed and the target keeps its old
+  content. A symlink is written through (its target is replaced, the link stays a link).
+- :func:`append` adds whole lines to a log: every write's length checked, then fsync'd; a failed append is truncated
+  back to where it started, and a torn tail left by a kill (bytes after the last newline) is truncated away before
+  the next line goes on, so that a line acknowledged as written is never glued to a fragment.
+- :func:`file_lock`: an advisory ``flock`` between processes (shared, exclusive, or non-blocking).
+
+Errors are ``OSError`` as the system gives them (the cause in ``strerror``); a caller says whose file it was:
+:func:`output_error` turns one into an :class:`~rag_eval.errors.InputError` naming a user's output file, and the
+stage cache and the judgement log turn theirs into a :class:`~rag_eval.errors.HarnessError`.
+
+A process killed between creating its temporary file and renaming it leaves the temporary behind; its name holds
+the process id (``.NAME.PID.THREAD.rag_eval-tmp``), so :func:`remove_temporaries` can remove those of processes
+that are gone (done when a labelling server or a stage cache starts).
+"""
 
 from __future__ import annotations
 
+import errno
 import os
-from collections.abc import Iterator
+import re
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from .errors import InputError
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: appends stay whole lines, repairs are not locked
     fcntl = None  # type: ignore[assignment]
 
+__all__ = ["TEMPORARY_SUFFIX", "append", "atomic_write", "file_lock", "output_error", "remove_temporaries",
+           "target_of", "write_output"]
+
+TEMPORARY_SUFFIX = ".rag_eval-tmp"
+# ours (.NAME.PID.THREAD.rag_eval-tmp), and the names earlier versions used (.NAME.PID.THREAD.tmp, NAME.PID.THREAD.tmp)
+_TEMPORARY = re.compile(r"\.?(?P<name>.+)\.(?P<pid>\d+)\.\d+(?:\.rag_eval-tmp|\.tmp)")
+_TAIL_CHUNK = 1 << 16
+
+
+def target_of(path: str | os.PathLike[str]) -> Path:
+    """The file a write of ``path`` lands in: symlinks resolved (a link is written through, never replaced)."""
+    return Path(os.path.realpath(os.fspath(path)))
+
+
+# ----- atomic replace ------------------------------------------------------------------------------------------
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | Iterable[bytes]) -> Path:
+    """Replace the file at ``path`` by ``data`` (bytes, or an iterable of chunks written in turn: a large file
+    need not be held in memory), all or nothing, durably; returns the file written (symlinks resolved). Raises the
+    ``OSError`` of the step that failed, after removing the temporary file."""
+    target = target_of(path)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}{TEMPORARY_SUFFIX}")
+    try:
+        mode = os.stat(target).st_mode & 0o7777  # keep the permissions of the file replaced
+    except OSError:
+        mode = None
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            if mode is not None and hasattr(os, "fchmod"):
+                os.fchmod(fd, mode)
+            expected = 0
+            for chunk in [data] if isinstance(data, (bytes, bytearray, memoryview)) else _batched(data):
+                _write_all(fd, chunk)
+                expected += len(chunk)
+            size = os.fstat(fd).st_size
+            if size != expected:
+                raise OSError(errno.EIO, f"{size} bytes on disk after writing {expected}")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, target)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+    fsync_directory(target.parent)
+    return target
+
+
+def _batched(chunks: Iterable[bytes], size: int = 1 << 20) -> Iterator[bytes]:
+    """Small chunks joined into writes of about ``size`` bytes (one system call per line would be slow)."""
+    pending: list[bytes] = []
+    held = 0
+    for chunk in chunks:
+        pending.append(chunk)
+        held += len(chunk)
+        if held >= size:
+            yield b"".join(pending)
+            pending, held = [], 0
+    if pending:
+        yield b"".join(pending)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make a rename or a new file in ``directory`` durable (a no-op where directories cannot be opened)."""
+    if not hasattr(os, "O_DIRECTORY"):  # pragma: no cover - Windows
+        return
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):  # file systems that cannot sync a directory
+            raise
+    finally:
+        os.close(fd)
+
+
+def write_output(path: str | os.PathLike[str], data: bytes | Iterable[bytes]) -> Path:
+    """:func:`atomic_write` for a file the user asked for (a qrels, run or pool file): a failure is an
+    InputError naming the file, the cause, and that the file keeps its old content."""
+    try:
+        return atomic_write(path, data)
+    except OSError as exc:
+        raise output_error(path, exc) from None
+
+
+def output_error(path: str | os.PathLike[str], exc: OSError) -> InputError:
+    """The InputError of an output file that could not be written: its name, the cause, what happened to it."""
+    cause = exc.strerror or str(exc) or type(exc).__name__
+    error = InputError(f"cannot write the file: {cause} (nothing was changed: the file keeps its old content, if "
+                       "it had one)", source=os.fspath(path))
+    error.errno = exc.errno  # type: ignore[attr-defined] - the cause, for whoever picks a status from it
+    return error
+
+
+def remove_temporaries(path: str | os.PathLike[str], *, every: bool = False) -> list[Path]:
+    """Remove the temporary files of :func:`atomic_write` (and of earlier versions) left behind by processes that
+    are gone: those of the file ``path`` or, with ``every``, every one in the directory ``path``. Returns them."""
+    target = target_of(path)
+    directory, name = (target, None) if every else (target.parent, target.name)
+    removed = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _TEMPORARY.fullmatch(entry.name)
+        if match is not None:
+            stale = (name is None or match["name"] == name) and not _alive(int(match["pid"]))
+        else:  # the pool writer's temporary before this module, which named no process
+            stale = name is not None and entry.name == f"{name}.partial"
+        if stale and entry.is_file(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+            except OSError:
+                pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True  # another thread of this process may be writing it
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True
+    return True
+
+
+# ----- append log ----------------------------------------------------------------------------------------------
+
+
+def append(path: str | os.PathLike[str], data: bytes, *, whole: Callable[[bytes], bool] | None = None) -> int:
+    """Append ``data`` (whole lines, ending in a newline) to the log at ``path``, created if missing, and fsync it;
+    returns the offset it starts at. The caller holds the log's exclusive :func:`file_lock`.
+
+    Bytes after the file's last newline are a tail: one ``whole(tail)`` accepts (a record written without its
+    newline) gets a newline first; any other (cut short by a kill or a full disk) is truncated away. Every write's
+    length is checked; on any error the file is truncated back to where this append started and the error raised.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        start = os.fstat(fd).st_size
+        payload = data
+        if start:
+            cut, tail = _tail(fd, start)
+            if tail and whole is not None and tail.strip() and whole(tail):
+                payload = b"\n" + data
+            elif tail:
+                os.ftruncate(fd, cut)
+                start = cut
+        try:
+            _write_all(fd, payload)
+            os.fsync(fd)
+        except BaseException:
+            try:
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+            except OSError:
+                pass
+            raise
+        return start
+    finally:
+        os.close(fd)
+
+
+def _tail(fd: int, size: int) -> tuple[int, bytes]:
+    """Where the bytes after the last newline of the file start, and those bytes."""
+    end = size
+    pieces: list[bytes] = []
+    while end > 0:
+        begin = max(0, end - _TAIL_CHUNK)
+        chunk = os.pread(fd, end - begin, begin)
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            pieces.append(chunk[newline + 1:])
+            return begin + newline + 1, b"".join(reversed(pieces))
+        pieces.append(chunk)
+        end = begin
+    return 0, b"".join(reversed(pieces))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` (``os.write`` may take only part of it); no progress is ENOSPC."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if not isinstance(n, int) or n <= 0:
+            raise OSError(errno.ENOSPC, "no byte written (is the disk full?)")
+        view = view[n:]
+
+
+# ----- locks ---------------------------------------------------------------------------------------------------
+
 
 @contextmanager
-def file_lock(path: Path, *, exclusive: bool) -> Iterator[None]:
-    """Hold ``flock`` on ``path`` (created if missing): shared or exclusive; a no-op where the platform has none."""
-    if fcntl is None:
+def file_lock(path: str | os.PathLike[str], *, exclusive: bool, blocking: bool = True) -> Iterator[None]:
+    """Hold ``flock`` on ``path`` (created if missing): shared or exclusive; without ``blocking``, raise
+    ``BlockingIOError`` at once when another process holds it. A no-op where the platform has no flock."""
+    if fcntl is None:  # pragma: no cover - Windows
         yield
         return
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        flags = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        try:
+            fcntl.flock(fd, flags if blocking else flags | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES) and not blocking:
+                raise BlockingIOError(exc.errno, "held by another process", os.fspath(path)) from None
+            raise
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import _accel
+from .._files import write_output
 from ..errors import DuplicateJudgement, InputError
 from ._columns import GRADE_LIMIT, line_number, parse_int, read_table
 from ._frames import frame_column, pick_column, record_key
@@ -259,15 +260,16 @@ class Qrels:
         )
 
     def to_trec(self, path: PathLike) -> None:
-        """Write a TREC qrels file. An id that would not read back as itself (a query id starting with ``#``, an
-        id holding whitespace, an empty id) is an InputError, raised before anything is written."""
+        """Write a TREC qrels file, whole or not at all (:func:`rag_eval._files.write_output`: a full disk is an
+        InputError naming it, and the file keeps its old content; a symlink is written through). An id that would
+        not read back as itself (a query id starting with ``#``, an id holding whitespace, an empty id) is an
+        InputError, raised before anything is written."""
         where = str(path)
         check_writable(self._judgements, "query id", where)
         for q, judged in self._judgements.items():
             check_writable(judged, f"query {q!r}: doc id", where, starts_line=False)
-        with open(path, "w", encoding="utf-8") as out:
-            for q, judged in self._judgements.items():
-                out.writelines(f"{q} 0 {d} {g}\n" for d, g in judged.items())
+        write_output(path, ("".join(f"{q} 0 {d} {g}\n" for d, g in judged.items()).encode("utf-8")
+                            for q, judged in self._judgements.items()))
 
     # ----- for the metric engine ----------------------------------------------------------------------------
     @property

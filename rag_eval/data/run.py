@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from .. import _accel
+from .._files import write_output
 from ..errors import DuplicateResult, InfiniteScore, InputError
 from ._columns import line_number, read_table
 from ._frames import MISSING, frame_column, record_key
@@ -452,7 +453,8 @@ class Run:
         return {q: dict(zip(docs[o[i] : o[i + 1]], values[o[i] : o[i + 1]])) for i, q in enumerate(self._query_ids)}
 
     def to_trec(self, path: PathLike, *, tag: str | None = None, ties: str = "trec_eval") -> None:
-        """Write a TREC run file. Scores strictly decrease with rank (see :meth:`to_dict`), so trec_eval ranks
+        """Write a TREC run file, whole or not at all (:func:`rag_eval._files.write_output`: a full disk is an
+        InputError naming it, and the file keeps its old content; a symlink is written through). Scores strictly decrease with rank (see :meth:`to_dict`), so trec_eval ranks
         exactly as this run does. An id or tag that would not read back as itself (a query id starting with ``#``,
         whitespace inside, empty) is an InputError, raised before anything is written."""
         perm, scores = self._export_scores(ties)
@@ -467,11 +469,10 @@ class Run:
             raise InputError(f"run tag {tag!r} {reason}: it cannot be written to a trec file and read back",
                              source=where)
         o = self._offsets.tolist()
-        with open(path, "w", encoding="utf-8") as out:
-            for i, q in enumerate(self._query_ids):
-                out.writelines(
-                    f"{q} Q0 {docs[j]} {j - o[i] + 1} {values[j]!r} {tag}\n" for j in range(o[i], o[i + 1])
-                )
+        write_output(path, (
+            "".join(f"{q} Q0 {docs[j]} {j - o[i] + 1} {values[j]!r} {tag}\n" for j in range(o[i], o[i + 1]))
+            .encode("utf-8") for i, q in enumerate(self._query_ids)
+        ))
 
 
 def _factorize(ids: np.ndarray) -> tuple[np.ndarray, list[str]]:

@@ -5,10 +5,12 @@ A log is JSON lines, one judgement a line::
     {"query_id": "q1", "doc_id": "d7", "grade": 2, "assessor": "alice", "time": "2026-11-05T09:12:33.481Z",
      "scale": [0, 3], "pool": {"id": "3f2a...", "depth": 10, "strategy": "depth", "systems": ["bm25", "dense"]}}
 
-Each judgement is one ``write`` of one whole line, flushed and fsync'd before :meth:`JudgementLog.append` returns,
-so a process killed at any moment keeps every judgement it reported as written. A last line cut short by a kill
-(no newline, not a whole record) is ignored with a warning when the log is read, and cut off before the next
-append; any other bad line is an :class:`~rag_eval.errors.InputError` naming the file and line. A later judgement
+Each judgement is one whole line appended and fsync'd before :meth:`JudgementLog.append` returns
+(:func:`rag_eval._files.append`: every write's length checked, a failed append truncated back), so a process killed
+at any moment, or a disk that fills, keeps every judgement it reported as written and never a torn line in the
+middle of the log. A failure to write is a :class:`~rag_eval.errors.HarnessError` naming the log and the cause, and
+the judgement is not in the log. A last line cut short by a kill (no newline, not a whole record) is ignored with a
+warning when the log is read, and cut off before the next append; any other bad line is an :class:`~rag_eval.errors.InputError` naming the file and line. A later judgement
 by the same assessor of the same (query, doc) pair supersedes the earlier one: that is how "back" and a new grade
 work, and the log keeps both.
 
@@ -40,10 +42,10 @@ from itertools import combinations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._files import file_lock
+from .._files import append, file_lock, write_output
 from ..data._ids import check_writable
 from ..data.qrels import Qrels
-from ..errors import InputError, TornLine
+from ..errors import HarnessError, InputError, TornLine
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -93,8 +95,8 @@ class JudgementLog:
     """An append-only judgement log (JSON lines). :meth:`open` it to append, :meth:`read` it to merge.
 
     Judgements are kept in file order in :attr:`judgements`; :meth:`latest` gives each assessor's last word
-    on each pair. Several processes may append to one log: each judgement is one ``O_APPEND`` write under a
-    shared lock on ``<log>.lock``; cutting off a torn last line takes the exclusive lock.
+    on each pair. Several processes may append to one log: each judgement is appended whole under the exclusive
+    lock on ``<log>.lock``, which also covers cutting off a torn last line.
     """
 
     def __init__(self, path: str | os.PathLike[str], judgements: Iterable[Judgement] = ()) -> None:
@@ -102,8 +104,6 @@ class JudgementLog:
         self._judgements: list[Judgement] = list(judgements)
         self._lock = threading.Lock()
         self._lock_path = self.path.with_name(self.path.name + ".lock")
-        self._needs_newline = False  # the file's last (whole) record lacks its newline: add one before appending
-        self._torn = False  # the file ends in a torn line: cut it off before appending
 
     # ----- opening ------------------------------------------------------------------------------------------
     @classmethod
@@ -125,11 +125,10 @@ class JudgementLog:
                 data = log.path.read_bytes()
             except OSError as exc:
                 raise InputError(f"cannot read: {exc.strerror or exc}", source=os.fspath(path)) from None
-            log._judgements, torn, log._needs_newline = _parse(data, os.fspath(path))
+            log._judgements, torn, _ = _parse(data, os.fspath(path))
             if torn:
                 warnings.warn(f"{path}: the last line is cut short (a kill while writing?) and is ignored; "
                               "it is cut off before the next judgement is written", TornLine, stacklevel=2)
-                log._torn = True
         return log
 
     # ----- reading ------------------------------------------------------------------------------------------
@@ -177,32 +176,27 @@ class JudgementLog:
                               None if pool is None else {k: pool[k] for k in _POOL_KEYS if k in pool})
         line = (judgement.to_json() + "\n").encode()
         with self._lock:
-            if self._torn:
-                self._cut_torn_tail()
-            if self._needs_newline:
-                line = b"\n" + line
-            with file_lock(self._lock_path, exclusive=False):
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-                try:
-                    os.write(fd, line)  # one write: a line is whole or, after a kill, torn at the end only
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            self._needs_newline = False
+            try:
+                with file_lock(self._lock_path, exclusive=True):
+                    append(self.path, line, whole=_is_whole_record)
+            except OSError as exc:
+                cause = exc.strerror or str(exc) or type(exc).__name__
+                error = HarnessError(f"judgement log {self.path}: cannot store the judgement of query {query_id!r}, "
+                                     f"doc {doc_id!r}: {cause}; it is not in the log (every earlier one is): free "
+                                     "some space or make the folder writable, then judge it again")
+                error.errno = exc.errno  # type: ignore[attr-defined] - the cause, for a server's status code
+                raise error from None
             self._judgements.append(judgement)
         return judgement
 
-    def _cut_torn_tail(self) -> None:
-        with file_lock(self._lock_path, exclusive=True):
-            data = self.path.read_bytes()
-            end = data.rfind(b"\n") + 1
-            if data[end:].strip():
-                with open(self.path, "r+b") as f:
-                    f.truncate(end)
-                    f.flush()
-                    os.fsync(f.fileno())
-        self._torn = False
-        self._needs_newline = False
+
+def _is_whole_record(tail: bytes) -> bool:
+    """Whether the bytes after a log's last newline are a whole judgement (written without its newline)."""
+    try:
+        _judgement_of(json.loads(tail.decode("utf-8")))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return False
+    return True
 
 
 # ----- merging ------------------------------------------------------------------------------------------------
@@ -382,8 +376,10 @@ def cohen_kappa(a: Sequence[int], b: Sequence[int]) -> float:
 
 
 def write_qrels(qrels: Qrels, path: str | os.PathLike[str]) -> None:
-    """Write TREC qrels (``qid 0 docid grade``) atomically: a temporary file, fsync'd, renamed over ``path``,
-    so that ``path`` is at every moment either the old file or the whole new one.
+    """Write TREC qrels (``qid 0 docid grade``) atomically (:func:`rag_eval._files.atomic_write`: a temporary
+    file, fsync'd, renamed over ``path``, the folder fsync'd), so that ``path`` is at every moment either the old
+    file or the whole new one; a symlink is written through. A failure (a full disk) is an InputError naming the
+    file; the file keeps its old content.
 
     An id that a TREC line cannot give back (empty, holding whitespace, or a query id starting with ``#``: the
     line would be read back as a comment) is an InputError naming it, raised before anything is written: ``path`` keeps its old content."""
@@ -393,22 +389,7 @@ def write_qrels(qrels: Qrels, path: str | os.PathLike[str]) -> None:
         check_writable([q], "query id", str(path))
         check_writable(docs, f"query {q!r}: doc id", str(path), starts_line=False)
         lines.extend(f"{q} 0 {d} {g}\n" for d, g in docs.items())
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        with open(temporary, "w", encoding="utf-8") as f:
-            f.write("".join(lines))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
-    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
-        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    write_output(path, "".join(lines).encode("utf-8"))
 
 
 # ----- helpers --------------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._files import remove_temporaries, write_output
 from ..data._ids import check_writable, unwritable_reason
 from ..data.qrels import Qrels
 from ..data.run import Run
@@ -354,6 +355,7 @@ def _check_trec_ids(items: Sequence[PoolItem], where: str) -> None:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
+    """Replace ``path`` whole and durably (:func:`rag_eval._files.write_output`: an InputError naming it on a
+    failure, which leaves its old content); a temporary left by an earlier, killed writer is removed first."""
+    remove_temporaries(path)
+    write_output(path, text.encode("utf-8"))

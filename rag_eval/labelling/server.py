@@ -3,10 +3,15 @@
     rag-eval label POOL --qrels OUT [--assessor NAME] [--port N] [--scale 0..3]
 
 :class:`LabellingSession` holds what is judged: the pool, the judgement log ``OUT.judgements.jsonl`` and the
-qrels that ``OUT`` held before this labelling began. Each grade is appended to the log (flushed, fsync'd), then
-``OUT`` is rewritten atomically as those qrels merged with the log, so that a kill at any moment loses nothing and
-``OUT`` is always a whole TREC qrels file. Starting again resumes at the first pool item this assessor has not
-judged. Skips are not written: a skipped item stays unjudged and comes back.
+qrels that ``OUT`` held before this labelling began. Each grade is appended to the log (fsync'd, every write's
+length checked: :mod:`rag_eval._files`), then ``OUT`` is rewritten atomically as those qrels merged with the log, so
+that a kill at any moment loses nothing and ``OUT`` is always a whole TREC qrels file. A grade is acknowledged
+(200) only once it is in the log; one that could not be stored (a full disk) is answered 507 Insufficient Storage
+(500 for another cause) with a JSON message that the page shows, and the log stays readable: free space and go on.
+``OUT`` is resolved first (a symlink is written through, and its log sits beside the file it points to), so two
+names of one file share one log and one lock; temporary files left by a killed server are removed at start.
+Starting again resumes at the first pool item this assessor has not judged. Skips are not written: a skipped item
+stays unjudged and comes back.
 
 :class:`LabellingServer` serves the page and a small JSON API, all of it on fixed routes (no request names a
 file): ``GET /`` (the page, with this server's token), ``GET /api/state[?after=N]``, ``GET /api/item?i=N``,
@@ -14,11 +19,14 @@ file): ``GET /`` (the page, with this server's token), ``GET /api/state[?after=N
 whose ``Host`` is not ``127.0.0.1:PORT`` or ``localhost:PORT``, or whose ``Origin`` (when sent) is not
 ``http://`` one of those, gets 403 (DNS rebinding, other sites); every ``/api/`` request must carry the server's
 random token in ``X-Rag-Eval-Token`` (403 otherwise), and a POST must be ``application/json``, so that no other
-page can make the browser judge. Errors are JSON: ``{"error": "..."}``.
+page can make the browser judge. Errors are JSON: ``{"error": "..."}``: a body that is not JSON, or nested too deep
+to parse, is 400; a body that does not arrive whole within the server's ``timeout`` (10 s) is 408 and the connection
+is closed, so no request holds a thread for longer; any other failure of a request is a 500, never a dead thread.
 """
 
 from __future__ import annotations
 
+import errno
 import hmac
 import json
 import os
@@ -26,6 +34,7 @@ import re
 import secrets
 import sys
 import threading
+import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -33,20 +42,17 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import parse_qs, urlsplit
 
+from .._files import file_lock, remove_temporaries, target_of
 from ..data.qrels import Qrels
-from ..errors import InputError
+from ..errors import HarnessError, InputError
 from ..ground_truth.judgements import JudgementLog, merge, write_qrels
 from ..ground_truth.pool import Pool
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: a second server on the same files is not detected
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["LabellingServer", "LabellingSession", "RequestError", "check_scale", "log_path_for", "parse_scale", "serve"]
 
 TOKEN_HEADER = "X-Rag-Eval-Token"
 MAX_BODY = 4096
+TIMEOUT = 10.0  # seconds a request may take to arrive whole (its line, headers and body)
 CONTEXT_LIMIT = 200  # judged chunks shown beside an item, at most
 SNIPPET = 600  # characters of a judged chunk's text shown in the context
 GRADE_WORDS = {0: "not relevant", 1: "on topic, does not answer", 2: "partly answers", 3: "answers"}
@@ -99,7 +105,7 @@ class LabellingSession:
         if not isinstance(pool, Pool):  # a Pool holds only ids that a TREC qrels line gives back (pool.py)
             raise TypeError(f"pool must be a Pool (rag_eval.pool or Pool.read), not {type(pool).__name__}")
         self.pool = pool
-        self.out = Path(out)
+        self.out = target_of(out)  # a symlink's target: one file, one log, whichever name it is given by
         self.log_path = log_path_for(self.out)
         self.assessor = assessor
         self.scale = check_scale(scale)
@@ -107,6 +113,7 @@ class LabellingSession:
                 or assessor in ("query_id", "doc_id", "grade", "qrels")):
             raise InputError(f"--assessor {assessor!r} is not a usable name")
         self._lock = threading.Lock()
+        remove_temporaries(self.out)  # left by a server killed while replacing OUT
         self.log = JudgementLog.open(self.log_path)
         # OUT as found, less the pairs the log judges (an earlier session wrote those there): the qrels this
         # labelling started from, whose grades it never changes
@@ -219,11 +226,19 @@ class LabellingSession:
                                    f"query {item.query_id!r}, doc {item.doc_id!r} is graded "
                                    f"{self.base[item.query_id][item.doc_id]} in {self.out}; the page does not "
                                    "change the grades it started from")
-            judgement = self.log.append(item.query_id, item.doc_id, grade, assessor=self.assessor,
-                                        scale=self.scale, pool=self.pool.provenance)
+            try:
+                judgement = self.log.append(item.query_id, item.doc_id, grade, assessor=self.assessor,
+                                            scale=self.scale, pool=self.pool.provenance)
+            except HarnessError as exc:  # not stored: the page says so, the item stays unjudged
+                raise RequestError(_storage_status(exc), f"not saved: {exc}") from None
             self.mine[(item.query_id, item.doc_id)] = grade
             self.judged.add(i)
-            self._write_out()
+            try:
+                self._write_out()
+            except InputError as exc:  # the grade is in the log (kept); OUT catches up on the next write or start
+                raise RequestError(_storage_status(exc),
+                                   f"the grade is saved in {self.log_path}, but {self.out} could not be rewritten "
+                                   f"({exc.problem}); it is brought up to date once space is freed") from None
         return {"judgement": json.loads(judgement.to_json()), "index": i, "state": self.state(after=i)}
 
     def _index_of(self, body: dict[str, Any]) -> int:
@@ -259,10 +274,13 @@ class LabellingServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, session: LabellingSession, *, port: int = 0) -> None:
+    def __init__(self, session: LabellingSession, *, port: int = 0, timeout: float = TIMEOUT) -> None:
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise InputError(f"port {port!r}: expected an int from 0 (a free port) to 65535")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < 3600:
+            raise InputError(f"timeout {timeout!r}: expected seconds, more than 0 and less than 3600")
         self.session = session
+        self.request_timeout = float(timeout)
         self.token = secrets.token_urlsafe(32)
         self.nonce = secrets.token_urlsafe(18)
         super().__init__(("127.0.0.1", port), _Handler)
@@ -283,6 +301,10 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "rag-eval-label"
     sys_version = ""
 
+    def setup(self) -> None:
+        self.timeout = self.server.request_timeout  # a socket timeout: a silent client cannot hold the thread
+        super().setup()
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: the terminal shows progress only
         pass
 
@@ -293,12 +315,18 @@ class _Handler(BaseHTTPRequestHandler):
         self._respond("POST")
 
     def _respond(self, method: str) -> None:
+        self._body_read = method != "POST"
         try:
             status, payload = self._route(method)
         except RequestError as exc:
             status, payload = exc.status, {"error": exc.message}
         except InputError as exc:
             status, payload = HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - a request never kills its thread silently: the page is told
+            status, payload = HTTPStatus.INTERNAL_SERVER_ERROR, {
+                "error": f"the server failed on this request ({type(exc).__name__}: {exc}); nothing was saved"}
+        if not self._body_read:  # the body is not (all) read: the connection cannot carry another request
+            self.close_connection = True
         if isinstance(payload, bytes):
             self._send(status, payload, "text/html; charset=utf-8", page=True)
         else:
@@ -343,10 +371,36 @@ class _Handler(BaseHTTPRequestHandler):
             raise RequestError(HTTPStatus.LENGTH_REQUIRED, "Content-Length is required") from None
         if not 0 <= length <= MAX_BODY:
             raise RequestError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"the body must be at most {MAX_BODY} bytes")
+        body = self._read_body(length)
         try:
-            return json.loads(self.rfile.read(length))
+            return json.loads(body)
         except (ValueError, UnicodeDecodeError):
             raise RequestError(HTTPStatus.BAD_REQUEST, "the body is not valid JSON") from None
+        except RecursionError:
+            raise RequestError(HTTPStatus.BAD_REQUEST, "the body is nested too deeply to be a judgement") from None
+
+    def _read_body(self, length: int) -> bytes:
+        """The body's ``length`` bytes, all within the server's timeout (a slow trickle counts as a silence)."""
+        deadline = time.monotonic() + self.server.request_timeout
+        pieces, got = [], 0
+        try:
+            while got < length:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError
+                self.connection.settimeout(remaining)
+                piece = self.rfile.read1(length - got)
+                if not piece:
+                    raise RequestError(HTTPStatus.BAD_REQUEST, f"the body ended after {got} of {length} bytes")
+                pieces.append(piece)
+                got += len(piece)
+        except TimeoutError:
+            raise RequestError(HTTPStatus.REQUEST_TIMEOUT, f"the body did not arrive within "
+                               f"{self.server.request_timeout:g} s ({got} of {length} bytes)") from None
+        finally:
+            self.connection.settimeout(self.server.request_timeout)
+        self._body_read = True
+        return b"".join(pieces)
 
     def _send(self, status: int, body: bytes, content_type: str, *, page: bool = False) -> None:
         self.send_response(status)
@@ -356,6 +410,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Referrer-Policy", "no-referrer")
         self.send_header("X-Frame-Options", "DENY")
+        if self.close_connection:
+            self.send_header("Connection", "close")
         if page:
             nonce = self.server.nonce
             self.send_header("Content-Security-Policy",
@@ -383,17 +439,10 @@ def _read_out(out: Path) -> dict[str, dict[str, int]]:
     return Qrels.from_trec(out).to_dict()
 
 
-def _hold(path: Path) -> int | None:
-    """Hold an exclusive lock on ``path`` for this process's life, or fail: one server per qrels file."""
-    if fcntl is None:
-        return None
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise InputError("another 'rag-eval label' is writing to this log; stop it first", source=str(path)) from None
-    return fd
+def _storage_status(exc: Exception) -> int:
+    """507 when the disk is full (or over quota), 500 for any other failure to store."""
+    full = getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT)
+    return HTTPStatus.INSUFFICIENT_STORAGE if full else HTTPStatus.INTERNAL_SERVER_ERROR
 
 
 def serve(pool_path: str | os.PathLike[str], out: str | os.PathLike[str], *, assessor: str, port: int = 0,
@@ -401,35 +450,39 @@ def serve(pool_path: str | os.PathLike[str], out: str | os.PathLike[str], *, ass
     """Label ``pool_path`` into ``out`` until Ctrl-C (what ``rag-eval label`` runs)."""
     stdout = stdout or sys.stdout
     pool = Pool.read(pool_path)
-    out = Path(out)
+    given, out = Path(out), target_of(out)  # resolved before locking: a symlink and its target are one output
     if out.is_dir():
-        raise InputError("is a directory, not a qrels file", source=str(out))
+        raise InputError("is a directory, not a qrels file", source=str(given))
     if not out.parent.is_dir():
-        raise InputError("no such directory to write the qrels file in", source=str(out))
-    held = _hold(log_path_for(out))
+        raise InputError("no such directory to write the qrels file in", source=str(given))
+    log = log_path_for(out)
     try:
-        session = LabellingSession(pool, out, assessor=assessor, scale=scale)
-        try:
-            server = LabellingServer(session, port=port)
-        except OSError as exc:
-            raise InputError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
-        state = session.state()
-        print(f"rag-eval: labelling {state['total']} items of pool {pool.id} at {server.url} (Ctrl-C to stop)",
-              file=stdout, flush=True)
-        if state["done"]:
-            print(f"rag-eval: every item is judged already; {out} is up to date", file=stdout, flush=True)
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            server.server_close()
-        state = session.state()
-        conflicts = len(session.merged().conflicts)
-        print(f"rag-eval: {state['judged']} of {state['total']} judged; qrels in {out}, judgements in "
-              f"{session.log_path}" + (f"; {conflicts} conflicting pair(s) between assessors" if conflicts else ""),
-              file=stdout, flush=True)
-        return 0
+        with file_lock(log, exclusive=True, blocking=False):  # one server per qrels file, for this process's life
+            return _serve(pool, out, assessor=assessor, port=port, scale=scale, stdout=stdout)
+    except BlockingIOError:
+        raise InputError("another 'rag-eval label' is writing to this log; stop it first", source=str(log)) from None
+
+
+def _serve(pool: Pool, out: Path, *, assessor: str, port: int, scale: tuple[int, int], stdout: IO[str]) -> int:
+    session = LabellingSession(pool, out, assessor=assessor, scale=scale)
+    try:
+        server = LabellingServer(session, port=port)
+    except OSError as exc:
+        raise InputError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+    state = session.state()
+    print(f"rag-eval: labelling {state['total']} items of pool {pool.id} at {server.url} (Ctrl-C to stop)",
+          file=stdout, flush=True)
+    if state["done"]:
+        print(f"rag-eval: every item is judged already; {out} is up to date", file=stdout, flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
     finally:
-        if held is not None:
-            os.close(held)
+        server.server_close()
+    state = session.state()
+    conflicts = len(session.merged().conflicts)
+    print(f"rag-eval: {state['judged']} of {state['total']} judged; qrels in {out}, judgements in "
+          f"{session.log_path}" + (f"; {conflicts} conflicting pair(s) between assessors" if conflicts else ""),
+          file=stdout, flush=True)
+    return 0

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from .._files import file_lock
+from .._files import append, atomic_write, file_lock, remove_temporaries
 from ..errors import HarnessError, InputError, OldCacheKeys, TornLine
 from .fingerprint import SCHEME
 
@@ -55,6 +55,7 @@ class StageCache:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise harness_error(self.directory, "cannot create the cache directory", exc) from None
+        remove_temporaries(self.directory, every=True)  # left by a process killed while replacing a file
         self._check_scheme()
 
     def _check_scheme(self) -> None:
@@ -76,7 +77,7 @@ class StageCache:
                 "them when convenient", OldCacheKeys, stacklevel=3,
             )
         try:  # said once: the directory now carries the current scheme (a read-only one cannot, and need not)
-            _atomic_write(marker, json.dumps({"key_scheme": SCHEME}).encode() + b"\n")
+            atomic_write(marker, json.dumps({"key_scheme": SCHEME}).encode() + b"\n")
         except OSError:
             pass
 
@@ -91,8 +92,8 @@ class StageCache:
 class StageStore:
     """The outputs of one stage configuration, read once at start, appended to as queries complete.
 
-    Several processes may run into the same store at once: each record is one ``O_APPEND`` write of one line,
-    made under a shared lock on ``<file>.lock``; the rare repair of a damaged file (a line torn by a kill,
+    Several processes may run into the same store at once: each record is appended whole
+    (:func:`rag_eval._files.append`) under the exclusive lock on ``<file>.lock``; the rare repair of a damaged file (a line torn by a kill,
     garbage bytes) rewrites it under the exclusive lock, so no appender's line is lost.
     """
 
@@ -143,7 +144,7 @@ class StageStore:
         with self._lock:
             try:
                 with file_lock(self._lock_path, exclusive=True):
-                    _append(self.path, line)
+                    append(self.path, line)  # whole, fsync'd; a torn tail cut first, a failed append cut back
             except OSError as exc:
                 if not self.path.parent.is_dir():
                     raise harness_error(self.path.parent, "the cache directory was removed during the run (what "
@@ -180,57 +181,9 @@ def _is_record(record: Any) -> bool:
     )
 
 
-def _append(path: Path, line: bytes) -> None:
-    """Append ``line`` whole (the caller holds the exclusive lock), checking every write's length; on a short write
-    or an error the file is truncated back to its length before, so no torn line is left for the next append."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        before = os.fstat(fd).st_size
-        try:
-            written = 0
-            while written < len(line):
-                n = os.write(fd, line[written:])
-                if n <= 0:
-                    raise OSError(errno.ENOSPC, "no byte written (is the disk full?)")
-                written += n
-        except BaseException:
-            try:
-                os.ftruncate(fd, before)
-            except OSError:
-                pass
-            raise
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` by ``data`` atomically (a temporary file, fsync'd, renamed over it); on any failure the
-    temporary file is removed and the error raised."""
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                if n <= 0:
-                    raise OSError(errno.ENOSPC, "no byte written (is the disk full?)")
-                view = view[n:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
-
-
 def _rewrite(path: Path, records: list[dict[str, Any]]) -> None:
-    """Replace ``path`` by its good records, atomically."""
-    _atomic_write(path, b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode() for r in records))
+    """Replace ``path`` by its good records, atomically (:func:`rag_eval._files.atomic_write`)."""
+    atomic_write(path, b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode() for r in records))
 
 
 def harness_error(path: Path, what: str, exc: OSError) -> HarnessError:
