@@ -11,13 +11,16 @@ from __future__ import annotations
 
 __all__ = [
     "AmbiguousAnswer",
+    "CappedResults",
     "DuplicateJudgement",
     "DuplicateResult",
+    "FailingStage",
     "HarnessError",
     "IdsConverted",
     "InfiniteScore",
     "InputError",
     "JudgedDocsNotInCorpus",
+    "LowQueryOverlap",
     "NearMissIds",
     "OldCacheKeys",
     "RagEvalError",
@@ -105,3 +108,19 @@ class AmbiguousAnswer(RagEvalWarning):
 class JudgedDocsNotInCorpus(RagEvalWarning):
     """Judged doc ids that the collection's corpus does not hold: recall stays below 1 on their queries."""
 
+
+
+class FailingStage(RagEvalWarning):
+    """A stage that failed on more than half of the queries it ran (a LangChain retriever whose documents have no
+    ids fails on all of them): its metrics are 0 or missing for a reason of its own, said once with the count and
+    the first error."""
+
+
+class CappedResults(RagEvalWarning):
+    """A retriever that returns the same number of hits, fewer than the depth asked, on most queries: a cap of its
+    own (LangChain's default ``k=4``, a store's limit), which bounds recall@depth."""
+
+
+class LowQueryOverlap(RagEvalWarning):
+    """Qrels and a run (or pipeline) that share no query, or under 10% of the judged queries (the wrong split):
+    the scores are 0, or over a handful of queries, for a reason that is not the system's."""

@@ -92,12 +92,16 @@ def test_pipeline_stages_report_judged_at_budget_and_depth(tmp_path):
     assert rows == {("first", "judged@budget"): 1.0, ("first", "judged@depth"): 0.75,
                     ("flip", "judged@budget"): 0.5}
     run = repr(result.pipeline)
+    # one line for the report, the lowest first; the qrels judge 3 documents, so judged@depth (4) is at most 0.75
     assert [str(w.message) for w in caught] == [
-        f"run {run!r}, stage 'first': judged@depth is 0.750, below 0.9: its scores are lower bounds (pool its "
-        "results with rag_eval.pool, label them, and evaluate again)",
-        f"run {run!r}, stage 'flip': judged@budget is 0.500, below 0.9: its scores are lower bounds (pool its "
-        "results with rag_eval.pool, label them, and evaluate again)",
+        f"judged share below 0.9 for 2 of 2 systems (stages), the lowest first: run {run!r}, stage 'flip': "
+        f"judged@budget 0.500; run {run!r}, stage 'first': judged@depth 0.750: their scores are lower bounds (pool "
+        "their results with rag_eval.pool, label them, and evaluate again); the qrels judge too few documents per "
+        f"query to reach it for 1 of them: even a perfect system's judged@depth is at most 0.750 (run {run!r}, stage "
+        "'first'), as with sparse qrels such as BEIR's; condensed lists (Conventions(unjudged='remove')) measure "
+        "judged documents only",
     ]
+    assert report.card.notes == [str(caught[0].message)]
 
 
 def test_labelling_the_pool_raises_the_judged_share():

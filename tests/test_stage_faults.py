@@ -148,7 +148,8 @@ def test_a_mended_answer_keeps_its_issue_through_the_cache(tmp_path):
     assert again.stages["retriever"].cache_hits == 3
     assert again.issues.equals(first.issues) and len(again.issues) == 1
     report = rag_eval.evaluate(QRELS, again)
-    assert report.issues.query_id.tolist() == ["q2"]
+    assert report.issues.query_id.tolist() == ["q2", None]  # and the report's judged-share line, of no query
+    assert report.issues.issue.iloc[1].startswith("run 'retriever %4 %budget(5)', stage 'retriever': judged@")
     assert "1 query(ies) with an issue" in str(report.card)
 
 

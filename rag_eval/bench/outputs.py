@@ -125,7 +125,7 @@ def _plots(folder: Path, report: Report, results: Mapping[str, PipelineResult], 
     written.append(_save(fig, folder / "recall_at_k.png", plt))
     # loss attribution as a stacked bar per pipeline
     summary = report.summary
-    fates = ["never_retrieved", "below_depth", "reranked_out", "delivered"]
+    fates = ["never_retrieved", "below_depth", "reranked_out", "failed", "delivered"]
     shares = {p: [float(summary[(summary.run == p) & (summary.metric == f"loss.{f}")]["mean"].mean()) for f in fates]
               for p in results}
     if all(np.isfinite(v).all() for v in shares.values()):

@@ -54,17 +54,20 @@ class MetricCard(BaseModel):
     # judged share per run (and stage): {"run", "stage", "metric", "share", "n"}; below the threshold: lower bounds
     judged: list[dict[str, Any]] = Field(default_factory=list)
     judged_threshold: float | None = None
+    # systematic problems said once per report (a stage failing on most queries, capped results, qrels sharing
+    # few queries with a run, low judged shares): the lines warned, also in Report.issues
+    notes: list[str] = Field(default_factory=list)
 
     @classmethod
     def build(
         cls, conventions: Conventions, metrics: list[str], inputs: list[InputRecord], queries: list[QueryRecord],
         pipeline: dict[str, Any] | None = None, judged: list[dict[str, Any]] | None = None,
-        judged_threshold: float | None = None,
+        judged_threshold: float | None = None, notes: list[str] | None = None,
     ) -> MetricCard:
         preset = next((name for name, c in PRESETS.items() if c == conventions), None)
         return cls(
             conventions=conventions, preset=preset, metrics=metrics, inputs=inputs, queries=queries, pipeline=pipeline,
-            judged=judged or [], judged_threshold=judged_threshold,
+            judged=judged or [], judged_threshold=judged_threshold, notes=notes or [],
         )
 
     def render(self) -> str:
@@ -92,6 +95,7 @@ class MetricCard(BaseModel):
                 shown.append(f"{who} {j['metric']} {share:.1%} (n={j['n']}{flag})")  # the summary's mean and n
             lines.append(f"  judged share (threshold {low:g}): " + "; ".join(shown) if low is not None
                          else "  judged share: " + "; ".join(shown))
+        lines.extend(f"  warning: {n}" for n in self.notes)
         if self.comparison:
             c = self.comparison
             lines.append(

@@ -15,8 +15,9 @@ from ..metrics.grammar import Metric, parse_metrics
 from ..stages.result import PipelineResult
 from .card import InputRecord, MetricCard, QueryRecord
 from .judged import (
-    JUDGED_THRESHOLD, JudgedShare, cutoffs_of, judged_metrics, mean_share, shares_frame, warn_low,
+    JUDGED_THRESHOLD, JudgedShare, ceiling, cutoffs_of, judged_metrics, mean_share, shares_frame, warn_low,
 )
+from .systematic import announce_overlap, issue_rows, query_overlap
 from .projected import evaluate_projections, projections_of
 from .report import Report, RunScores
 
@@ -47,7 +48,10 @@ def evaluate(
 
     The report also carries each run's (and stage's) judged share at the cutoffs it measures (``Report.judged``,
     on the card too), and warns when one is below ``judged_threshold``: that run's scores are then lower bounds
-    (see :mod:`rag_eval.reports.judged`).
+    (see :mod:`rag_eval.reports.judged`). Systematic problems that would show only as zeros (qrels sharing no
+    query, or under 10% of theirs, with a run; a stage failing on most queries; a retriever capping its results)
+    are each warned once, in one line, and kept in ``Report.issues`` and the card's notes (see
+    :mod:`rag_eval.reports.systematic`).
     """
     if not 0.0 <= judged_threshold <= 1.0:
         raise ValueError(f"judged_threshold must lie in [0, 1], not {judged_threshold!r}")
@@ -88,7 +92,8 @@ def evaluate(
             given = evaluate_run(qrels, run, extra, conv.replace(unjudged="keep"), warn_ids=False).values
             at = dict(zip(cutoffs, given))
             own = [at[m.k] if m.family == "judged" else v for m, v in zip(metric_list, result.values)]
-        shares += [JudgedShare(name, None, str(k), *mean_share(column)) for k, column in zip(cutoffs, given)]
+        shares += [JudgedShare(name, None, str(k), *mean_share(column), ceiling(qrels, result.account.counted, k))
+                   for k, column in zip(cutoffs, given)]
         matrix = np.column_stack(own) if result.account.counted else np.zeros((0, n))
         blocks.append(RunScores(result.account.counted, matrix, name, None, [str(m) for m in metric_list]))
         account = result.account
@@ -97,10 +102,12 @@ def evaluate(
         )
     inputs = [_record("qrels", Path(qrels.source.path).name if qrels.source else "qrels", qrels.source)]
     inputs += [_record("run", name, run.source, run.ranked_by, list(run.notes)) for name, run in named.items()]
-    warn_low(shares, judged_threshold)
+    notes = announce_overlap(query_overlap(qrels, {name: run.query_ids for name, run in named.items()}))
+    notes += warn_low(shares, judged_threshold, stacklevel=3)
     card = MetricCard.build(conv, [str(m) for m in metric_list], inputs, records,
-                            judged=[s.record() for s in shares], judged_threshold=judged_threshold)
-    return Report(blocks, metric_list, card, {"judged": shares_frame(shares)})
+                            judged=[s.record() for s in shares], judged_threshold=judged_threshold, notes=notes)
+    issues = issue_rows(notes, ["run", "query_id", "issue"])
+    return Report(blocks, metric_list, card, {"judged": shares_frame(shares), "issues": issues})
 
 
 def _pipeline_results(runs: object) -> dict[str, PipelineResult] | None:

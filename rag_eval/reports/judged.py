@@ -3,7 +3,8 @@
 A metric counts an unjudged item as non-relevant, so a system whose top k is largely unjudged (a new system, or one
 the pool never saw) scores a lower bound. Every report carries the judged share of each system (and stage) at the
 cutoffs it measures, ``Report.judged``, lists it on the metric card, and warns when a share falls below a
-threshold (0.9 by default): pool that system's results (:func:`rag_eval.pool`), label them, and evaluate again;
+threshold (0.9 by default), in one line per report that also says when the qrels judge so few documents per
+query that no system can reach the threshold (:func:`ceiling`): pool that system's results (:func:`rag_eval.pool`), label them, and evaluate again;
 or evaluate with condensed lists (``Conventions(unjudged="remove")``), which drop unjudged items first.
 
 The share is the mean of judged@k (the judged share of the top min(k, returned)) over the counted queries, with
@@ -45,6 +46,7 @@ class JudgedShare:
     cutoff: str  # "10", "budget" or "depth"
     share: float  # NaN when no counted query put anything in its top k
     n: int  # the queries the share is the mean over (judged@k defined: something in the top k)
+    ceiling: float = float("nan")  # the highest share any system can reach with these qrels (see ceiling())
 
     @property
     def metric(self) -> str:
@@ -89,22 +91,54 @@ def judged_share(
     return mean_share(result.values[0])
 
 
-def warn_low(shares: Sequence[JudgedShare], threshold: float) -> list[str]:
-    """One warning per system (and stage) whose lowest judged share is below ``threshold``; returns the notes."""
-    notes = []
+def ceiling(qrels: Qrels, query_ids, cutoff: int | Mapping[str, int]) -> float:
+    """The highest judged share at ``cutoff`` a system returning that many documents can reach on these queries:
+    the mean of min(judged, k) / k (the qrels judge ``judged`` documents of the query). Below the threshold, no
+    system can reach it (sparse qrels, such as BEIR's one or two judgements per query). NaN without a query."""
+    values = []
+    for q in query_ids:
+        k = cutoff if isinstance(cutoff, int) else cutoff.get(q, 0)
+        if k > 0:
+            values.append(min(len(qrels[q]) if q in qrels else 0, k) / k)
+    return float(np.mean(values)) if values else float("nan")
+
+
+def warn_low(shares: Sequence[JudgedShare], threshold: float, *, stacklevel: int = 4) -> list[str]:
+    """One warning per report for every system (and stage) whose lowest judged share is below ``threshold``,
+    with the count and the lowest; it says when the qrels judge too few documents per query for any system to
+    reach the threshold. Returns the line (none when every share is at or above it)."""
     worst: dict[tuple[str, str | None], JudgedShare] = {}
     for s in shares:
         key = (s.run, s.stage)
         if s.share == s.share and (key not in worst or s.share < worst[key].share):
             worst[key] = s
-    for (run, stage), s in worst.items():
-        if s.share < threshold:
-            who = f"run {run!r}" + (f", stage {stage!r}" if stage else "")
-            note = (f"{who}: {s.metric} is {s.share:.3f}, below {threshold:g}: its scores are lower bounds "
-                    "(pool its results with rag_eval.pool, label them, and evaluate again)")
-            warnings.warn(note, LowJudgedShare, stacklevel=4)
-            notes.append(note)
-    return notes
+    low = sorted((s for s in worst.values() if s.share < threshold), key=lambda s: s.share)
+    if not low:
+        return []
+
+    def who(s: JudgedShare) -> str:
+        return f"run {s.run!r}" + (f", stage {s.stage!r}" if s.stage else "")
+
+    if len(low) == 1:
+        s = low[0]
+        line = (f"{who(s)}: {s.metric} is {s.share:.3f}, below {threshold:g}: its scores are lower bounds (pool its "
+                "results with rag_eval.pool, label them, and evaluate again)")
+    else:
+        shown = "; ".join(f"{who(s)}: {s.metric} {s.share:.3f}" for s in low[:3])
+        more = f"; ... ({len(low) - 3} more)" if len(low) > 3 else ""
+        line = (f"judged share below {threshold:g} for {len(low)} of {len(worst)} systems (stages), the lowest first: "
+                f"{shown}{more}: their scores are lower bounds (pool their results with rag_eval.pool, label them, "
+                "and evaluate again)")
+    capped = [s for s in low if s.ceiling == s.ceiling and s.ceiling < threshold]
+    if capped:
+        s = capped[0]
+        which = "" if len(low) == 1 else f" for {len(capped)} of them"
+        line += (f"; the qrels judge too few documents per query to reach it{which}: even a perfect system's "
+                 f"{s.metric} is at most {s.ceiling:.3f}" + (f" ({who(s)})" if len(low) > 1 else "")
+                 + ", as with sparse qrels such as BEIR's; condensed lists (Conventions(unjudged='remove')) measure "
+                 "judged documents only")
+    warnings.warn(line, LowJudgedShare, stacklevel=stacklevel)
+    return [line]
 
 
 def shares_frame(shares: Sequence[JudgedShare]):

@@ -205,7 +205,7 @@ class Report:
     @property
     def loss_items(self) -> pd.DataFrame:
         """Pipeline reports: where each relevant item went (``query_id, doc_id, grade, fate``; fate is one of
-        never_retrieved, below_depth, reranked_out, delivered)."""
+        never_retrieved, below_depth, reranked_out, failed (a stage failed on its query), delivered)."""
         return self._table("loss_items")
 
     def __repr__(self) -> str:

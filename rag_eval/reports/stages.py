@@ -6,8 +6,11 @@
   ``rerank_gain@budget`` (its recall@budget minus that of the same candidates in the previous stage's order) and
   ``cand_ndcg@budget`` (its nDCG@budget over the best nDCG@budget the candidates it was given allow);
 - the last stage also carries the loss attribution of each query's relevant items, as shares summing to 1:
-  ``loss.never_retrieved``, ``loss.below_depth``, ``loss.reranked_out``, ``loss.delivered`` (item by item in
-  ``Report.loss_items``).
+  ``loss.never_retrieved``, ``loss.below_depth``, ``loss.reranked_out``, ``loss.failed``, ``loss.delivered`` (item
+  by item in ``Report.loss_items``). ``failed``: the item did not reach the budget because a stage failed on its
+  query, not because a stage ranked it out: every relevant item when the first stage failed, the candidates when a
+  reranker failed (or was not run for it); what the first stage did not return stays ``never_retrieved`` or
+  ``below_depth``.
 
 ``@budget`` is the pipeline's budget: a number of chunks, or, with a token budget, the number of chunks n_q each
 query actually delivers (precision@budget is then relevant delivered / n_q, 0 when n_q = 0, and recall_ceiling is
@@ -31,15 +34,16 @@ from ..metrics import kernels as K
 from ..metrics.conventions import Conventions
 from ..metrics.engine import evaluate_run
 from ..metrics.grammar import Metric, parse_metric
-from ..stages.result import PipelineResult, StageOutput
+from ..stages.result import Finding, PipelineResult, StageOutput, announce
 from .card import InputRecord, MetricCard, QueryRecord
-from .judged import JUDGED_THRESHOLD, JudgedShare, judged_share, shares_frame, warn_low
+from .judged import JUDGED_THRESHOLD, JudgedShare, ceiling, judged_share, shares_frame, warn_low
+from .systematic import announce_overlap, issue_rows, query_overlap
 from .report import Report, RunScores
 
 FIRST_STAGE_METRICS = ("recall@depth", "recall@budget", "precision@budget", "hit@budget", "recall_ceiling@budget")
 RERANKER_METRICS = ("ndcg@budget", "mrr@budget", "recall@budget", "precision@budget", "rerank_gain@budget", "cand_ndcg@budget")
-LOSS_METRICS = ("loss.never_retrieved", "loss.below_depth", "loss.reranked_out", "loss.delivered")
-FATES = ("never_retrieved", "below_depth", "reranked_out", "delivered")
+LOSS_METRICS = ("loss.never_retrieved", "loss.below_depth", "loss.reranked_out", "loss.failed", "loss.delivered")
+FATES = ("never_retrieved", "below_depth", "reranked_out", "failed", "delivered")
 _SYMBOLIC = re.compile(r"^(?P<base>.+)@(?P<k>budget|depth)$", re.IGNORECASE)
 
 
@@ -66,8 +70,13 @@ def evaluate_pipelines(
     names: list[str] = []
     described = []
     shares: list[JudgedShare] = []
+    findings: list[Finding] = []
     for run_name, result in results.items():
         judge = _PipelineJudge(qrels, result, conv)
+        found = result.findings
+        for f in found:
+            who = f"run {run_name!r}: " if len(results) > 1 else ""
+            findings.append(Finding(f.kind, f.stage, who + f.message))
         for stage, out in result.stages.items():
             shares.extend(judge.judged(run_name, stage, out))
             specs = _specs(metrics, out.role, stage == result.final_stage, result)
@@ -91,7 +100,11 @@ def evaluate_pipelines(
             if out.failures:
                 notes.append(f"failed on {len(out.failures)} query(ies): see Report.failures")
             inputs.append(InputRecord(role="stage", name=f"{run_name} / {stage}" if len(results) > 1 else stage, notes=notes))
-        tables_of_run = (("latency", result.latency), ("failures", result.failures), ("issues", result.issues),
+        issues = result.issues
+        if found:  # a systematic problem: a row of its own, without a query
+            issues = pd.concat([issues, pd.DataFrame([(f.stage, None, f.message) for f in found], columns=issues.columns)],
+                               ignore_index=True)
+        tables_of_run = (("latency", result.latency), ("failures", result.failures), ("issues", issues),
                          ("loss_items", judge.loss_items))
         for key, table in tables_of_run:
             tables[key].append(table.assign(run=run_name) if len(results) > 1 else table)
@@ -99,10 +112,16 @@ def evaluate_pipelines(
         described.append({"run": run_name, "structure": repr(p), "depth": p.depth, "budget": str(p.budget),
                           "stages": {s: o.role for s, o in result.stages.items()}})
     pipeline = described[0] | {"all": described}
-    warn_low(shares, judged_threshold)
+    lines = announce(findings)
+    notes = lines + announce_overlap(query_overlap(qrels, {name: r.query_ids for name, r in results.items()}))
+    low = warn_low(shares, judged_threshold, stacklevel=4)
     card = MetricCard.build(conv, list(dict.fromkeys(names)), inputs, records, pipeline=pipeline,
-                            judged=[s.record() for s in shares], judged_threshold=judged_threshold)
+                            judged=[s.record() for s in shares], judged_threshold=judged_threshold, notes=notes + low)
     merged = {k: pd.concat(v, ignore_index=True) if v else pd.DataFrame() for k, v in tables.items()}
+    report_level = notes[len(lines):] + low  # the stage-level lines have their rows already
+    if report_level:
+        merged["issues"] = pd.concat([merged["issues"], issue_rows(report_level, list(merged["issues"].columns))],
+                                     ignore_index=True)
     merged["judged"] = shares_frame(shares)
     return Report(blocks, list(dict.fromkeys(names)), card, merged)
 
@@ -221,8 +240,10 @@ class _PipelineJudge:
         run, failed = self._run(out)
         exclude = failed if self.conv.failed == "exclude" else ()
         cuts = ["budget"] if out.role == "reranker" else ["budget", "depth"]
+        ran = [q for q in out.outcomes if q not in exclude]
         return [JudgedShare(run_name, stage, cut, *judged_share(self.qrels, run, self._cutoff(out, cut), self.conv,
-                                                                exclude=exclude)) for cut in cuts]
+                                                                exclude=exclude),
+                            ceiling(self.qrels, ran, self._cutoff(out, cut))) for cut in cuts]
 
     # ----- the stage-aware metrics --------------------------------------------------------------------------
     def _previous(self, stage: str) -> StageOutput:
@@ -291,12 +312,18 @@ class _PipelineJudge:
                 continue  # 0/0
             head = first.outcomes.get(q)
             tail = final.outcomes.get(q)
-            candidates = set() if head is None or head.failed else {h.doc_id for h in head.hits}
-            below = set() if head is None or head.failed else set(head.beyond_depth)
-            delivered = set() if tail is None or tail.failed else {h.doc_id for h in tail.hits[: delivered_n.get(q, 0)]}
+            head_failed = head is not None and head.failed  # a query not run at all (None) failed nowhere
+            tail_failed = tail is not None and tail.failed  # it, or a stage before it, failed on the query
+            candidates = set() if head is None or head_failed else {h.doc_id for h in head.hits}
+            below = set() if head is None or head_failed else set(head.beyond_depth)
+            delivered = (set() if tail is None or tail_failed
+                         else {h.doc_id for h in tail.hits[: delivered_n.get(q, 0)]})
             counts = dict.fromkeys(FATES, 0)
             for doc, grade in relevant.items():
-                fate = ("delivered" if doc in delivered else "reranked_out" if doc in candidates
+                # a candidate that a failed reranker never ranked, or anything when the first stage failed, was
+                # lost to the failure, not ranked out
+                fate = ("delivered" if doc in delivered else "failed" if head_failed
+                        else ("failed" if tail_failed else "reranked_out") if doc in candidates
                         else "below_depth" if doc in below else "never_retrieved")
                 counts[fate] += 1
                 items.append((q, doc, grade, fate))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -9,6 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..data.run import Run
+from ..data._io import warn
+from ..errors import CappedResults, FailingStage
 from .hits import Hit
 
 if TYPE_CHECKING:
@@ -27,6 +30,7 @@ class Outcome:
     cached: bool = False
     beyond_depth: tuple[str, ...] = ()  # first stage: doc ids it returned past the pipeline's depth
     issues: tuple[str, ...] = ()  # what was mended in a usable answer (a repeated doc id, hits past the depth, ...)
+    skipped: bool = False  # not run: an earlier stage failed on this query (the failure is that stage's)
 
     @property
     def failed(self) -> bool:
@@ -67,6 +71,67 @@ class StageOutput:
         return np.array([o.latency for o in self.outcomes.values() if not o.cached and not o.failed])
 
 
+FAILING_SHARE = 0.5  # a stage failing on more than this share of the queries it ran is announced
+CAPPED_SHARE = 0.5  # a retriever returning one same count below the depth on more than this share ...
+CAPPED_MIN_QUERIES = 10  # ... of at least this many answered queries is announced (fewer cannot show a pattern)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A systematic problem of one stage, seen across its queries and said once: ``message`` is its line."""
+
+    kind: str  # "failing_stage" (warned as FailingStage) or "capped_results" (CappedResults)
+    stage: str
+    message: str
+
+
+def stage_findings(out: StageOutput, depth: int, corpus_size: int | None = None) -> list[Finding]:
+    """What :data:`FAILING_SHARE` and :data:`CAPPED_SHARE` flag in one stage's outcomes.
+
+    - failing: the stage's own failures (queries skipped because an earlier stage failed are that stage's) on
+      more than half of the queries it ran; the line names the count and the first error.
+    - capped (a first stage or a fusion input): at least :data:`CAPPED_MIN_QUERIES` answered queries, more than
+      half of which returned the same number of hits n < depth and nothing past it; not when the corpus (given
+      to the Pipeline) holds n documents or fewer, which is then simply all of it.
+    """
+    found = []
+    ran = {q: o for q, o in out.outcomes.items() if not o.skipped}
+    own = [(q, o.error or "failed") for q, o in ran.items() if o.failed]
+    if ran and len(own) > FAILING_SHARE * len(ran):
+        q, error = own[0]
+        found.append(Finding("failing_stage", out.name, (
+            f"stage {out.name!r} failed on {len(own)} of {len(ran)} queries (first: query {q!r}: {error}); "
+            "those queries score 0 (or are left out, failed='exclude'): see the failures table")))
+    if out.role in ("first", "input"):
+        answered = [o for o in ran.values() if not o.failed]
+        short = Counter(len(o.hits) for o in answered if len(o.hits) < depth and not o.beyond_depth)
+        if short and len(answered) >= CAPPED_MIN_QUERIES:
+            n, times = short.most_common(1)[0]
+            if times > CAPPED_SHARE * len(answered) and (corpus_size is None or n < corpus_size):
+                first = next(q for q, o in ran.items() if not o.failed and len(o.hits) == n and not o.beyond_depth)
+                found.append(Finding("capped_results", out.name, (
+                    f"stage {out.name!r} returned exactly {n} hit(s) for a depth of {depth} on {times} of "
+                    f"{len(answered)} answered queries (e.g. {first!r}): a cap of its own (LangChain's default k=4, "
+                    f"a store's limit?); recall@depth is measured on those {n}")))
+    return found
+
+
+def summarised(findings: list[Finding]) -> dict[str, str]:
+    """One line per kind of finding (several stages joined with ``; ``): what is warned once per run or report."""
+    kinds = dict.fromkeys(f.kind for f in findings)
+    return {kind: "; ".join(f.message for f in findings if f.kind == kind) for kind in kinds}
+
+
+def announce(findings: list[Finding]) -> list[str]:
+    """Warn :func:`summarised` lines, each of its own kind, attributed to the caller's caller; returns them."""
+    lines = summarised(findings)
+    if "failing_stage" in lines:
+        warn(lines["failing_stage"], FailingStage)
+    if "capped_results" in lines:
+        warn(lines["capped_results"], CappedResults)
+    return list(lines.values())
+
+
 class PipelineResult:
     """The outputs of :meth:`Pipeline.run`: one :class:`StageOutput` (and Run) per stage, in pipeline order."""
 
@@ -89,6 +154,13 @@ class PipelineResult:
         out = self.stages[stage or self.final_stage]
         budget, tokenizer = self.pipeline.budget, self.pipeline.tokenizer
         return {q: budget.cut(o.hits, tokenizer) for q, o in out.outcomes.items() if not o.failed}
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Systematic problems of the stages (see :func:`stage_findings`): each is warned once when the run ends
+        and once more by the report that evaluates it, and kept in the report's ``issues`` and card."""
+        size = len(self.pipeline.corpus) if self.pipeline.corpus is not None else None
+        return [f for out in self.stages.values() for f in stage_findings(out, self.pipeline.depth, size)]
 
     @property
     def first_stage(self) -> str:

@@ -6,6 +6,9 @@ its text, and the run goes on; the later stages skip that query. Answers that ca
 with an issue recorded for the query (``Outcome.issues``): a doc id returned twice (kept once, at its first
 place), more hits than the depth (cut to the depth), and, with ``verify``, a different answer on a second call.
 Every completed query is written to the cache at once, so an interrupted run loses nothing it finished.
+When the run ends, a systematic problem is said once, one line per kind (:attr:`PipelineResult.findings`): a stage
+that failed on more than half of its queries (with the count and the first error), a retriever that returned the same
+number of hits below the depth on most queries (a cap of its own).
 
 Who is at fault decides what happens. Anything a stage raises for a query (an ``Exception``, and also a
 ``BaseException`` of its own such as ``GeneratorExit`` or an ``asyncio.CancelledError`` it raises itself) is that
@@ -32,7 +35,7 @@ from .cache import NoCache, StageCache, as_cache, json_metadata, text_hash
 from .fingerprint import Uncacheable
 from .fusion import Fusion
 from .hits import Hit, as_hit
-from .result import Outcome, PipelineResult, StageOutput
+from .result import Outcome, PipelineResult, StageOutput, announce
 from .stage import Retriever, Stage
 
 
@@ -80,7 +83,7 @@ def run_pipeline(
         for q in queries:
             failed = [o.name for o in inputs if o.outcomes[q].failed]
             if failed:
-                fused.outcomes[q] = Outcome(None, f"input retriever(s) failed: {', '.join(failed)}")
+                fused.outcomes[q] = Outcome(None, f"input retriever(s) failed: {', '.join(failed)}", skipped=True)
                 continue
             rankings = [o.outcomes[q].hits for o in inputs]
             start = time.perf_counter()
@@ -101,7 +104,7 @@ def run_pipeline(
         calls = {}
         for q, outcome in previous.outcomes.items():
             if outcome.failed:
-                out.outcomes[q] = Outcome(None, f"not run: {previous.name} failed on this query")
+                out.outcomes[q] = Outcome(None, f"not run: {previous.name} failed on this query", skipped=True)
             else:
                 calls[q] = (queries[q], outcome.hits)
         out.outcomes.update(
@@ -114,7 +117,9 @@ def run_pipeline(
         )
         out.outcomes = {q: out.outcomes[q] for q in queries}  # query order
         stages[reranker.name] = previous = out
-    return PipelineResult(pipeline, queries, stages)
+    result = PipelineResult(pipeline, queries, stages)
+    announce(result.findings)  # once per run, one line per kind
+    return result
 
 
 class _Settings:
