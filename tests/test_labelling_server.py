@@ -40,9 +40,9 @@ def make_pool(tmp_path: Path):
 class Running:
     """A LabellingServer on 127.0.0.1:0 in a thread, with a small HTTP client."""
 
-    def __init__(self, made, out: Path, *, assessor: str = "alice") -> None:
+    def __init__(self, made, out: Path, *, assessor: str = "alice", timeout: float = 10.0) -> None:
         self.session = LabellingSession(made, out, assessor=assessor)
-        self.server = LabellingServer(self.session)
+        self.server = LabellingServer(self.session, timeout=timeout)
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
 
@@ -403,3 +403,122 @@ def test_importing_the_labelling_packages_loads_no_http_server():
             "print(json.dumps([m for m in ('http.server', 'socketserver', 'pandas') if m in sys.modules]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == []
+
+
+# ----- loose ends: a failing request, temporaries after a kill, a real full disk ----------------------------------
+
+
+def test_a_request_that_fails_unexpectedly_is_answered_500_and_the_server_goes_on(setup, monkeypatch):
+    made, out, running = setup
+
+    def broken(after=None):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(running.session, "state", broken)
+    assert running.request("GET", "/api/state") == (
+        500, {"error": "the server failed on this request (RuntimeError: boom); nothing was saved"})
+    monkeypatch.undo()
+    assert running.request("GET", "/api/state")[1]["judged"] == 0
+
+
+def test_temporaries_left_by_a_killed_server_are_removed_at_start(tmp_path):
+    made, _ = make_pool(tmp_path)
+    out = tmp_path / "out.qrels"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = [f".out.qrels.{int(dead.stdout)}.1.rag_eval-tmp", f".out.qrels.{int(dead.stdout)}.1.tmp"]
+    for name in left:
+        (tmp_path / name).write_text("q1 0 a 1\n")  # a kill between writing the temporary and the rename
+    (tmp_path / "keep.tmp").write_text("someone else's")
+    running = Running(made, out)
+    try:
+        assert [p.name for p in tmp_path.iterdir() if p.name in left] == []
+        assert running.judge(0, 1)[0] == 200
+        assert sorted(p.name for p in tmp_path.iterdir() if "tmp" in p.name) == ["keep.tmp"]
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A 64 KiB tmpfs mounted for the test (as root), unmounted after it. Where mount is not permitted the test
+    skips with the reason; under CI=true (root, on the project's machine, where it works) that is a failure."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a small tmpfs")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        message = f"mount -t tmpfs is not permitted here: {done.stderr.strip()}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message + "; CI=true runs as root on the project's machine, where it works")
+        pytest.skip(message)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(path: Path) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            try:
+                if os.write(fd, b"x" * 4096) <= 0:
+                    break
+            except OSError:
+                break
+    finally:
+        os.close(fd)
+
+
+def test_a_real_full_disk_mid_labelling_loses_nothing_acknowledged_and_labelling_resumes(tmp_path, tmpfs, capsys):
+    runs = {name: Run.from_ranking({f"q{q}": [f"{name}-{q}-{d}" for d in range(20)] for q in range(3)}, name=name)
+            for name in ("bm25", "dense")}
+    made = pool(runs, depth=20)
+    out = tmpfs / "out.qrels"
+    log = log_path_for(out)
+    acknowledged: dict[int, int] = {}  # item -> grade, for every grade the server said it kept
+    refused = []
+    running = Running(made, out)
+    try:
+        for i in range(5):
+            assert running.judge(i, i % 4)[0] == 200
+            acknowledged[i] = i % 4
+        _fill(tmpfs / "filler")  # the disk fills mid-labelling
+        i = 5
+        while not refused and i < 60:
+            status, payload = running.judge(i, i % 4)
+            assert status in (200, 507), payload
+            if status == 200 or payload["error"].startswith(f"the grade is saved in {log}"):
+                acknowledged[i] = i % 4  # in the log; OUT catches up later
+            else:
+                assert payload["error"].startswith(f"not saved: judgement log {log}: cannot store") \
+                    and "No space left on device" in payload["error"]
+                refused.append(i)
+            i += 1
+        assert refused, "the disk never filled"
+        stored = JudgementLog.read(log)  # readable while full: no torn line (a warning would fail the test)
+        where = {(item.query_id, item.doc_id): n for n, item in enumerate(made.items)}
+        assert {where[(j.query_id, j.doc_id)]: j.grade for j in stored} == acknowledged
+        (tmpfs / "filler").unlink()  # space freed
+        for i in [*refused, *range(i, i + 5)]:
+            assert running.judge(i, i % 4)[0] == 200
+            acknowledged[i] = i % 4
+    finally:
+        running.stop()
+    again = Running(made, out)  # rag-eval label resumes on that log
+    try:
+        state = again.request("GET", "/api/state")[1]
+        assert state["judged"] == len(acknowledged) and state["next"] == min(set(range(len(made))) - set(acknowledged))
+    finally:
+        again.stop()
+    merged = tmp_path / "merged.qrels"
+    assert main(["merge", str(log), "-o", str(merged)]) == 0
+    capsys.readouterr()
+    expected = {}
+    for i, grade in acknowledged.items():
+        expected.setdefault(made.items[i].query_id, {})[made.items[i].doc_id] = grade
+    assert Qrels.from_trec(merged).to_dict() == expected
+    assert Qrels.from_trec(out).to_dict() == expected  # OUT caught up
+    assert [p.name for p in tmpfs.iterdir() if "tmp" in p.name] == []
