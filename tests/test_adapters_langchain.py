@@ -17,6 +17,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from rag_eval.adapters import langchain as lc
 from rag_eval.adapters.langchain import POSITION_KEY
+from rag_eval.errors import FailingStage
 from rag_eval.stages import Fusion, Hit, Pipeline
 
 from .adapter_contract import BY_TEXT, CHUNKS, QUERIES, AdapterCase, AdapterContract, overlap, words
@@ -211,7 +212,11 @@ def test_a_document_without_an_id_is_a_clear_fault_naming_the_stage():
     stage = lc.retriever(KeywordRetriever(k=3), name="no-ids")
     with pytest.raises(ValueError, match=r"'no-ids'.*without an id.*id_key="):
         stage.search(QUERIES["q1"], 3)
-    result = Pipeline(stage, depth=3, budget=1).run(QUERIES)
+    with pytest.warns(FailingStage) as caught:  # every query fails: said once, with the count and the first error
+        result = Pipeline(stage, depth=3, budget=1).run(QUERIES)
+    assert len(caught) == 1 and str(caught[0].message).startswith(
+        f"stage 'no-ids' failed on {len(QUERIES)} of {len(QUERIES)} queries (first: query 'q1': ValueError: stage "
+        "'no-ids': the retriever returned a document without an id")
     assert len(result.failures) == len(QUERIES)
     assert all("id_key" in e and "no-ids" in e for e in result.failures["error"])
     with pytest.raises(ValueError, match=r"'wrong-key'.*no metadata\['chunk'\]"):

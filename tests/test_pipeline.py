@@ -119,7 +119,8 @@ def test_faults_are_recorded_per_query_and_stage_and_the_run_goes_on():
     rankings["eps"] = docs("zz")
     queries = {"q1": "alpha", "q2": "beta", "q3": "gamma", "q4": "delta", "q5": "eps"}
     stranger = type("Stranger", (Reranker,), {"rerank": lambda self, q, hits: [Hit("not-given")] if q == "eps" else hits})
-    result = Pipeline(ListRetriever("bm25", rankings), stranger("stranger"), depth=10).run(queries)
+    with pytest.warns(rag_eval.errors.FailingStage, match="stage 'bm25' failed on 3 of 5 queries"):
+        result = Pipeline(ListRetriever("bm25", rankings), stranger("stranger"), depth=10).run(queries)
     failures = {(r.stage, r.query_id): r.error for r in result.failures.itertuples()}
     assert failures[("bm25", "q2")] == "returned None instead of a list of hits"
     assert failures[("bm25", "q3")] == "ValueError: index offline"
@@ -141,9 +142,11 @@ def test_corpus_check_and_retries_and_timeout():
 
     ok = Pipeline(Flaky("flaky"), depth=5, corpus={"a", "b"}).run({"q": "x"}, retries=2, backoff=0.0)
     assert not ok.stages["flaky"].outcomes["q"].failed and len(flaky_calls) == 3
-    outside = Pipeline(ListRetriever("r", {"x": docs("a", "zz")}), depth=5, corpus={"a"}).run({"q": "x"})
+    with pytest.warns(rag_eval.errors.FailingStage):  # 1 of 1 query failed: said once
+        outside = Pipeline(ListRetriever("r", {"x": docs("a", "zz")}), depth=5, corpus={"a"}).run({"q": "x"})
     assert "not in the corpus: ['zz']" in outside.failures.error[0]
-    slow = Pipeline(ListRetriever("slow", {"x": docs("a")}, delay=0.5), depth=5).run({"q": "x"}, timeout=0.05)
+    with pytest.warns(rag_eval.errors.FailingStage):
+        slow = Pipeline(ListRetriever("slow", {"x": docs("a")}, delay=0.5), depth=5).run({"q": "x"}, timeout=0.05)
     assert slow.failures.error.tolist() == ["timed out"]
 
 
@@ -258,16 +261,18 @@ def test_a_run_killed_with_sigkill_resumes_without_recomputing(tmp_path, monkeyp
 
     slowstage.PAUSE[0] = 0.0
     queries = {f"q{i}": f"text {i}" for i in range(200)}
-    result = Pipeline(slowstage.Slow("slow", version="1"), depth=5).run(queries, cache=cache)  # PAUSE changes
+    with pytest.warns(rag_eval.errors.CappedResults):  # 1 hit per query for a depth of 5, said once per run
+        result = Pipeline(slowstage.Slow("slow", version="1"), depth=5).run(queries, cache=cache)  # PAUSE changes
     outcomes = result.stages["slow"].outcomes
     kept = result.stages["slow"].cache_hits
     assert kept >= stored and kept + len(slowstage.CALLS) == 200  # nothing stored was lost or recomputed
     assert not set(slowstage.CALLS) & {queries[q] for q, o in outcomes.items() if o.cached}
     assert [o.hits[0].doc_id for o in outcomes.values()] == [f"{t}-doc" for t in queries.values()]
-    uninterrupted = Pipeline(slowstage.Slow("slow"), depth=5).run(queries)
-    assert rag_eval.evaluate({"q1": {"text 1-doc": 1}}, result).per_query.equals(
-        rag_eval.evaluate({"q1": {"text 1-doc": 1}}, uninterrupted).per_query
-    )
+    with pytest.warns(rag_eval.errors.CappedResults):  # and once per report
+        uninterrupted = Pipeline(slowstage.Slow("slow"), depth=5).run(queries)
+        assert rag_eval.evaluate({"q1": {"text 1-doc": 1}}, result).per_query.equals(
+            rag_eval.evaluate({"q1": {"text 1-doc": 1}}, uninterrupted).per_query
+        )
     sys.modules.pop("slowstage", None)
 
 

@@ -292,7 +292,8 @@ def test_card_of_file_inputs_records_path_and_sha256(tmp_path):
 
     with pytest.warns(UserWarning):
         dup = Run.from_trec(dup_path)
-    r = evaluate(Qrels.from_trec(qrels_path), [Run.from_trec(run_path), dup, make_run("mem")], ["P@1"])
+    with pytest.warns(rag_eval.errors.LowQueryOverlap, match="run 'dup.trec' holds only 2 of the qrels' 30"):
+        r = evaluate(Qrels.from_trec(qrels_path), [Run.from_trec(run_path), dup, make_run("mem")], ["P@1"])
     qrels_record, gz_record, dup_record, mem_record = r.card.inputs
     assert (qrels_record.role, qrels_record.name) == ("qrels", "qrels.txt")
     assert qrels_record.path == str(qrels_path)
