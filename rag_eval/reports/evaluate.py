@@ -102,7 +102,7 @@ def evaluate(
         )
     inputs = [_record("qrels", Path(qrels.source.path).name if qrels.source else "qrels", qrels.source)]
     inputs += [_record("run", name, run.source, run.ranked_by, list(run.notes)) for name, run in named.items()]
-    notes = announce_overlap(query_overlap(qrels, {name: run.query_ids for name, run in named.items()}))
+    notes = announce_overlap(query_overlap(qrels, {name: run.query_ids for name, run in named.items()}), stacklevel=2)
     notes += warn_low(shares, judged_threshold, stacklevel=3)
     card = MetricCard.build(conv, [str(m) for m in metric_list], inputs, records,
                             judged=[s.record() for s in shares], judged_threshold=judged_threshold, notes=notes)

@@ -112,8 +112,9 @@ def evaluate_pipelines(
         described.append({"run": run_name, "structure": repr(p), "depth": p.depth, "budget": str(p.budget),
                           "stages": {s: o.role for s, o in result.stages.items()}})
     pipeline = described[0] | {"all": described}
-    lines = announce(findings)
-    notes = lines + announce_overlap(query_overlap(qrels, {name: r.query_ids for name, r in results.items()}))
+    lines = announce(findings, stacklevel=3)  # at the caller of evaluate
+    notes = lines + announce_overlap(query_overlap(qrels, {name: r.query_ids for name, r in results.items()}),
+                                     stacklevel=3)
     low = warn_low(shares, judged_threshold, stacklevel=4)
     card = MetricCard.build(conv, list(dict.fromkeys(names)), inputs, records, pipeline=pipeline,
                             judged=[s.record() for s in shares], judged_threshold=judged_threshold, notes=notes + low)

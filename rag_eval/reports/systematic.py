@@ -12,9 +12,9 @@ the card (``MetricCard.notes``):
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 
-from ..data._io import warn
 from ..data.qrels import Qrels
 from ..errors import LowQueryOverlap
 
@@ -55,11 +55,11 @@ def query_overlap(qrels: Qrels, runs: Mapping[str, Sequence[str]]) -> str | None
     return "; ".join(parts)
 
 
-def announce_overlap(line: str | None) -> list[str]:
-    """Warn :func:`query_overlap`'s line, if any, attributed to the caller's caller; returns the lines."""
+def announce_overlap(line: str | None, stacklevel: int) -> list[str]:
+    """Warn :func:`query_overlap`'s line, if any (``stacklevel`` counts from the caller); returns the lines."""
     if line is None:
         return []
-    warn(line, LowQueryOverlap)
+    warnings.warn(line, LowQueryOverlap, stacklevel=stacklevel + 1)
     return [line]
 
 

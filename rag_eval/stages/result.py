@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -10,7 +11,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..data.run import Run
-from ..data._io import warn
 from ..errors import CappedResults, FailingStage
 from .hits import Hit
 
@@ -122,13 +122,13 @@ def summarised(findings: list[Finding]) -> dict[str, str]:
     return {kind: "; ".join(f.message for f in findings if f.kind == kind) for kind in kinds}
 
 
-def announce(findings: list[Finding]) -> list[str]:
-    """Warn :func:`summarised` lines, each of its own kind, attributed to the caller's caller; returns them."""
+def announce(findings: list[Finding], stacklevel: int) -> list[str]:
+    """Warn :func:`summarised` lines, each of its own kind (``stacklevel`` counts from the caller); returns them."""
     lines = summarised(findings)
     if "failing_stage" in lines:
-        warn(lines["failing_stage"], FailingStage)
+        warnings.warn(lines["failing_stage"], FailingStage, stacklevel=stacklevel + 1)
     if "capped_results" in lines:
-        warn(lines["capped_results"], CappedResults)
+        warnings.warn(lines["capped_results"], CappedResults, stacklevel=stacklevel + 1)
     return list(lines.values())
 
 

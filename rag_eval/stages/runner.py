@@ -118,7 +118,7 @@ def run_pipeline(
         out.outcomes = {q: out.outcomes[q] for q in queries}  # query order
         stages[reranker.name] = previous = out
     result = PipelineResult(pipeline, queries, stages)
-    announce(result.findings)  # once per run, one line per kind
+    announce(result.findings, stacklevel=3)  # once per run, one line per kind, at the caller of Pipeline.run
     return result
 
 
