@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import select
 import socket
 import time
 
@@ -81,6 +82,23 @@ def test_a_body_that_never_arrives_is_answered_408_within_the_timeout(tmp_path):
         finally:
             sock.close()
         assert answer.startswith(b"HTTP/1.0 408 ") and time.monotonic() - started < 3.5
+
+        sock = socket.create_connection(("127.0.0.1", running.server.port), timeout=10)
+        started = time.monotonic()
+        answer = b""
+        try:  # headers that trickle in, one line each 0.2 s, forever: answered 408 (or cut off) at the deadline
+            sock.sendall(f"GET /api/state HTTP/1.1\r\nHost: 127.0.0.1:{running.server.port}\r\n".encode())
+            while time.monotonic() - started < 4 and not answer:
+                sock.sendall(b"X-Slow: 1\r\n")
+                ready, _, _ = select.select([sock], [], [], 0.2)
+                if ready:
+                    answer = sock.recv(65536) or b"(closed)"
+        except OSError:  # reset: the server closed with the trickle unread
+            answer = b"(reset)"
+        finally:
+            sock.close()
+        assert time.monotonic() - started < 2.0
+        assert answer.startswith(b"HTTP/1.0 408 ") or answer in (b"(closed)", b"(reset)"), answer
 
         took, answer = _raw(running, b"")  # a connection that never says anything is closed too
         assert answer == b"" and took < 3.0

@@ -20,8 +20,9 @@ whose ``Host`` is not ``127.0.0.1:PORT`` or ``localhost:PORT``, or whose ``Origi
 ``http://`` one of those, gets 403 (DNS rebinding, other sites); every ``/api/`` request must carry the server's
 random token in ``X-Rag-Eval-Token`` (403 otherwise), and a POST must be ``application/json``, so that no other
 page can make the browser judge. Errors are JSON: ``{"error": "..."}``: a body that is not JSON, or nested too deep
-to parse, is 400; a body that does not arrive whole within the server's ``timeout`` (10 s) is 408 and the connection
-is closed, so no request holds a thread for longer; any other failure of a request is a 500, never a dead thread.
+to parse, is 400; a request (line, headers and body) that does not arrive whole within the server's ``timeout``
+(10 s), however slowly it trickles, is 408 and the connection is closed, so no request holds a thread for longer;
+any other failure of a request is a 500, never a dead thread.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import json
 import os
 import re
 import secrets
+import socket
 import sys
 import threading
 import time
@@ -305,6 +307,26 @@ class _Handler(BaseHTTPRequestHandler):
         self.timeout = self.server.request_timeout  # a socket timeout: a silent client cannot hold the thread
         super().setup()
 
+    def handle_one_request(self) -> None:
+        # the whole request (its line, headers and body) must arrive within the timeout, however slowly it trickles:
+        # at the deadline a watchdog shuts the connection's reading side, so every read ends at once
+        self._expired = False
+        self._watchdog = threading.Timer(self.server.request_timeout, self._expire)
+        self._watchdog.daemon = True
+        self._watchdog.start()
+        try:
+            super().handle_one_request()
+        finally:
+            self._watchdog.cancel()
+
+    def _expire(self) -> None:
+        self._expired = True
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RD)
+        except OSError:
+            pass
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: the terminal shows progress only
         pass
 
@@ -316,7 +338,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _respond(self, method: str) -> None:
         self._body_read = method != "POST"
+        if self._body_read:
+            self._watchdog.cancel()  # all of the request is here: what it asks for may take its time
         try:
+            if self._expired:
+                raise RequestError(HTTPStatus.REQUEST_TIMEOUT, "the request did not arrive within "
+                                   f"{self.server.request_timeout:g} s")
             status, payload = self._route(method)
         except RequestError as exc:
             status, payload = exc.status, {"error": exc.message}
@@ -391,6 +418,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.connection.settimeout(remaining)
                 piece = self.rfile.read1(length - got)
                 if not piece:
+                    if self._expired:  # the watchdog ended the read
+                        raise TimeoutError
                     raise RequestError(HTTPStatus.BAD_REQUEST, f"the body ended after {got} of {length} bytes")
                 pieces.append(piece)
                 got += len(piece)
@@ -399,6 +428,7 @@ class _Handler(BaseHTTPRequestHandler):
                                f"{self.server.request_timeout:g} s ({got} of {length} bytes)") from None
         finally:
             self.connection.settimeout(self.server.request_timeout)
+        self._watchdog.cancel()
         self._body_read = True
         return b"".join(pieces)
 
