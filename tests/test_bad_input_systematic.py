@@ -10,7 +10,7 @@ import pytest
 
 from rag_eval import Hit, Pipeline, Qrels, Run, evaluate
 from rag_eval.adapters.functions import reranker, retriever
-from rag_eval.errors import CappedResults, FailingStage, LowQueryOverlap
+from rag_eval.errors import CappedResults, FailingStage, LowQueryOverlap, NearMissIds
 from rag_eval.reports.judged import LowJudgedShare
 
 QUERIES = {f"q{i:02d}": f"query number {i}" for i in range(30)}
@@ -97,6 +97,10 @@ def test_qrels_sharing_no_query_with_the_run_are_announced():
     report, lines = caught_of(LowQueryOverlap, evaluate, QRELS, result)
     assert len(lines) == 1 and lines[0].startswith("run 'one %1 %budget(1)' shares no query with the qrels (run: 2")
     assert lines[0] in report.issues["issue"].tolist()
+    # ids that differ only by leading zeros are NearMissIds' to say (with the pair), not said twice
+    with pytest.warns(NearMissIds) as caught:
+        evaluate({"1": {"d1": 1}}, Run.from_ranking({"001": ["d1"]}, name="zeros"), ["P@1"])
+    assert [w.category for w in caught] == [NearMissIds]
 
 
 def test_a_tiny_overlap_with_the_qrels_is_announced():

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from ..data.qrels import Qrels
 from ..errors import LowQueryOverlap
+from ..metrics.id_mismatch import canonical
 
 QUERY_OVERLAP = 0.1  # a run holding fewer than this share of the qrels' judged queries is announced
 
@@ -33,12 +34,15 @@ def query_overlap(qrels: Qrels, runs: Mapping[str, Sequence[str]]) -> str | None
     if not judged:
         return None
     known = set(judged)
+    forms = {canonical(q) for q in judged}
     parts = []
     for name, ids in runs.items():
         ids = list(ids)
         shared = [q for q in ids if q in known]
         if shared and len(set(shared)) >= QUERY_OVERLAP * len(judged):
             continue
+        if len({canonical(q) for q in ids} & forms) >= max(QUERY_OVERLAP * len(judged), 1):
+            continue  # ids that differ by whitespace or leading zeros: NearMissIds says so, with an example
         mine = set(ids)
         absent = [q for q in judged if q not in mine]
         if not shared:
