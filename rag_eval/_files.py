@@ -18,7 +18,7 @@ Errors are ``OSError`` as the system gives them (the cause in ``strerror``); a c
 stage cache and the judgement log turn theirs into a :class:`~rag_eval.errors.HarnessError`.
 
 A process killed between creating its temporary file and renaming it leaves the temporary behind; its name holds
-the process id (``.NAME.PID.THREAD.rag_eval-tmp``), so :func:`remove_temporaries` can remove those of processes
+the process id (``.NAME.PID.THREAD.rag_eval.tmp``), so :func:`remove_temporaries` can remove those of processes
 that are gone (done when a labelling server or a stage cache starts).
 """
 
@@ -42,9 +42,9 @@ except ImportError:  # pragma: no cover - Windows: appends stay whole lines, rep
 __all__ = ["TEMPORARY_SUFFIX", "append", "atomic_write", "file_lock", "output_error", "remove_temporaries",
            "target_of", "write_output"]
 
-TEMPORARY_SUFFIX = ".rag_eval-tmp"
-# ours (.NAME.PID.THREAD.rag_eval-tmp), and the names earlier versions used (.NAME.PID.THREAD.tmp, NAME.PID.THREAD.tmp)
-_TEMPORARY = re.compile(r"\.?(?P<name>.+)\.(?P<pid>\d+)\.\d+(?:\.rag_eval-tmp|\.tmp)")
+TEMPORARY_SUFFIX = ".rag_eval.tmp"
+# ours (.NAME.PID.THREAD.rag_eval.tmp), and the names earlier versions used (.NAME.PID.THREAD.tmp, NAME.PID.THREAD.tmp)
+_TEMPORARY = re.compile(r"\.?(?P<name>.+)\.(?P<pid>\d+)\.\d+(?:\.rag_eval)?\.tmp")
 _TAIL_CHUNK = 1 << 16
 
 

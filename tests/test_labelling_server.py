@@ -425,7 +425,7 @@ def test_temporaries_left_by_a_killed_server_are_removed_at_start(tmp_path):
     made, _ = make_pool(tmp_path)
     out = tmp_path / "out.qrels"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    left = [f".out.qrels.{int(dead.stdout)}.1.rag_eval-tmp", f".out.qrels.{int(dead.stdout)}.1.tmp"]
+    left = [f".out.qrels.{int(dead.stdout)}.1.rag_eval.tmp", f".out.qrels.{int(dead.stdout)}.1.tmp"]
     for name in left:
         (tmp_path / name).write_text("q1 0 a 1\n")  # a kill between writing the temporary and the rename
     (tmp_path / "keep.tmp").write_text("someone else's")
