@@ -255,6 +255,10 @@ def _forbidden_uses(path: Path) -> list[str]:
         elif isinstance(node, ast.ImportFrom) and node.module == "os":
             found.extend(f"{name}:{node.lineno}: from os import {a.name}"
                          for a in node.names if a.name in FORBIDDEN)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("replace", "rename") and len(node.args) == 1 and not node.keywords):
+            # Path.replace(target) and Path.rename(target): os.replace in disguise (str.replace takes two)
+            found.append(f"{name}:{node.lineno}: .{node.func.attr}(target)")
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open"
               and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and "a" in str(node.args[1].value)):
             found.append(f"{name}:{node.lineno}: open(..., {node.args[1].value!r})")
@@ -273,7 +277,8 @@ def test_replace_fsync_and_append_live_only_in_the_durable_io_module():
 def test_the_scan_catches_each_spelling(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text("import os\nfrom os import fsync\nos.replace('a', 'b')\nos.open('x', os.O_APPEND)\n"
-                      "open('x', 'ab')\nos.fdatasync(1)\nopen('x', 'rb')\n'x'.replace('a', 'b')\n")
+                      "open('x', 'ab')\nos.fdatasync(1)\nopen('x', 'rb')\n'x'.replace('a', 'b')\npartial.replace(path)\n"
+                      "frame.rename(columns={'a': 'b'})\n")
     assert _forbidden_uses(sample) == [
         "sample.py:2: from os import fsync", "sample.py:3: os.replace", "sample.py:4: os.O_APPEND",
-        "sample.py:5: open(..., 'ab')", "sample.py:6: os.fdatasync"]
+        "sample.py:5: open(..., 'ab')", "sample.py:6: os.fdatasync", "sample.py:9: .replace(target)"]

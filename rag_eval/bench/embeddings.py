@@ -8,12 +8,15 @@ Needs the ``models`` extra: ``pip install torch==2.13.0`` first (pip then takes 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
+from .._files import atomic_write
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 
@@ -66,9 +69,9 @@ class Encoder:
         vectors = self._encode(texts)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(".partial.npy")
-            np.save(partial, vectors)
-            partial.replace(path)  # whole or absent, never half-written
+            buffer = io.BytesIO()
+            np.save(buffer, vectors)
+            atomic_write(path, buffer.getvalue())  # whole or absent, never half-written
         return vectors
 
     def _encode(self, texts: list[str]) -> np.ndarray:
