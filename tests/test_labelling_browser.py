@@ -205,3 +205,50 @@ def test_pool_label_in_the_browser_kill_resume_and_the_judged_share_rises(browse
     for name in runs:
         assert shares_before[name] < shares_after[name]
     assert shares_before == pytest.approx({"bm25": 2 / 9, "dense": 0.0})  # a1 and c2 in bm25's top 3
+
+
+def test_a_grade_the_disk_cannot_take_is_shown_on_the_page_and_kept_once_space_is_freed(browser, tmp_path,
+                                                                                         monkeypatch):
+    import errno
+
+    from playwright.sync_api import expect
+
+    from .test_labelling_server import Running
+
+    runs = {"bm25": Run.from_ranking(FIRST, name="bm25")}
+    made = pool(runs, depth=3, queries=QUERIES, texts={d: f"chunk {d}" for r in FIRST.values() for d in r})
+    out = tmp_path / "qrels.txt"
+    running = Running(made, out)
+    real_write = os.write
+
+    def full(fd, data):  # the disk fills: the log's write is cut short
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            target = ""
+        if target.endswith(".judgements.jsonl"):
+            real_write(fd, bytes(data)[:5])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    page = browser.new_page()
+    page.set_default_timeout(10_000)
+    try:
+        page.goto(running.server.url)
+        page.wait_for_selector("#item[data-index='0']")
+        monkeypatch.setattr(os, "write", full)
+        page.keyboard.press("2")
+        expect(page.locator("#status.error")).to_contain_text("not saved: judgement log")
+        expect(page.locator("#status")).to_contain_text("No space left on device")
+        assert page.get_attribute("#item", "data-index") == "0"  # the page stays on the item: it is not judged
+        expect(page.locator("#progress")).to_have_text(f"0 / {len(made)} judged")
+        monkeypatch.setattr(os, "write", real_write)  # space freed
+        page.keyboard.press("2")
+        page.wait_for_selector("#item[data-index='1']")
+        expect(page.locator("#status")).to_have_text(f"Saved: {made.items[0].doc_id} graded 2.")
+    finally:
+        monkeypatch.undo()
+        page.close()
+        running.stop()
+    assert [(j.doc_id, j.grade) for j in JudgementLog.read(log_path_for(out))] == [(made.items[0].doc_id, 2)]
+    assert Qrels.from_trec(out).to_dict() == {made.items[0].query_id: {made.items[0].doc_id: 2}}
