@@ -214,6 +214,8 @@ def append(path: str | os.PathLike[str], data: bytes, *, whole: Callable[[bytes]
 
 def _tail(fd: int, size: int) -> tuple[int, bytes]:
     """Where the bytes after the last newline of the file start, and those bytes."""
+    if os.pread(fd, 1, size - 1) == b"\n":  # the common case: one byte read
+        return size, b""
     end = size
     pieces: list[bytes] = []
     while end > 0:
