@@ -114,6 +114,8 @@ def test_a_tiny_overlap_with_the_qrels_is_announced():
     three = Run.from_ranking({q: ["d0"] for q in ("q00", "q01", "q02")}, name="three")
     _, lines = caught_of(LowQueryOverlap, evaluate, QRELS, three, ["recall@10"])
     assert lines == []
+    _, lines = caught_of(LowQueryOverlap, evaluate, QRELS, Run.from_scores({}), ["recall@10"])
+    assert lines == []  # an empty run mismatches nothing: the card counts its queries as missing
 
 
 def test_a_failed_reranker_is_lost_to_the_failure_not_reranked_out():

@@ -190,8 +190,11 @@ class Report:
 
     @property
     def issues(self) -> pd.DataFrame:
-        """Pipeline reports: one row per issue mended in a usable answer (``stage, query_id, issue``): a repeated
-        doc id kept once, hits cut to the depth, a different answer on a second call (``verify``)."""
+        """One row per issue (pipeline reports: ``stage, query_id, issue``; plain runs: ``run, query_id, issue``): in
+        a pipeline, an issue mended in a usable answer (a repeated doc id kept once, hits cut to the depth, a different
+        answer on a second call under ``verify``); in every report, each systematic problem said once, in a row
+        without a query (a stage failing on most queries, a retriever capping its results, qrels sharing few queries
+        with a run, judged shares below the threshold), as on the card's notes."""
         return self._table("issues")
 
     @property

@@ -38,6 +38,8 @@ def query_overlap(qrels: Qrels, runs: Mapping[str, Sequence[str]]) -> str | None
     parts = []
     for name, ids in runs.items():
         ids = list(ids)
+        if not ids:
+            continue  # an empty run: nothing of it is mismatched (the card counts its queries as missing)
         shared = [q for q in ids if q in known]
         if shared and len(set(shared)) >= QUERY_OVERLAP * len(judged):
             continue
