@@ -244,17 +244,25 @@ def _run_stage(
             todo.append((q, text, given, qhash, settings.verify < 0 or len(todo) < settings.verify))
     bar = _progress_bar(stage.name, len(todo), settings.progress)
     finishing = threading.Lock()
+    stopped = threading.Event()  # the run stopped (a harness error, Ctrl-C): calls still in flight store nothing
 
     def finish(q: str, qhash: str, result: Outcome) -> None:
         """Keep one query's outcome: a harness failure here (the cache) is raised, never the stage's fault."""
         if not result.failed:
             result = _stored_types(stage.name, q, result)
-            store.put({
-                "query_id": q, "query_hash": qhash, "latency": result.latency,
-                "hits": Hit.to_columns(result.hits), "beyond_depth": list(result.beyond_depth),
-                **({"issues": list(result.issues)} if result.issues else {}),
-            })
-        with finishing:
+        with finishing:  # one store at a time, so that none follows a failed one (the run stops there)
+            if stopped.is_set():
+                return
+            if not result.failed:
+                try:
+                    store.put({
+                        "query_id": q, "query_hash": qhash, "latency": result.latency,
+                        "hits": Hit.to_columns(result.hits), "beyond_depth": list(result.beyond_depth),
+                        **({"issues": list(result.issues)} if result.issues else {}),
+                    })
+                except BaseException:
+                    stopped.set()
+                    raise
             outcomes[q] = result
             if bar is not None:
                 bar.update(1)
@@ -262,6 +270,9 @@ def _run_stage(
     try:
         if todo:
             _run_threads(todo, call, acall, check, settings, finish)
+    except BaseException:
+        stopped.set()
+        raise
     finally:
         if bar is not None:
             bar.close()
