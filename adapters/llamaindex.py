@@ -21,8 +21,10 @@ Rules, each decided here once:
 - **Async**: a retriever has a native async path only when its class overrides ``_aretrieve`` (LlamaIndex's
   default runs the sync retrieval on the event loop, so concurrency would gain nothing); otherwise the runner
   uses threads. Postprocessors always have one (LlamaIndex runs sync ones in a thread).
-- **Fingerprint**: a description of the wrapped object (class and settings such as ``_similarity_top_k`` or a
-  postprocessor's fields; never the index contents). Pass ``version=`` and change it when the index changes.
+- **Fingerprint**: a retriever's outputs depend on its index, which its settings do not describe, so a
+  retriever is cached only with ``version=`` (change it when the index changes); without it, ``Pipeline.run(...,
+  cache=...)`` refuses with an error naming ``version=`` (without a cache it runs as usual). A postprocessor is
+  keyed by its class and settings (its fields).
 
 llama_index is imported when an adapter is built or called, never when this module is imported.
 """
@@ -34,6 +36,7 @@ from collections.abc import Sequence
 from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
+from ..stages.fingerprint import Fingerprint, Uncacheable
 from ..stages.hits import Hit
 from ..stages.stage import Reranker, Retriever
 from ._common import describe, jsonable, metadata_copy, read_score, returned_items
@@ -70,6 +73,15 @@ class LlamaIndexRetriever(Retriever):
 
     def config(self) -> dict[str, Any]:
         return {"retriever": describe(self.wrapped)}
+
+    def code(self) -> Fingerprint | None:
+        """A LlamaIndex retriever's outputs depend on its index, which its settings do not describe (two indexes
+        of the same size share every setting): without ``version=`` it refuses to be cached rather than be keyed
+        by a partial description."""
+        raise Uncacheable(
+            f"stage {self.name!r}: the index behind a LlamaIndex retriever ({type(self.wrapped).__name__}) cannot be "
+            "described exactly by its settings; pass version='...' (and change it when the index changes) to cache it"
+        )
 
     @property
     def has_async(self) -> bool:

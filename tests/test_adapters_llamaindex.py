@@ -102,15 +102,15 @@ class TestVectorIndexWithScoreOverwriter(AdapterContract):
 
         def build():  # a fresh index from the same nodes: new uuids inside, the same fingerprint
             again = VectorStoreIndex(_nodes(), embed_model=HashEmbedding())
-            return (li.retriever(again.as_retriever(similarity_top_k=8), name="dense"),
+            return (li.retriever(again.as_retriever(similarity_top_k=8), name="dense", version="index-1"),
                     li.reranker(ScoreOverwriter(top_n=3), name="overwriter"))
 
         return AdapterCase(
-            retriever=li.retriever(framework, name="dense"),
+            retriever=li.retriever(framework, name="dense", version="index-1"),
             reranker=li.reranker(ScoreOverwriter(top_n=3), name="overwriter"),
             ranking=lambda text, k: [n.node.node_id for n in framework.retrieve(text)],
             rebuild=build,
-            variants=(li.retriever(index.as_retriever(similarity_top_k=6), name="dense"),
+            variants=(li.retriever(index.as_retriever(similarity_top_k=6), name="dense", version="index-1"),
                       li.reranker(ScoreOverwriter(top_n=2), name="overwriter")),
             framework_scores=lambda: _scores(framework), depth=5,
         )
@@ -154,15 +154,15 @@ class TestBM25WithSimilarityCutoff(AdapterContract):
     @classmethod
     def case(cls, bm25):
         def build():
-            return (li.retriever(BM25Retriever.from_defaults(nodes=_nodes(), similarity_top_k=8), name="bm25"),
+            return (li.retriever(BM25Retriever.from_defaults(nodes=_nodes(), similarity_top_k=8), name="bm25", version="index-1"),
                     li.reranker(SimilarityPostprocessor(similarity_cutoff=0.5), name="cutoff"))
 
         return AdapterCase(
-            retriever=li.retriever(bm25, name="bm25"),
+            retriever=li.retriever(bm25, name="bm25", version="index-1"),
             reranker=li.reranker(SimilarityPostprocessor(similarity_cutoff=0.5), name="cutoff"),
             ranking=lambda text, k: [n.node.node_id for n in bm25.retrieve(text)],
             rebuild=build,
-            variants=(li.retriever(BM25Retriever.from_defaults(nodes=_nodes(), similarity_top_k=7), name="bm25"),
+            variants=(li.retriever(BM25Retriever.from_defaults(nodes=_nodes(), similarity_top_k=7), name="bm25", version="index-1"),
                       li.reranker(SimilarityPostprocessor(similarity_cutoff=0.6), name="cutoff")),
             framework_scores=lambda: _scores(bm25), depth=4,
         )
@@ -218,7 +218,7 @@ from tests.test_adapters_llamaindex import HashEmbedding, _nodes, ScoreOverwrite
 from llama_index.core import VectorStoreIndex
 from rag_eval.adapters import llamaindex as li
 retriever = VectorStoreIndex(_nodes(), embed_model=HashEmbedding()).as_retriever(similarity_top_k=8)
-print(json.dumps([li.retriever(retriever, name="dense").fingerprint(),
+print(json.dumps([li.retriever(retriever, name="dense", version="index-1").fingerprint(),
                   li.reranker(ScoreOverwriter(top_n=3), name="overwriter").fingerprint()]))
 """
 
@@ -228,7 +228,7 @@ def test_fingerprints_are_the_same_in_another_process(index):
 
     out = subprocess.run([sys.executable, "-c", PRINT_FINGERPRINT, str(ROOT)], capture_output=True, text=True,
                          check=True, cwd=ROOT)
-    here = [li.retriever(index.as_retriever(similarity_top_k=8), name="dense").fingerprint(),
+    here = [li.retriever(index.as_retriever(similarity_top_k=8), name="dense", version="index-1").fingerprint(),
             li.reranker(ScoreOverwriter(top_n=3), name="overwriter").fingerprint()]
     assert json.loads(out.stdout) == here
 
@@ -239,3 +239,18 @@ def test_no_default_model_was_ever_resolved(index, bm25):
 
     index.as_retriever(similarity_top_k=2).retrieve(QUERIES["q1"])
     assert Settings._embed_model is None and Settings._llm is None
+
+
+def test_a_retriever_without_a_version_refuses_the_cache_but_runs_without_one(index, tmp_path):
+    """Its index is not in its settings (two indexes of one size share them all): keyed by a partial description,
+    a cache could hand one index's results to another, so it is cached only with version=."""
+    from rag_eval.stages.fingerprint import Uncacheable
+
+    from rag_eval import Pipeline
+
+    stage = li.retriever(index.as_retriever(similarity_top_k=3), name="dense")
+    pipe = Pipeline(stage, depth=3)
+    with pytest.raises(Uncacheable, match=r"stage 'dense': the index behind a LlamaIndex retriever .* pass version="):
+        pipe.run({"q1": QUERIES["q1"]}, cache=tmp_path, progress=False)
+    result = pipe.run({"q1": QUERIES["q1"]}, progress=False)
+    assert len(result.stages["dense"].outcomes["q1"].hits) == 3
