@@ -69,3 +69,40 @@ def trec_eval_exact_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """trec_eval 10.0 printing every value with 17 significant digits (``%.17g``): enough to tell every double
     apart, so rag_eval's values can be compared with its bit for bit."""
     return _build_trec_eval(tmp_path_factory.mktemp("trec_eval_exact") / "src", digits="%.17g")
+
+
+@pytest.fixture(params=["c", "python"])
+def reader(request, monkeypatch):
+    """Run the test with the C paths (``rag_eval._speedups``) and again with the pure-Python ones."""
+    from rag_eval import _accel
+
+    if request.param == "c" and _accel.speedups is None:
+        pytest.skip("rag_eval._speedups is not built")
+    if request.param == "python":
+        monkeypatch.setattr(_accel, "speedups", None)
+    return request.param
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A real 64 KiB tmpfs mounted for the test (as root), unmounted after it, to fill a disk for real. Where mount
+    is not permitted the test skips with the reason; under CI=true (root, on the project's machine, where it
+    works) that is a failure."""
+    import subprocess
+
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        message = "needs root to mount a small tmpfs"
+    else:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True,
+                              text=True)
+        message = None if done.returncode == 0 else f"mount -t tmpfs is not permitted here: {done.stderr.strip()}"
+    if message is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(message + "; CI=true runs as root on the project's machine, where it works")
+        pytest.skip(message)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

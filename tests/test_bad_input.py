@@ -30,16 +30,6 @@ LIMIT = 2**29  # grades must lie strictly within +-LIMIT
 C_READER = _accel.speedups
 
 
-@pytest.fixture(params=["c", "python"])
-def reader(request, monkeypatch):
-    """Run the test with the C reader (``rag_eval._speedups``) and again with the pure-Python line reader."""
-    if request.param == "c" and C_READER is None:
-        pytest.skip("rag_eval._speedups is not built")
-    if request.param == "python":
-        monkeypatch.setattr(_accel, "speedups", None)
-    return request.param
-
-
 def write(tmp_path, name: str, content: str | bytes):
     path = tmp_path / name
     path.write_bytes(content.encode() if isinstance(content, str) else content)

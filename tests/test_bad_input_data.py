@@ -21,24 +21,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rag_eval import InputError, Qrels, Run, _accel, evaluate
+from rag_eval import InputError, Qrels, Run, evaluate
 from rag_eval.data.collection import Collection
 from rag_eval.errors import DuplicateJudgement, DuplicateResult, IdsConverted
 
 from .conftest import ROOT
 
-C_READER = _accel.speedups
 BOUNDED = ["recall@10", "ap", "ndcg@10", "P@5", "mrr", "judged@10"]
-
-
-@pytest.fixture(params=["c", "python"])
-def reader(request, monkeypatch):
-    """Run the test with the C paths (``rag_eval._speedups``) and again with the pure-Python ones."""
-    if request.param == "c" and C_READER is None:
-        pytest.skip("rag_eval._speedups is not built")
-    if request.param == "python":
-        monkeypatch.setattr(_accel, "speedups", None)
-    return request.param
 
 
 def write(tmp_path, name: str, content: str | bytes):

@@ -438,27 +438,6 @@ def test_temporaries_left_by_a_killed_server_are_removed_at_start(tmp_path):
         running.stop()
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """A 64 KiB tmpfs mounted for the test (as root), unmounted after it. Where mount is not permitted the test
-    skips with the reason; under CI=true (root, on the project's machine, where it works) that is a failure."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("needs root to mount a small tmpfs")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True,
-                          text=True)
-    if done.returncode != 0:
-        message = f"mount -t tmpfs is not permitted here: {done.stderr.strip()}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message + "; CI=true runs as root on the project's machine, where it works")
-        pytest.skip(message)
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
 def _fill(path: Path) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT)
     try:

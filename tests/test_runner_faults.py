@@ -300,25 +300,6 @@ def test_an_async_stage_keeps_its_event_loop_from_call_to_call():
 
 # -- a real small file system, as root: filled mid-run, then space freed; made read-only -------------------------
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """A 64 KiB tmpfs mounted for the test (root only), unmounted after it."""
-    import subprocess
-
-    mount = tmp_path / "small"
-    mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
-                                           capture_output=True).returncode != 0:
-        message = "needs root and mount(8) to make a small tmpfs"
-        if os.environ.get("CI") == "true":  # CI runs as root on the project's machine, where this works
-            pytest.fail(message + "; CI=true, so it is a failure")
-        pytest.skip(message)
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
 def _remount(mount: Path, options: str) -> None:
     import subprocess
 
