@@ -198,11 +198,7 @@ def read_int(text: str, what: str, *, low: int | None = None, high: int | None =
         value = -(10**30) if stripped.startswith("-") else 10**30
     else:
         value = int(stripped)
-    if low is not None and value < low:
-        raise InputError(f"{what} must be {low} or more, not {_short(stripped)}")
-    if high is not None and value > high:
-        raise InputError(f"{what} must be at most {high}, not {_short(stripped)}")
-    return value
+    return _within(value, what, low, high, stripped)
 
 
 def check_int(value: Any, what: str, *, low: int | None = 1, high: int | None = MAX_CUTOFF) -> int:
@@ -211,10 +207,15 @@ def check_int(value: Any, what: str, *, low: int | None = 1, high: int | None = 
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InputError(f"{what} must be an int, not {type(value).__name__} {value!r}")
     value = int(value)
+    return _within(value, what, low, high, str(value))
+
+
+def _within(value: int, what: str, low: int | None, high: int | None, shown: str) -> int:
+    """``value`` if it lies within ``low..high``; else an InputError naming ``what`` and showing ``shown``."""
     if low is not None and value < low:
-        raise InputError(f"{what} must be {low} or more, not {value}")
+        raise InputError(f"{what} must be {low} or more, not {_short(shown)}")
     if high is not None and value > high:
-        raise InputError(f"{what} must be at most {high}, not {_short(str(value))}")
+        raise InputError(f"{what} must be at most {high}, not {_short(shown)}")
     return value
 
 
