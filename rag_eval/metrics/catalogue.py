@@ -17,6 +17,13 @@ class Family:
     params: frozenset[str]
     trec_name: str | None  # trec_eval's measure name; with a cutoff it is printed as f"{trec_name}_{k}"
     summed: bool = False  # trec_eval prints the sum over queries, not the mean
+    aggregate: str = "mean"  # over queries: "mean", "sum" (the counts), "geometric" (gm_map), "none" (relstring)
+    kind: str = "number"  # per-query value: "number" (float64) or "text" (relstring, runid)
+    citation: str | None = None  # where the definition comes from
+
+    def __post_init__(self) -> None:
+        if self.summed and self.aggregate == "mean":
+            object.__setattr__(self, "aggregate", "sum")
 
 
 _REL = frozenset({"rel"})
@@ -58,6 +65,60 @@ FAMILIES: dict[str, Family] = {
         Family("num_rel", "R: judged relevant documents of the query", "none", _REL, "num_rel", summed=True),
         Family("num_ret", "results returned (after any -M cut and condensing)", "none", frozenset(), "num_ret", summed=True),
         Family("num_rel_ret", "relevant results returned", "none", _REL, "num_rel_ret", summed=True),
+        # --- the rest of trec_eval's -m all_trec (trec_eval 10.0, m_*.c); kernels in kernels_*.py ---
+        Family("gm_map", "AP per query; over queries the geometric mean, each value floored at 1e-5 "
+               "(trec_eval's MIN_GEO_MEAN)", "none", _REL, "gm_map", aggregate="geometric"),
+        Family("gm_bpref", "bpref per query; over queries the geometric mean, floored at 1e-5", "none", _REL,
+               "gm_bpref", aggregate="geometric"),
+        Family("infap", "inferred AP (Yilmaz & Aslam 2006) from a sampled pool: grade -1 is pooled but not "
+               "judged (m_infap.c)", "none", _REL, "infAP"),
+        Family("iprec_at_recall", "interpolated precision at recall level `level` (0..1): the highest precision "
+               "at any rank whose recall is >= level", "none", frozenset({"rel", "level"}), "iprec_at_recall"),
+        Family("11pt_avg", "mean interpolated precision over the recall levels `levels` (default 0, .1, ..., 1)",
+               "none", frozenset({"rel", "levels"}), "11pt_avg"),
+        Family("rprec_mult", "precision at rank round(mult x R) (m_Rprec_mult.c)", "none",
+               frozenset({"rel", "mult"}), "Rprec_mult"),
+        Family("utility", "w1 x relevant retrieved + w2 x non-relevant retrieved + w3 x relevant not retrieved + "
+               "w4 x non-relevant not retrieved (`weights=w1;w2;w3;w4`, default 1;-1;0;0)", "none",
+               frozenset({"rel", "weights"}), "utility"),
+        Family("g", "normalised gain G (m_G.c): each retrieved gain over log2(2 + ideal - cumulative gain), "
+               "normalised by the ideal", "none", frozenset({"gains", "rel"}), "G"),
+        Family("bing", "binary G (m_binG.c): G with gain 1 for every relevant document", "none", _REL, "binG"),
+        Family("ndcg_rel", "nDCG over the top R ranks with ideal DCG also at R (m_ndcg_rel.c)", "none",
+               frozenset({"gains", "rel"}), "ndcg_rel"),
+        Family("rndcg", "nDCG normalised between worst and ideal ranking (m_Rndcg.c)", "none",
+               frozenset({"gains", "rel"}), "Rndcg"),
+        Family("relative_precision", "relevant in the top k / min(k, R) (trec_eval's relative_P)", "required",
+               _REL, "relative_P"),
+        Family("set_precision", "relevant retrieved / retrieved (the whole ranking as a set)", "none", _REL, "set_P"),
+        Family("set_relative_precision", "relevant retrieved / min(retrieved, R)", "none", _REL, "set_relative_P"),
+        Family("set_recall", "relevant retrieved / R", "none", _REL, "set_recall"),
+        Family("set_map", "set_precision x set_recall", "none", _REL, "set_map"),
+        Family("set_f", "(beta^2 + 1) P R / (beta^2 P + R) ... as trec_eval's set_F (`beta`, default 1)", "none",
+               frozenset({"rel", "beta"}), "set_F"),
+        Family("num_nonrel_judged_ret", "judged non-relevant results returned", "none", _REL,
+               "num_nonrel_judged_ret", summed=True),
+        Family("rbp", "rank-biased precision, (1 - p) sum p^(rank-1) x rel (Moffat & Zobel 2008), persistence `p` "
+               "(default 0.8)", "optional", frozenset({"rel", "p", "gains"}), "rbp",
+               citation="Moffat & Zobel, TOIS 27(1), 2008"),
+        Family("rbp_resid", "RBP's residual: what RBP could gain if every unjudged result (and every rank past the "
+               "ranking) were relevant", "optional", frozenset({"rel", "p", "gains"}), "rbp_resid",
+               citation="Moffat & Zobel, TOIS 27(1), 2008"),
+        Family("unjudged", "share of the top k with no judgement (a rank past the ranking counts as judged "
+               "non-relevant): trec_eval's unj, divided by k", "required", frozenset(), "unj"),
+        Family("relstring", "the grades of the top k (default 10) as a string: 0-9, '>' above 9, '-' not in the "
+               "pool, '.' pooled but unjudged, '<' other negative grades; per query only", "optional", frozenset(),
+               "relstring", aggregate="none", kind="text"),
+        Family("num_q", "1 per counted query: over queries, the number of queries", "none", frozenset(), "num_q",
+               summed=True),
+        Family("runid", "the run's tag (trec_eval prints the last line's)", "none", frozenset(), "runid",
+               aggregate="none", kind="text"),
+        # --- beyond trec_eval ---
+        Family("err", "expected reciprocal rank (Chapelle et al. 2009): sum over ranks of (1/rank) x R_r x "
+               "prod_{i<r} (1 - R_i), R_g = (2^g - 1) / 2^max_grade; `max_grade` defaults to the qrels' largest",
+               "optional", frozenset({"rel", "max_grade"}), None, citation="Chapelle, Metzler, Zhang & Grinspan, CIKM 2009"),
+        Family("nerr", "ERR / ERR of the ideal ranking of the query's judgements", "optional",
+               frozenset({"rel", "max_grade"}), None, citation="Chapelle et al., CIKM 2009"),
     )
 }
 
@@ -77,4 +138,12 @@ ALIASES: dict[str, str] = {
     "numret": "num_ret",
     "numrelret": "num_rel_ret",
     "judged_at": "judged",
+    "gm_ap": "gm_map",
+    "iprec": "iprec_at_recall",
+    "11pt": "11pt_avg",
+    "11_pt_avg": "11pt_avg",
+    "relative_p": "relative_precision",
+    "set_p": "set_precision",
+    "set_relative_p": "set_relative_precision",
+    "unj": "unjudged",
 }

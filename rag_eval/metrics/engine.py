@@ -11,10 +11,13 @@ from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import InputError
 from . import kernels as K
+from .catalogue import FAMILIES
 from .conventions import Conventions
 from .grades import GradeMatrix, build_grade_matrix
 from .grammar import Metric, gains_map
 from .id_mismatch import warn_near_misses
+from .qrels_stats import QrelsStats
+from .registry import KERNELS, KernelInputs, load_kernels
 
 
 @dataclass
@@ -98,12 +101,12 @@ def evaluate_run(
     matrix = build_grade_matrix(run, qrels, account.counted, conventions)
     if warn_ids:
         _warn_id_mismatches(qrels, run, account, matrix)
-    stats = _QrelsStats(qrels, account.counted, conventions)
+    stats = QrelsStats(qrels, account.counted, conventions)
     per_query_k = [
         None if c is None else np.fromiter((c.get(q, 0) for q in account.counted), np.int64, len(account.counted))
         for c in (cutoffs or [None] * len(metrics))
     ]
-    values = _compute(matrix, metrics, conventions, stats, per_query_k)
+    values = _compute(matrix, metrics, conventions, stats, per_query_k, run)
     return RunValues(account, values)
 
 
@@ -116,61 +119,6 @@ def _warn_id_mismatches(qrels: Qrels, run: Run, account: QueryAccount, matrix: G
     unjudged = [q for q in unjudged if len(qrels[q])]
     if account.left_out.get("run_only") or unjudged:
         warn_near_misses(run, qrels, account.left_out.get("run_only", []), missing, unjudged)
-
-
-class _QrelsStats:
-    """Per-query statistics of the judgements for the counted queries, computed on demand and cached."""
-
-    def __init__(self, qrels: Qrels, query_ids: list[str], conventions: Conventions) -> None:
-        all_ids, offsets, grades = qrels.columns
-        where = {q: i for i, q in enumerate(all_ids)}
-        rows = np.fromiter((where[q] for q in query_ids), np.int64, len(query_ids))
-        lengths = offsets[rows + 1] - offsets[rows]
-        shift = offsets[rows] - (np.cumsum(lengths) - lengths)
-        entries = np.repeat(shift, lengths) + np.arange(int(lengths.sum()))
-        self.n = len(query_ids)
-        self.grades = grades[entries]
-        self.query_of = np.repeat(np.arange(self.n), lengths)
-        if conventions.negative_grades == "unjudged":  # in the pool but not judged: not counted anywhere
-            judged = self.grades >= 0
-            self.grades, self.query_of = self.grades[judged], self.query_of[judged]
-        self._cache: dict[object, np.ndarray] = {}
-
-    def num_relevant(self, t: int) -> np.ndarray:
-        key = ("R", t)
-        if key not in self._cache:
-            self._cache[key] = np.bincount(self.query_of, weights=self.grades >= t, minlength=self.n).astype(np.int64)
-        return self._cache[key]
-
-    def judged_nonrelevant(self, t: int) -> np.ndarray:
-        key = ("N", t)
-        if key not in self._cache:
-            self._cache[key] = np.bincount(self.query_of, weights=self.grades < t, minlength=self.n).astype(np.int64)
-        return self._cache[key]
-
-    def gain_exponents(self, rule: str, gains: dict[int, float] | None, rel: int | None) -> np.ndarray:
-        """Per query, the binary exponent of its largest judged gain: its gains are scaled by ``2^-e`` before
-        any sum (exact, and nDCG does not change; see :func:`~rag_eval.metrics.kernels.gain_exponents`)."""
-        gain_key = (rule, tuple(sorted(gains.items())) if gains else None, rel)
-        if ("scaled", gain_key) not in self._cache:
-            judged = K.gain_of(self.grades, rule, gains, rel)
-            exponents = K.gain_exponents(self.query_of, judged, self.n)
-            self._cache[("exponents", gain_key)] = exponents
-            self._cache[("scaled", gain_key)] = K.scale_gains(judged, self.query_of, exponents)
-        return self._cache[("exponents", gain_key)]
-
-    def ideal(self, rule: str, gains: dict[int, float] | None, rel: int | None, k: K.Cutoff) -> np.ndarray:
-        """Ideal DCG per query at cutoff k, of the scaled gains (see :meth:`gain_exponents`)."""
-        gain_key = (rule, tuple(sorted(gains.items())) if gains else None, rel)
-        if ("best", gain_key) not in self._cache:  # every query's positive gains, best first: once per gain rule
-            self.gain_exponents(rule, gains, rel)
-            self._cache[("best", gain_key)] = K.best_gains(self.query_of, self._cache[("scaled", gain_key)], self.n)
-        if isinstance(k, np.ndarray):
-            return K.ideal_dcg(*self._cache[("best", gain_key)], self.n, k)
-        if ("ideal", gain_key, k) not in self._cache:
-            query, ranked_gains, rank = self._cache[("best", gain_key)]
-            self._cache[("ideal", gain_key, k)] = K.ideal_dcg(query, ranked_gains, rank, self.n, k)
-        return self._cache[("ideal", gain_key, k)]
 
 
 EXP_GAIN_LIMIT = 1000  # 2^grade - 1 stays finite (with room for a sum) in float64 up to here
@@ -189,7 +137,8 @@ def _check_exp_gain(qrels_grades: np.ndarray, gmap: dict[int, float] | None, met
 
 
 def _compute(
-    matrix: GradeMatrix, metrics: list[Metric], conv: Conventions, stats: _QrelsStats, cutoffs: list[np.ndarray | None]
+    matrix: GradeMatrix, metrics: list[Metric], conv: Conventions, stats: QrelsStats, cutoffs: list[np.ndarray | None],
+    run: Run,
 ) -> list[np.ndarray]:
     rows, ranks, grades, n = matrix.rows, matrix.ranks, matrix.grades, matrix.num_queries
     rel_cache: dict[int, np.ndarray] = {}
@@ -240,7 +189,13 @@ def _compute(
             v = matrix.lengths.astype(np.float64)
         elif fam == "num_rel_ret":
             v = K.count_per_query(rows, rel(t), n)
-        else:  # pragma: no cover - the grammar admits only the families above
-            raise AssertionError(fam)
+        else:  # the families with a kernel module of their own (see .registry)
+            load_kernels()
+            if fam not in KERNELS:
+                raise InputError(f"metric {str(m)!r}: the family {fam!r} is in the catalogue but has no kernel yet")
+            v = KERNELS[fam](KernelInputs(matrix, stats, conv, m, k, t, run, rel))
+            if FAMILIES[fam].kind == "text":
+                out.append(np.asarray(v, dtype=object))
+                continue
         out.append(np.asarray(v, dtype=np.float64))
     return out

@@ -1,0 +1,70 @@
+"""Per-query statistics of the judgements (R, judged non-relevant, ideal gains) for the counted queries.
+
+Computed on demand and cached for one evaluation of one run. Kernel modules may add methods here (each cached
+under its own key), so that a statistic of the qrels is computed once whatever metrics need it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..data.qrels import Qrels
+from . import kernels as K
+from .conventions import Conventions
+
+__all__ = ["QrelsStats"]
+
+
+class QrelsStats:
+    """Per-query statistics of the judgements for the counted queries, computed on demand and cached."""
+
+    def __init__(self, qrels: Qrels, query_ids: list[str], conventions: Conventions) -> None:
+        all_ids, offsets, grades = qrels.columns
+        where = {q: i for i, q in enumerate(all_ids)}
+        rows = np.fromiter((where[q] for q in query_ids), np.int64, len(query_ids))
+        lengths = offsets[rows + 1] - offsets[rows]
+        shift = offsets[rows] - (np.cumsum(lengths) - lengths)
+        entries = np.repeat(shift, lengths) + np.arange(int(lengths.sum()))
+        self.n = len(query_ids)
+        self.grades = grades[entries]
+        self.query_of = np.repeat(np.arange(self.n), lengths)
+        if conventions.negative_grades == "unjudged":  # in the pool but not judged: not counted anywhere
+            judged = self.grades >= 0
+            self.grades, self.query_of = self.grades[judged], self.query_of[judged]
+        self._cache: dict[object, np.ndarray] = {}
+
+    def num_relevant(self, t: int) -> np.ndarray:
+        key = ("R", t)
+        if key not in self._cache:
+            self._cache[key] = np.bincount(self.query_of, weights=self.grades >= t, minlength=self.n).astype(np.int64)
+        return self._cache[key]
+
+    def judged_nonrelevant(self, t: int) -> np.ndarray:
+        key = ("N", t)
+        if key not in self._cache:
+            self._cache[key] = np.bincount(self.query_of, weights=self.grades < t, minlength=self.n).astype(np.int64)
+        return self._cache[key]
+
+    def gain_exponents(self, rule: str, gains: dict[int, float] | None, rel: int | None) -> np.ndarray:
+        """Per query, the binary exponent of its largest judged gain: its gains are scaled by ``2^-e`` before
+        any sum (exact, and nDCG does not change; see :func:`~rag_eval.metrics.kernels.gain_exponents`)."""
+        gain_key = (rule, tuple(sorted(gains.items())) if gains else None, rel)
+        if ("scaled", gain_key) not in self._cache:
+            judged = K.gain_of(self.grades, rule, gains, rel)
+            exponents = K.gain_exponents(self.query_of, judged, self.n)
+            self._cache[("exponents", gain_key)] = exponents
+            self._cache[("scaled", gain_key)] = K.scale_gains(judged, self.query_of, exponents)
+        return self._cache[("exponents", gain_key)]
+
+    def ideal(self, rule: str, gains: dict[int, float] | None, rel: int | None, k: K.Cutoff) -> np.ndarray:
+        """Ideal DCG per query at cutoff k, of the scaled gains (see :meth:`gain_exponents`)."""
+        gain_key = (rule, tuple(sorted(gains.items())) if gains else None, rel)
+        if ("best", gain_key) not in self._cache:  # every query's positive gains, best first: once per gain rule
+            self.gain_exponents(rule, gains, rel)
+            self._cache[("best", gain_key)] = K.best_gains(self.query_of, self._cache[("scaled", gain_key)], self.n)
+        if isinstance(k, np.ndarray):
+            return K.ideal_dcg(*self._cache[("best", gain_key)], self.n, k)
+        if ("ideal", gain_key, k) not in self._cache:
+            query, ranked_gains, rank = self._cache[("best", gain_key)]
+            self._cache[("ideal", gain_key, k)] = K.ideal_dcg(query, ranked_gains, rank, self.n, k)
+        return self._cache[("ideal", gain_key, k)]
