@@ -1,108 +1,126 @@
-"""rag_eval's trec_eval preset against trec_eval's own expected outputs, to the 4 printed decimals.
+"""trec_eval's own test suite, reproduced line for line by the CLI.
 
-Every measure rag_eval implements that appears in a reference file is checked, per query and for ``all``, as
-rag_eval's trec_eval formatter prints it (:mod:`rag_eval.reports.trec_eval`: ``all`` lines accumulated as
-trec_eval does); each (file, measure, query) is its own collected test case. tests/test_trec_eval_oracle.py checks
-the same against the trec_eval binary itself, on random data.
+Each of the seven golden files of ``../shared/conformance/trec_eval/`` (README.md there names the trec_eval
+command that made it) must come out of ``rag-eval evaluate QRELS RUN --format trec_eval --conventions trec_eval``
+with the same flags, whole: every measure, every query, every ``all`` line, in the same order, to the same digits.
+A failure lists the first 20 lines that differ. tests/test_trec_eval_oracle.py checks the same against the
+trec_eval binary itself, on random data.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import contextlib
+import io
+import subprocess
+import sys
+import warnings
 from functools import cache
 
 import pytest
 
-import rag_eval
-from rag_eval.errors import InputError
-from rag_eval.reports.trec_eval import format_trec_eval, trec_eval_lines
+from rag_eval.cli import main
 
-from .conftest import CONFORMANCE, need_shared
+from .conftest import CONFORMANCE, ROOT, need_shared
 
-# reference file -> (qrels, run, conventions changes from the trec_eval preset, extra measures asked of trec_eval)
-CASES = {
-    "out.test": ("qrels.test", "results.test", {}),
-    "out.test.a": ("qrels.test", "results.test", {}),
-    "out.test.aq": ("qrels.test", "results.test", {}),
-    "out.test.aqc": ("qrels.test", "results.trunc", {"missing_run": "zero"}),
-    "out.test.aqcM": ("qrels.test", "results.trunc", {"missing_run": "zero", "max_depth": 100}),
-    "out.test.aql": ("qrels.rel_level", "results.test", {"relevance_threshold": 2}),
-    "out.test.meas_params": ("qrels.test", "results.test", {}),
-}
-# every family must be reached by at least one reference line, or the parsing below has silently broken
-EXPECTED_FAMILIES = {
-    "num_ret", "num_rel", "num_rel_ret", "ap", "r_precision", "bpref", "mrr", "precision", "recall", "ndcg", "hit",
+# golden file -> (qrels, run, flags): trec_eval's command line (README.md), as rag-eval takes it
+COMMANDS = {
+    "out.test": ("qrels.test", "results.test", []),
+    "out.test.a": ("qrels.test", "results.test", ["-m", "all_trec"]),
+    "out.test.aq": ("qrels.test", "results.test", ["-m", "all_trec", "-q"]),
+    "out.test.aqc": ("qrels.test", "results.trunc", ["-m", "all_trec", "-q", "-c"]),
+    "out.test.aqcM": ("qrels.test", "results.trunc", ["-m", "all_trec", "-q", "-c", "-M100"]),
+    "out.test.aql": ("qrels.rel_level", "results.test", ["-m", "all_trec", "-mrelstring.20", "-q", "-l2"]),
+    "out.test.meas_params": ("qrels.test", "results.test", [
+        "-q", "-miprec_at_recall..10,.20,.25,.75,.50", "-m", "P.5,7,3", "-m", "recall.20,2000",
+        "-m", "Rprec_mult.5.0,0.2,0.35", "-mutility.2,-1,0,0", "-m", "11pt_avg..25,.5,.75", "-mndcg.1=3,2=9,4=4.5",
+        "-mndcg_cut.10,20,23.4", "-msuccess.2,5,20",
+    ]),
 }
 
 
-def _metric_for(trec_name: str) -> rag_eval.Metric | None:
-    """Our metric for a trec_eval measure name, or None when rag_eval does not implement that measure."""
-    if trec_name.startswith("ndcg_") and "=" in trec_name:  # ndcg.1=3,2=9,4=4.5 is printed ndcg_1=3,2=9,4=4.5
-        gains = trec_name[len("ndcg_"):].replace("=", ":").replace(",", ";")
-        return rag_eval.parse_metric(f"ndcg(gains={gains})")
-    try:
-        metric = rag_eval.parse_metric(trec_name)
-    except InputError:
-        return None
-    return metric if metric.trec_name == trec_name else None
+def _argv(golden: str) -> list[str]:
+    qrels, run, flags = COMMANDS[golden]
+    return ["evaluate", str(CONFORMANCE / qrels), str(CONFORMANCE / run), "--format", "trec_eval",
+            "--conventions", "trec_eval", "--no-card", *flags]
 
 
 @cache
-def _reference(name: str) -> dict[tuple[str, str], str]:
-    expected = {}
-    for line in (CONFORMANCE / name).read_text().splitlines():
-        measure, qid, value = line.split()
-        expected[(measure, qid)] = value
-    return expected
+def _printed(golden: str) -> tuple[int, str, str]:
+    """Exit status, stdout and stderr of the CLI for one golden file's command (warnings printed, not raised:
+    ``ndcg_cut.10,20,23.4`` is warned about, as trec_eval reads 23.4 as 23)."""
+    out, err = io.StringIO(), io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        warnings.simplefilter("always")
+        status = main(_argv(golden))
+    return status, out.getvalue(), err.getvalue()
 
 
-@cache
-def _evaluated(name: str) -> tuple[rag_eval.Report, dict[tuple[str, str], str]]:
-    """The report, and what its trec_eval formatter prints: ``{(measure, query or "all"): value}``."""
-    qrels_file, run_file, changes = CASES[name]
-    conventions = rag_eval.Conventions(**(rag_eval.metrics.PRESETS["trec_eval"].model_dump() | changes))
-    metrics = sorted({m for (measure, _) in _reference(name) if (m := _metric_for(measure))}, key=str)
-    qrels = rag_eval.Qrels.from_trec(CONFORMANCE / qrels_file)
-    run = rag_eval.Run.from_trec(CONFORMANCE / run_file)
-    report = rag_eval.evaluate(qrels, run, metrics, conventions=conventions)
-    lines = trec_eval_lines(report, qrels=qrels, runs={run.name: run}, per_query=True)
-    printed = format_trec_eval(report, qrels=qrels, runs={run.name: run}, per_query=True).splitlines()
-    return report, {(line.measure, line.query_id): text.split("\t")[2] for line, text in zip(lines, printed)}
+def differences(expected: str, got: str, *, limit: int = 20) -> list[str]:
+    """The lines that differ, readably: a value that differs, a line missing or unexpected (keyed by measure and
+    query), or, when every line is there with its value, the first place the order differs. At most ``limit``."""
+
+    def keyed(text: str) -> dict[tuple[str, str], str]:
+        out = {}
+        for line in text.splitlines():
+            measure, _, rest = line.partition("\t")
+            qid, _, value = rest.partition("\t")
+            out.setdefault((measure.rstrip(), qid), value)
+        return out
+
+    want, have = keyed(expected), keyed(got)
+    found = []
+    for key, value in want.items():
+        if key not in have:
+            found.append(f"missing     {key[0]:<22} {key[1]:<5} {value}")
+        elif have[key] != value:
+            found.append(f"differs     {key[0]:<22} {key[1]:<5} expected {value}, got {have[key]}")
+    found += [f"unexpected  {key[0]:<22} {key[1]:<5} {value}" for key, value in have.items() if key not in want]
+    if not found:
+        for i, (a, b) in enumerate(zip(expected.splitlines(), got.splitlines())):
+            if a != b:
+                found.append(f"line {i + 1}: expected {a!r}, got {b!r} (same lines, another order or spacing)")
+                break
+        else:
+            found.append(f"{len(expected.splitlines())} lines expected, {len(got.splitlines())} printed")
+    shown = found[:limit]
+    if len(found) > limit:
+        shown.append(f"... and {len(found) - limit} more")
+    return shown
 
 
-def _cases():
-    if not CONFORMANCE.exists():
-        return [pytest.param(None, None, None, id="shared-data-absent")]
-    params = []
-    for name in CASES:
-        for measure, qid in _reference(name):
-            if _metric_for(measure) is not None or measure == "num_q":
-                params.append(pytest.param(name, measure, qid, id=f"{name}:{measure}:{qid}"))
-    return params
-
-
-@pytest.mark.parametrize("reference, measure, qid", _cases())
-def test_matches_trec_eval(reference, measure, qid):
+@pytest.mark.parametrize("golden", list(COMMANDS))
+def test_the_cli_prints_trec_eval_s_golden_file(golden):
     need_shared(CONFORMANCE)
-    report, printed = _evaluated(reference)
-    expected = _reference(reference)[(measure, qid)]
-    if measure == "num_q":
-        assert str(report.card.queries[0].counted) == expected == printed[(measure, qid)]
-        return
-    metric = _metric_for(measure)
-    value = report.values(report.runs[0], metric).get(qid)  # None for "all"
-    # per query: the value printed as trec_eval prints it; "all": the mean (or sum) accumulated as trec_eval does
-    assert printed[(measure, qid)] == expected, f"{metric} ({measure}) for {qid}: {value!r}"
+    status, got, err = _printed(golden)
+    assert status == 0, err
+    expected = (CONFORMANCE / golden).read_text()
+    if got != expected:
+        diff = differences(expected, got)
+        pytest.fail(f"{golden}: {len(diff)} difference(s) shown, of {len(expected.splitlines())} lines:\n"
+                    + "\n".join(diff), pytrace=False)
 
 
-def test_every_family_is_checked():
+def test_a_real_process_prints_the_same_file():
+    """One golden file through ``python -m rag_eval.cli`` in a subprocess: the installed entry point, stdout as
+    bytes (no newline translation, nothing else on it)."""
     need_shared(CONFORMANCE)
-    checked = defaultdict(set)
-    for name in CASES:
-        for measure, _ in _reference(name):
-            metric = _metric_for(measure)
-            if metric is not None:
-                checked[metric.family].add(measure)
-    assert EXPECTED_FAMILIES <= set(checked), EXPECTED_FAMILIES - set(checked)
-    # the parametrised cutoffs and gains of out.test.meas_params are among them
-    assert {"P_7", "recall_2000", "ndcg_cut_23", "success_20", "ndcg_1=3,2=9,4=4.5"} <= set().union(*checked.values())
+    done = subprocess.run([sys.executable, "-m", "rag_eval.cli", *_argv("out.test.aqc")], capture_output=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == (CONFORMANCE / "out.test.aqc").read_bytes()
+
+
+def test_the_diff_message_names_each_kind_of_difference():
+    expected = "map                   \tall\t0.1785\nP_5                   \tall\t0.2667\nP_10                  \tall\t0.3000\n"
+    got = "map                   \tall\t0.1786\nP_10                  \tall\t0.3000\nrbp                   \tall\t0.3234\n"
+    assert differences(expected, got) == [
+        "differs     map                    all   expected 0.1785, got 0.1786",
+        "missing     P_5                    all   0.2667",
+        "unexpected  rbp                    all   0.3234",
+    ]
+    reordered = "".join(reversed(expected.splitlines(keepends=True)))
+    assert differences(expected, reordered) == [
+        "line 1: expected 'map                   \\tall\\t0.1785', got 'P_10                  \\tall\\t0.3000' "
+        "(same lines, another order or spacing)"]
+    many = "".join(f"P_{k:<20}\tall\t0.0000\n" for k in range(1, 40))
+    assert len(differences(many, "")) == 21 and differences(many, "")[-1] == "... and 19 more"

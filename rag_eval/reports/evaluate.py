@@ -9,6 +9,7 @@ import numpy as np
 
 from ..data.qrels import Qrels
 from ..data.run import Run
+from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import Conventions, resolve_conventions
 from ..metrics.engine import evaluate_run
 from ..metrics.grammar import Metric, parse_metrics
@@ -94,8 +95,13 @@ def evaluate(
             own = [at[m.k] if m.family == "judged" else v for m, v in zip(metric_list, result.values)]
         shares += [JudgedShare(name, None, str(k), *mean_share(column), ceiling(qrels, result.account.counted, k))
                    for k, column in zip(cutoffs, given)]
-        matrix = np.column_stack(own) if result.account.counted else np.zeros((0, n))
-        blocks.append(RunScores(result.account.counted, matrix, name, None, [str(m) for m in metric_list]))
+        # the text metrics (relstring, runid: one str per query) apart, so that the values stay a float matrix
+        numbers = [j for j, m in enumerate(metric_list) if FAMILIES[m.family].kind != "text"]
+        texts = {str(metric_list[j]): [str(t) for t in own[j].tolist()] for j in range(n) if j not in numbers}
+        counted = len(result.account.counted)
+        matrix = np.column_stack([own[j] for j in numbers]) if counted and numbers else np.zeros((counted, len(numbers)))
+        blocks.append(RunScores(result.account.counted, matrix, name, None, [str(metric_list[j]) for j in numbers],
+                                texts=texts))
         account = result.account
         records.append(
             QueryRecord(run=name, counted=len(account.counted), left_out=account.left_out, counted_as_zero=account.zeroed)

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InputError
+from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import follows_trec_eval
 from ..metrics.grammar import Metric, parse_metric
 from .card import MetricCard
-from .summary import STAGE_SUMMARY_COLUMNS, SUMMARY_COLUMNS, summarize_values
+from .summary import STAGE_SUMMARY_COLUMNS, SUMMARY_COLUMNS, summarize_geometric, summarize_values
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,6 +32,23 @@ STAGE_PER_QUERY_COLUMNS = ["run", "stage", "query_id", "metric", "value"]
 _CARD_KEY = b"rag_eval.card"
 _BLOCKS_KEY = b"rag_eval.blocks"
 _TABLES_KEY = b"rag_eval.tables"
+_TEXTS_KEY = b"rag_eval.texts"
+
+
+def is_text_metric(name: str) -> bool:
+    """Whether a reported metric's per-query value is a str (the families of kind "text": relstring, runid)."""
+    try:
+        return FAMILIES[parse_metric(name).family].kind == "text"
+    except (ValueError, TypeError):  # a stage's "ndcg@budget" and the like: numbers
+        return False
+
+
+def is_geometric_metric(name: str) -> bool:
+    """Whether a reported metric is averaged by a geometric mean over queries (gm_map, gm_bpref)."""
+    try:
+        return FAMILIES[parse_metric(name).family].aggregate == "geometric"
+    except (ValueError, TypeError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -43,10 +61,13 @@ class RunScores:
     stage: str | None = None
     metrics: list[str] = field(default_factory=list)  # names as reported (canonical, or e.g. "ndcg@budget")
     n_failed: int = 0  # queries the stage failed on (counted as 0, or left out: see the card)
+    # the metrics of kind "text" (relstring, runid): {metric: one str per query, aligned with query_ids}; never in
+    # ``values`` or ``metrics``, so that the float tables stay floats
+    texts: dict[str, list[str]] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
         out = asdict(self)
-        del out["values"]
+        del out["values"], out["texts"]
         return out
 
 
@@ -63,7 +84,11 @@ class Report:
         tables: dict[str, pd.DataFrame] | None = None,
     ) -> None:
         names = [str(m) for m in metrics]
-        self._blocks = [b if b.metrics else RunScores(b.query_ids, b.values, b.run, b.stage, names, b.n_failed) for b in blocks]
+        self._blocks = [
+            b if b.metrics else RunScores(b.query_ids, b.values, b.run, b.stage, [n for n in names if n not in b.texts], b.n_failed,
+                           b.texts)
+            for b in blocks
+        ]
         self._metrics = names
         self._card = card
         self._tables = dict(tables or {})
@@ -85,8 +110,42 @@ class Report:
 
     @property
     def metrics(self) -> list[str]:
-        """Names of the metrics, in the order requested (canonical strings; ``@budget``/``@depth`` for stages)."""
+        """Names of the metrics, in the order requested (canonical strings; ``@budget``/``@depth`` for stages),
+        those of kind "text" (relstring, runid: see :meth:`texts`) included."""
         return list(self._metrics)
+
+    @property
+    def text_metrics(self) -> list[str]:
+        """The metrics whose per-query value is a str (relstring, runid), in the order requested: they are in
+        :attr:`per_query_text`, not in :attr:`per_query` or :attr:`summary` (no number summarises them)."""
+        held = {m for b in self._blocks for m in b.texts}
+        return [m for m in self._metrics if m in held]
+
+    def query_ids(self, run: str, stage: str | None = None) -> list[str]:
+        """The queries counted for ``run`` (and ``stage``), in the report's order (string order)."""
+        return list(self._block(run, stage).query_ids)
+
+    def texts(self, run: str, metric: str | Metric, stage: str | None = None) -> pd.Series:
+        """One run's (stage's) values of a text metric (relstring, runid), indexed by query id."""
+        import pandas as pd
+
+        b = self._block(run, stage)
+        name = metric if isinstance(metric, str) and metric in b.texts else str(parse_metric(metric))
+        if name not in b.texts:
+            raise KeyError(f"metric {name!r} has no text values; text metrics measured: {sorted(b.texts)}")
+        return pd.Series(b.texts[name], index=pd.Index(b.query_ids, name="query_id"), name=name, dtype=object)
+
+    @property
+    def per_query_text(self) -> pd.DataFrame:
+        """The text metrics (relstring, runid): one row per run, [stage,] query and metric, columns
+        ``run, [stage,] query_id, metric, text``."""
+        import pandas as pd
+
+        columns = (STAGE_PER_QUERY_COLUMNS if self.staged else PER_QUERY_COLUMNS)[:-1] + ["text"]
+        rows = [(b.run, b.stage, q, m, t) for b in self._blocks for m, texts in b.texts.items()
+                for q, t in zip(b.query_ids, texts)]
+        frame = pd.DataFrame(rows, columns=["run", "stage", "query_id", "metric", "text"], dtype=object)
+        return frame[columns]
 
     @property
     def card(self) -> MetricCard:
@@ -133,6 +192,13 @@ class Report:
         for b in self._blocks:
             stats = summarize_values(b.values, resamples=resamples, confidence=confidence, seed=seed,
                                      sequential=sequential)
+            geometric = [j for j, m in enumerate(b.metrics) if is_geometric_metric(m)]
+            if geometric:  # gm_map, gm_bpref: a geometric mean of the values floored at 1e-5 (see summary.py)
+                gm = summarize_geometric(b.values[:, geometric], resamples=resamples, confidence=confidence,
+                                         seed=seed, sequential=sequential)
+                for key, column in gm.items():
+                    stats[key] = stats[key].astype(np.result_type(stats[key], column))
+                    stats[key][geometric] = column
             for j, metric in enumerate(b.metrics):
                 row = {"run": b.run, "stage": b.stage, "metric": metric, "n_failed": b.n_failed}
                 row.update({c: stats[c][j] for c in ("mean", "sum", "std", "median", "ci_low", "ci_high", "n", "n_nan")})
@@ -156,6 +222,8 @@ class Report:
 
         b = self._block(run, stage)
         name = metric if isinstance(metric, str) and metric in b.metrics else str(parse_metric(metric))
+        if name in b.texts:
+            raise KeyError(f"metric {name!r} holds text (one str per query): read it with Report.texts")
         if name not in b.metrics:
             raise KeyError(f"metric {name!r} was not measured; measured: {b.metrics}")
         j = b.metrics.index(name)
@@ -169,8 +237,13 @@ class Report:
         return len(b.query_ids) if found is None else found
 
     def mean(self, run: str, metric: str | Metric, stage: str | None = None) -> float:
-        """The mean over the queries, NaN values left out."""
-        return float(np.nanmean(self.values(run, metric, stage).to_numpy()))
+        """The mean over the queries, NaN values left out (for gm_map and gm_bpref the geometric mean of the
+        values floored at 1e-5, as in the summary)."""
+        values = self.values(run, metric, stage)
+        if is_geometric_metric(str(values.name)):
+            finite = values.to_numpy()[~np.isnan(values.to_numpy())]
+            return float(summarize_geometric(finite[:, None], resamples=1, confidence=0.95, seed=0)["mean"][0])
+        return float(np.nanmean(values.to_numpy()))
 
     def _table(self, name: str) -> pd.DataFrame:
         import pandas as pd
@@ -232,6 +305,8 @@ class Report:
         meta[_CARD_KEY] = self._card.model_dump_json().encode()
         meta[_BLOCKS_KEY] = json.dumps([b.describe() for b in self._blocks]).encode()
         meta[_TABLES_KEY] = json.dumps({k: v.to_json(orient="split") for k, v in self._tables.items()}).encode()
+        meta[_TEXTS_KEY] = json.dumps([{"run": b.run, "stage": b.stage, "texts": b.texts}
+                                       for b in self._blocks if b.texts]).encode()
         pq.write_table(table.replace_schema_metadata(meta), path)
 
     @classmethod
@@ -262,7 +337,8 @@ class Report:
             raise InputError(f"its metric card does not parse ({exc.errors()[0]['msg']})", source=where) from None
         described = _described_blocks(meta[_BLOCKS_KEY], where)
         values = _values_by_key(table, described, where)
-        blocks = [RunScores(values=v, **d) for d, v in zip(described, values)]
+        texts = _described_texts(meta.get(_TEXTS_KEY, b"[]"), described, card, where)
+        blocks = [RunScores(values=v, texts=texts.get((d["run"], d["stage"]), {}), **d) for d, v in zip(described, values)]
         _check_counted(card, blocks, where)
         try:
             tables = {k: pd.read_json(io.StringIO(v), orient="split")
@@ -307,6 +383,37 @@ def _described_blocks(raw: bytes, where: str) -> list[dict[str, Any]]:
             raise InputError(f"{who} is listed twice in its metadata", source=where)
         seen.add((d["run"], d["stage"]))
         out.append(d)
+    return out
+
+
+def _described_texts(raw: bytes, described: list[dict[str, Any]], card: MetricCard,
+                     where: str) -> dict[tuple[str, str | None], dict[str, list[str]]]:
+    """The text metrics' values a saved report's metadata holds, checked: each for a listed block, a metric of
+    the card that is not among the block's numbers, one str per query of the block."""
+    try:
+        listed = json.loads(raw)
+    except ValueError:
+        listed = None
+    if not isinstance(listed, list):
+        raise InputError("its text values (metadata rag_eval.texts) do not parse", source=where)
+    blocks = {(d["run"], d["stage"]): d for d in described}
+    out: dict[tuple[str, str | None], dict[str, list[str]]] = {}
+    for i, entry in enumerate(listed):
+        ok = (isinstance(entry, dict) and set(entry) == {"run", "stage", "texts"} and isinstance(entry["run"], str)
+              and (entry["stage"] is None or isinstance(entry["stage"], str)) and isinstance(entry["texts"], dict)
+              and (entry["run"], entry["stage"]) in blocks)
+        if not ok or (entry["run"], entry["stage"]) in out:
+            raise InputError(f"entry {i} of its text values (metadata rag_eval.texts) is malformed, repeated or names "
+                             "a block its metadata does not list", source=where)
+        d = blocks[(entry["run"], entry["stage"])]
+        for metric, values in entry["texts"].items():
+            if metric not in card.metrics or metric in d["metrics"]:
+                raise InputError(f"its text values name metric {metric!r}, which the card does not list as text",
+                                 source=where)
+            if not isinstance(values, list) or len(values) != len(d["query_ids"]) or not all(isinstance(v, str) for v in values):
+                raise InputError(f"the text values of {metric!r} (run {d['run']!r}) are not one str per query",
+                                 source=where)
+        out[(entry["run"], entry["stage"])] = dict(entry["texts"])
     return out
 
 

@@ -7,7 +7,11 @@ metric card says were counted for that run (or stage).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+MIN_GEO_MEAN = 1e-5  # trec_eval's floor under each value of a geometric mean (trec_eval.h): log(0) is -inf
 
 SUMMARY_COLUMNS = ["run", "metric", "mean", "sum", "std", "median", "ci_low", "ci_high", "n", "n_nan"]
 STAGE_SUMMARY_COLUMNS = ["run", "stage", "metric", "mean", "sum", "std", "median", "ci_low", "ci_high", "n", "n_failed", "n_nan"]
@@ -52,6 +56,31 @@ def summarize_values(
         for key, value in _summarize(column, resamples, confidence, seed, sequential).items():
             out.setdefault(key, np.empty(m, value.dtype))[j] = value[0]
     out["n_nan"] = (~finite).sum(axis=0).astype(np.int64)
+    return out
+
+
+def summarize_geometric(
+    values: np.ndarray, *, resamples: int, confidence: float, seed: int, sequential: bool = False
+) -> dict[str, np.ndarray]:
+    """:func:`summarize_values` for the families averaged by a geometric mean (gm_map, gm_bpref): each value is
+    floored at :data:`MIN_GEO_MEAN` (1e-5, as trec_eval), ``mean`` is ``exp(mean(log(value)))`` and ``ci_low`` /
+    ``ci_high`` its bootstrap interval (the interval of the mean log, exponentiated); ``median`` and ``std`` are those
+    of the floored values; ``sum`` is NaN (no sum is what a geometric mean summarises). NaN values are left out and
+    counted in ``n_nan``. ``sequential``: the logs are added one by one in row order, as trec_eval adds them."""
+    floored = np.where(np.isnan(values), np.nan, np.maximum(values, MIN_GEO_MEAN))
+    logs = np.log(floored)
+    if sequential:  # trec_eval calls the C library's log value by value: so do we, to print its digits
+        logs = np.array([[math.log(v) if v == v else v for v in row] for row in floored.tolist()],
+                        dtype=np.float64).reshape(values.shape)
+    out = summarize_values(logs, resamples=resamples, confidence=confidence, seed=seed, sequential=sequential)
+    plain = summarize_values(floored, resamples=1, confidence=confidence, seed=seed)
+    if sequential:
+        out["mean"] = np.array([math.exp(v) if v == v else v for v in out["mean"].tolist()], dtype=np.float64)
+    else:
+        out["mean"] = np.exp(out["mean"])
+    out["ci_low"], out["ci_high"] = np.exp(out["ci_low"]), np.exp(out["ci_high"])
+    out["median"], out["std"] = plain["median"], plain["std"]
+    out["sum"] = np.full(values.shape[1], np.nan)
     return out
 
 

@@ -1,65 +1,108 @@
 """What ``trec_eval [-q] -m ...`` prints, digit for digit (layer 4, reports).
 
-Each line is the measure's name padded to 22, a tab, the query id (or ``all``), a tab, and the value (``%6.4f``;
-the counts num_ret, num_rel and num_rel_ret as integers). Lines come in trec_eval's order: with ``per_query``,
-each query (in string order) with its measures; then ``runid``, ``num_q`` and the ``all`` lines. Measures are in
-trec_eval's measure table order (num_ret, num_rel, num_rel_ret, map, Rprec, bpref, recip_rank, P, recall, ndcg,
-ndcg_cut, map_cut, success), cutoffs ascending within one measure, as trec_eval prints them; metrics trec_eval
-does not have (judged@k, ``P(rel=2)@5``, ...) follow, in the order requested. So ``diff`` against trec_eval's own
-output is empty.
+Each line is the measure's name padded to 22, a tab, the query id (or ``all``), a tab, and the value. What each
+measure prints is trec_eval 10.0's (``measures.c``, ``meas_print_single.c``, ``meas_print_final.c`` and each
+``m_*.c``'s print functions):
+
+- measures in the order of trec_eval's measure table (``te_trec_measures``: runid, num_q, num_ret, num_rel,
+  num_rel_ret, map, gm_map, Rprec, bpref, recip_rank, iprec_at_recall, P, relstring, recall, infAP, gm_bpref,
+  Rprec_mult, utility, 11pt_avg, binG, G, ndcg, ndcg_rel, Rndcg, ndcg_cut, map_cut, relative_P, success, set_P,
+  set_relative_P, set_recall, set_map, set_F, num_nonrel_judged_ret, rbp, rbp_resid, unj); within one measure its
+  cutoffs ascending (P_5 before P_10; iprec_at_recall and Rprec_mult by their level), as trec_eval sorts them;
+  metrics trec_eval does not have (judged@k, ``P(rel=2)@5``, err, ...) follow, in the order requested;
+- with ``per_query``, each query (in string order) with its measures, then the ``all`` lines. gm_map, gm_bpref,
+  num_q and runid print in the summary only; relstring per query only, as a quoted string (``'0010-.'``);
+- the counts (num_ret, num_rel, num_rel_ret, num_nonrel_judged_ret, num_q) as integers, everything else ``%6.4f``;
+- ``runid`` is the tag on the run file's last line (``Run.tag``): trec_eval keeps the tag of each line it reads,
+  so the last one wins.
+
+``metrics`` (the Metric objects as the CLI parsed them, e.g. from trec_eval's ``-m P.5,7,3``) are printed in
+place of the report's own, each under its :attr:`~rag_eval.metrics.grammar.Metric.trec_name` (which keeps
+trec_eval's spelling of its parameters, ``utility_2,-1,0,0``); ``runid`` and ``num_q`` are then printed only when
+among them, as trec_eval prints them only when asked (``-m P.5`` prints P_5 lines alone). Without ``metrics`` the
+report's metrics are printed, with the ``runid`` and ``num_q`` lines always (as before ``metrics`` existed).
 
 Under conventions that follow trec_eval (:func:`follows_trec_eval`: the ``trec_eval`` preset, with any of its
 ``-c``, ``-M``, ``-l`` and ``-J`` flags), the ``all`` lines are accumulated as trec_eval 10.0 does it
-(``trec_eval.c``, ``meas_acc.c``, ``meas_avg.c``, ``m_num_rel.c``, ``m_runid.c``):
+(``trec_eval.c``, ``meas_acc.c``, ``meas_avg.c``, ``m_num_rel.c``, ``m_gm_map.c``):
 
 - a mean is the per-query values added one by one, in query order, in double precision, then divided by the
   number of queries (``te_acc_meas_s`` then ``te_calc_avg_meas_s``): :func:`trec_eval_mean`. A more exact sum can
   print another fourth decimal (P_20 over 1,000 queries: exactly 0.30105, which trec_eval prints 0.3011);
+- gm_map and gm_bpref are geometric means: each query's value floored at 1e-5 (``MIN_GEO_MEAN``), its log added
+  one by one, divided by the number of queries, exponentiated (``te_calc_avg_meas_s_gm``):
+  :func:`trec_eval_geometric_mean`. With ``-c`` a query missing from the run is one of those queries, at 0;
 - with ``-c`` (``missing_run="zero"``), the ``all`` line of num_rel counts every judgement of grade > 0 in the
   qrels, whatever ``-l`` says: ``te_calc_avg_num_rel`` replaces the sum of the per-query values by a count over
   the qrels file (to include queries the run has no results for, from before ``-c`` evaluated them), and that
-  count tests ``rel > 0``, not ``rel >= relevance_level``. With ``-l 1`` (the default) both are the same;
-- ``runid`` is the tag on the run file's last line (``Run.tag``): trec_eval keeps the tag of each line it reads,
-  so the last one wins.
+  count tests ``rel > 0``, not ``rel >= relevance_level``. With ``-l 1`` (the default) both are the same.
 
-Under any other conventions, the ``all`` line of a mean is the summary's mean (``Report.summary``'s ``mean``),
-so a table and this format show one number. A NaN value (a 0/0 metric such as judged@k of an empty
-ranking; no trec_eval measure is ever NaN here) prints ``nan`` on its query's line and is left out of the mean,
-as in the summary, whose ``n_nan`` counts it.
+Under any other conventions, the ``all`` line of a mean (or geometric mean) is the summary's ``mean``
+(``Report.summary``), so a table and this format show one number. A NaN value (a 0/0 metric such as judged@k of an
+empty ranking; no trec_eval measure is ever NaN here) prints ``nan`` on its query's line and is left out of the
+mean, as in the summary, whose ``n_nan`` counts it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from ..data.qrels import Qrels
 from ..data.run import Run
+from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import TREC_EVAL_FLAGS, follows_trec_eval
 from ..metrics.grammar import Metric, parse_metric
 from .report import Report
+from .summary import MIN_GEO_MEAN
 
-__all__ = ["TREC_EVAL_FLAGS", "TrecEvalLine", "follows_trec_eval", "format_trec_eval", "trec_eval_lines", "trec_eval_mean"]
+__all__ = [
+    "MEASURE_TABLE", "TREC_EVAL_FLAGS", "TrecEvalLine", "follows_trec_eval", "format_trec_eval",
+    "trec_eval_geometric_mean", "trec_eval_lines", "trec_eval_mean",
+]
 
-# trec_eval's measure table (measures.c), for the measures rag_eval has: the order trec_eval prints them in
-_TABLE_ORDER = ["num_ret", "num_rel", "num_rel_ret", "map", "Rprec", "bpref", "recip_rank", "P", "recall", "ndcg",
-                "ndcg_cut", "map_cut", "success"]
+# trec_eval 10.0's measure table (measures.c, te_trec_measures), less the measures that need other input
+# (preference files, judgement groups, yaap) and dcg/ideal_dcg (in no nickname): the order trec_eval prints in
+MEASURE_TABLE = (
+    "runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
+    "iprec_at_recall", "P", "relstring", "recall", "infAP", "gm_bpref", "Rprec_mult", "utility", "11pt_avg", "binG",
+    "G", "ndcg", "ndcg_rel", "Rndcg", "ndcg_cut", "map_cut", "relative_P", "success", "set_P", "set_relative_P",
+    "set_recall", "set_map", "set_F", "num_nonrel_judged_ret", "rbp", "rbp_resid", "unj",
+)
+_POSITION = {name: i for i, name in enumerate(MEASURE_TABLE)}
+_SUMMARY_ONLY = frozenset({"gm_map", "gm_bpref", "num_q", "runid"})  # te_print_single_meas_empty
+_PER_QUERY_ONLY = frozenset({"relstring"})  # te_print_relstring prints nothing for "all"
+_LEVEL_PARAM = {"iprec_at_recall": "level", "rprec_mult": "mult"}  # trec_eval's double cutoffs, sorted ascending
 
 
 def trec_eval_mean(values: np.ndarray) -> float:
     """trec_eval's mean: the values added one by one in the order given, in double precision, divided by their
     number (0.0 for none). Not the most exact mean: the one trec_eval prints."""
+    values = np.asarray(values, dtype=np.float64)
+    if not len(values):
+        return 0.0
+    return float(np.cumsum(values)[-1]) / len(values)  # cumsum adds in order (a plain sum adds pairwise)
+
+
+def trec_eval_geometric_mean(values: np.ndarray) -> float:
+    """trec_eval's geometric mean (gm_map, gm_bpref): ``exp(sum(log(max(v, 1e-5))) / n)``, the logs added one by
+    one in the order given (``m_gm_map.c``, ``te_calc_avg_meas_s_gm``); 0.0 for no value, as trec_eval leaves an
+    empty sum at 0."""
+    values = np.asarray(values, dtype=np.float64)
+    if not len(values):
+        return 0.0
     total = 0.0
-    for v in np.asarray(values, dtype=np.float64).tolist():
-        total += v
-    return total / len(values) if len(values) else 0.0
+    for v in values.tolist():  # the C library's log, value by value, as trec_eval calls it
+        total += math.log(max(v, MIN_GEO_MEAN))
+    return math.exp(total / len(values))
 
 
 class TrecEvalLine(NamedTuple):
     """One line of trec_eval's printout, before printing: ``value`` is a float (a count for the summed
-    measures), or a str for ``runid`` and an int for ``num_q``."""
+    measures), a str for ``runid`` and relstring (relstring's as printed, quoted), and an int for ``num_q``."""
 
     run: str
     measure: str  # the name trec_eval prints
@@ -68,75 +111,162 @@ class TrecEvalLine(NamedTuple):
     summed: bool = False  # printed as an integer
 
 
+class _Column(NamedTuple):
+    metric: Metric
+    name: str  # as printed
+    column: str  # the report's metric (canonical string)
+
+
 def trec_eval_lines(
     report: Report, *, qrels: Qrels | None = None, runs: Mapping[str, Run] | None = None, per_query: bool = False,
+    metrics: Sequence[Metric] | None = None,
 ) -> list[TrecEvalLine]:
     """The lines :func:`format_trec_eval` prints, with their values at full precision, in the same order."""
-    if report.staged:
-        raise ValueError("trec_eval's format has no pipeline stages: evaluate runs, or use another format")
-    conventions = report.card.conventions
-    trec = follows_trec_eval(conventions)
-    metrics = [parse_metric(m) for m in report.metrics]
-    names = {m: _trec_name(m, conventions.gain) for m in metrics}
-    metrics = _in_trec_eval_order(metrics, names)
-    judged_relevant = None
-    if trec and conventions.missing_run == "zero" and any(_is_plain(m, "num_rel") for m in metrics):
-        if qrels is None:
-            raise ValueError("num_rel's 'all' line under trec_eval's -c counts the qrels: pass qrels=")
-        judged_relevant = float((qrels.columns[2] > 0).sum())
-    means: dict[tuple[str, str], float] = {}
-    if not trec:  # the summary's mean, so that a table and this format print one number
-        summary = report.summarize(resamples=1)
-        means = {(r, m): float(v) for r, m, v in zip(summary["run"], summary["metric"], summary["mean"])}
     lines: list[TrecEvalLine] = []
-    for name in report.runs:
-        values = {m: report.values(name, m).to_numpy() for m in metrics}
+    for block in _blocks(report, qrels, runs, metrics):
+        name, columns, query_ids, per, summary = block
         if per_query:
-            query_ids = list(report.values(name, metrics[0]).index) if metrics else []
             for i, qid in enumerate(query_ids):
-                lines += [TrecEvalLine(name, names[m], qid, float(values[m][i]), m.summed) for m in metrics]
-        run = (runs or {}).get(name)
-        runid = (run.tag or run.name) if run is not None else name
-        lines.append(TrecEvalLine(name, "runid", "all", runid))
-        lines.append(TrecEvalLine(name, "num_q", "all", next(q.counted for q in report.card.queries if q.run == name)))
-        for m in metrics:
-            column = values[m][~np.isnan(values[m])]
-            if m.summed:
-                total = judged_relevant if judged_relevant is not None and _is_plain(m, "num_rel") else float(column.sum())
-            elif trec:
-                total = trec_eval_mean(column)
-            else:
-                total = means[(name, str(m))]
-            lines.append(TrecEvalLine(name, names[m], "all", total, m.summed))
+                lines += [TrecEvalLine(name, c.name, qid, values[i], c.metric.summed) for c, values in per]
+        lines += [TrecEvalLine(name, c.name, "all", value, c.metric.summed) for c, value in summary]
     return lines
 
 
 def format_trec_eval(
     report: Report, *, qrels: Qrels | None = None, runs: Mapping[str, Run] | None = None, per_query: bool = False,
+    metrics: Sequence[Metric] | None = None,
 ) -> str:
     """The report as trec_eval prints it (``trec_eval -q`` with ``per_query``), one block per run.
 
     ``runs`` (``{name: Run}``, as evaluated) give each block's ``runid``, the run's tag (its name where it has
     none, or where ``runs`` are not given). ``qrels`` are needed for num_rel's ``all`` line under trec_eval's
     ``-c`` (see the module's docstring); without them that case is refused rather than printed otherwise.
+    ``metrics``: the metrics to print, in place of the report's (see the module's docstring).
     """
-    return "".join(
-        f"{line.measure:<22}\t{line.query_id}\t{_printed(line)}\n"
-        for line in trec_eval_lines(report, qrels=qrels, runs=runs, per_query=per_query)
-    )
+    out: list[str] = []
+    for block in _blocks(report, qrels, runs, metrics):
+        _, columns, query_ids, per, summary = block
+        if per_query and query_ids:
+            printed = [[f"{c.name:<22}\t{q}\t{v}\n" for q, v in zip(query_ids, _texts(c, values))] for c, values in per]
+            out += ["".join(row) for row in zip(*printed)] if printed else []
+        out += [f"{c.name:<22}\tall\t{_printed(value, c.metric.summed)}\n" for c, value in summary]
+    return "".join(out)
 
 
-def _printed(line: TrecEvalLine) -> str:
-    value = line.value
+def _blocks(report, qrels, runs, metrics):
+    """Per run: its name, the columns in printing order, the query ids, the per-query columns
+    ``[(column, values)]`` and the summary ``[(column, value)]``."""
+    if report.staged:
+        raise ValueError("trec_eval's format has no pipeline stages: evaluate runs, or use another format")
+    conventions = report.card.conventions
+    trec = follows_trec_eval(conventions)
+    columns = _columns(report, metrics, conventions.gain)
+    always_header = metrics is None  # runid and num_q, as before metrics= existed
+    if always_header:
+        columns = [c for c in columns if c.metric.family not in ("runid", "num_q")]
+    judged_relevant = None
+    if trec and conventions.missing_run == "zero" and any(_is_plain(c.metric, "num_rel") for c in columns):
+        if qrels is None:
+            raise ValueError("num_rel's 'all' line under trec_eval's -c counts the qrels: pass qrels=")
+        judged_relevant = float((qrels.columns[2] > 0).sum())
+    means: dict[tuple[str, str], float] = {}
+    if not trec and any(_aggregate(c.metric) in ("mean", "geometric") for c in columns):
+        summary = report.summarize(resamples=1)  # the summary's mean, so that a table and this format agree
+        means = {(r, m): float(v) for r, m, v in zip(summary["run"], summary["metric"], summary["mean"])}
+    runid_col = _Column(Metric("runid"), "runid", "runid")
+    num_q_col = _Column(Metric("num_q"), "num_q", "num_q")
+    for name in report.runs:
+        query_ids = report.query_ids(name)
+        counted = report.counted(name)
+        per, summary = [], []
+        if always_header:
+            summary += [(runid_col, _runid(report, name, runs)), (num_q_col, counted)]
+        for c in columns:
+            family, aggregate = c.metric.family, _aggregate(c.metric)
+            if family == "runid":
+                summary.append((c, _runid(report, name, runs)))
+                continue
+            if family == "num_q":
+                summary.append((c, counted))
+                continue
+            if FAMILIES[family].kind == "text":
+                if family not in _SUMMARY_ONLY:
+                    per.append((c, ["'" + s + "'" for s in report.texts(name, c.column).tolist()]))
+                continue
+            values = report.values(name, c.column).to_numpy()
+            if family not in _SUMMARY_ONLY:
+                per.append((c, values))
+            if family in _PER_QUERY_ONLY:
+                continue
+            column = values[~np.isnan(values)]
+            if aggregate == "sum":
+                total = judged_relevant if judged_relevant is not None and _is_plain(c.metric, "num_rel") else float(column.sum())
+            elif not trec:
+                total = means[(name, c.column)]
+            elif aggregate == "geometric":
+                total = trec_eval_geometric_mean(column)
+            else:
+                total = trec_eval_mean(column)
+            summary.append((c, total))
+        yield name, columns, query_ids, per, summary
+
+
+def _texts(c: _Column, values) -> list[str]:
+    """One column's per-query values as printed."""
+    if isinstance(values, list):  # relstring, already quoted
+        return values
+    if c.metric.summed:
+        return [str(int(round(v))) if v == v else "nan" for v in values.tolist()]
+    return [f"{v:6.4f}" if v == v else "nan" for v in values.tolist()]
+
+
+def _printed(value: float | int | str, summed: bool) -> str:
     if isinstance(value, (str, int)):
         return str(value)
     if np.isnan(value):
         return "nan"
-    return f"{int(round(value))}" if line.summed else f"{value:6.4f}"
+    return f"{int(round(value))}" if summed else f"{value:6.4f}"
+
+
+def _aggregate(metric: Metric) -> str:
+    return FAMILIES[metric.family].aggregate
+
+
+def _runid(report: Report, name: str, runs: Mapping[str, Run] | None) -> str:
+    """The run's tag: from ``runs``, else the report's runid column (the last query's), else the run's name."""
+    run = (runs or {}).get(name)
+    if run is not None:
+        return run.tag or run.name
+    if "runid" in report.metrics:
+        texts = report.texts(name, "runid")
+        if len(texts):
+            return str(texts.iloc[-1])
+    return name
 
 
 def _is_plain(metric: Metric, family: str) -> bool:
     return metric.family == family and not metric.params
+
+
+def _columns(report: Report, metrics: Sequence[Metric] | None, gain: str) -> list[_Column]:
+    """The columns to print, matched to the report's metrics, in trec_eval's order."""
+    measured = report.metrics
+    if metrics is None:
+        chosen = [(parse_metric(m), m) for m in measured]
+    else:
+        chosen = []
+        for m in metrics:
+            if not isinstance(m, Metric):
+                raise TypeError(f"metrics= holds Metric objects (as parsed), not {type(m).__name__} {m!r}")
+            if m.family in ("runid", "num_q"):  # from the card and the runs; measured or not
+                chosen.append((m, str(m)))
+                continue
+            if str(m) not in measured:
+                raise ValueError(f"metric {str(m)!r} is not in the report; measured: {', '.join(measured)}")
+            chosen.append((m, str(m)))
+        chosen = list({str(m): (m, col) for m, col in reversed(chosen)}.values())[::-1]  # one line each, first kept
+    columns = [_Column(m, _trec_name(m, gain), col) for m, col in chosen]
+    return [c for _, c in sorted(enumerate(columns), key=lambda item: _order(*item))]
 
 
 def _trec_name(metric: Metric, gain: str) -> str:
@@ -146,19 +276,31 @@ def _trec_name(metric: Metric, gain: str) -> str:
     return metric.trec_name
 
 
-def _in_trec_eval_order(metrics: list[Metric], names: dict[Metric, str]) -> list[Metric]:
-    """trec_eval's measures in its table order, cutoffs ascending; the others after them, as requested."""
+def _measure(metric: Metric, printed: str) -> str | None:
+    """The trec_eval measure a metric is printed as (its name in trec_eval's measure table), or None."""
+    base = FAMILIES[metric.family].trec_name
+    if base is None:
+        return None
+    if metric.family == "ndcg" and metric.k is not None:
+        base = "ndcg_cut"
+    elif metric.family == "ap" and metric.k is not None:
+        base = "map_cut"
+    if printed != base and not printed.startswith(base + "_"):  # printed by its canonical string: not trec_eval's
+        return None
+    return base if base in _POSITION else None
 
-    def key(item: tuple[int, Metric]) -> tuple[int, int, int]:
-        position, metric = item
-        printed = names[metric]
-        base = printed
-        if metric.k is not None and printed.endswith(f"_{metric.k}"):
-            base = printed[: -len(f"_{metric.k}")]
-        elif printed.startswith("ndcg_") and "=" in printed:  # ndcg with a gain table: ndcg_1=3,2=9
-            base = "ndcg"
-        if base not in _TABLE_ORDER:  # not a trec_eval measure
-            return (len(_TABLE_ORDER), position, 0)
-        return (_TABLE_ORDER.index(base), metric.k or 0, position)
 
-    return [m for _, m in sorted(enumerate(metrics), key=key)]
+def _order(position: int, column: _Column) -> tuple[int, float, int]:
+    """trec_eval's measures in its table order, cutoffs (levels) ascending; the others after, as requested."""
+    measure = _measure(column.metric, column.name)
+    if measure is None:
+        return (len(MEASURE_TABLE), 0.0, position)
+    metric = column.metric
+    level = _LEVEL_PARAM.get(metric.family)
+    if metric.k is not None:
+        within = float(metric.k)
+    elif level is not None and level in metric.param:
+        within = float(metric.param[level])
+    else:
+        within = 0.0
+    return (_POSITION[measure], within, position)
