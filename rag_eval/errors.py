@@ -27,6 +27,8 @@ __all__ = [
     "RagEvalWarning",
     "StarvedBudget",
     "TornLine",
+    "TrecEvalParameterTruncated",
+    "TrecEvalParametersIgnored",
     "UnmappedChunks",
 ]
 
@@ -124,3 +126,13 @@ class CappedResults(RagEvalWarning):
 class LowQueryOverlap(RagEvalWarning):
     """Qrels and a run (or pipeline) that share no query, or under 10% of the judged queries (the wrong split):
     the scores are 0, or over a handful of queries, for a reason that is not the system's."""
+
+
+class TrecEvalParameterTruncated(RagEvalWarning):
+    """A trec_eval ``-m`` cutoff written with a fraction (``ndcg_cut.10,20,23.4``): read as trec_eval reads it,
+    with ``atol`` (23.4 is the cutoff 23), and said once per argument."""
+
+
+class TrecEvalParametersIgnored(RagEvalWarning):
+    """A trec_eval measure given parameters in two ``-m`` arguments (``-m P.5 -m P.10``): trec_eval uses the first
+    list and ignores the others; so does rag_eval, and says so."""

@@ -74,7 +74,8 @@ FAMILIES: dict[str, Family] = {
                "judged (m_infap.c)", "none", _REL, "infAP"),
         Family("iprec_at_recall", "interpolated precision at recall level `level` (0..1): the highest precision "
                "at any rank whose recall is >= level", "none", frozenset({"rel", "level"}), "iprec_at_recall"),
-        Family("11pt_avg", "mean interpolated precision over the recall levels `levels` (default 0, .1, ..., 1)",
+        Family("11pt_avg", "mean interpolated precision over the recall levels `levels` (in [0, 1], sorted, "
+               "no repeat; default 0, .1, ..., 1)",
                "none", frozenset({"rel", "levels"}), "11pt_avg"),
         Family("rprec_mult", "precision at rank round(mult x R) (m_Rprec_mult.c)", "none",
                frozenset({"rel", "mult"}), "Rprec_mult"),
@@ -94,12 +95,14 @@ FAMILIES: dict[str, Family] = {
         Family("set_relative_precision", "relevant retrieved / min(retrieved, R)", "none", _REL, "set_relative_P"),
         Family("set_recall", "relevant retrieved / R", "none", _REL, "set_recall"),
         Family("set_map", "set_precision x set_recall", "none", _REL, "set_map"),
-        Family("set_f", "(beta^2 + 1) P R / (beta^2 P + R) ... as trec_eval's set_F (`beta`, default 1)", "none",
+        Family("set_f", "(beta + 1) P R / (beta P + R), 0 when nothing relevant is retrieved (`beta` >= 0, "
+               "default 1): trec_eval's set_F.X and ir_measures' SetF(beta=X) both weigh recall by X itself, "
+               "van Rijsbergen's beta squared, so beta=4 is the usual F2", "none",
                frozenset({"rel", "beta"}), "set_F"),
         Family("num_nonrel_judged_ret", "judged non-relevant results returned", "none", _REL,
                "num_nonrel_judged_ret", summed=True),
         Family("rbp", "rank-biased precision, (1 - p) sum p^(rank-1) x rel (Moffat & Zobel 2008), persistence `p` "
-               "(default 0.8)", "optional", frozenset({"rel", "p", "gains"}), "rbp",
+               "(default 0.9, m_rbp.c; 0 < p < 1)", "optional", frozenset({"rel", "p", "gains"}), "rbp",
                citation="Moffat & Zobel, TOIS 27(1), 2008"),
         Family("rbp_resid", "RBP's residual: what RBP could gain if every unjudged result (and every rank past the "
                "ranking) were relevant", "optional", frozenset({"rel", "p", "gains"}), "rbp_resid",

@@ -40,7 +40,7 @@ __all__ = ["MAX_CUTOFF", "Metric", "check_int", "parse_metric", "parse_metrics",
 MAX_CUTOFF = 10**9  # the largest cutoff (and depth, budget, -M): far beyond any ranking, and exact in int64 and float64
 GRADE_LIMIT = 2**29  # grades lie strictly within +-GRADE_LIMIT (rag_eval.data's limit): so do rel= and gains= grades
 
-_FORM = re.compile(r"^\s*(?P<name>[A-Za-z][A-Za-z0-9_\-.]*?)\s*(?:\((?P<params>[^()]*)\))?\s*(?:@\s*(?P<k>[^@\s]+))?\s*$")
+_FORM = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9_\-.]*?)\s*(?:\((?P<params>[^()]*)\))?\s*(?:@\s*(?P<k>[^@\s]+))?\s*$")
 _TREC_CUT = re.compile(r"^(?P<base>.+?)[_.](?P<k>-?[0-9]+)$")
 _TREC_ODD_CUT = re.compile(r"^(?P<base>.+?)[_.](?P<k>-?[0-9][0-9_]*)$")  # P_1_0: a cutoff spelled with '_'
 _INT = re.compile(r"-?[0-9]+")  # ASCII only: \d and int() take any Unicode digit, int() also '_'
@@ -54,6 +54,9 @@ class Metric:
     family: str
     k: int | None = None
     params: tuple[tuple[str, str], ...] = field(default=())
+    # trec_eval's printable parameters as the user typed them (``.25,.5,.75`` of ``-m 11pt_avg..25,.5,.75``), for
+    # :attr:`trec_name`; not part of the metric's identity (equality, hash and str ignore it)
+    spelling: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # built by parse_metric or by hand: either way a Metric holds only what the grammar accepts, canonically
@@ -77,7 +80,11 @@ class Metric:
             if not isinstance(key, str) or not isinstance(value, str):
                 raise InputError(f"metric {self.family!r}: parameter {key!r}={value!r}: names and values are str")
         text = ",".join(f"{key}={value}" for key, value in pairs)
-        object.__setattr__(self, "params", _params(text, self.family, f"{self.family}({text})") if pairs else ())
+        object.__setattr__(self, "params", _params(text, self.family, f"{self.family}({text})"))
+        if self.family == "relstring" and self.k == RELSTRING_DEFAULT:  # trec_eval's default length: one metric
+            object.__setattr__(self, "k", None)
+        if self.spelling is not None and not isinstance(self.spelling, str):
+            raise InputError(f"metric {self.family!r}: spelling must be a str or None, not {self.spelling!r}")
 
     def __str__(self) -> str:
         text = self.family
@@ -116,7 +123,15 @@ class Metric:
 
     @property
     def trec_name(self) -> str:
-        """The name trec_eval prints for this measure, or the canonical string where trec_eval has none."""
+        """The name trec_eval prints for this measure, or the canonical string where trec_eval has none.
+
+        Cutoffs print as ``P_5``; iprec_at_recall's level and Rprec_mult's multiple as ``%3.2f``
+        (``iprec_at_recall_0.10``, ``Rprec_mult_5.00``); the measures whose parameters trec_eval prints as typed
+        (11pt_avg, utility, set_F, relstring, rbp, rbp_resid, ndcg, ndcg_rel, Rndcg, G) print ``name_<params>``
+        with :attr:`spelling` when the metric came from trec_eval's syntax, else with the canonical values in
+        trec_eval's syntax (``utility_2,-1,0,0``, ``ndcg_1=3,2=9``, ``rbp_p=0.5``); at their defaults, the bare
+        name (``utility``, ``rbp``).
+        """
         fam = FAMILIES[self.family]
         params = self.param
         if fam.trec_name is None or "rel" in params or params.get("gain") == "exp":
@@ -124,23 +139,89 @@ class Metric:
         if self.family == "mrr" and self.k is not None:
             return str(self)
         base = fam.trec_name
-        if self.family == "ndcg" and self.k is not None:
-            base = "ndcg_cut"
-        elif self.family == "ap" and self.k is not None:
-            base = "map_cut"
-        if "gains" in params:
-            if self.k is not None:
-                return str(self)
-            return "ndcg_" + params["gains"].replace(":", "=").replace(";", ",")
+        family = self.family
+        if family in ("ndcg", "ap") and self.k is not None:
+            if "gains" in params:
+                return str(self)  # trec_eval's ndcg_cut takes cutoffs only
+            return f"{'ndcg_cut' if family == 'ndcg' else 'map_cut'}_{self.k}"
+        if family in ("rbp", "rbp_resid") and self.k is not None:
+            return str(self)  # trec_eval's rbp has no depth
+        if family == "iprec_at_recall":
+            return f"{base}_{float(params['level']):3.2f}"
+        if family == "rprec_mult":
+            return f"{base}_{float(params['mult']):3.2f}"
+        if family in _PRINTED_AS_TYPED:
+            if self.spelling is not None:
+                return f"{base}_{self.spelling}" if self.spelling else base
+            printed = _trec_params(family, params, self.k)
+            return f"{base}_{printed}" if printed else base
         return f"{base}_{self.k}" if self.k is not None else base
 
 
-def parse_metric(text: str | Metric) -> Metric:
-    """Parse a metric name into its canonical :class:`Metric`; an unknown name fails with a suggestion."""
+# trec_eval's "s_double_p_double" and "s_double_p_pair" measures: the name is printed with the parameters as typed
+_PRINTED_AS_TYPED = frozenset({"11pt_avg", "utility", "set_f", "relstring", "rbp", "rbp_resid", "ndcg", "ndcg_rel",
+                               "rndcg", "g"})
+
+
+def _trec_params(family: str, params: dict[str, str], k: int | None) -> str:
+    """The canonical parameters of a measure trec_eval prints as typed, in trec_eval's syntax ('' at defaults)."""
+    if family == "11pt_avg":
+        return params.get("levels", "").replace(";", ",")
+    if family == "utility":
+        return params.get("weights", "").replace(";", ",")
+    if family == "set_f":
+        return params.get("beta", "")
+    if family == "relstring":
+        return str(k) if k is not None else ""
+    pairs = [f"p={params['p']}"] if "p" in params else []
+    if "gains" in params:
+        pairs += [item.replace(":", "=") for item in params["gains"].split(";")]
+    return ",".join(pairs)
+
+
+DIALECTS = ("trec_eval", "ir_measures", "ranx")
+
+
+def parse_metric(text: str | Metric, dialect: str | None = None) -> Metric:
+    """Parse a metric name into its canonical :class:`Metric`; an unknown name fails with a suggestion.
+
+    ``dialect``: read ``text`` with the meaning it has in another tool, pinned in the canonical string:
+    ``"trec_eval"`` (one name as trec_eval prints it: ``ndcg_cut_10`` is ``ndcg(gain=linear)@10``, see
+    :mod:`.trec_eval_measures`), ``"ir_measures"`` or ``"ranx"`` (:mod:`.dialects`). Without one, this grammar:
+    trec_eval's names are read too, their gain left to the conventions.
+    """
     if isinstance(text, Metric):
         return text
     if not isinstance(text, str):
         raise TypeError(f"a metric name is a str, not {type(text).__name__}")
+    if dialect is not None:
+        if dialect == "trec_eval":
+            from .trec_eval_measures import trec_eval_name
+
+            return trec_eval_name(text)
+        if dialect in ("ir_measures", "ranx"):
+            from .dialects import parse_foreign
+
+            return parse_foreign(text, dialect)
+        raise InputError(f"unknown metric dialect {dialect!r}; choose one of {', '.join(DIALECTS)} (or none: "
+                         "rag_eval's own grammar)")
+    try:
+        return _parse(text)
+    except InputError as first:
+        if "(" in text or "@" in text:
+            raise
+        from .trec_eval_measures import trec_eval_printed
+
+        try:  # trec_eval's printed names with parameters: iprec_at_recall_0.10, utility_2,-1,0,0, ndcg_1=3,2=9
+            metric = trec_eval_printed(text, pin_gain=False)
+        except InputError:
+            raise first from None
+        if metric is None:
+            raise
+        return metric
+
+
+def _parse(text: str) -> Metric:
     shown = text if len(text) <= 200 else f"{text[:60]}...({len(text)} characters)"  # messages stay one short line
     match = _FORM.match(text)
     if not match:
@@ -240,6 +321,25 @@ def _check_cutoff(k: int, whole: str, text: str | None = None) -> int:
     return k
 
 
+# Defaults of the parameters (trec_eval 10.0's m_*.c): a parameter at its default is not written in the canonical
+# string, so ``rbp`` and ``rbp(p=0.9)`` are one metric. Levels, weights: ";"-separated, as printed by _number.
+PARAM_DEFAULTS: dict[tuple[str, str], str] = {
+    ("11pt_avg", "levels"): "0;0.1;0.2;0.3;0.4;0.5;0.6;0.7;0.8;0.9;1",  # m_11pt_avg.c
+    ("utility", "weights"): "1;-1;0;0",  # m_utility.c
+    ("set_f", "beta"): "1",  # m_set_F.c (trec_eval's x: van Rijsbergen's beta squared)
+    ("rbp", "p"): "0.9",  # m_rbp.c: "double p = 0.9"
+    ("rbp_resid", "p"): "0.9",  # m_rbp_resid.c
+}
+# Parameters a family cannot do without (trec_eval computes these at a list of values: rag_eval one metric each)
+REQUIRED_PARAMS: dict[str, tuple[str, str]] = {
+    "iprec_at_recall": ("level", "iprec_at_recall(level=0.1)"),
+    "rprec_mult": ("mult", "rprec_mult(mult=0.2)"),
+}
+RELSTRING_DEFAULT = 10  # relstring's length when no cutoff is given (m_relstring.c): relstring@10 is relstring
+MAX_GRADE_LIMIT = 1000  # err's max_grade: 2^max_grade stays finite in float64 (the engine's EXP_GAIN_LIMIT)
+MAX_MULT = 10**6  # rprec_mult: R x mult stays an exact rank
+
+
 def _params(text: str, family: str, whole: str) -> tuple[tuple[str, str], ...]:
     allowed = FAMILIES[family].params
     out: dict[str, str] = {}
@@ -254,12 +354,48 @@ def _params(text: str, family: str, whole: str) -> tuple[tuple[str, str], ...]:
         if key in out:
             raise InputError(f"metric {whole!r}: parameter {key!r} given twice")
         out[key] = _param_value(key, value, whole)
-    if "gain" in out and "gains" in out:
-        raise InputError(f"metric {whole!r}: give either gain= or gains=, not both")
+    required = REQUIRED_PARAMS.get(family)
+    if required and required[0] not in out:
+        raise InputError(f"metric {whole!r} needs the parameter {required[0]}=, e.g. {required[1]!r}")
+    for key in [key for key, value in out.items() if PARAM_DEFAULTS.get((family, key)) == value]:
+        del out[key]
     return tuple(sorted(out.items()))
 
 
+def _decimal(text: str, what: str, whole: str) -> float:
+    """A parameter's number: a plain ASCII decimal (``0.5``, ``.5``, ``2``, ``1e-3``; no ``_``, hex, inf or
+    nan), finite, ``-0`` read as 0."""
+    if text.lstrip("+-").lower() in ("inf", "infinity", "nan"):
+        raise InputError(f"metric {whole!r}: {what} {text!r} must be a finite number")
+    if not _DECIMAL.fullmatch(text):
+        raise InputError(f"metric {whole!r}: {what} {text!r} is not a plain decimal number (ASCII digits, an "
+                         "optional '-', '.' and exponent: no '_', hex, inf or nan)")
+    value = float(text)
+    if math.isinf(value):
+        raise InputError(f"metric {whole!r}: {what} {text!r} is beyond the largest double (about 1.8e308)")
+    return value + 0.0
+
+
+_CHOICES = {"ties": ("trec_eval", "doc_id", "input_order"), "per": ("returned", "k"), "empty": ("nan", "zero")}
+
+
+def _in_range(value: float, what: str, whole: str, text: str, *, low: float, high: float | None = None,
+              low_open: bool = False, high_open: bool = False, why: str = "") -> None:
+    bad = value < low or (low_open and value == low)
+    if high is not None:
+        bad = bad or value > high or (high_open and value == high)
+    if bad:
+        lo, hi = "(" if low_open else "[", ")" if high_open else "]"
+        span = f"in {lo}{_number(low)}, {_number(high)}{hi}" if high is not None else (
+            f"{'above' if low_open else 'at least'} {_number(low)}")
+        raise InputError(f"metric {whole!r}: {what} must be {span}, not {text}{why}")
+
+
 def _param_value(key: str, value: str, whole: str) -> str:
+    if key in _CHOICES:  # ties= (a metric's own tie rule), judged's per= and empty= (rag_eval.metrics.dialects)
+        if value.lower() not in _CHOICES[key]:
+            raise InputError(f"metric {whole!r}: {key}={value!r}; choose one of {', '.join(_CHOICES[key])}")
+        return value.lower()
     if key == "rel":
         if not _INT.fullmatch(value):
             raise InputError(f"metric {whole!r}: rel={value!r} is not an integer (plain ASCII digits 0-9)")
@@ -274,6 +410,43 @@ def _param_value(key: str, value: str, whole: str) -> str:
         if value.lower() not in ("exp", "linear"):
             raise InputError(f"metric {whole!r}: gain={value!r}; choose 'exp' (2^grade - 1) or 'linear' (grade)")
         return value.lower()
+    if key == "level":
+        level = _decimal(value, "level", whole)
+        _in_range(level, "level", whole, value, low=0.0, high=1.0, why=" (a recall level)")
+        return _number(level)
+    if key == "levels":
+        levels = [_decimal(v.strip(), "a level", whole) for v in value.split(";")]
+        for v, text in zip(levels, value.split(";")):
+            _in_range(v, "each of levels", whole, text.strip(), low=0.0, high=1.0, why=" (a recall level)")
+        if len(set(levels)) != len(levels):
+            raise InputError(f"metric {whole!r}: levels={value!r} repeats a level")
+        return ";".join(_number(v) for v in sorted(levels))
+    if key == "mult":
+        mult = _decimal(value, "mult", whole)
+        _in_range(mult, "mult", whole, value, low=0.0, low_open=True, high=float(MAX_MULT),
+                  why=" (a multiple of R, the number of relevant documents)")
+        return _number(mult)
+    if key == "weights":
+        parts = value.split(";")
+        if len(parts) != 4:
+            raise InputError(f"metric {whole!r}: weights={value!r} must be exactly 4 numbers w1;w2;w3;w4 (relevant "
+                             f"retrieved, non-relevant retrieved, relevant missed, non-relevant missed), not {len(parts)}")
+        return ";".join(_number(_decimal(v.strip(), "a weight", whole)) for v in parts)
+    if key == "beta":
+        beta = _decimal(value, "beta", whole)
+        _in_range(beta, "beta", whole, value, low=0.0,
+                  why=" (the weight of recall: van Rijsbergen's beta squared, as trec_eval's set_F)")
+        return _number(beta)
+    if key == "p":
+        p = _decimal(value, "p", whole)
+        _in_range(p, "p", whole, value, low=0.0, high=1.0, low_open=True, high_open=True,
+                  why=" (RBP's persistence: the chance of going on to the next rank)")
+        return _number(p)
+    if key == "max_grade":
+        grade = read_int(value, f"metric {whole!r}: max_grade", low=1, high=MAX_GRADE_LIMIT)
+        return str(grade)
+    if key != "gains":  # a parameter of the catalogue whose value check is not written here yet
+        raise InputError(f"metric {whole!r}: parameter {key!r} has no value check in the grammar")
     # gains=grade:gain;grade:gain
     pairs: dict[int, float] = {}
     for part in filter(None, (p.strip() for p in value.split(";"))):

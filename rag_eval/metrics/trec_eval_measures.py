@@ -1,0 +1,368 @@
+"""trec_eval's measure names and its ``-m`` arguments, read as trec_eval 10.0 reads them (trec_eval.c, measures.c,
+meas_init.c), into canonical :class:`~rag_eval.metrics.grammar.Metric` values.
+
+- ``trec_eval_metrics(["all_trec"])``: a nickname (``official``, ``set``, ``all_trec``); ``["P"]``: a measure at
+  its default parameters (m_P.c's cutoffs 5, 10, ..., 1000); ``["P.5,7,3"]``: with parameters. The list comes in
+  trec_eval's order (the measure table of measures.c; within a measure, cutoffs ascending), whatever the order of the
+  arguments; a measure named twice is computed once. As in trec_eval, a measure's parameters are the first list
+  given for it: a later, different list is ignored, with a :class:`~rag_eval.errors.TrecEvalParametersIgnored`
+  warning.
+- ``trec_eval_name("iprec_at_recall_0.10")``: one name as trec_eval prints it.
+
+Numbers are plain ASCII decimals (no ``_``, hex, ``inf`` or ``nan``, which C's ``atof`` would take). Where trec_eval
+reads a cutoff with ``atol`` (``ndcg_cut.10,20,23.4`` is ``ndcg_cut_23``), so does rag_eval, with a
+:class:`~rag_eval.errors.TrecEvalParameterTruncated` warning; where ``atol`` would read a different number than
+the one written (``1e3`` as 1, ``10x`` as 10, an empty item as 0), it is an InputError. Other differences, each
+an InputError rather than a different number: 11pt_avg's levels must increase (trec_eval's interpolation walks
+them in order and gives an unsorted list another value), a parameter name other than a grade (or ``p`` for rbp)
+in a pair list is refused (trec_eval ignores it), a nickname takes no parameters (trec_eval ignores them).
+
+Measures that need other input are out of scope: the ``all_prefs``, ``prefs`` and ``qrels_jg`` nicknames and their
+measures (preference files, judgement groups); so are ``dcg``, ``ideal_dcg``, ``ndcg_p`` and ``yaap``, which
+trec_eval computes but prints under no nickname.
+
+With ``pin_gain=True`` (trec_eval's dialect) nDCG carries ``gain=linear`` explicitly (trec_eval's gain is the
+grade), so the metric means the same under any conventions; with ``pin_gain=False`` (the project's grammar) the
+conventions decide, as for ``ndcg_cut_10`` parsed without a dialect.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import InputError, TrecEvalParameterTruncated, TrecEvalParametersIgnored
+from .grammar import MAX_CUTOFF, Metric, _number
+
+__all__ = ["NICKNAMES", "TREC_MEASURES", "TrecMeasure", "trec_eval_metrics", "trec_eval_name"]
+
+_CUT = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
+
+
+@dataclass(frozen=True)
+class TrecMeasure:
+    """One of trec_eval's measures: its name, the rag_eval family, how trec_eval reads its parameters
+    (``single``: none; ``cut_long``/``cut_double``: a list of cutoffs, one value each; ``p_double``/``p_pair``: one
+    value, parameters printed as typed) and its default cutoffs."""
+
+    name: str
+    family: str
+    kind: str
+    defaults: tuple[float, ...] = ()
+
+
+# measures.c's te_trec_measures, in its order (the order trec_eval computes and prints), less what is out of scope
+TREC_MEASURES: tuple[TrecMeasure, ...] = (
+    TrecMeasure("runid", "runid", "single"),
+    TrecMeasure("num_q", "num_q", "single"),
+    TrecMeasure("num_ret", "num_ret", "single"),
+    TrecMeasure("num_rel", "num_rel", "single"),
+    TrecMeasure("num_rel_ret", "num_rel_ret", "single"),
+    TrecMeasure("map", "ap", "single"),
+    TrecMeasure("gm_map", "gm_map", "single"),
+    TrecMeasure("Rprec", "r_precision", "single"),
+    TrecMeasure("bpref", "bpref", "single"),
+    TrecMeasure("recip_rank", "mrr", "single"),
+    TrecMeasure("iprec_at_recall", "iprec_at_recall", "cut_double",
+                (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)),
+    TrecMeasure("P", "precision", "cut_long", _CUT),
+    TrecMeasure("relstring", "relstring", "p_double"),
+    TrecMeasure("recall", "recall", "cut_long", _CUT),
+    TrecMeasure("infAP", "infap", "single"),
+    TrecMeasure("gm_bpref", "gm_bpref", "single"),
+    TrecMeasure("Rprec_mult", "rprec_mult", "cut_double", (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)),
+    TrecMeasure("utility", "utility", "p_double"),
+    TrecMeasure("11pt_avg", "11pt_avg", "p_double"),
+    TrecMeasure("binG", "bing", "single"),
+    TrecMeasure("G", "g", "p_pair"),
+    TrecMeasure("ndcg", "ndcg", "p_pair"),
+    TrecMeasure("ndcg_rel", "ndcg_rel", "p_pair"),
+    TrecMeasure("Rndcg", "rndcg", "p_pair"),
+    TrecMeasure("ndcg_cut", "ndcg", "cut_long", _CUT),
+    TrecMeasure("map_cut", "ap", "cut_long", _CUT),
+    TrecMeasure("relative_P", "relative_precision", "cut_long", _CUT),
+    TrecMeasure("success", "hit", "cut_long", (1, 5, 10)),
+    TrecMeasure("set_P", "set_precision", "single"),
+    TrecMeasure("set_relative_P", "set_relative_precision", "single"),
+    TrecMeasure("set_recall", "set_recall", "single"),
+    TrecMeasure("set_map", "set_map", "single"),
+    TrecMeasure("set_F", "set_f", "p_double"),
+    TrecMeasure("num_nonrel_judged_ret", "num_nonrel_judged_ret", "single"),
+    TrecMeasure("rbp", "rbp", "p_pair"),
+    TrecMeasure("rbp_resid", "rbp_resid", "p_pair"),
+    TrecMeasure("unj", "unjudged", "cut_long", (5, 10, 20)),
+)
+_BY_NAME = {m.name: m for m in TREC_MEASURES}
+_BY_LOWER = {m.name.lower(): m for m in TREC_MEASURES}
+_ORDER = {m.name: i for i, m in enumerate(TREC_MEASURES)}
+
+# measures.c's nicknames
+NICKNAMES: dict[str, tuple[str, ...]] = {
+    "official": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref",
+                 "recip_rank", "iprec_at_recall", "P"),
+    "set": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "utility", "set_P", "set_recall",
+            "set_relative_P", "set_map", "set_F"),
+    "all_trec": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref",
+                 "recip_rank", "iprec_at_recall", "P", "relstring", "recall", "unj", "rbp", "rbp_resid", "infAP",
+                 "gm_bpref", "utility", "11pt_avg", "ndcg", "relative_P", "Rprec_mult", "success", "map_cut",
+                 "ndcg_cut", "ndcg_rel", "Rndcg", "binG", "G", "set_P", "set_recall", "set_relative_P", "set_map",
+                 "set_F", "num_nonrel_judged_ret"),
+}
+_OTHER_INPUT_NICKNAMES = {
+    "all_prefs": "preference files (trec_eval -R prefs)", "prefs": "preference files (trec_eval -R prefs)",
+    "qrels_jg": "judgement groups (trec_eval -R qrels_jg)",
+}
+_OUT_OF_SCOPE = {
+    "dcg": "trec_eval prints it under no nickname; rag_eval computes ndcg",
+    "ideal_dcg": "trec_eval prints it under no nickname; rag_eval computes ndcg",
+    "ndcg_p": "it needs preference files",
+    "yaap": "trec_eval prints it under no nickname",
+    "map_avgjg": "it needs judgement groups (qrels_jg)",
+    "P_avgjg": "it needs judgement groups (qrels_jg)",
+    "Rprec_mult_avgjg": "it needs judgement groups (qrels_jg)",
+}
+
+_LONG = re.compile(r"\s*[+-]?[0-9]+")  # what atol reads
+_FRACTION = re.compile(r"\.[0-9]*")  # what it then leaves, when the rest is a fraction (23.4)
+_DECIMAL = re.compile(r"\s*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\s*")
+
+
+def trec_eval_metrics(args: Sequence[str], *, pin_gain: bool = True) -> list[Metric]:
+    """The metrics trec_eval computes for these ``-m`` arguments (each ``MEASURE``, ``MEASURE.PARAMS`` or a
+    nickname), in trec_eval's order. An argument trec_eval refuses, or would read as another number than the one
+    written, is an InputError naming it."""
+    if isinstance(args, str):
+        args = [args]
+    marked: set[str] = set()
+    given: dict[str, tuple[str, str]] = {}  # measure -> (its first parameter list, the argument that gave it)
+    ignored: list[str] = []
+    for arg in args:
+        if not isinstance(arg, str):
+            raise TypeError(f"a trec_eval -m argument is a str, not {type(arg).__name__}")
+        name, dot, params = arg.strip().partition(".")
+        if dot and not params:
+            raise InputError(f"trec_eval measure {arg!r}: nothing after the '.' (write {name!r} for its default "
+                             f"parameters, or e.g. '{name}.10')")
+        if name in NICKNAMES:
+            if dot:
+                raise InputError(f"trec_eval measure {arg!r}: the nickname {name!r} takes no parameters (trec_eval "
+                                 "ignores them)")
+            marked.update(NICKNAMES[name])
+            continue
+        measure = _measure(name, arg)
+        marked.add(measure.name)
+        if dot:
+            if measure.kind == "single":
+                raise InputError(f"trec_eval measure {arg!r}: {measure.name} takes no parameters")
+            if measure.name not in given:
+                given[measure.name] = (params, arg)
+            elif given[measure.name][0] != params:
+                ignored.append(arg)
+    if ignored:
+        firsts = ", ".join(dict.fromkeys(f"-m {given[_measure(a.partition('.')[0], a).name][1]}" for a in ignored))
+        _warn(f"trec_eval uses a measure's first parameter list only: {', '.join('-m ' + a for a in ignored)} "
+              f"ignored (kept {firsts})", TrecEvalParametersIgnored)
+    out: list[Metric] = []
+    for name in sorted(marked, key=_ORDER.__getitem__):
+        params, arg = given.get(name, (None, name))
+        out.extend(_metrics(_BY_NAME[name], params, arg, printed=False, pin_gain=pin_gain))
+    return list(dict.fromkeys(out))
+
+
+def trec_eval_name(text: str, *, pin_gain: bool = True) -> Metric:
+    """One measure name as trec_eval prints it (``P_5``, ``iprec_at_recall_0.10``, ``utility_2,-1,0,0``,
+    ``ndcg_1=3,2=9``, ``relstring_20``, ``runid``) as its canonical metric, with trec_eval's spelling of its
+    parameters kept for :attr:`Metric.trec_name`."""
+    metric = trec_eval_printed(text, pin_gain=pin_gain)
+    if metric is None:
+        raise InputError(f"unknown trec_eval measure name {text!r}{_suggestion(text)}")
+    return metric
+
+
+def trec_eval_printed(text: str, *, pin_gain: bool = True) -> Metric | None:
+    """:func:`trec_eval_name`, or None when ``text`` does not start with a trec_eval measure's name."""
+    stripped = text.strip()
+    lower = stripped.lower()
+    for measure in sorted(TREC_MEASURES, key=lambda m: -len(m.name)):  # ndcg_cut before ndcg
+        base = measure.name.lower()
+        if lower == base:
+            params = None
+        elif lower.startswith(base + "_") and measure.kind != "single":
+            params = stripped[len(base) + 1:]
+        else:
+            continue
+        if params is None and measure.kind in ("cut_long", "cut_double"):
+            example = f"{measure.name}_{_number(measure.defaults[0]) if measure.kind == 'cut_double' else 10}"
+            raise InputError(f"trec_eval measure name {text!r}: trec_eval prints {measure.name} with its cutoff, "
+                             f"e.g. {example!r}")
+        metrics = _metrics(measure, params, stripped, printed=True, pin_gain=pin_gain)
+        if len(metrics) != 1:
+            raise InputError(f"trec_eval measure name {text!r} names {len(metrics)} measures; trec_eval prints "
+                             f"one value per name, e.g. '{measure.name}_{params.split(',')[0] if params else ''}'")
+        return metrics[0]
+    return None
+
+
+def _measure(name: str, arg: str) -> TrecMeasure:
+    measure = _BY_NAME.get(name) or _BY_LOWER.get(name.lower())
+    if measure is not None:
+        return measure
+    if name in _OTHER_INPUT_NICKNAMES:
+        raise InputError(f"trec_eval measure {arg!r}: the nickname {name!r} needs {_OTHER_INPUT_NICKNAMES[name]}, "
+                         "which rag_eval does not read (out of scope)")
+    if name in _OUT_OF_SCOPE or name.startswith("prefs_"):
+        why = _OUT_OF_SCOPE.get(name, "it needs preference files")
+        raise InputError(f"trec_eval measure {arg!r}: rag_eval does not compute {name} ({why})")
+    raise InputError(f"unknown trec_eval measure {arg!r}{_suggestion(name)}")
+
+
+def _suggestion(name: str) -> str:
+    import difflib
+
+    known = [m.name for m in TREC_MEASURES] + list(NICKNAMES)
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f"; trec_eval's measures: {', '.join(known)}"
+
+
+def _warn(message: str, category: type[Warning]) -> None:
+    import warnings
+
+    warnings.warn(message, category, stacklevel=4)
+
+
+def _metrics(measure: TrecMeasure, params: str | None, arg: str, *, printed: bool, pin_gain: bool) -> list[Metric]:
+    """The metrics of one trec_eval measure with its parameter text (None: the defaults). ``printed``: the text
+    comes from a printed name (``P_5``), whose numbers trec_eval wrote itself."""
+    family = measure.family
+    pinned = (("gain", "linear"),) if pin_gain and family == "ndcg" else ()
+    kind = measure.kind
+    if kind == "single":
+        return [Metric(family)]
+    if kind == "cut_long":
+        cutoffs = list(measure.defaults) if params is None else _longs(params, arg, printed)
+        return [Metric(family, int(k), pinned) for k in cutoffs]
+    if kind == "cut_double":
+        if params is None:
+            values = list(measure.defaults)
+        else:
+            values = sorted(_double(v, arg) for v in params.split(","))
+            for a, b in zip(values, values[1:]):
+                if a == b:
+                    raise InputError(f"trec_eval measure {arg!r}: the cutoff {_number(a)} is given twice "
+                                     "(trec_eval: duplicate cutoffs detected)")
+        key = "level" if family == "iprec_at_recall" else "mult"
+        return [Metric(family, None, ((key, _param(family, key, _number(v), arg)),)) for v in values]
+    if params is None:
+        return [Metric(family, None, pinned)]
+    if kind == "p_double":
+        return [_p_double(measure, params, arg, printed)]
+    return [_p_pair(measure, params, arg, pinned)]
+
+
+def _param(family: str, key: str, value: str, arg: str) -> str:
+    """A parameter's canonical value, checked by the grammar (its range), in an InputError naming ``arg``."""
+    try:
+        return dict(Metric(family, None, ((key, value),)).params).get(key, value)
+    except InputError as exc:
+        raise InputError(f"trec_eval measure {arg!r}: {exc.problem.split(': ', 1)[-1]}") from None
+
+
+def _longs(params: str, arg: str, printed: bool) -> list[int]:
+    """Cutoffs as trec_eval's get_long_cutoffs reads them (atol each, sorted, > 0, no duplicate)."""
+    values: list[int] = []
+    truncated: list[str] = []
+    for item in params.split(","):
+        head = _LONG.match(item)
+        rest = item[head.end():] if head else item
+        if head is None or (rest and (printed or not _FRACTION.fullmatch(rest))):
+            raise InputError(f"trec_eval measure {arg!r}: cutoff {item!r} is not a plain decimal integer (ASCII "
+                             "digits 0-9; trec_eval's atol would read " + (f"{int(head.group())}" if head else "0") +
+                             ")")
+        if rest:
+            truncated.append(item)
+        digits = head.group().strip().lstrip("+-").lstrip("0")
+        value = int(head.group()) if len(digits) <= 30 else MAX_CUTOFF + 1
+        if value > MAX_CUTOFF:
+            raise InputError(f"trec_eval measure {arg!r}: cutoff {item!r} is beyond {MAX_CUTOFF} (10^9)")
+        values.append(value)
+    values.sort()
+    if values[0] <= 0:
+        raise InputError(f"trec_eval measure {arg!r}: a cutoff must be 1 or more, not {values[0]} (trec_eval: "
+                         "Negative cutoff detected)")
+    for a, b in zip(values, values[1:]):
+        if a == b:
+            raise InputError(f"trec_eval measure {arg!r}: the cutoff {a} is given twice (trec_eval: duplicate "
+                             "cutoffs detected)")
+    if truncated:
+        _warn(f"trec_eval measure {arg!r}: cutoff {', '.join(repr(t) for t in truncated)} read as trec_eval reads "
+              f"it (atol): {', '.join(str(int(_LONG.match(t).group())) for t in truncated)}", TrecEvalParameterTruncated)
+    return values
+
+
+def _double(item: str, arg: str) -> float:
+    if not _DECIMAL.fullmatch(item):
+        raise InputError(f"trec_eval measure {arg!r}: {item!r} is not a plain decimal number (ASCII digits, '.', an "
+                         "optional sign and exponent: no '_', hex, inf or nan)")
+    value = float(item)
+    if math.isinf(value):
+        raise InputError(f"trec_eval measure {arg!r}: {item!r} is beyond the largest double (about 1.8e308)")
+    return value + 0.0
+
+
+def _p_double(measure: TrecMeasure, params: str, arg: str, printed: bool) -> Metric:
+    family = measure.family
+    items = params.split(",")
+    if family == "relstring":
+        if len(items) != 1:
+            raise InputError(f"trec_eval measure {arg!r}: relstring takes one length, not {len(items)}")
+        (k,) = _longs(params, arg, printed)
+        return Metric(family, k, (), spelling=params)
+    values = [_double(v, arg) for v in items]
+    if family == "utility":
+        if len(values) != 4:
+            raise InputError(f"trec_eval measure {arg!r}: utility takes exactly 4 coefficients (relevant retrieved, "
+                             f"non-relevant retrieved, relevant missed, non-relevant missed), not {len(values)}")
+        text = ";".join(_number(v) for v in values)
+        return Metric(family, None, (("weights", _param(family, "weights", text, arg)),), spelling=params)
+    if family == "set_f":
+        if len(values) != 1:
+            raise InputError(f"trec_eval measure {arg!r}: set_F takes one parameter (beta), not {len(values)}")
+        return Metric(family, None, (("beta", _param(family, "beta", _number(values[0]), arg)),), spelling=params)
+    # 11pt_avg: levels in increasing order (trec_eval's interpolation walks them so)
+    for a, b in zip(values, values[1:]):
+        if b < a:
+            raise InputError(f"trec_eval measure {arg!r}: 11pt_avg's levels must increase (trec_eval's "
+                             f"interpolation walks them in order, and gives {_number(a)} before {_number(b)} another "
+                             "value): sort them")
+    text = ";".join(_number(v) for v in values)
+    return Metric(family, None, (("levels", _param(family, "levels", text, arg)),), spelling=params)
+
+
+def _p_pair(measure: TrecMeasure, params: str, arg: str, pinned: tuple[tuple[str, str], ...]) -> Metric:
+    family = measure.family
+    gains: list[str] = []
+    extra: list[tuple[str, str]] = []
+    for item in params.split(","):
+        name, eq, value = item.partition("=")
+        if not eq or not name or not value or "=" in value:
+            raise InputError(f"trec_eval measure {arg!r}: {item!r} should read name=value (trec_eval: malformed "
+                             "pair parameters)")
+        if re.fullmatch(r"[+-]?[0-9]+", name):
+            gains.append(f"{int(name)}:{_number(_double(value, arg))}")
+        elif name == "p" and family in ("rbp", "rbp_resid"):
+            if extra:
+                raise InputError(f"trec_eval measure {arg!r}: p is given twice")
+            extra.append(("p", _number(_double(value, arg))))
+        else:
+            takes = "p=persistence and grade=gain pairs" if family in ("rbp", "rbp_resid") else "grade=gain pairs"
+            raise InputError(f"trec_eval measure {arg!r}: unknown parameter {name!r} ({measure.name} takes {takes}; "
+                             "trec_eval ignores any other name)")
+    pairs = list(extra) + ([("gains", ";".join(gains))] if gains else [])
+    try:
+        return Metric(family, None, tuple(pairs) + pinned, spelling=params)
+    except InputError as exc:
+        raise InputError(f"trec_eval measure {arg!r}: {exc.problem.split(': ', 1)[-1]}") from None
