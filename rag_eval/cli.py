@@ -1,16 +1,25 @@
 """The ``rag-eval`` command line (layer 5): evaluate run files against a qrels file.
 
     rag-eval evaluate QRELS RUN [RUN ...] -m METRIC [-m ...] [--per-query] [--format table|csv|json|trec_eval]
-                      [--conventions default|trec_eval] [-c] [-M N] [-l N] [-J]
+                      [--conventions default|trec_eval] [--dialect trec_eval|ir_measures|ranx] [-c] [-M N] [-l N] [-J]
     rag-eval label POOL --qrels OUT [--assessor NAME] [--port N] [--scale 0..3]
 
 Bad input (a missing or malformed file, an unknown metric, ...) prints one line naming the file, the line and
 the problem, and exits with status 2. The metric card goes to stderr (into the ``card`` key with --format json).
+
+``-m`` takes rag_eval's metric names (``ndcg@10``, ``P(rel=2)@5``, trec_eval's printed ``P_10``) and trec_eval's own
+``-m`` arguments: a nickname (``official``, ``set``, ``all_trec``), a measure at its default parameters (``P``: P_5
+... P_1000) or with parameters (``P.5,7,3``, ``ndcg.1=3,2=9``, ``iprec_at_recall..10,.20``), merged as trec_eval
+merges them (:mod:`rag_eval.metrics.trec_eval_measures`). Without ``--dialect`` a name the grammar reads keeps the
+grammar's meaning (nDCG's gain from the conventions); ``--dialect trec_eval`` reads every name as trec_eval does
+(nDCG's gain pinned linear); ``--dialect ir_measures|ranx`` as those tools do. Without ``-m``, ``--conventions
+trec_eval`` measures what trec_eval measures without ``-m`` (``official``); otherwise the default metrics.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import io
 import json
 import math
@@ -27,7 +36,8 @@ from .data.qrels import Qrels
 from .data.run import Run
 from .errors import InputError
 from .metrics.conventions import PRESETS, resolve_conventions
-from .metrics.grammar import GRADE_LIMIT, MAX_CUTOFF, parse_metric, read_int
+from .metrics.grammar import DIALECTS, GRADE_LIMIT, MAX_CUTOFF, Metric, parse_metric, read_int
+from .metrics.trec_eval_measures import NICKNAMES, TREC_MEASURES, trec_eval_metrics
 from .reports.evaluate import DEFAULT_METRICS, evaluate
 from .reports.report import Report
 from .reports.trec_eval import format_trec_eval
@@ -48,8 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("runs", nargs="+", metavar="run", help="run file(s) (TREC 'qid Q0 docid rank score tag', or JSONL)")
     ev.add_argument(
         "-m", "--metric", dest="metrics", action="append", metavar="METRIC",
-        help=f"metric, repeatable (e.g. ndcg@10, 'P(rel=2)@5', trec_eval's P_10); default: {' '.join(DEFAULT_METRICS)}",
+        help=f"metric, repeatable (e.g. ndcg@10, 'P(rel=2)@5', trec_eval's P_10, or trec_eval's -m syntax: all_trec, "
+        f"P.5,7,3, ndcg.1=3,2=9); default: {' '.join(DEFAULT_METRICS)} (with --conventions trec_eval: official)",
     )
+    ev.add_argument("--dialect", choices=DIALECTS,
+                    help="read each -m with the meaning it has in that tool (pinned in the canonical name)")
     ev.add_argument("-q", "--per-query", action="store_true", help="one value per run, query and metric")
     ev.add_argument("--format", choices=["table", "csv", "json", "trec_eval"], default="table")
     ev.add_argument("--conventions", choices=sorted(PRESETS), default="default", help="convention preset")
@@ -207,7 +220,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.judged_only:
         changes["unjudged"] = "remove"
     conventions = resolve_conventions(args.conventions).replace(**changes)
-    metrics = [parse_metric(m) for m in (args.metrics or DEFAULT_METRICS)]
+    metrics = resolve_metrics(args.metrics, dialect=args.dialect, conventions=args.conventions)
     qrels = Qrels.load(args.qrels)
     runs = [Run.load(path) for path in args.runs]
     names = [r.name for r in runs]
@@ -229,7 +242,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         frame = report.per_query if args.per_query else summary()
         frame.to_csv(out, index=False, float_format=None)
     elif args.format == "trec_eval":
-        out.write(format_trec_eval(report, qrels=qrels, runs=named, per_query=args.per_query))
+        extra = {"metrics": metrics} if "metrics" in inspect.signature(format_trec_eval).parameters else {}
+        out.write(format_trec_eval(report, qrels=qrels, runs=named, per_query=args.per_query, **extra))
     else:
         _write_table(out, report, summary(), per_query=args.per_query)
     sys.stdout.write(out.getvalue())
@@ -237,6 +251,47 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.format != "json" and not args.no_card:
         print(report.card.render(), file=sys.stderr)
     return 0
+
+
+_TREC_NAMES = {m.name.lower() for m in TREC_MEASURES}
+
+
+def resolve_metrics(texts: Sequence[str] | None, *, dialect: str | None = None,
+                    conventions: str = "default") -> list[Metric]:
+    """The metrics of the ``-m`` arguments ``texts``: trec_eval's ``-m`` syntax (nicknames, ``MEASURE``,
+    ``MEASURE.PARAMS``) expanded and merged as trec_eval merges them, in trec_eval's order, where the first such
+    argument stands; every other name parsed with ``dialect``. Repeats are dropped (the first kept). Without
+    ``texts``: trec_eval's ``official`` under ``conventions="trec_eval"``, else the default metrics."""
+    if not texts:
+        if conventions == "trec_eval" and dialect in (None, "trec_eval"):
+            return trec_eval_metrics(["official"])
+        return [parse_metric(m) for m in DEFAULT_METRICS]
+    slots: list[Metric | None] = []  # None: where trec_eval's group goes
+    group: list[str] = []
+    for text in texts:
+        name = text.strip().partition(".")[0]
+        trec_syntax = name in NICKNAMES or name.lower() in _TREC_NAMES
+        if trec_syntax and dialect == "trec_eval":
+            use_group = True
+        elif name in NICKNAMES:
+            use_group = True
+        else:
+            try:
+                slots.append(parse_metric(text, dialect=dialect))
+                continue
+            except InputError:
+                if dialect is not None or not trec_syntax:
+                    raise
+            use_group = True  # the grammar cannot read it, trec_eval's -m can: P, P.5,7,3, ndcg.1=3,2=9
+        if use_group:
+            if not group:
+                slots.append(None)
+            group.append(text)
+    expanded = trec_eval_metrics(group, pin_gain=dialect == "trec_eval") if group else []
+    out: list[Metric] = []
+    for slot in slots:
+        out.extend(expanded if slot is None else [slot])
+    return list(dict.fromkeys(out))
 
 
 def _pool(args: argparse.Namespace) -> int:
