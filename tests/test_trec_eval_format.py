@@ -209,3 +209,40 @@ def test_evaluate_keeps_a_text_kernel_s_strings_out_of_the_values(monkeypatch):
     assert report.values("r", "precision@1").tolist() == [1.0, 0.0]
     assert format_trec_eval(report, per_query=True, runs={"r": run}).splitlines()[:2] == [
         "P_1                   \tq1\t1.0000", "relstring_3           \tq1\t'<2>'"]
+
+
+def test_compare_treats_a_geometric_family_as_a_geometric_mean():
+    from rag_eval.reports.compare import compare
+
+    a = _report({"gm_map": [0.5, 0.0, 0.2], "ap": [0.5, 0.0, 0.2]}, run="a", conventions="default")
+    b = _report({"gm_map": [0.25, 0.1, 0.1], "ap": [0.25, 0.1, 0.1]}, run="b", conventions="default")
+    result = compare([a, b], baseline="b", resamples=200, permutations=100)
+    row = result.table.set_index("metric").loc["gm_map"]
+    assert row["mean"] == pytest.approx(0.01, rel=1e-12)  # (0.5 x 1e-5 x 0.2)^(1/3)
+    assert row["baseline_mean"] == pytest.approx(0.0025 ** (1 / 3), rel=1e-12)
+    assert row["diff"] == pytest.approx(0.01 - 0.0025 ** (1 / 3), rel=1e-12)
+    assert (row["wins"], row["ties"], row["losses"]) == (2, 0, 1)
+    assert row["ci_low"] <= row["diff"] <= row["ci_high"]
+    plain = result.table.set_index("metric").loc["ap"]
+    assert plain["mean"] == pytest.approx(0.7 / 3) and plain["diff"] == pytest.approx(0.7 / 3 - 0.45 / 3)
+    systems = result.systems.set_index(["system", "metric"])
+    assert systems.loc[("a", "gm_map"), "mean"] == pytest.approx(0.01, rel=1e-12)
+    assert result.card.comparison["geometric"] == ["gm_map"]
+
+
+def test_the_card_says_how_geometric_text_and_err_metrics_are_made():
+    import rag_eval
+
+    qrels = rag_eval.Qrels.from_dict({"q1": {"a": 3, "b": 1}, "q2": {"c": 2}})
+    run = rag_eval.Run.from_scores({"q1": {"a": 1.0}, "q2": {"c": 1.0}}, name="r")
+    card = rag_eval.evaluate(qrels, run, ["ap"]).card
+    assert card.metric_notes == []
+    from rag_eval.reports.card import metric_notes_of
+
+    notes = metric_notes_of(["gm_map", "relstring@20", "err@10", "err(max_grade=2)@10"], max_grade=3)
+    assert notes[0].startswith("gm_map: averaged over queries by the geometric mean") and "1e-5" in notes[0]
+    assert notes[1] == "relstring@20: one string per query (Report.texts), not averaged"
+    assert notes[2] == "err@10: max_grade not given: the qrels' largest grade, 3"
+    assert len(notes) == 3  # err with its max_grade needs no note
+    shown = MetricCard.build(PRESETS["default"], ["gm_map"], [], []).render()
+    assert "  metric gm_map: averaged over queries by the geometric mean" in shown

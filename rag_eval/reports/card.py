@@ -15,6 +15,32 @@ from ..metrics.conventions import PRESETS, Conventions
 from ..metrics.engine import REASONS
 
 
+def metric_notes_of(metrics: list[str], *, max_grade: int | None = None) -> list[str]:
+    """What the card says about metrics whose name does not tell how they are aggregated or parameterised:
+    the geometric families (gm_map, gm_bpref), the text ones (relstring, runid), and err/nerr without
+    ``max_grade`` (``max_grade``: the qrels' largest grade they then use, when known)."""
+    from ..metrics.catalogue import FAMILIES
+    from ..metrics.grammar import parse_metric
+
+    notes = []
+    for name in metrics:
+        try:
+            metric = parse_metric(name)
+        except (ValueError, TypeError):  # a stage's ndcg@budget and the like
+            continue
+        family = FAMILIES[metric.family]
+        if family.aggregate == "geometric":
+            notes.append(f"{name}: averaged over queries by the geometric mean of the per-query values, each floored "
+                         "at 1e-5 (trec_eval's MIN_GEO_MEAN); the summary's interval is the mean log's, exponentiated, "
+                         "and its sum is NaN")
+        elif family.kind == "text":
+            notes.append(f"{name}: one string per query (Report.texts), not averaged")
+        elif metric.family in ("err", "nerr") and "max_grade" not in metric.param:
+            largest = f", {max_grade}" if max_grade is not None else ""
+            notes.append(f"{name}: max_grade not given: the qrels' largest grade{largest}")
+    return notes
+
+
 class InputRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -57,17 +83,22 @@ class MetricCard(BaseModel):
     # systematic problems said once per report (a stage failing on most queries, capped results, qrels sharing
     # few queries with a run, low judged shares): the lines warned, also in Report.issues
     notes: list[str] = Field(default_factory=list)
+    # how a metric is aggregated or parameterised where its name does not say it: a geometric mean (gm_map), text
+    # values (relstring), err's max_grade taken from the qrels
+    metric_notes: list[str] = Field(default_factory=list)
 
     @classmethod
     def build(
         cls, conventions: Conventions, metrics: list[str], inputs: list[InputRecord], queries: list[QueryRecord],
         pipeline: dict[str, Any] | None = None, judged: list[dict[str, Any]] | None = None,
         judged_threshold: float | None = None, notes: list[str] | None = None,
+        metric_notes: list[str] | None = None,
     ) -> MetricCard:
         preset = next((name for name, c in PRESETS.items() if c == conventions), None)
         return cls(
             conventions=conventions, preset=preset, metrics=metrics, inputs=inputs, queries=queries, pipeline=pipeline,
             judged=judged or [], judged_threshold=judged_threshold, notes=notes or [],
+            metric_notes=metric_notes if metric_notes is not None else metric_notes_of(metrics),
         )
 
     def render(self) -> str:
@@ -80,6 +111,7 @@ class MetricCard(BaseModel):
             + ")",
             f"  metrics: {', '.join(self.metrics)}",
         ]
+        lines.extend(f"  metric {n}" for n in self.metric_notes)
         if conv.unjudged == "remove":
             lines.append("  condensed lists (Sakai 2007): unjudged items are removed from each ranking before measuring")
         if self.judged:

@@ -9,6 +9,13 @@ Queries are paired by id; a query counted for one system and not the other is le
 in ``n_unpaired``; a query counted for both whose value is NaN (0/0) for either is left out and counted in
 ``n_nan``. So ``n + n_nan`` is the number of queries the cards say both systems counted, and in ``systems``
 ``n + n_nan`` is the number the card says that system counted.
+
+A family averaged by a geometric mean (gm_map, gm_bpref) is compared as such: ``mean`` and ``baseline_mean`` are
+geometric means of the values floored at 1e-5, ``diff`` their difference with a paired bootstrap interval (each
+resample's two geometric means), and the test, the effect size and the wins/ties/losses are those of the floored
+values' logs (a paired test of the mean log difference is a test of the ratio of geometric means); the card's
+comparison lists them under ``geometric``. Text metrics (relstring, runid) are not in the float tables, so never
+compared.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ import numpy as np
 from .card import MetricCard
 from .report import Report
 from .statistics import CORRECTIONS, TESTS, correct, effect_size, p_value, paired_bootstrap_ci
-from .summary import summarize_values
+from .report import is_geometric_metric
+from .summary import MIN_GEO_MEAN, bootstrap_means, summarize_geometric, summarize_values
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -168,7 +176,8 @@ def compare(
             if (s, m) not in values.index:
                 continue
             v = values.loc[(s, m)][counted.loc[(s, m)]].to_numpy(dtype=np.float64)
-            stats = summarize_values(v[:, None], resamples=resamples, confidence=confidence, seed=seed)
+            summarize = summarize_geometric if is_geometric_metric(m) else summarize_values
+            stats = summarize(v[:, None], resamples=resamples, confidence=confidence, seed=seed)
             system_rows.append([s, m] + [stats[c][0] for c in ("mean", "std", "median", "ci_low", "ci_high", "n", "n_nan")])
     pair_rows = []
     for s in systems:
@@ -181,14 +190,21 @@ def compare(
             in_a, in_b = counted.loc[(s, m)], counted.loc[(base, m)]
             both = in_a & in_b & a.notna() & b.notna()
             x, y = a[both].to_numpy(dtype=np.float64), b[both].to_numpy(dtype=np.float64)
-            diff = x - y
             unpaired = int((in_a ^ in_b).sum())
-            nan = int((in_a & in_b).sum()) - len(diff)
-            low, high = paired_bootstrap_ci(diff, resamples=resamples, confidence=confidence, seed=seed)
+            nan = int((in_a & in_b).sum()) - len(x)
+            geometric = is_geometric_metric(m)
+            if geometric:
+                x, y = np.log(np.maximum(x, MIN_GEO_MEAN)), np.log(np.maximum(y, MIN_GEO_MEAN))
+                diff = x - y  # the logs': test, effect size, wins
+                mean_x, mean_y, low, high = _geometric_pair(x, y, resamples, confidence, seed)
+            else:
+                diff = x - y
+                low, high = paired_bootstrap_ci(diff, resamples=resamples, confidence=confidence, seed=seed)
+                mean_x, mean_y = (float(x.mean()), float(y.mean())) if len(x) else (np.nan, np.nan)
             p = p_value(test, x, y, permutations=permutations, seed=seed)
             pair_rows.append([
-                s, base, m, len(diff), nan, unpaired, float(x.mean()) if len(x) else np.nan, float(y.mean()) if len(y) else np.nan,
-                float(diff.mean()) if len(diff) else np.nan, low, high, p, np.nan, False, effect_size(diff),
+                s, base, m, len(diff), nan, unpaired, mean_x, mean_y,
+                (mean_x - mean_y if geometric else float(diff.mean())) if len(diff) else np.nan, low, high, p, np.nan, False, effect_size(diff),
                 int((diff > 0).sum()), int((diff == 0).sum()), int((diff < 0).sum()),
             ])
     table = pd.DataFrame(pair_rows, columns=PAIR_COLUMNS)
@@ -199,12 +215,25 @@ def compare(
         "alpha": alpha, "confidence": confidence, "bootstrap_resamples": resamples,
         "permutations": permutations if test == "randomization" else None, "seed": seed,
         "hypotheses": int(table["p_value"].notna().sum()),
+        "geometric": [m for m in wanted if is_geometric_metric(m)],
         "pipelines": [r.card.pipeline for r in loaded if r.card.pipeline],
         **_unjudged(loaded, systems),
         "other_reports": [r.card.model_dump(mode="json") for r in loaded[1:]],
     }
     card = loaded[0].card.model_copy(update={"comparison": comparison})
     return Comparison(table, pd.DataFrame(system_rows, columns=SYSTEM_COLUMNS), card)
+
+
+def _geometric_pair(x_log: np.ndarray, y_log: np.ndarray, resamples: int, confidence: float,
+                    seed: int) -> tuple[float, float, float, float]:
+    """Geometric means of two paired columns of logs, and a paired percentile bootstrap interval of their
+    difference (the same resampled queries for both)."""
+    if not len(x_log):
+        return np.nan, np.nan, np.nan, np.nan
+    means = np.exp(bootstrap_means(np.column_stack([x_log, y_log]), resamples=resamples, seed=seed))
+    alpha = 1 - confidence
+    low, high = np.quantile(means[:, 0] - means[:, 1], [alpha / 2, 1 - alpha / 2])
+    return float(np.exp(x_log.mean())), float(np.exp(y_log.mean())), float(low), float(high)
 
 
 def _resolve(name: str, systems: list[str]) -> str:

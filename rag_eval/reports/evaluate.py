@@ -14,7 +14,7 @@ from ..metrics.conventions import Conventions, resolve_conventions
 from ..metrics.engine import evaluate_run
 from ..metrics.grammar import Metric, parse_metrics
 from ..stages.result import PipelineResult
-from .card import InputRecord, MetricCard, QueryRecord
+from .card import InputRecord, MetricCard, QueryRecord, metric_notes_of
 from .judged import (
     JUDGED_THRESHOLD, JudgedShare, ceiling, cutoffs_of, judged_metrics, mean_share, shares_frame, warn_low,
 )
@@ -110,10 +110,20 @@ def evaluate(
     inputs += [_record("run", name, run.source, run.ranked_by, list(run.notes)) for name, run in named.items()]
     notes = announce_overlap(query_overlap(qrels, {name: run.query_ids for name, run in named.items()}), stacklevel=2)
     notes += warn_low(shares, judged_threshold, stacklevel=3)
-    card = MetricCard.build(conv, [str(m) for m in metric_list], inputs, records,
-                            judged=[s.record() for s in shares], judged_threshold=judged_threshold, notes=notes)
+    names = [str(m) for m in metric_list]
+    card = MetricCard.build(conv, names, inputs, records, judged=[s.record() for s in shares],
+                            judged_threshold=judged_threshold, notes=notes,
+                            metric_notes=metric_notes_of(names, max_grade=_largest_grade(qrels, metric_list)))
     issues = issue_rows(notes, ["run", "query_id", "issue"])
     return Report(blocks, metric_list, card, {"judged": shares_frame(shares), "issues": issues})
+
+
+def _largest_grade(qrels: Qrels, metrics: list[Metric]) -> int | None:
+    """The qrels' largest grade, which err and nerr take as max_grade when none is given (stated on the card)."""
+    if not any(m.family in ("err", "nerr") and "max_grade" not in m.param for m in metrics):
+        return None
+    grades = qrels.columns[2]
+    return int(grades.max()) if len(grades) else None
 
 
 def _pipeline_results(runs: object) -> dict[str, PipelineResult] | None:

@@ -29,8 +29,9 @@ import numpy as np
 
 from ..data.qrels import Qrels
 from ..data.run import Run
-from ..errors import StarvedBudget
+from ..errors import InputError, StarvedBudget
 from ..metrics import kernels as K
+from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import Conventions
 from ..metrics.engine import evaluate_run
 from ..metrics.grammar import Metric, parse_metric
@@ -206,6 +207,10 @@ class _PipelineJudge:
         run, failed = self._run(out)
         exclude = failed if self.conv.failed == "exclude" else ()
         engine = [(j, s) for j, s in enumerate(specs) if s.metric is not None]
+        for _, s in engine:  # a stage's table holds numbers: relstring and runid are one string per query
+            if FAMILIES[s.metric.family].kind == "text":
+                raise InputError(f"metric {s.name!r} is one string per query, which a pipeline report's stage "
+                                 "tables cannot hold: evaluate a stage's ranking as a run (Report.texts) instead")
         metrics, cutoffs = [], []
         for _, s in engine:
             k = self._cutoff(out, s.cut)
