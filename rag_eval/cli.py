@@ -37,7 +37,7 @@ from .data.run import Run
 from .errors import InputError
 from .metrics.conventions import PRESETS, resolve_conventions
 from .metrics.grammar import DIALECTS, GRADE_LIMIT, MAX_CUTOFF, Metric, parse_metric, read_int
-from .metrics.trec_eval_measures import NICKNAMES, TREC_MEASURES, trec_eval_metrics
+from .metrics.trec_eval_measures import NICKNAMES, is_trec_eval_measure, trec_eval_metrics
 from .reports.evaluate import DEFAULT_METRICS, evaluate
 from .reports.report import Report
 from .reports.trec_eval import format_trec_eval
@@ -253,9 +253,6 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-_TREC_NAMES = {m.name.lower() for m in TREC_MEASURES}
-
-
 def resolve_metrics(texts: Sequence[str] | None, *, dialect: str | None = None,
                     conventions: str = "default") -> list[Metric]:
     """The metrics of the ``-m`` arguments ``texts``: trec_eval's ``-m`` syntax (nicknames, ``MEASURE``,
@@ -270,23 +267,18 @@ def resolve_metrics(texts: Sequence[str] | None, *, dialect: str | None = None,
     group: list[str] = []
     for text in texts:
         name = text.strip().partition(".")[0]
-        trec_syntax = name in NICKNAMES or name.lower() in _TREC_NAMES
-        if trec_syntax and dialect == "trec_eval":
-            use_group = True
-        elif name in NICKNAMES:
-            use_group = True
-        else:
+        trec_syntax = is_trec_eval_measure(name)
+        if not (trec_syntax and dialect == "trec_eval") and name not in NICKNAMES:
             try:
                 slots.append(parse_metric(text, dialect=dialect))
                 continue
             except InputError:
                 if dialect is not None or not trec_syntax:
                     raise
-            use_group = True  # the grammar cannot read it, trec_eval's -m can: P, P.5,7,3, ndcg.1=3,2=9
-        if use_group:
-            if not group:
-                slots.append(None)
-            group.append(text)
+            # the grammar cannot read it, trec_eval's -m can: P, P.5,7,3, ndcg.1=3,2=9, all_prefs (to refuse it)
+        if not group:
+            slots.append(None)
+        group.append(text)
     expanded = trec_eval_metrics(group, pin_gain=dialect == "trec_eval") if group else []
     out: list[Metric] = []
     for slot in slots:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from ..errors import InputError, TrecEvalParameterTruncated, TrecEvalParametersIgnored
 from .grammar import MAX_CUTOFF, Metric, _number
 
-__all__ = ["NICKNAMES", "TREC_MEASURES", "TrecMeasure", "trec_eval_metrics", "trec_eval_name"]
+__all__ = ["NICKNAMES", "TREC_MEASURES", "TrecMeasure", "is_trec_eval_measure", "trec_eval_metrics", "trec_eval_name"]
 
 _CUT = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
 
@@ -169,6 +169,13 @@ def trec_eval_metrics(args: Sequence[str], *, pin_gain: bool = True) -> list[Met
         params, arg = given.get(name, (None, name))
         out.extend(_metrics(_BY_NAME[name], params, arg, printed=False, pin_gain=pin_gain))
     return list(dict.fromkeys(out))
+
+
+def is_trec_eval_measure(name: str) -> bool:
+    """Whether ``name`` (before any ``.PARAMS``) is one of trec_eval's measures or nicknames, including those out
+    of scope (which :func:`trec_eval_metrics` refuses, saying why)."""
+    return (name in NICKNAMES or name.lower() in _BY_LOWER or name in _OTHER_INPUT_NICKNAMES or name in _OUT_OF_SCOPE
+            or name.startswith("prefs_"))
 
 
 def trec_eval_name(text: str, *, pin_gain: bool = True) -> Metric:
