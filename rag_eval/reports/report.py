@@ -229,6 +229,16 @@ class Report:
         j = b.metrics.index(name)
         return pd.Series(b.values[:, j], index=pd.Index(b.query_ids, name="query_id"), name=name)
 
+    def _column(self, run: str, metric: str, stage: str | None = None) -> np.ndarray | list[str]:
+        """One run's (stage's) values of a reported metric (its canonical string) without pandas: a float64 array,
+        or for a text metric a list of str; aligned with :meth:`query_ids`."""
+        b = self._block(run, stage)
+        if metric in b.texts:
+            return list(b.texts[metric])
+        if metric not in b.metrics:
+            raise KeyError(f"metric {metric!r} was not measured; measured: {b.metrics}")
+        return b.values[:, b.metrics.index(metric)]
+
     def counted(self, run: str, stage: str | None = None) -> int:
         """How many queries the card says were counted for ``run`` (and ``stage``): ``n + n_nan`` of each of its
         summary rows."""

@@ -191,9 +191,9 @@ def _blocks(report, qrels, runs, metrics):
                 continue
             if FAMILIES[family].kind == "text":
                 if family not in _SUMMARY_ONLY:
-                    per.append((c, ["'" + s + "'" for s in report.texts(name, c.column).tolist()]))
+                    per.append((c, ["'" + s + "'" for s in report._column(name, c.column)]))
                 continue
-            values = report.values(name, c.column).to_numpy()
+            values = report._column(name, c.column)
             if family not in _SUMMARY_ONLY:
                 per.append((c, values))
             if family in _PER_QUERY_ONLY:
@@ -237,10 +237,10 @@ def _runid(report: Report, name: str, runs: Mapping[str, Run] | None) -> str:
     run = (runs or {}).get(name)
     if run is not None:
         return run.tag or run.name
-    if "runid" in report.metrics:
-        texts = report.texts(name, "runid")
+    if "runid" in report.text_metrics:
+        texts = report._column(name, "runid")
         if len(texts):
-            return str(texts.iloc[-1])
+            return str(texts[-1])
     return name
 
 
