@@ -236,6 +236,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         payload["summary"] = _records(summary())
         if args.per_query:
             payload["per_query"] = _records(report.per_query)
+            if report.text_metrics:
+                payload["per_query_text"] = _records(report.per_query_text)
         json.dump(payload, out, indent=2, allow_nan=False, default=_json_default)
         out.write("\n")
     elif args.format == "csv":
@@ -410,7 +412,11 @@ def _json_default(value: object) -> object:
 def _write_table(out: io.StringIO, report: Report, summary, *, per_query: bool) -> None:
     if per_query:
         table = report.per_query.pivot_table(index=["run", "query_id"], columns="metric", values="value", sort=False)
-        out.write(table[report.metrics].to_string(float_format=lambda v: f"{v:.4f}") + "\n\n")
+        table = table[[m for m in report.metrics if m not in report.text_metrics]]
+        if report.text_metrics:  # relstring, runid: one str per query, beside the numbers
+            texts = report.per_query_text.pivot(index=["run", "query_id"], columns="metric", values="text")
+            table = table.join(texts[report.text_metrics]) if len(table.columns) else texts[report.text_metrics]
+        out.write(table.to_string(float_format=lambda v: f"{v:.4f}") + "\n\n")
     shown = summary[["run", "metric", "mean", "std", "ci_low", "ci_high", "n", "n_nan"]]  # n + n_nan: counted
     out.write(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + "\n")
 

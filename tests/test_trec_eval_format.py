@@ -246,3 +246,28 @@ def test_the_card_says_how_geometric_text_and_err_metrics_are_made():
     assert len(notes) == 3  # err with its max_grade needs no note
     shown = MetricCard.build(PRESETS["default"], ["gm_map"], [], []).render()
     assert "  metric gm_map: averaged over queries by the geometric mean" in shown
+
+
+def test_the_cli_shows_text_metrics_beside_the_numbers(monkeypatch, tmp_path, capsys):
+    """The table (-q) and JSON formats carry a text metric's strings (a stand-in kernel here); they used to fail on
+    a column the float table does not have."""
+    import json
+
+    from rag_eval.cli import main
+    from rag_eval.metrics import registry
+
+    registry.load_kernels()
+    monkeypatch.setitem(registry.KERNELS, "relstring",
+                        lambda inputs: np.array([f"<{n}>" for n in inputs.matrix.lengths.tolist()], dtype=object))
+    (tmp_path / "q").write_text("q1 0 a 1\nq2 0 b 1\n")
+    (tmp_path / "r").write_text("q1 Q0 a 1 2.0 t\nq1 Q0 c 2 1.0 t\nq2 Q0 b 1 1.0 t\n")
+    argv = ["evaluate", str(tmp_path / "q"), str(tmp_path / "r"), "-m", "P_1", "-m", "relstring@3", "-q", "--no-card",
+            "--judged-threshold", "0"]
+    assert main(argv + ["--format", "table"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["metric", "precision@1", "relstring@3"]
+    assert table[2].split() == ["r", "q1", "1.0000", "<2>"] and table[3].split() == ["q2", "1.0000", "<1>"]
+    assert main(argv + ["--format", "json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["per_query_text"][0] == {"run": "r", "query_id": "q1", "metric": "relstring@3", "text": "<2>"}
+    assert [r["metric"] for r in payload["summary"]] == ["precision@1"]
