@@ -271,3 +271,19 @@ def test_the_cli_shows_text_metrics_beside_the_numbers(monkeypatch, tmp_path, ca
     payload = json.loads(capsys.readouterr().out)
     assert payload["per_query_text"][0] == {"run": "r", "query_id": "q1", "metric": "relstring@3", "text": "<2>"}
     assert [r["metric"] for r in payload["summary"]] == ["precision@1"]
+
+
+def test_the_card_states_err_s_max_grade_taken_from_the_qrels():
+    import warnings
+
+    import rag_eval
+
+    qrels = rag_eval.Qrels.from_dict({"q1": {"a": 3, "b": 1}, "q2": {"c": 2}})
+    run = rag_eval.Run.from_scores({"q1": {"a": 1.0}, "q2": {"c": 1.0}}, name="r")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rag_eval.errors.RagEvalWarning)
+        card = rag_eval.evaluate(qrels, run, ["err@10", "nerr(max_grade=4)@10", "gm_map"]).card
+    assert card.metric_notes[0] == "err@10: max_grade not given: the qrels' largest grade, 3"
+    assert card.metric_notes[1].startswith("gm_map: averaged over queries by the geometric mean")
+    assert len(card.metric_notes) == 2
+    assert "  metric err@10: max_grade not given: the qrels' largest grade, 3" in card.render()

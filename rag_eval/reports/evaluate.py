@@ -122,8 +122,10 @@ def _largest_grade(qrels: Qrels, metrics: list[Metric]) -> int | None:
     """The qrels' largest grade, which err and nerr take as max_grade when none is given (stated on the card)."""
     if not any(m.family in ("err", "nerr") and "max_grade" not in m.param for m in metrics):
         return None
-    grades = qrels.columns[2]
-    return int(grades.max()) if len(grades) else None
+    from ..metrics import kernels_gain
+
+    default = getattr(kernels_gain, "default_max_grade", None)  # the kernels' own rule, so the card says what they use
+    return int(default(qrels)) if default is not None else max(1, int(qrels.columns[2].max(initial=1)))
 
 
 def _pipeline_results(runs: object) -> dict[str, PipelineResult] | None:
