@@ -201,7 +201,8 @@ def test_parameters_are_read_as_trec_eval_reads_them():
     assert _names(["relstring.10"]) == ["relstring_10"]  # trec_eval prints the parameter as typed
     assert _names(["set_F.0.5"]) == ["set_F_0.5"] and str(trec_eval_metrics(["set_F.0.5"])[0]) == "set_f(beta=0.5)"
     assert _names(["rbp.p=0.5"]) == ["rbp_p=0.5"] and str(trec_eval_metrics(["rbp.p=0.5"])[0]) == "rbp(p=0.5)"
-    assert str(trec_eval_metrics(["rbp_resid.p=0.8,2=3"])[0]) == "rbp_resid(gains=2:3,p=0.8)"
+    assert str(trec_eval_metrics(["rbp.p=0.8,2=3"])[0]) == "rbp(gains=2:3,p=0.8)"
+    assert str(trec_eval_metrics(["rbp_resid.p=0.8"])[0]) == "rbp_resid(p=0.8)"
 
 
 def test_a_fractional_cutoff_is_read_with_atol_and_said_once():

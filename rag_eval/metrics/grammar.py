@@ -80,7 +80,7 @@ class Metric:
             if not isinstance(key, str) or not isinstance(value, str):
                 raise InputError(f"metric {self.family!r}: parameter {key!r}={value!r}: names and values are str")
         text = ",".join(f"{key}={value}" for key, value in pairs)
-        object.__setattr__(self, "params", _params(text, self.family, f"{self.family}({text})"))
+        object.__setattr__(self, "params", _params(text, self.family, f"{self.family}({text})" if text else self.family))
         if self.family == "relstring" and self.k == RELSTRING_DEFAULT:  # trec_eval's default length: one metric
             object.__setattr__(self, "k", None)
         if self.spelling is not None and not isinstance(self.spelling, str):
@@ -214,8 +214,8 @@ def parse_metric(text: str | Metric, dialect: str | None = None) -> Metric:
 
         try:  # trec_eval's printed names with parameters: iprec_at_recall_0.10, utility_2,-1,0,0, ndcg_1=3,2=9
             metric = trec_eval_printed(text, pin_gain=False)
-        except InputError:
-            raise first from None
+        except InputError as second:  # a trec_eval name with a bad value: its message, rather than "unknown"
+            raise (second if first.problem.startswith("unknown metric") else first) from None
         if metric is None:
             raise
         return metric
