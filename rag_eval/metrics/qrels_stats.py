@@ -6,11 +6,16 @@ under its own key), so that a statistic of the qrels is computed once whatever m
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..data.qrels import Qrels
 from . import kernels as K
 from .conventions import Conventions
+
+if TYPE_CHECKING:
+    from ..data.run import Run
 
 __all__ = ["QrelsStats"]
 
@@ -26,6 +31,7 @@ class QrelsStats:
         shift = offsets[rows] - (np.cumsum(lengths) - lengths)
         entries = np.repeat(shift, lengths) + np.arange(int(lengths.sum()))
         self.n = len(query_ids)
+        self.query_ids = query_ids
         self.grades = grades[entries]
         self.query_of = np.repeat(np.arange(self.n), lengths)
         if conventions.negative_grades == "unjudged":  # in the pool but not judged: not counted anywhere
@@ -43,6 +49,20 @@ class QrelsStats:
         key = ("N", t)
         if key not in self._cache:
             self._cache[key] = np.bincount(self.query_of, weights=self.grades < t, minlength=self.n).astype(np.int64)
+        return self._cache[key]
+
+    def returned(self, run: Run) -> np.ndarray:
+        """Per counted query, how many results ``run`` holds for it as given, before any depth cut or condensing
+        (0 for a query the run has no line for: trec_eval -c's missing query)."""
+        key = ("returned", id(run))
+        if key not in self._cache:
+            row_of = {q: i for i, q in enumerate(self.query_ids)}
+            ids = run.query_ids
+            rows = np.fromiter((row_of.get(q, -1) for q in ids), np.int64, len(ids))
+            out = np.zeros(self.n, np.int64)
+            inside = rows >= 0
+            out[rows[inside]] = np.diff(run.offsets)[inside]
+            self._cache[key] = out
         return self._cache[key]
 
     def gain_exponents(self, rule: str, gains: dict[int, float] | None, rel: int | None) -> np.ndarray:
