@@ -75,7 +75,7 @@ def _merged(labels: SpanLabels, reports: list[Report]) -> Report:
     merged: dict[str, Any] = dict(cards[0])
     merged["inputs"] = [record.model_dump()] + [i for c in cards for i in c["inputs"] if i["role"] != "qrels"]
     for key, value in cards[0].items():
-        if key != "inputs" and isinstance(value, list) and key != "metrics":
+        if isinstance(value, list) and key not in ("inputs", "metrics", "metric_notes"):  # one note per metric
             merged[key] = [item for c in cards for item in c[key]]
     card = MetricCard.model_validate(merged)
     blocks = [b for r in reports for b in r._blocks]
