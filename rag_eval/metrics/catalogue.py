@@ -73,14 +73,23 @@ FAMILIES: dict[str, Family] = {
         Family("infap", "inferred AP (Yilmaz & Aslam 2006) from a sampled pool: grade -1 is pooled but not "
                "judged (m_infap.c)", "none", _REL, "infAP"),
         Family("iprec_at_recall", "interpolated precision at recall level `level` (0..1): the highest precision "
-               "at any rank whose recall is >= level", "none", frozenset({"rel", "level"}), "iprec_at_recall"),
-        Family("11pt_avg", "mean interpolated precision over the recall levels `levels` (in [0, 1], sorted, "
-               "no repeat; default 0, .1, ..., 1)",
+               "at any rank whose recall is >= level, with recall counted as c = lround(level x R) relevant "
+               "(halves away from 0; m_iprec_at_recall.c): 0 if fewer than c are retrieved, the best precision "
+               "anywhere if c is 0; an empty ranking 0 (NaN where trec_eval divides 0 by 0: a ranking -J emptied, "
+               "under conventions that follow trec_eval)", "none", frozenset({"rel", "level"}), "iprec_at_recall"),
+        Family("11pt_avg", "mean interpolated precision (as iprec_at_recall, NaN likewise) over the recall levels "
+               "`levels` (in [0, 1], sorted, no repeat; default 0, .1, ..., 1), added from the last level as "
+               "m_11pt_avg.c does",
                "none", frozenset({"rel", "levels"}), "11pt_avg"),
-        Family("rprec_mult", "precision at rank round(mult x R) (m_Rprec_mult.c)", "none",
+        Family("rprec_mult", "precision at rank (long)(mult x R + 0.9), truncated as C does (m_Rprec_mult.c): a "
+               "ranking shorter than that counts as filled with non-relevant; 0 for a query with no relevant", "none",
                frozenset({"rel", "mult"}), "Rprec_mult"),
         Family("utility", "w1 x relevant retrieved + w2 x non-relevant retrieved + w3 x relevant not retrieved + "
-               "w4 x non-relevant not retrieved (`weights=w1;w2;w3;w4`, default 1;-1;0;0)", "none",
+               "w4 x non-relevant not retrieved (`weights=w1;w2;w3;w4`, default 1;-1;0;0). The collection's size "
+               "is taken as 0, as trec_eval without -N does, so non-relevant not retrieved = relevant retrieved - "
+               "retrieved - R (negative: w4 rewards nothing real). Under conventions that follow trec_eval, a query "
+               "missing from the run (-c) is measured as trec_eval does: on one phantom non-relevant result (gone "
+               "under -J), and reset to 0 when the weights are not typed (trec_eval's name plain 'utility')", "none",
                frozenset({"rel", "weights"}), "utility"),
         Family("g", "normalised gain G (m_G.c): each retrieved gain over log2(2 + ideal - cumulative gain), "
                "normalised by the ideal", "none", frozenset({"gains", "rel"}), "G"),
