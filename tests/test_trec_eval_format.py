@@ -287,3 +287,30 @@ def test_the_card_states_err_s_max_grade_taken_from_the_qrels():
     assert card.metric_notes[1].startswith("gm_map: averaged over queries by the geometric mean")
     assert len(card.metric_notes) == 2
     assert "  metric err@10: max_grade not given: the qrels' largest grade, 3" in card.render()
+
+
+def test_a_nan_of_trec_eval_prints_as_trec_eval_prints_it(tmp_path, trec_eval_binary, capsys):
+    """-J empties q1's ranking (nothing in it is judged): trec_eval's interpolated precision there is 0/0, printed
+    '  -nan' by printf, and its mean over queries is NaN too; a NaN of a metric trec_eval lacks stays 'nan'."""
+    import subprocess
+    import warnings
+
+    from rag_eval.cli import main
+
+    (tmp_path / "qrels").write_text("q1 0 a 1\nq1 0 b 0\nq2 0 c 1\n")
+    (tmp_path / "run").write_text("q1 Q0 x 1 3 t\nq1 Q0 y 2 2 t\nq2 Q0 c 1 1 t\n")
+    flags = ["-q", "-J", "-m", "iprec_at_recall..0,.5", "-m", "P.5", "-m", "gm_map", "-m", "11pt_avg"]
+    expected = subprocess.run([str(trec_eval_binary), *flags, str(tmp_path / "qrels"), str(tmp_path / "run")],
+                              capture_output=True, text=True, check=True).stdout
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["evaluate", str(tmp_path / "qrels"), str(tmp_path / "run"), "--format", "trec_eval",
+                     "--conventions", "trec_eval", "--no-card", *flags]) == 0
+    printed = capsys.readouterr().out
+    assert printed == expected
+    assert "iprec_at_recall_0.00  \tq1\t  -nan" in printed.splitlines()
+    assert "iprec_at_recall_0.00  \tall\t  -nan" in printed.splitlines()
+    report = _report({"judged@10": [1.0, np.nan, 0.5]})
+    assert format_trec_eval(report, metrics=[parse_metric("judged@10")], per_query=True).splitlines() == [
+        "judged@10             \tq1\t1.0000", "judged@10             \tq2\tnan", "judged@10             \tq3\t0.5000",
+        "judged@10             \tall\t0.7500"]

@@ -39,8 +39,10 @@ Under conventions that follow trec_eval (:func:`follows_trec_eval`: the ``trec_e
 
 Under any other conventions, the ``all`` line of a mean (or geometric mean) is the summary's ``mean``
 (``Report.summary``), so a table and this format show one number. A NaN value (a 0/0 metric such as judged@k of an
-empty ranking; no trec_eval measure is ever NaN here) prints ``nan`` on its query's line and is left out of the
-mean, as in the summary, whose ``n_nan`` counts it.
+empty ranking) prints ``nan`` on its query's line and is left out of the mean, as in the summary, whose ``n_nan``
+counts it. Under trec_eval's conventions a trec_eval measure that is NaN (trec_eval's own 0/0: interpolated
+precision of a ranking -J emptied) is printed as trec_eval prints it, ``  -nan``, and kept in the mean, which is
+then NaN too, as trec_eval's sum is.
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ def trec_eval_geometric_mean(values: np.ndarray) -> float:
         return 0.0
     total = 0.0
     for v in values.tolist():  # the C library's log, value by value, as trec_eval calls it
-        total += math.log(max(v, MIN_GEO_MEAN))
+        total += math.log(v if v > MIN_GEO_MEAN else MIN_GEO_MEAN)  # C's MAX(v, 1e-5): a NaN is floored too
     return math.exp(total / len(values))
 
 
@@ -115,6 +117,7 @@ class _Column(NamedTuple):
     metric: Metric
     name: str  # as printed
     column: str  # the report's metric (canonical string)
+    as_c: bool = False  # a trec_eval measure under trec_eval's conventions: NaN is kept, and printed as C prints it
 
 
 def trec_eval_lines(
@@ -149,7 +152,7 @@ def format_trec_eval(
         if per_query and query_ids:
             printed = [[f"{c.name:<22}\t{q}\t{v}\n" for q, v in zip(query_ids, _texts(c, values))] for c, values in per]
             out += ["".join(row) for row in zip(*printed)] if printed else []
-        out += [f"{c.name:<22}\tall\t{_printed(value, c.metric.summed)}\n" for c, value in summary]
+        out += [f"{c.name:<22}\tall\t{_printed(value, c.metric.summed, c.as_c)}\n" for c, value in summary]
     return "".join(out)
 
 
@@ -160,7 +163,8 @@ def _blocks(report, qrels, runs, metrics):
         raise ValueError("trec_eval's format has no pipeline stages: evaluate runs, or use another format")
     conventions = report.card.conventions
     trec = follows_trec_eval(conventions)
-    columns = _columns(report, metrics, conventions.gain)
+    columns = [c._replace(as_c=trec and _measure(c.metric, c.name) is not None)
+               for c in _columns(report, metrics, conventions.gain)]
     always_header = metrics is None  # runid and num_q, as before metrics= existed
     if always_header:
         columns = [c for c in columns if c.metric.family not in ("runid", "num_q")]
@@ -198,7 +202,7 @@ def _blocks(report, qrels, runs, metrics):
                 per.append((c, values))
             if family in _PER_QUERY_ONLY:
                 continue
-            column = values[~np.isnan(values)]
+            column = values if c.as_c else values[~np.isnan(values)]  # trec_eval adds a NaN in: its mean is NaN
             if aggregate == "sum":
                 total = judged_relevant if judged_relevant is not None and _is_plain(c.metric, "num_rel") else float(column.sum())
             elif not trec:
@@ -215,16 +219,21 @@ def _texts(c: _Column, values) -> list[str]:
     """One column's per-query values as printed."""
     if isinstance(values, list):  # relstring, already quoted
         return values
+    nan = _C_NAN if c.as_c else "nan"
     if c.metric.summed:
-        return [str(int(round(v))) if v == v else "nan" for v in values.tolist()]
-    return [f"{v:6.4f}" if v == v else "nan" for v in values.tolist()]
+        return [str(int(round(v))) if v == v else nan for v in values.tolist()]
+    return [f"{v:6.4f}" if v == v else nan for v in values.tolist()]
 
 
-def _printed(value: float | int | str, summed: bool) -> str:
+# trec_eval's NaN: 0.0 / 0.0 on x86-64 is the default NaN, whose sign bit is set, and printf("%6.4f") prints it so
+_C_NAN = "  -nan"
+
+
+def _printed(value: float | int | str, summed: bool, as_c: bool = False) -> str:
     if isinstance(value, (str, int)):
         return str(value)
     if np.isnan(value):
-        return "nan"
+        return _C_NAN if as_c else "nan"
     return f"{int(round(value))}" if summed else f"{value:6.4f}"
 
 
