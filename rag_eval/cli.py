@@ -257,10 +257,11 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def resolve_metrics(texts: Sequence[str] | None, *, dialect: str | None = None,
                     conventions: str = "default") -> list[Metric]:
-    """The metrics of the ``-m`` arguments ``texts``: trec_eval's ``-m`` syntax (nicknames, ``MEASURE``,
-    ``MEASURE.PARAMS``) expanded and merged as trec_eval merges them, in trec_eval's order, where the first such
-    argument stands; every other name parsed with ``dialect``. Repeats are dropped (the first kept). Without
-    ``texts``: trec_eval's ``official`` under ``conventions="trec_eval"``, else the default metrics."""
+    """The metrics of the ``-m`` arguments ``texts``: trec_eval's ``-m`` syntax (a nickname, or a trec_eval
+    measure's name alone or with ``.PARAMS``) expanded and merged as trec_eval merges them, in trec_eval's order,
+    where the first such argument stands (nDCG's gain pinned linear with ``dialect="trec_eval"``, else the
+    conventions'); every other name parsed with ``dialect`` (``P_5``, ``ndcg@10``). Repeats are dropped (the first
+    kept). Without ``texts``: trec_eval's ``official`` under ``conventions="trec_eval"``, else the default metrics."""
     if not texts:
         if conventions == "trec_eval" and dialect in (None, "trec_eval"):
             return trec_eval_metrics(["official"])
@@ -269,15 +270,11 @@ def resolve_metrics(texts: Sequence[str] | None, *, dialect: str | None = None,
     group: list[str] = []
     for text in texts:
         name = text.strip().partition(".")[0]
-        trec_syntax = is_trec_eval_measure(name)
-        if not (trec_syntax and dialect == "trec_eval") and name not in NICKNAMES:
-            try:
-                slots.append(parse_metric(text, dialect=dialect))
-                continue
-            except InputError:
-                if dialect is not None or not trec_syntax:
-                    raise
-            # the grammar cannot read it, trec_eval's -m can: P, P.5,7,3, ndcg.1=3,2=9, all_prefs (to refuse it)
+        if dialect not in (None, "trec_eval") or not is_trec_eval_measure(name):
+            slots.append(parse_metric(text, dialect=dialect))
+            continue
+        # trec_eval's -m syntax (P, P.5,7,3, ndcg.1=3,2=9, all_trec; all_prefs to refuse it), merged as trec_eval
+        # merges it: -m all_trec -m relstring.20 is relstring_20 alone
         if not group:
             slots.append(None)
         group.append(text)

@@ -40,10 +40,14 @@ def test_without_m_trec_eval_conventions_measure_what_trec_eval_measures_without
 
 
 def test_grammar_names_and_trec_eval_arguments_mix_in_argument_order():
-    # a name the grammar reads keeps its place (map, and recall.20, trec_eval's spelling of recall_20); trec_eval's
-    # arguments merge into one group, in trec_eval's order, where the first of them stands; repeats are dropped
-    assert _strings(["ndcg@10", "P.5,3", "map", "recall.20", "success.5,1", "P@3"]) == [
-        "ndcg@10", "precision@3", "precision@5", "hit@1", "hit@5", "ap", "recall@20"]
+    # a name in the grammar's own syntax keeps its place; trec_eval's -m arguments (a measure's name, alone or with
+    # .PARAMS, or a nickname) merge into one group, in trec_eval's order, where the first of them stands; repeats
+    # are dropped
+    assert _strings(["ndcg@10", "P.5,3", "map", "recall.20", "success.5,1", "P@3", "P_10"]) == [
+        "ndcg@10", "ap", "precision@3", "precision@5", "recall@20", "hit@1", "hit@5", "precision@10"]
+    # merged as trec_eval merges them: all_trec's relstring takes relstring.20's length, once
+    relstrings = [m for m in _strings(["all_trec", "relstring.20"]) if m.startswith("relstring")]
+    assert relstrings == ["relstring@20"]
     assert _strings(["P"]) == [f"precision@{k}" for k in (5, 10, 15, 20, 30, 100, 200, 500, 1000)]
     assert _strings(["iprec_at_recall"])[0] == "iprec_at_recall(level=0)"
     assert len(_strings(["all_trec"])) == 100
@@ -51,7 +55,7 @@ def test_grammar_names_and_trec_eval_arguments_mix_in_argument_order():
 
 def test_gain_is_the_conventions_unless_the_dialect_pins_it():
     # without a dialect, trec_eval's names follow the conventions, as ndcg_cut_10 always has
-    assert _strings(["ndcg_cut.10,20", "ndcg_cut_5", "ndcg"]) == ["ndcg@10", "ndcg@20", "ndcg@5", "ndcg"]
+    assert _strings(["ndcg_cut.10,20", "ndcg_cut_5", "ndcg"]) == ["ndcg", "ndcg@10", "ndcg@20", "ndcg@5"]
     # with dialect="trec_eval": printed names (ndcg_cut_5, P_5) in place, -m arguments merged in trec_eval's order
     pinned = _strings(["ndcg_cut.10,20", "ndcg_cut_5", "ndcg", "P_5"], dialect="trec_eval")
     assert pinned == ["ndcg(gain=linear)", "ndcg(gain=linear)@10", "ndcg(gain=linear)@20", "ndcg(gain=linear)@5",
