@@ -10,9 +10,10 @@ the problem, and exits with status 2. The metric card goes to stderr (into the `
 ``-m`` takes rag_eval's metric names (``ndcg@10``, ``P(rel=2)@5``, trec_eval's printed ``P_10``) and trec_eval's own
 ``-m`` arguments: a nickname (``official``, ``set``, ``all_trec``), a measure at its default parameters (``P``: P_5
 ... P_1000) or with parameters (``P.5,7,3``, ``ndcg.1=3,2=9``, ``iprec_at_recall..10,.20``), merged as trec_eval
-merges them (:mod:`rag_eval.metrics.trec_eval_measures`). Without ``--dialect`` a name the grammar reads keeps the
-grammar's meaning (nDCG's gain from the conventions); ``--dialect trec_eval`` reads every name as trec_eval does
-(nDCG's gain pinned linear); ``--dialect ir_measures|ranx`` as those tools do. Without ``-m``, ``--conventions
+merges them (:mod:`rag_eval.metrics.trec_eval_measures`). Without ``--dialect``, nDCG's gain is the conventions'
+(as for ``ndcg_cut_10`` in the grammar); ``--dialect trec_eval`` pins it linear, as trec_eval computes it (printed
+names such as ``P_5`` are read as trec_eval prints them); ``--dialect ir_measures|ranx`` reads names as those
+tools do. Without ``-m``, ``--conventions
 trec_eval`` measures what trec_eval measures without ``-m`` (``official``); otherwise the default metrics.
 """
 
@@ -37,7 +38,7 @@ from .data.run import Run
 from .errors import InputError
 from .metrics.conventions import PRESETS, resolve_conventions
 from .metrics.grammar import DIALECTS, GRADE_LIMIT, MAX_CUTOFF, Metric, parse_metric, read_int
-from .metrics.trec_eval_measures import NICKNAMES, is_trec_eval_measure, trec_eval_metrics
+from .metrics.trec_eval_measures import is_trec_eval_measure, trec_eval_metrics
 from .reports.evaluate import DEFAULT_METRICS, evaluate
 from .reports.report import Report
 from .reports.trec_eval import format_trec_eval
@@ -374,7 +375,7 @@ def _compare(args: argparse.Namespace) -> int:
             baseline = names[args.runs.index(args.baseline)]
         else:
             raise InputError(f"--baseline {args.baseline!r} is neither a run name ({', '.join(names)}) nor one of the run paths")
-    metrics = [parse_metric(m) for m in (args.metrics or ["ndcg@10", "recall@10", "mrr@10"])]
+    metrics = resolve_metrics(args.metrics or ["ndcg@10", "recall@10", "mrr@10"])
     report = evaluate(qrels, dict(zip(names, runs)), metrics, conventions=resolve_conventions(args.conventions))
     result = compare(report, baseline=baseline or names[0], test=args.test, correction=args.correction,
                      alpha=args.alpha, resamples=args.resamples, permutations=args.permutations, seed=args.seed)
