@@ -8,8 +8,21 @@ Accepted spellings (case-insensitive):
   ``recall_100``, ``recip_rank``, ``Rprec``, ``map``, ``ndcg``, ``bpref``, ``num_rel``, ...
 
 Parameters: ``rel=N`` (lowest relevant grade for this metric, overriding the conventions' threshold; for nDCG,
-only grades >= N earn gain), ``gain=exp|linear`` and ``gains=grade:gain;...`` (nDCG only; grades not in the map
-keep the gain rule's value). A parameter written in a name overrides the conventions for that metric only.
+only grades >= N earn gain), ``gain=exp|linear`` and ``gains=grade:gain;...`` (nDCG; grades not in the map keep the
+gain rule's value, so ``ndcg(gain=linear,gains=1:3)`` is trec_eval's ``ndcg.1=3``). A parameter written in a name
+overrides the conventions for that metric only. The other families' parameters, checked when parsed, each an
+InputError naming the metric and the parameter otherwise:
+
+- ``iprec_at_recall(level=L)`` (required), ``11pt_avg(levels=L;L;...)`` (sorted here, no repeat): levels in [0, 1];
+- ``rprec_mult(mult=M)`` (required), M > 0; ``utility(weights=w1;w2;w3;w4)``, exactly four;
+- ``set_f(beta=B)``, B >= 0, trec_eval's set_F parameter (van Rijsbergen's beta squared);
+- ``rbp(p=P)``, ``rbp_resid(p=P)``, 0 < P < 1; ``err(max_grade=G)@k``, ``nerr(...)``: an integer 1..1000.
+
+A parameter at trec_eval's default (m_*.c) is left out of the canonical string: ``rbp(p=0.9)`` is ``rbp``,
+``utility(weights=1;-1;0;0)`` is ``utility``, ``set_f(beta=1)`` is ``set_f``, 11pt_avg's 11 levels are ``11pt_avg``,
+``relstring@10`` is ``relstring``. trec_eval's printed names of these (``iprec_at_recall_0.10``, ``Rprec_mult_0.20``,
+``utility_2,-1,0,0``, ``11pt_avg_.25,.5,.75``, ``ndcg_1=3,2=9``, ``rbp_p=0.5``, ``set_F``, ``infAP``, ``unj_5``)
+parse too (:mod:`.trec_eval_measures`), keeping trec_eval's spelling of the parameters in :attr:`Metric.spelling`.
 
 Numbers are plain ASCII decimals, nothing else (Python's ``int()`` would read ``1_0`` and ``١٠`` as 10):
 
