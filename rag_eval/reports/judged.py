@@ -95,12 +95,22 @@ def ceiling(qrels: Qrels, query_ids, cutoff: int | Mapping[str, int]) -> float:
     """The highest judged share at ``cutoff`` a system returning that many documents can reach on these queries:
     the mean of min(judged, k) / k (the qrels judge ``judged`` documents of the query). Below the threshold, no
     system can reach it (sparse qrels, such as BEIR's one or two judgements per query). NaN without a query."""
-    values = []
-    for q in query_ids:
-        k = cutoff if isinstance(cutoff, int) else cutoff.get(q, 0)
-        if k > 0:
-            values.append(min(len(qrels[q]) if q in qrels else 0, k) / k)
-    return float(np.mean(values)) if values else float("nan")
+    query_ids = list(query_ids)
+    judged = _judged_counts(qrels, query_ids)
+    if isinstance(cutoff, int):
+        k = np.full(len(judged), cutoff, np.int64)
+    else:
+        k = np.fromiter((cutoff.get(q, 0) for q in query_ids), np.int64, len(judged))
+    some = k > 0
+    if not some.any():
+        return float("nan")
+    return float(np.mean(np.minimum(judged[some], k[some]) / k[some]))
+
+
+def _judged_counts(qrels: Qrels, query_ids) -> np.ndarray:
+    """How many documents the qrels judge for each of ``query_ids`` (0 for a query they lack)."""
+    ids = list(query_ids)
+    return np.fromiter((len(qrels[q]) if q in qrels else 0 for q in ids), np.int64, len(ids))
 
 
 def warn_low(shares: Sequence[JudgedShare], threshold: float, *, stacklevel: int = 4) -> list[str]:
