@@ -80,6 +80,8 @@ ROUND_TRIPS = [
     ("ndcg_cut_10", "ndcg@10", "ndcg_cut_10"),  # no dialect: the conventions' gain, as before
     ("map_cut_5", "ap@5", "map_cut_5"),
     ("success_1", "hit@1", "success_1"),
+    ("P(ties=trec_eval)@5", "precision(ties=trec_eval)@5", "P_5"),
+    ("P(ties=input_order)@5", "precision(ties=input_order)@5", None),  # trec_eval cannot rank so
 ]
 
 
@@ -96,7 +98,7 @@ def test_every_family_round_trips_with_its_parameters(text, canonical, trec_name
 
 # printed names that do not read back as the same metric: trec_eval prints a level with two decimals, and a pinned
 # gain is not in a printed name (read without a dialect, the conventions decide it; with dialect="trec_eval": linear)
-NOT_READ_BACK = {"iprec_at_recall(level=.125)": "iprec_at_recall(level=0.12)",
+NOT_READ_BACK = {"iprec_at_recall(level=.125)": "iprec_at_recall(level=0.12)", "P(ties=trec_eval)@5": "precision@5",
                  "ndcg(gain=linear,gains=1:3)": "ndcg(gains=1:3)"}
 
 

@@ -147,8 +147,9 @@ class Metric:
         """
         fam = FAMILIES[self.family]
         params = self.param
-        if fam.trec_name is None or "rel" in params or params.get("gain") == "exp":
-            return str(self)
+        if (fam.trec_name is None or "rel" in params or params.get("gain") == "exp"
+                or params.get("ties", "trec_eval") != "trec_eval"):
+            return str(self)  # what trec_eval cannot compute has no trec_eval name
         if self.family == "mrr" and self.k is not None:
             return str(self)
         base = fam.trec_name
