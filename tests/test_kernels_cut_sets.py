@@ -225,6 +225,23 @@ def test_ties_follow_the_tie_rule():
     assert values(qrels, run, "set_precision")["q"] == values(qrels, run, "set_precision", by_id)["q"] == 1 / 3
 
 
+def test_the_cached_precisions_belong_to_their_matrix():
+    """iprec_at_recall keeps the precision at each relevant result for the evaluation (its levels come in elevens):
+    a second matrix of the same evaluation (a metric's own tie rule) gets its own, not the first one's."""
+    qrels = rag_eval.Qrels.from_dict({"q": {"a": 1, "b": 0}})
+    run = rag_eval.Run.from_scores({"q": {"a": 1.0, "b": 1.0, "c": 0.5}})
+    account = account_queries(qrels, run, DEFAULT)
+    stats = QrelsStats(qrels, account.counted, DEFAULT)
+    load_kernels()
+    got = []
+    for ties in ("trec_eval", "doc_id", "trec_eval"):
+        matrix = build_grade_matrix(run, qrels, account.counted, DEFAULT.replace(ties=ties))
+        ki = KernelInputs(matrix, stats, DEFAULT, parse_metric("iprec_at_recall(level=1)"), None, 1, run,
+                          lambda t, matrix=matrix: matrix.grades >= t)
+        got.append(float(KERNELS["iprec_at_recall"](ki)[0]))
+    assert got == [0.5, 1.0, 0.5]
+
+
 def test_unjudged_results_and_condensing():
     """Unjudged results count as retrieved non-relevant; under unjudged="remove" (-J) they are gone."""
     qrels = rag_eval.Qrels.from_dict({"q": {"a": 1, "b": 0}})

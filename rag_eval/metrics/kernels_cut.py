@@ -125,12 +125,14 @@ def _at_cutoffs(best: np.ndarray, start: np.ndarray, found: np.ndarray, overall:
 
 
 def interpolated_precision(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, R: np.ndarray,
-                           levels: tuple[float, ...], empty: np.ndarray | None = None) -> np.ndarray:
+                           levels: tuple[float, ...], empty: np.ndarray | None = None, *,
+                           best: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """``[queries x levels]`` interpolated precision at each recall level, as trec_eval's iprec_at_recall (whose
     levels are sorted, so each level's value is that of the module docstring); NaN at a level whose cutoff is
-    below 1 where ``empty`` (trec_eval's 0 / 0 for an empty ranking)."""
+    below 1 where ``empty`` (trec_eval's 0 / 0 for an empty ranking). ``best``: :func:`_best_precision_after`
+    of these cells, when already computed."""
     n = len(R)
-    best, start = _best_precision_after(rows, ranks, rel, n)
+    best, start = best if best is not None else _best_precision_after(rows, ranks, rel, n)
     found = np.bincount(rows[rel], minlength=n)
     overall = _best_overall(best, start, found, empty)
     Rf = R.astype(np.float64)
@@ -141,7 +143,8 @@ def interpolated_precision(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray,
 
 
 def eleven_point_average(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, R: np.ndarray,
-                         levels: tuple[float, ...], empty: np.ndarray | None = None) -> np.ndarray:
+                         levels: tuple[float, ...], empty: np.ndarray | None = None, *,
+                         best: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """trec_eval's 11pt_avg at ``levels`` in the order given: the interpolated precisions added from the last
     level to the first, divided by the number of levels (``m_11pt_avg.c``).
 
@@ -149,7 +152,7 @@ def eleven_point_average(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, R
     (or 0, for levels left above the relevant retrieved before any level it reaches): that is replayed here, a
     level at a time over all queries, so unsorted levels give trec_eval's number too."""
     n = len(R)
-    best, start = _best_precision_after(rows, ranks, rel, n)
+    best, start = best if best is not None else _best_precision_after(rows, ranks, rel, n)
     found = np.bincount(rows[rel], minlength=n)
     overall = _best_overall(best, start, found, empty)
     Rf = R.astype(np.float64)
@@ -211,14 +214,30 @@ def trec_eval_empty(ki: KernelInputs) -> np.ndarray | None:
 def _iprec_at_recall(ki: KernelInputs) -> np.ndarray:
     (level,) = _one(ki, "level")
     rows, ranks, rel, _, R = _inputs(ki)
-    return interpolated_precision(rows, ranks, rel, R, (level,), trec_eval_empty(ki))[:, 0]
+    best = _cached_best(ki, rows, ranks, rel)
+    return interpolated_precision(rows, ranks, rel, R, (level,), trec_eval_empty(ki), best=best)[:, 0]
+
+
+def _cached_best(ki: KernelInputs, rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_best_precision_after` once per matrix and threshold for this evaluation (iprec_at_recall comes in
+    elevens): kept in the evaluation's QrelsStats cache with the matrix it belongs to (a metric with its own tie
+    rule has a matrix of its own), and recomputed for a per-query cutoff."""
+    if ki.k is not None:
+        return _best_precision_after(rows, ranks, rel, len(ki.matrix.lengths))
+    key = ("kernels_cut.best_precision_after", ki.threshold, id(ki.matrix))
+    held = ki.stats._cache.get(key)
+    if held is None or held[0] is not ki.matrix:
+        held = (ki.matrix, _best_precision_after(rows, ranks, rel, len(ki.matrix.lengths)))
+        ki.stats._cache[key] = held  # type: ignore[assignment]
+    return held[1]
 
 
 @kernel("11pt_avg")
 def _eleven_point_average(ki: KernelInputs) -> np.ndarray:
     levels = decimals(ki, "levels", DEFAULT_LEVELS)
     rows, ranks, rel, _, R = _inputs(ki)
-    return eleven_point_average(rows, ranks, rel, R, levels, trec_eval_empty(ki))
+    return eleven_point_average(rows, ranks, rel, R, levels, trec_eval_empty(ki),
+                                best=_cached_best(ki, rows, ranks, rel))
 
 
 @kernel("rprec_mult")
