@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 from rag_eval.cli import main, resolve_metrics
-from rag_eval.errors import TrecEvalParameterTruncated
+from rag_eval.errors import TrecEvalParameterTruncated, TrecEvalParametersIgnored
 from rag_eval.metrics.trec_eval_measures import trec_eval_metrics
 from rag_eval.reports.evaluate import DEFAULT_METRICS
 
@@ -122,3 +122,44 @@ def test_bad_trec_eval_arguments_are_one_line_and_exit_2(capsys, metric, message
     assert code == 2 and out == ""
     assert err.startswith(f"rag-eval: error: {message}")
     assert len(err.strip().splitlines()) == 1
+
+
+# -m arguments whose printed names (and their order) trec_eval itself decides: each list is given to the binary
+# and to trec_eval_metrics, and the names must be the same, in the same order
+BINARY_CASES = [
+    ["official"],
+    ["set"],
+    ["all_trec"],
+    ["map", "P.20,5", "official"],
+    ["P.5", "P"],
+    ["P", "P.100,1"],
+    ["all_trec", "relstring.20"],
+    ["ndcg.0=1,1=2", "ndcg_rel.2=5", "Rndcg", "G.1=0.5"],
+    ["rbp.p=0.5", "rbp_resid.p=0.95", "set_F.0.25", "utility.1,-2,0.5,0"],
+    ["iprec_at_recall.1,0,.5", "Rprec_mult.3,.25", "11pt_avg.0,.5,1"],
+    ["unj.1,2,3", "relative_P.7", "map_cut.2", "success.3", "recall.4,44"],
+    ["ndcg_cut.23.4,10", "relstring.5"],
+]
+
+
+@pytest.mark.parametrize("args", BINARY_CASES, ids=[" ".join(a) for a in BINARY_CASES])
+def test_the_names_of_m_arguments_are_trec_eval_s(trec_eval_binary, args):
+    import subprocess
+
+    need_shared(CONFORMANCE)
+    command = [str(trec_eval_binary), "-q"] + [f"-m{a}" for a in args]
+    command += [str(CONFORMANCE / "qrels.test"), str(CONFORMANCE / "results.test")]
+    printed = subprocess.run(command, capture_output=True, text=True, check=True).stdout.splitlines()
+    per_query = [line.split("\t")[0].strip() for line in printed if line.split("\t")[1].strip() == "301"]
+    summary = [line.split("\t")[0].strip() for line in printed if line.split("\t")[1].strip() == "all"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TrecEvalParameterTruncated)
+        warnings.simplefilter("ignore", TrecEvalParametersIgnored)
+        names = [m.trec_name for m in trec_eval_metrics(args)]
+    # trec_eval prints runid and num_q in the summary only, relstring per query only, gm_map and gm_bpref in the
+    # summary only: together, every name once, in order
+    assert list(dict.fromkeys(per_query + summary)) != []
+    assert [n for n in names if n in set(per_query) | set(summary)] == names
+    order = {name: i for i, name in enumerate(names)}
+    assert sorted(dict.fromkeys(per_query), key=order.__getitem__) == list(dict.fromkeys(per_query))
+    assert sorted(dict.fromkeys(summary), key=order.__getitem__) == list(dict.fromkeys(summary))
