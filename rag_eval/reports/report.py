@@ -4,6 +4,11 @@ A report is made of score blocks: one per run, or, for a pipeline, one per stage
 ``stage`` column). A value may be NaN where a metric is 0/0 (judged@k of an empty top k; the stage-aware views
 say when); summaries leave NaN out of the mean and count it in ``n_nan``, so that ``n + n_nan`` is the number of
 queries the card says were counted.
+
+The families averaged by a geometric mean (gm_map, gm_bpref) are summarised by it (each value floored at 1e-5, as
+trec_eval does; see :func:`~rag_eval.reports.summary.summarize_geometric`). The families whose per-query value is
+a string (relstring, runid) are kept apart from the float tables: :meth:`Report.texts` and
+:attr:`Report.per_query_text` (saved and loaded with the report); they have no summary row.
 """
 
 from __future__ import annotations
