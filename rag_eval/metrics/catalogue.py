@@ -27,38 +27,42 @@ class Family:
 
 
 _REL = frozenset({"rel"})
+# ties= pins the tie rule of a metric (a foreign tool's: rag_eval.metrics.dialects), overriding conventions.ties
+_RANKED = frozenset({"rel", "ties"})
 
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
-        Family("recall", "relevant in the top k / all relevant of the query (R)", "required", _REL, "recall"),
-        Family("precision", "relevant in the top k / k (k even when fewer than k are returned)", "required", _REL, "P"),
-        Family("hit", "1 if any relevant is in the top k, else 0", "required", _REL, "success"),
-        Family("mrr", "1 / rank of the first relevant (0 if none, or none in the top k)", "optional", _REL, "recip_rank"),
+        Family("recall", "relevant in the top k / all relevant of the query (R)", "required", _RANKED, "recall"),
+        Family("precision", "relevant in the top k / k (k even when fewer than k are returned)", "required", _RANKED, "P"),
+        Family("hit", "1 if any relevant is in the top k, else 0", "required", _RANKED, "success"),
+        Family("mrr", "1 / rank of the first relevant (0 if none, or none in the top k)", "optional", _RANKED, "recip_rank"),
         Family(
             "ndcg",
             "DCG / ideal DCG: gain(grade) discounted by log2(rank + 1); the ideal ranks every judged grade of the "
             "query by gain, cut at k. Gain 'exp' = 2^grade - 1, 'linear' = grade, or a grade:gain map.",
             "optional",
-            frozenset({"gain", "gains", "rel"}),
+            frozenset({"gain", "gains", "rel", "ties"}),
             "ndcg",
         ),
-        Family("ap", "average precision: sum of precision at each relevant rank (top k) / R", "optional", _REL, "map"),
-        Family("r_precision", "relevant in the top R / R", "none", _REL, "Rprec"),
+        Family("ap", "average precision: sum of precision at each relevant rank (top k) / R", "optional", _RANKED, "map"),
+        Family("r_precision", "relevant in the top R / R", "none", _RANKED, "Rprec"),
         Family(
             "bpref",
             "Buckley & Voorhees 2004: mean over relevant retrieved of 1 - min(judged non-relevant above it, R) / "
             "min(judged non-relevant, R)",
             "none",
-            _REL,
+            _RANKED,
             "bpref",
         ),
         Family(
             "judged",
             "share of the top min(k, returned) that has any judgement, on the ranking as given (reports measure it "
-            "before any condensing); NaN (0/0, counted in n_nan) when that top is empty",
+            "before any condensing); NaN (0/0, counted in n_nan) when that top is empty. `per=k` divides by k "
+            "instead (ir_measures before 0.3.1), `empty=zero` scores an empty top 0 (ir_measures scores a query "
+            "missing from the run 0)",
             "required",
-            frozenset(),
+            frozenset({"per", "empty", "ties"}),
             None,
         ),
         Family("recall_ceiling", "min(k, R) / R: the most recall@k can be", "required", _REL, None),
@@ -71,12 +75,12 @@ FAMILIES: dict[str, Family] = {
         Family("gm_bpref", "bpref per query; over queries the geometric mean, floored at 1e-5", "none", _REL,
                "gm_bpref", aggregate="geometric"),
         Family("infap", "inferred AP (Yilmaz & Aslam 2006) from a sampled pool: grade -1 is pooled but not "
-               "judged (m_infap.c)", "none", _REL, "infAP"),
+               "judged (m_infap.c)", "none", _RANKED, "infAP"),
         Family("iprec_at_recall", "interpolated precision at recall level `level` (0..1): the highest precision "
                "at any rank whose recall is >= level, with recall counted as c = lround(level x R) relevant "
                "(halves away from 0; m_iprec_at_recall.c): 0 if fewer than c are retrieved, the best precision "
                "anywhere if c is 0; an empty ranking 0 (NaN where trec_eval divides 0 by 0: a ranking -J emptied, "
-               "under conventions that follow trec_eval)", "none", frozenset({"rel", "level"}), "iprec_at_recall"),
+               "under conventions that follow trec_eval)", "none", frozenset({"rel", "level", "ties"}), "iprec_at_recall"),
         Family("11pt_avg", "mean interpolated precision (as iprec_at_recall, NaN likewise) over the recall levels "
                "`levels` (in [0, 1], sorted, no repeat; default 0, .1, ..., 1), added from the last level as "
                "m_11pt_avg.c does",
@@ -128,9 +132,9 @@ FAMILIES: dict[str, Family] = {
         # --- beyond trec_eval ---
         Family("err", "expected reciprocal rank (Chapelle et al. 2009): sum over ranks of (1/rank) x R_r x "
                "prod_{i<r} (1 - R_i), R_g = (2^g - 1) / 2^max_grade; `max_grade` defaults to the qrels' largest",
-               "optional", frozenset({"rel", "max_grade"}), None, citation="Chapelle, Metzler, Zhang & Grinspan, CIKM 2009"),
+               "optional", frozenset({"rel", "max_grade", "ties"}), None, citation="Chapelle, Metzler, Zhang & Grinspan, CIKM 2009"),
         Family("nerr", "ERR / ERR of the ideal ranking of the query's judgements", "optional",
-               frozenset({"rel", "max_grade"}), None, citation="Chapelle et al., CIKM 2009"),
+               frozenset({"rel", "max_grade", "ties"}), None, citation="Chapelle et al., CIKM 2009"),
     )
 }
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -106,7 +106,14 @@ def evaluate_run(
         None if c is None else np.fromiter((c.get(q, 0) for q in account.counted), np.int64, len(account.counted))
         for c in (cutoffs or [None] * len(metrics))
     ]
-    values = _compute(matrix, metrics, conventions, stats, per_query_k, run)
+    matrices = {conventions.ties: matrix}
+
+    def ranked_with(ties: str) -> GradeMatrix:  # a metric's own tie rule (ties=, see rag_eval.metrics.dialects)
+        if ties not in matrices:
+            matrices[ties] = build_grade_matrix(run, qrels, account.counted, conventions.replace(ties=ties))
+        return matrices[ties]
+
+    values = _compute(matrix, metrics, conventions, stats, per_query_k, run, ranked_with)
     return RunValues(account, values)
 
 
@@ -138,19 +145,24 @@ def _check_exp_gain(qrels_grades: np.ndarray, gmap: dict[int, float] | None, met
 
 def _compute(
     matrix: GradeMatrix, metrics: list[Metric], conv: Conventions, stats: QrelsStats, cutoffs: list[np.ndarray | None],
-    run: Run,
+    run: Run, ranked_with: Callable[[str], GradeMatrix] | None = None,
 ) -> list[np.ndarray]:
-    rows, ranks, grades, n = matrix.rows, matrix.ranks, matrix.grades, matrix.num_queries
-    rel_cache: dict[int, np.ndarray] = {}
+    base = matrix
+    rel_cache: dict[tuple[str, int], np.ndarray] = {}
     gains_cache: dict[object, np.ndarray] = {}
 
     def rel(t: int) -> np.ndarray:
-        if t not in rel_cache:
-            rel_cache[t] = grades >= t
-        return rel_cache[t]
+        if (tie_rule, t) not in rel_cache:
+            rel_cache[tie_rule, t] = grades >= t
+        return rel_cache[tie_rule, t]
 
     out: list[np.ndarray] = []
     for m, per_query_k in zip(metrics, cutoffs):
+        # a metric with its own tie rule (ties=) is computed on the run ranked by that rule; a run in given order
+        # is never re-sorted, so there it changes nothing
+        tie_rule = m.param.get("ties", conv.ties) if run.ranked_by == "score" else conv.ties
+        matrix = base if tie_rule == conv.ties or ranked_with is None else ranked_with(tie_rule)
+        rows, ranks, grades, n = matrix.rows, matrix.ranks, matrix.grades, matrix.num_queries
         t = m.rel or conv.relevance_threshold
         k = m.k if per_query_k is None else per_query_k
         fam = m.family
@@ -171,7 +183,7 @@ def _compute(
         elif fam == "ndcg":
             rule = m.param.get("gain", conv.gain)
             gmap = gains_map(m)
-            key = (rule, tuple(sorted(gmap.items())) if gmap else None, m.rel)
+            key = (rule, tuple(sorted(gmap.items())) if gmap else None, m.rel, tie_rule)
             if key not in gains_cache:
                 if rule == "exp":
                     _check_exp_gain(stats.grades, gmap, m)
@@ -180,7 +192,8 @@ def _compute(
                 gains_cache[key] = K.scale_gains(K.gain_of(grades, rule, gmap, m.rel), rows, exponents)
             v = K.ndcg(rows, ranks, gains_cache[key], k, stats.ideal(rule, gmap, m.rel, k))
         elif fam == "judged":
-            v = K.judged(rows, ranks, k, matrix.lengths)
+            v = K.judged(rows, ranks, k, matrix.lengths, per=m.param.get("per", "returned"),
+                         empty=m.param.get("empty", "nan"))
         elif fam == "recall_ceiling":
             v = K.recall_ceiling(stats.num_relevant(t), k)
         elif fam == "num_rel":

@@ -123,11 +123,18 @@ def ndcg(rows: np.ndarray, ranks: np.ndarray, gains: np.ndarray, k: Cutoff, idea
     return _safe_div(dcg(rows, ranks, gains, k, len(ideal)), ideal)
 
 
-def judged(rows: np.ndarray, ranks: np.ndarray, k: Cutoff, lengths: np.ndarray) -> np.ndarray:
+def judged(rows: np.ndarray, ranks: np.ndarray, k: Cutoff, lengths: np.ndarray, *, per: str = "returned",
+           empty: str = "nan") -> np.ndarray:
     """Share of the top min(k, returned) results that have a judgement; NaN (0/0) when that top is empty (an
-    empty ranking, or a per-query cutoff of 0): nothing there is judged or unjudged."""
-    top = lengths if k is None else np.minimum(k, lengths)
-    out = np.full(len(lengths), np.nan)
+    empty ranking, or a per-query cutoff of 0): nothing there is judged or unjudged.
+
+    ``per="k"`` divides by k itself (a ranking shorter than k counts its missing ranks as unjudged);
+    ``empty="zero"`` scores 0 where the denominator is 0 (ir_measures scores a query missing from the run 0)."""
+    if per == "k" and k is not None:
+        top = np.broadcast_to(np.asarray(k, np.int64), lengths.shape)
+    else:
+        top = lengths if k is None else np.minimum(k, lengths)
+    out = np.full(len(lengths), 0.0 if empty == "zero" else np.nan)
     np.divide(count_per_query(rows, within(rows, ranks, k), len(lengths)), top, out=out, where=top > 0)
     return out
 
