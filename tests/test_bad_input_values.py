@@ -150,7 +150,7 @@ def test_metric_built_by_hand_is_checked():
     assert error_of(Metric, "ndcg", 2.0) == "metric 'ndcg': the cutoff k=2.0 is a float, not an int"
     assert error_of(Metric, "ndcg", 0) == "metric 'ndcg': the cutoff must be 1 or more, not 0"
     assert error_of(Metric, "ndcg", 10**10) == "metric 'ndcg': the cutoff must be at most 1000000000 (10^9), not 10000000000"
-    assert error_of(Metric, "nDCG").startswith("unknown metric family 'nDCG'; known: ap, bpref,")
+    assert error_of(Metric, "nDCG").startswith("unknown metric family 'nDCG'; known: 11pt_avg, ap, bing, bpref,")
     assert error_of(Metric, "ndcg", 5, (("gains", "1:inf"),)).startswith("metric 'ndcg(gains=1:inf)': gains entry '1:inf'")
     # parameters given by hand come out canonical, so equal metrics stay equal
     by_hand = Metric("ndcg", np.int64(5), (("gains", "1:1E308;0:0.0"),))

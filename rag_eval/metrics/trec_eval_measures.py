@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -162,8 +163,8 @@ def trec_eval_metrics(args: Sequence[str], *, pin_gain: bool = True) -> list[Met
                 ignored.append(arg)
     if ignored:
         firsts = ", ".join(dict.fromkeys(f"-m {given[_measure(a.partition('.')[0], a).name][1]}" for a in ignored))
-        _warn(f"trec_eval uses a measure's first parameter list only: {', '.join('-m ' + a for a in ignored)} "
-              f"ignored (kept {firsts})", TrecEvalParametersIgnored)
+        warnings.warn(f"trec_eval uses a measure's first parameter list only: {', '.join('-m ' + a for a in ignored)} "
+                      f"ignored (kept {firsts})", TrecEvalParametersIgnored, stacklevel=2)
     out: list[Metric] = []
     for name in sorted(marked, key=_ORDER.__getitem__):
         params, arg = given.get(name, (None, name))
@@ -235,12 +236,6 @@ def _suggestion(name: str) -> str:
     return f"; trec_eval's measures: {', '.join(known)}"
 
 
-def _warn(message: str, category: type[Warning]) -> None:
-    import warnings
-
-    warnings.warn(message, category, stacklevel=4)
-
-
 def _metrics(measure: TrecMeasure, params: str | None, arg: str, *, printed: bool, pin_gain: bool) -> list[Metric]:
     """The metrics of one trec_eval measure with its parameter text (None: the defaults). ``printed``: the text
     comes from a printed name (``P_5``), whose numbers trec_eval wrote itself."""
@@ -305,8 +300,9 @@ def _longs(params: str, arg: str, printed: bool) -> list[int]:
             raise InputError(f"trec_eval measure {arg!r}: the cutoff {a} is given twice (trec_eval: duplicate "
                              "cutoffs detected)")
     if truncated:
-        _warn(f"trec_eval measure {arg!r}: cutoff {', '.join(repr(t) for t in truncated)} read as trec_eval reads "
-              f"it (atol): {', '.join(str(int(_LONG.match(t).group())) for t in truncated)}", TrecEvalParameterTruncated)
+        read = ", ".join(str(int(_LONG.match(t).group())) for t in truncated)  # type: ignore[union-attr]
+        warnings.warn(f"trec_eval measure {arg!r}: cutoff {', '.join(repr(t) for t in truncated)} read as trec_eval "
+                      f"reads it (atol): {read}", TrecEvalParameterTruncated, stacklevel=4)
     return values
 
 
