@@ -448,3 +448,39 @@ def test_unsorted_11pt_levels_agree_with_trec_eval(trec_eval_exact_binary, files
                         problems.append(f"pair {seed} [{flag_set}] {levels} {q}: trec_eval "
                                         f"{exact[(f'11pt_avg_{levels}', q)]}, rag_eval {v!r}")
     assert compared > 500 and not problems, f"{len(problems)} differ, e.g.:\n" + "\n".join(problems[:25])
+
+
+# families whose value reads only which results are relevant: the default preset (a grade below 0 judged
+# non-relevant, not pooled-unjudged) gives trec_eval's per-query doubles too, where -J does not tell them apart
+RELEVANCE_ONLY = {name for name in INVOCATIONS[0][1] if name not in ("num_nonrel_judged_ret", "gm_bpref")}
+
+
+@pytest.mark.parametrize("flag_set", [f for f in FLAG_SETS if "-J" not in FLAG_SETS[f]],
+                         ids=lambda f: f.replace("-", "").replace(" ", "_") or "none")
+def test_the_default_preset_gives_trec_eval_values_per_query(trec_eval_exact_binary, files, flag_set):
+    """Under ``conventions="default"`` with the flags' changes, the same doubles per query, but for utility of a
+    query missing from the run (-c): the default measures the empty ranking (w3 x R - w4 x R), not trec_eval's
+    phantom result or its reset to 0."""
+    flags = FLAG_SETS[flag_set]
+    complete = "-c" in flags
+    conventions = DEFAULT.replace(**{k: v for k, v in conventions_for(flags).model_dump().items()
+                                     if k in ("missing_run", "max_depth", "relevance_threshold")})
+    measures, names = INVOCATIONS[0]
+    names = {n: m for n, m in names.items() if n in RELEVANCE_ONLY}
+    problems, compared = [], 0
+    for seed, run_path, ours, theirs in files[::2]:
+        exact = _trec_eval(trec_eval_exact_binary, flags, measures, theirs[complete], run_path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DuplicateJudgement)
+            warnings.simplefilter("ignore", NearMissIds)
+            qrels, run = rag_eval.Qrels.from_trec(ours[complete]), rag_eval.Run.from_trec(run_path)
+            result = evaluate_run(qrels, run, [parse_metric(m) for m in names.values()], conventions)
+        in_run = set(run.query_ids)
+        for name, per_query in zip(names, result.values):
+            for q, v in zip(result.account.counted, per_query.tolist()):
+                if name in GEOMETRIC or (name == "utility" and q not in in_run):
+                    continue
+                compared += 1
+                if not _exactly(exact[(name, q)], v):
+                    problems.append(f"pair {seed} [{flag_set}] {name} {q}: trec_eval {exact[(name, q)]}, rag_eval {v!r}")
+    assert compared > 2_000 and not problems, f"{len(problems)} differ, e.g.:\n" + "\n".join(problems[:25])
