@@ -83,7 +83,9 @@ def trec_round(x: np.ndarray) -> np.ndarray:
 # ----- interpolated precision ---------------------------------------------------------------------------------------
 
 
-def _best_precision_after(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _best_precision_after(
+    rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:
     """For each query's relevant cells in rank order, the best precision at or after it: ``max over m' >= m of
     m' / r_m'`` (a suffix maximum within each query), and ``start``: where each query's relevant cells begin.
 
@@ -113,7 +115,9 @@ def _best_overall(best: np.ndarray, start: np.ndarray, found: np.ndarray, empty:
     return overall
 
 
-def _at_cutoffs(best: np.ndarray, start: np.ndarray, found: np.ndarray, overall: np.ndarray, c: np.ndarray) -> np.ndarray:
+def _at_cutoffs(
+    best: np.ndarray, start: np.ndarray, found: np.ndarray, overall: np.ndarray, c: np.ndarray
+) -> np.ndarray:
     """Per query, the interpolated precision for a cutoff of ``c`` relevant documents (see the module's docstring):
     0 above ``found`` (relevant retrieved), ``best`` at the c-th relevant cell from 1 on, ``overall`` below 1."""
     out = np.zeros(len(c))
@@ -167,7 +171,8 @@ def eleven_point_average(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, R
         matched = ~skipped & ~stuck & (c >= 1) & (c <= at)
         stuck |= ~skipped & ~matched
         at = np.where(matched, c, at)
-        value = _at_cutoffs(best, start, found, overall, np.where(matched, c, 0))  # a cutoff of 0 gives the best overall
+        # a cutoff of 0 gives the best overall
+        value = _at_cutoffs(best, start, found, overall, np.where(matched, c, 0))
         total = total + np.where(skipped, 0.0, value)
     return total / float(len(levels))
 
@@ -218,7 +223,9 @@ def _iprec_at_recall(ki: KernelInputs) -> np.ndarray:
     return interpolated_precision(rows, ranks, rel, R, (level,), trec_eval_empty(ki), best=best)[:, 0]
 
 
-def _cached_best(ki: KernelInputs, rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _cached_best(
+    ki: KernelInputs, rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_best_precision_after` once per matrix and threshold for this evaluation (iprec_at_recall comes in
     elevens): kept in the evaluation's QrelsStats cache with the matrix it belongs to (a metric with its own tie
     rule has a matrix of its own), and recomputed for a per-query cutoff."""
