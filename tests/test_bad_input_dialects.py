@@ -17,6 +17,7 @@ def _refused(text: str, dialect: str | None) -> str:
 
 @pytest.mark.parametrize(("text", "dialect", "why"), [
     ("RBP(p=0.8)", "ir_measures", "cwl_eval"),
+    ("IPrec@0.2", "ir_measures", "trec_eval 9's code"),
     ("alpha_nDCG@20", "ir_measures", "subtopic judgements"),
     ("Compat", "ir_measures", "compatibility"),
     ("NERR8(max_rel=3)@10", "ir_measures", "C/W/L"),

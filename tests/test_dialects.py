@@ -53,7 +53,6 @@ IR_MEASURES = [
     ("SetF", "set_f(rel=1)"),
     ("SetF(beta=0.5)", "set_f(beta=0.5,rel=1)"),
     ("SetAP", "set_map(rel=1)"),
-    ("IPrec@0.2", "iprec_at_recall(level=0.2,rel=1,ties=trec_eval)"),
     ("infAP", "infap(rel=1,ties=trec_eval)"),
     ("MAP", "ap(rel=1,ties=trec_eval)"),
     ("NDCG@10", "ndcg(gain=linear,ties=trec_eval)@10"),
@@ -148,6 +147,7 @@ def test_judged_denominator_and_empty_top():
     ("RBP", "ir_measures", "rag_eval cannot compute it"),
     ("alpha_nDCG@20", "ir_measures", "rag_eval cannot compute it"),
     ("Compat(p=0.9)", "ir_measures", "rag_eval cannot compute it"),
+    ("IPrec@0.2", "ir_measures", "trec_eval 9's code"),
     ("NumRel", "ir_measures", "missing_run='skip'"),
     ("NumQ", "ir_measures", "missing_run='skip'"),
     ("hits@10", "ranx", "rag_eval cannot compute it"),
@@ -270,3 +270,16 @@ def test_values_agree_with_ranx():
                                       return_mean=False, save_results_in_run=False)
                 theirs[qid] = float(alone["bpref"][0])
             assert value == pytest.approx(theirs[qid], abs=1e-12), (qid, foreign, str(metric))
+
+
+def test_ir_measures_iprec_is_trec_eval_9s_so_it_is_refused():
+    # R = 6, one relevant at rank 1: level 0.2 needs lround(1.2) = 1 relevant in trec_eval 10.0 (precision 1 there),
+    # (long)(1.2 + 0.9) = 2 in trec_eval 9, which pytrec_eval and so ir_measures run (none there: 0)
+    ir_measures = pytest.importorskip("ir_measures")
+    qrels = {"1": {f"r{i}": 1 for i in range(6)}}
+    run = {"1": {"r0": 2.0, "x": 1.0}}
+    theirs = [m.value for m in ir_measures.iter_calc([ir_measures.parse_measure("IPrec@0.2")], qrels, run)]
+    assert theirs == [0.0]
+    assert _ours(qrels, run, parse_metric("iprec_at_recall(level=0.2)")) == {"1": 1.0}
+    with pytest.raises(InputError, match="trec_eval 9"):
+        parse_foreign("IPrec@0.2", "ir_measures")

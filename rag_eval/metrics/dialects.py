@@ -92,7 +92,6 @@ _IRM_PARAMS: dict[str, tuple[str, ...]] = {
     "SetR": ("rel",),
     "SetF": ("rel", "beta", "judged_only"),
     "SetAP": ("rel", "judged_only"),
-    "IPrec": ("recall", "rel", "judged_only"),
     "infAP": ("rel",),
     "ERR": ("cutoff",),
 }
@@ -106,6 +105,9 @@ _IRM_REFUSED = {
           "scores them 0), so its value depends on the run's coverage, not on one metric's definition: evaluate "
           f"rag_eval's {c} with Conventions(missing_run='skip') to get ir_measures' number"
        for n, c in (("NumRel", "num_rel"), ("NumQ", "num_q"))},
+    "IPrec": "ir_measures computes it through pytrec_eval, which is trec_eval 9's code: the recall level r of R "
+             "relevant documents needs (long)(r x R + 0.9) of them there, lround(r x R) in trec_eval 10.0 and "
+             "rag_eval's iprec_at_recall (they differ when r x R has a fraction in [0.1, 0.5))",
     "Compat": "rag_eval has no compatibility (RBO against an ideal ranking) measure",
     "Accuracy": "rag_eval has no pairwise accuracy measure",
     "BPM": "rag_eval has no Bejeweled Player Model", "SDCG": "rag_eval has no scaled DCG",
@@ -236,15 +238,6 @@ def _irm_ndcg(k: int | None, rel: str, params: dict[str, Any], shown: str) -> Me
     return Metric("ndcg", k, tuple(out))
 
 
-def _irm_iprec(k: int | None, rel: str, params: dict[str, Any], shown: str) -> Metric:
-    if "recall" not in params:
-        raise InputError(f"ir_measures metric {shown!r}: IPrec needs a recall level, e.g. 'IPrec@0.5'")
-    level = params["recall"]
-    if isinstance(level, bool) or not isinstance(level, (int, float)):
-        raise InputError(f"ir_measures metric {shown!r}: the recall level must be a number, not {level!r}")
-    # pytrec_eval is asked for iprec_at_recall_%.2f: the level is what that prints
-    return Metric("iprec_at_recall", None, (("level", f"{float(level):.2f}"), ("rel", rel), ("ties", _TREC)))
-
 
 def _irm_set_p(k: int | None, rel: str, params: dict[str, Any], shown: str, relative: bool = False) -> Metric:
     relative = params.get("relative", relative)
@@ -290,7 +283,6 @@ _IRM_BUILD: dict[str, _Build] = {
     "SetR": lambda k, rel, p, s: Metric("set_recall", None, (("rel", rel),)),
     "SetF": _irm_set_f,
     "SetAP": lambda k, rel, p, s: Metric("set_map", None, (("rel", rel),)),
-    "IPrec": _irm_iprec,
     "infAP": lambda k, rel, p, s: Metric("infap", None, (("rel", rel), ("ties", _TREC))),
     "ERR": _irm_err,
 }
