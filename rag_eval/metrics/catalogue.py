@@ -114,11 +114,13 @@ FAMILIES: dict[str, Family] = {
                frozenset({"rel", "beta"}), "set_F"),
         Family("num_nonrel_judged_ret", "judged non-relevant results returned", "none", _REL,
                "num_nonrel_judged_ret", summed=True),
-        Family("rbp", "rank-biased precision, (1 - p) sum p^(rank-1) x rel (Moffat & Zobel 2008), persistence `p` "
-               "(default 0.9, m_rbp.c; 0 < p < 1)", "optional", frozenset({"rel", "p", "gains"}), "rbp",
-               citation="Moffat & Zobel, TOIS 27(1), 2008"),
-        Family("rbp_resid", "RBP's residual: what RBP could gain if every unjudged result (and every rank past the "
-               "ranking) were relevant", "optional", frozenset({"rel", "p", "gains"}), "rbp_resid",
+        Family("rbp", "rank-biased precision, (1 - p) sum p^(rank-1) x gain (Moffat & Zobel 2008), persistence `p` "
+               "(default 0.9, m_rbp.c; 0 < p < 1); gain = the grade, or `gains=`, divided by the query's largest "
+               "gain when that is above 1 (m_rbp.c); @k: the first k ranks only", "optional",
+               frozenset({"rel", "p", "gains"}), "rbp", citation="Moffat & Zobel, TOIS 27(1), 2008"),
+        Family("rbp_resid", "RBP's residual: what RBP could gain if every unjudged result and every rank past the "
+               "ranking (or past k) had gain 1: p^depth + (1 - p) sum p^(rank-1) over the unjudged ranks; 0 when no "
+               "result is unjudged (m_rbp_resid.c)", "optional", frozenset({"p"}), "rbp_resid",
                citation="Moffat & Zobel, TOIS 27(1), 2008"),
         Family("unjudged", "share of the top k with no judgement (a rank past the ranking counts as judged "
                "non-relevant): trec_eval's unj, divided by k", "required", frozenset(), "unj"),

@@ -4,12 +4,16 @@ Conceptually a ``[queries x depth]`` matrix of grades in ranked order, where a r
 unjudged. Almost every cell of a real run is unjudged, so the matrix is stored as its judged cells (row, rank,
 grade; sorted by row, then rank) and the length of each row: every metric is computed from these arrays with
 vectorised operations (:mod:`rag_eval.metrics.kernels`), touching only the judged cells.
+
+Under ``negative_grades="unjudged"`` (trec_eval's reading) a result judged below 0 is in the pool but not judged:
+it is not a judged cell, but it is kept apart as a *pooled* cell (``pooled_rows``, ``pooled_ranks``,
+``pooled_grades``), because infAP, relstring and trec_eval's unj tell "pooled but unjudged" from "not in the pool".
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 
 import numpy as np
@@ -33,6 +37,11 @@ class GradeMatrix:
     rows: np.ndarray  # int64 [cells]: query (row) of each judged cell
     ranks: np.ndarray  # int64 [cells]: 0-based rank (column) of each judged cell
     grades: np.ndarray  # int64 [cells]: grade of each judged cell
+    # under negative_grades="unjudged": the results judged below 0 (in the pool, not judged), sorted the same way;
+    # empty otherwise (then a negative grade is a judged cell, non-relevant)
+    pooled_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    pooled_ranks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    pooled_grades: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def num_queries(self) -> int:
@@ -56,11 +65,7 @@ def build_grade_matrix(run: Run, qrels: Qrels, query_ids: list[str], conventions
     judgements = qrels.judgements
     wanted = [judgements[q] if r >= 0 else None for q, r in zip(run_ids, run_to_row.tolist())]
     grades = _lookup(run.doc_id_column, run_offsets, wanted)
-    cells = np.flatnonzero(grades != UNJUDGED)
-    if conventions.negative_grades == "unjudged":  # in the pool but not judged, as trec_eval reads them
-        negative = cells[grades[cells] < 0]
-        grades[negative] = UNJUDGED
-        cells = cells[grades[cells] != UNJUDGED]
+    cells = np.flatnonzero(grades != UNJUDGED)  # judged, and (negative_grades="unjudged") pooled-but-unjudged
     run_rows = np.searchsorted(run_offsets, cells, side="right") - 1
     if run.ranked_by == "score":
         ranks = _score_ranks(run_offsets, run.scores, run.doc_ids_at, cells, run_rows, conventions.ties)
@@ -72,16 +77,32 @@ def build_grade_matrix(run: Run, qrels: Qrels, query_ids: list[str], conventions
     lengths = np.zeros(len(query_ids), np.int64)
     counted = run_to_row >= 0
     lengths[run_to_row[counted]] = run_lengths[counted]
+    pooled = None
+    if conventions.negative_grades == "unjudged":  # in the pool but not judged, as trec_eval reads them
+        negative = cell_grades < 0
+        if negative.any():
+            pooled = rows[negative], ranks[negative], cell_grades[negative]
+            judged = ~negative
+            rows, ranks, cell_grades = rows[judged], ranks[judged], cell_grades[judged]
+    width = int(lengths.max(initial=0)) + 1
     if conventions.max_depth is not None:
         keep = ranks < conventions.max_depth
         rows, ranks, cell_grades = rows[keep], ranks[keep], cell_grades[keep]
         lengths = np.minimum(lengths, conventions.max_depth)
-    order = np.argsort(rows * (int(lengths.max(initial=0)) + 1) + ranks, kind="stable")  # by row, then rank
+    order = np.argsort(rows * width + ranks, kind="stable")  # by row, then rank
     rows, ranks, cell_grades = rows[order], ranks[order], cell_grades[order]
     if conventions.unjudged == "remove":  # condensed list: only judged results, ranked as before
         lengths = np.bincount(rows, minlength=len(query_ids)).astype(np.int64)
         ranks = np.arange(len(rows)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return GradeMatrix(lengths, rows, ranks, cell_grades)
+        pooled = None  # an unjudged result is dropped, pooled or not (trec_eval -J)
+    if pooled is None:
+        return GradeMatrix(lengths, rows, ranks, cell_grades)
+    p_rows, p_ranks, p_grades = pooled
+    if conventions.max_depth is not None:
+        keep = p_ranks < conventions.max_depth
+        p_rows, p_ranks, p_grades = p_rows[keep], p_ranks[keep], p_grades[keep]
+    order = np.argsort(p_rows * width + p_ranks, kind="stable")
+    return GradeMatrix(lengths, rows, ranks, cell_grades, p_rows[order], p_ranks[order], p_grades[order])
 
 
 def _lookup(doc_ids: np.ndarray | PackedIds, offsets: np.ndarray, judgements: list[dict[str, int] | None]) -> np.ndarray:

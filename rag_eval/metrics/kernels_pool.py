@@ -1,4 +1,132 @@
 """Kernels that read the pool: infap (grade -1 is pooled but unjudged), unjudged, relstring; and num_q, runid.
+
+trec_eval (form_res_rels.c) sees three kinds of result: judged (a grade >= 0), *pooled but unjudged* (in the qrels
+with a grade below 0) and *not in the pool* (absent from the qrels). Under ``negative_grades="unjudged"`` (the
+trec_eval preset) the grade matrix keeps the second kind apart as its pooled cells
+(:class:`~rag_eval.metrics.grades.GradeMatrix`); under ``"nonrelevant"`` a grade below 0 is a judged grade, so
+there is no pooled-but-unjudged result. Each kernel follows its m_*.c in trec_eval 10.0.
 """
 
 from __future__ import annotations
+
+import numpy as np
+
+from . import kernels as K
+from .registry import KernelInputs, kernel
+
+INFAP_EPSILON = 0.00001  # trec_eval.h
+RELSTRING_DEFAULT = 10  # m_relstring.c: "-m relstring.10"
+STRING_BUDGET = 1 << 26  # bytes of a [queries x length] character block before relstring builds strings one by one
+
+
+@kernel("infap")
+def infap(ki: KernelInputs) -> np.ndarray:
+    """m_infap.c (Yilmaz & Aslam 2006): for each relevant result at 0-based rank j (j > 0), with r relevant,
+    ``nr`` judged non-relevant and u pooled-but-unjudged results above it (results not in the pool are skipped)::
+
+        1/(j+1) + (j/(j+1)) * ((r + nr + u)/j) * ((r + eps)/(r + nr + 2 eps))
+
+    (1 at rank 0), summed in rank order and divided by R.
+    """
+    m = ki.matrix
+    n = m.num_queries
+    rel = ki.relevant(ki.threshold)
+    judged = len(m.rows)
+    rows = np.concatenate([m.rows, m.pooled_rows])
+    ranks = np.concatenate([m.ranks, m.pooled_ranks])
+    kind = np.concatenate([np.where(rel, 2, 1), np.zeros(len(m.pooled_rows), np.int64)])  # 0 pooled, 1 non-rel, 2 rel
+    if len(m.pooled_rows):
+        order = np.lexsort((ranks, rows))
+        rows, ranks, kind = rows[order], ranks[order], kind[order]
+    elif judged == 0:
+        return np.zeros(n)
+    counts = np.bincount(rows, minlength=n)
+    first = np.cumsum(counts) - counts
+    start = first[rows]
+
+    def before(flags: np.ndarray) -> np.ndarray:  # flagged cells above each cell, within its query (exact ints)
+        running = np.cumsum(flags) - flags
+        return running - running[np.minimum(start, len(running) - 1)]
+
+    is_rel = kind == 2
+    rel_above = before(is_rel)  # rel_so_far - 1 at a relevant cell
+    nonrel_above = before(kind == 1)
+    pooled_above = before(kind == 0)
+    r, j = rel_above[is_rel], ranks[is_rel].astype(np.float64)
+    nr, u = nonrel_above[is_rel], pooled_above[is_rel]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        term = 1.0 / (j + 1.0) + (j / (j + 1.0)) * ((r + nr + u) / j) * (
+            (r + INFAP_EPSILON) / ((r + nr).astype(np.float64) + 2 * INFAP_EPSILON))
+    term = np.where(j == 0, 1.0, term)
+    total = np.bincount(rows[is_rel], weights=term, minlength=n)
+    R = ki.stats.num_relevant(ki.threshold)
+    return np.where(R > 0, total / np.where(R > 0, R, 1), total)
+
+
+@kernel("unjudged")
+def unjudged(ki: KernelInputs) -> np.ndarray:
+    """m_unjudged.c (unj): results in the top k that are pooled but unjudged or not in the pool, over k; ranks past
+    the ranking count as judged. NaN (0/0) for a per-query cutoff of 0."""
+    m = ki.matrix
+    k = ki.k
+    top = np.minimum(m.lengths, k)
+    judged = K.count_per_query(m.rows, K.within(m.rows, m.ranks, k), m.num_queries)
+    out = np.full(m.num_queries, np.nan)
+    kk = np.broadcast_to(np.asarray(k, np.float64), out.shape)
+    np.divide((top - judged).astype(np.float64), kk, out=out, where=kk > 0)
+    return out
+
+
+def relstring_chars(grades: np.ndarray) -> np.ndarray:
+    """m_relstring.c's character (as a byte) for judged grades: '0'-'9', '>' above 9, '<' below 0 (a negative grade
+    judged non-relevant, under negative_grades="nonrelevant")."""
+    out = np.where(grades > 9, ord(">"), ord("0") + np.clip(grades, 0, 9))
+    return np.where(grades < 0, ord("<"), out).astype(np.uint8)
+
+
+@kernel("relstring")
+def relstring(ki: KernelInputs) -> np.ndarray:
+    """m_relstring.c: the grades of the top k (default 10) as one str per query, e.g. ``'0110-.2'``: '-' not in the
+    pool, '.' pooled but unjudged (a grade below 0 under the trec_eval conventions)."""
+    m = ki.matrix
+    n = m.num_queries
+    k = RELSTRING_DEFAULT if ki.k is None else ki.k
+    length = np.minimum(m.lengths, k)
+    width = int(length.max(initial=0))
+    out = np.empty(n, dtype=object)
+    if width == 0:
+        out[:] = ""
+        return out
+    inside = K.within(m.rows, m.ranks, k)
+    pooled = K.within(m.pooled_rows, m.pooled_ranks, k)
+    if n * width <= STRING_BUDGET:
+        block = np.zeros((n, width), np.uint8)  # b"\0" past a query's length: NumPy's bytes drop trailing NULs
+        block[np.arange(width)[None, :] < length[:, None]] = ord("-")
+        block[m.pooled_rows[pooled], m.pooled_ranks[pooled]] = ord(".")
+        block[m.rows[inside], m.ranks[inside]] = relstring_chars(m.grades[inside])
+        out[:] = block.view(f"S{width}").ravel().astype(str)
+        return out
+    offsets = np.concatenate([[0], np.cumsum(length)])  # a long string: one flat buffer, sliced per query
+    flat = np.full(int(offsets[-1]), ord("-"), np.uint8)
+    flat[offsets[m.pooled_rows[pooled]] + m.pooled_ranks[pooled]] = ord(".")
+    flat[offsets[m.rows[inside]] + m.ranks[inside]] = relstring_chars(m.grades[inside])
+    text = flat.tobytes().decode("ascii")
+    bounds = offsets.tolist()
+    out[:] = [text[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    return out
+
+
+@kernel("num_q")
+def num_q(ki: KernelInputs) -> np.ndarray:
+    """m_num_q.c: 1 per counted query (summed over queries: the number of queries)."""
+    return np.ones(ki.matrix.num_queries)
+
+
+@kernel("runid")
+def runid(ki: KernelInputs) -> np.ndarray:
+    """m_runid.c: the run's tag (a TREC file's last line's), else its name, for every counted query."""
+    run = ki.run
+    tag = getattr(run, "tag", None) or run.name
+    out = np.empty(ki.matrix.num_queries, dtype=object)
+    out[:] = str(tag)
+    return out

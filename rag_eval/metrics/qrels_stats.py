@@ -6,7 +6,8 @@ under its own key), so that a statistic of the qrels is computed once whatever m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,6 +39,7 @@ class QrelsStats:
             judged = self.grades >= 0
             self.grades, self.query_of = self.grades[judged], self.query_of[judged]
         self._cache: dict[object, np.ndarray] = {}
+        self._qrels = qrels
 
     def num_relevant(self, t: int) -> np.ndarray:
         key = ("R", t)
@@ -88,3 +90,17 @@ class QrelsStats:
             query, ranked_gains, rank = self._cache[("best", gain_key)]
             self._cache[("ideal", gain_key, k)] = K.ideal_dcg(query, ranked_gains, rank, self.n, k)
         return self._cache[("ideal", gain_key, k)]
+
+    def cached(self, key: object, compute: Callable[[], Any]) -> Any:
+        """``compute()``, once per key for this evaluation: for statistics a kernel module derives itself (the
+        key should start with the module's or family's name)."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
+    def max_grade(self) -> int:
+        """The largest grade anywhere in the qrels (every query, counted or not), at least 1: ERR's default
+        ``max_grade``, so that it depends on the qrels alone, not on which queries a run leaves out."""
+        if "max_grade" not in self._cache:
+            self._cache["max_grade"] = max(1, int(self._qrels.columns[2].max(initial=1)))
+        return self._cache["max_grade"]
