@@ -35,8 +35,11 @@ trec_eval's source):
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import os
+import shlex
 import subprocess
 import sys
 import warnings
@@ -49,7 +52,8 @@ import numpy as np
 import pytest
 
 import rag_eval
-from rag_eval.errors import DuplicateJudgement, NearMissIds
+import rag_eval.cli
+from rag_eval.errors import DuplicateJudgement, NearMissIds, RagEvalWarning
 from rag_eval.metrics import kernels as K
 from rag_eval.reports.trec_eval import TREC_EVAL_FLAGS, TrecEvalLine, format_trec_eval, trec_eval_lines
 
@@ -156,6 +160,8 @@ def make_pair(seed: int) -> Pair:
             grades = [int(g) for g in rng.choice(choices, size=size)]
             if max(grades) <= -2:  # trec_eval segfaults on a query judged only <= -2
                 grades[0] = -1
+            if seed % 10 == 3 and i == 0:  # a grade above 9 (relstring's '>'; large linear gains), drawing nothing
+                grades[-1] = 10 + seed % 7
             judgements[qid] = dict(zip(docs[:size], grades))
         if role != "qrels_only":
             if long_query and i == 0:
@@ -242,7 +248,33 @@ def test_the_data_has_every_hard_case(pairs):
     assert sum(length > 1000 for length in lengths) >= 10
     assert sum("E+" in text or "e-" in text for text in runs) >= 40
     grades = {g for f in pairs for _, _, g in f.pair.qrels_lines}
-    assert grades == {-2, -1, 0, 1, 2, 3, 4}
+    assert {-2, -1, 0, 1, 2, 3, 4} < grades and max(grades) > 9
+
+
+def test_the_data_has_what_every_trec_eval_measure_needs(pairs):
+    """For all_trec's measures: results judged -1 (pooled but unjudged: infAP, relstring's '.', unj) and judged
+    <= -2 (relstring's '<'), queries judged only -1 or only non-relevant, rankings that -J empties (every result
+    unjudged) or -c supplies empty (qrels-only queries), and score ties."""
+    counts = dict.fromkeys(["-1 retrieved", "<= -2 retrieved", "> 9 retrieved", "no relevant", "only -1",
+                            "-J empties", "ties"], 0)
+    for files in pairs:
+        judged: dict[str, dict[str, int]] = {}
+        for q, d, g in files.pair.qrels_lines:
+            judged.setdefault(q, {}).setdefault(d, g)
+        ranked: dict[str, list[tuple[str, str]]] = {}
+        for line in files.pair.run_text.splitlines():
+            fields = line.split()
+            ranked.setdefault(fields[0], []).append((fields[2], fields[4]))
+        retrieved = [judged.get(q, {}).get(d) for q, results in ranked.items() for d, _ in results]
+        counts["-1 retrieved"] += -1 in retrieved
+        counts["<= -2 retrieved"] += -2 in retrieved
+        counts["> 9 retrieved"] += any(g is not None and g > 9 for g in retrieved)
+        counts["no relevant"] += any(q in ranked and max(grades.values()) < 1 for q, grades in judged.items())
+        counts["only -1"] += any(set(grades.values()) == {-1} for grades in judged.values())
+        counts["-J empties"] += any(q in judged and all(judged[q].get(d, -1) < 0 for d, _ in results)
+                                    for q, results in ranked.items())
+        counts["ties"] += any(len({s for _, s in results}) < len(results) for results in ranked.values())
+    assert min(counts.values()) >= 5 and counts["-1 retrieved"] >= 100 and counts["no relevant"] >= 100, counts
 
 
 # ----- the two sides ------------------------------------------------------------------------------------------------
@@ -367,7 +399,7 @@ def test_the_command_line_prints_what_trec_eval_prints(trec_eval_binary, pairs, 
         files = pairs[seed]
         args = [sys.executable, "-m", "rag_eval.cli", "evaluate", str(files.qrels[complete]), str(files.run),
                 "--format", "trec_eval", "--conventions", "trec_eval", "-q", "--no-card", *flags]
-        for metric in METRICS:
+        for metric in ["runid", "num_q", *METRICS]:  # runid and num_q are printed when asked, as trec_eval does
             args += ["-m", metric]
         done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=120,
                               env=os.environ | {"PYTHONWARNINGS": "ignore"})
@@ -375,6 +407,116 @@ def test_the_command_line_prints_what_trec_eval_prints(trec_eval_binary, pairs, 
         expected = trec_eval_output(trec_eval_binary, flags, files.trec_qrels[complete], files.run)
         problems += differences(expected, done.stdout, f"pair {seed} [{flag_set}] via the CLI")
     assert not problems, "\n".join(problems[:25])
+
+
+# ----- every measure of -m all_trec, with trec_eval's parameters, through the command line ---------------------
+
+# The measure lists the command line (and trec_eval) is given, as -m arguments: all_trec at its defaults; all_trec
+# with every parameterised family given parameters of its own (a -m with parameters replaces the family's default
+# ones; with -c, trec_eval resets a missing query's utility, relstring and rbp_resid only under their plain names);
+# and the gain tables of the measures that take one (G, ndcg_rel, Rndcg, rbp: gains above 1, which rbp rescales to
+# [0, 1]; a gain for grade 0), with utility's 4th weight (trec_eval without -N: a collection of 0 documents).
+MEASURE_LISTS = {
+    "all_trec": ["all_trec"],
+    "params": ["all_trec", "P.5,7,3", "iprec_at_recall..10,.20", "Rprec_mult.5.0,0.2", "utility.2,-1,0,0",
+               "11pt_avg..25,.5,.75", "ndcg.1=3,2=9", "rbp.p=0.5", "relstring.20", "recall.20,2000",
+               "success.2,5,20", "ndcg_cut.3,20", "map_cut.2,50", "relative_P.2,7", "unj.1,3", "set_F.0.5",
+               "rbp_resid.p=0.95"],
+    "gains": ["runid", "num_q", "G.1=2,2=5", "ndcg_rel.1=0.5,3=7", "Rndcg.2=4,4=1", "rbp.p=0.95,1=1,2=4",
+              "ndcg.0=1,2=3", "utility.2,-1,0,0.5"],
+}
+# which pairs each list runs on, under every flag set: all_trec on all of them, the others on a share (time)
+MEASURE_PAIRS = {"all_trec": slice(None), "params": slice(0, None, 2), "gains": slice(1, None, 4)}
+
+
+def _m_args(measures: list[str]) -> list[str]:
+    return [arg for m in measures for arg in ("-m", m)]
+
+
+def trec_eval_measures_output(binary: Path, flags: list[str], measures: list[str], qrels: Path, run: Path) -> str:
+    args = [str(binary), "-q", *flags, *_m_args(measures), str(qrels), str(run)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"{shlex.join(args)}: exit {done.returncode}: {done.stderr}"
+    return done.stdout
+
+
+def cli_output(flags: list[str], measures: list[str], qrels: Path, run: Path) -> str:
+    """``rag-eval evaluate QRELS RUN --format trec_eval --conventions trec_eval -q FLAGS -m ...``, in-process (a
+    subprocess costs ~0.5 s a start; one pair in a subprocess is checked below)."""
+    argv = ["evaluate", str(qrels), str(run), "--format", "trec_eval", "--conventions", "trec_eval", "-q",
+            "--no-card", *flags, *_m_args(measures)]
+    out, err = io.StringIO(), io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        warnings.simplefilter("default", RagEvalWarning)  # the CLI prints them on stderr: rightly warned here
+        code = rag_eval.cli.main(argv)
+    assert code == 0, f"rag-eval {shlex.join(argv)}: exit {code}: {err.getvalue().strip()}"
+    return out.getvalue()
+
+
+def _by_measure(problems: list[tuple[str, str]]) -> str:
+    """The differing lines counted by measure, with the first example of each."""
+    counts: dict[str, list[str]] = {}
+    for measure, text in problems:
+        counts.setdefault(measure, []).append(text)
+    return "\n".join(f"{measure}: {len(texts)} lines differ, e.g. {texts[0]}"
+                     for measure, texts in sorted(counts.items(), key=lambda kv: -len(kv[1])))
+
+
+def printout_differences(expected: str, ours: str, label: str) -> list[tuple[str, str]]:
+    """(measure, description) of each (measure, query) whose printed value differs, or one ("<order>", ...) when
+    the same lines come in another order."""
+    if expected == ours:
+        return []
+
+    def by_key(text: str) -> dict[tuple[str, str], str]:
+        return {(p[0].strip(), p[1]): p[2] for p in (line.split("\t") for line in text.splitlines())}
+
+    theirs, mine = by_key(expected), by_key(ours)
+    out = [(m, f"{label}: {m} {q}: trec_eval {theirs.get((m, q))!r}, rag_eval {mine.get((m, q))!r}")
+           for m, q in sorted(set(theirs) | set(mine)) if theirs.get((m, q)) != mine.get((m, q))]
+    if not out:
+        first = next(i for i, (a, b) in enumerate(zip(expected.splitlines(), ours.splitlines())) if a != b)
+        out = [("<order>", f"{label}: the same lines in another order, first at line {first + 1}: trec_eval "
+                f"{expected.splitlines()[first]!r}, rag_eval {ours.splitlines()[first]!r}")]
+    return out
+
+
+@pytest.mark.parametrize("measures", list(MEASURE_LISTS))
+@pytest.mark.parametrize("flag_set", list(FLAG_SETS), ids=_id)
+def test_every_trec_eval_measure_prints_as_trec_eval_prints_it(trec_eval_binary, pairs, flag_set, measures):
+    """``rag-eval evaluate --format trec_eval --conventions trec_eval -q FLAGS -m all_trec ...`` prints what
+    ``trec_eval -q FLAGS -m all_trec ...`` prints, line for line, on the random pairs (grade -1 judgements
+    retrieved and not, ties, queries judged only -1 or 0, rankings emptied by -c or cut by -M)."""
+    flags, arguments = FLAG_SETS[flag_set], MEASURE_LISTS[measures]
+    complete = "-c" in flags
+    chosen = pairs[MEASURE_PAIRS[measures]]
+    problems: list[tuple[str, str]] = []
+    lines = 0
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        jobs = [pool.submit(trec_eval_measures_output, trec_eval_binary, flags, arguments, f.trec_qrels[complete],
+                            f.run) for f in chosen]
+        for files, job in zip(chosen, jobs):
+            ours = cli_output(flags, arguments, files.qrels[complete], files.run)
+            theirs = job.result()
+            problems += printout_differences(theirs, ours, f"pair {files.pair.seed} [{flag_set}]")
+            lines += theirs.count("\n")
+    assert not problems, (f"{len(problems)} printed lines differ (-m {' -m '.join(arguments)}):\n"
+                          + _by_measure(problems))
+    assert lines > len(chosen) * (40 if measures != "gains" else 8)  # every measure's lines, most queries'
+
+
+def test_all_trec_in_a_subprocess_prints_what_trec_eval_prints(trec_eval_binary, pairs):
+    """One pair through the real command (``python -m rag_eval.cli``), as a user runs it."""
+    files, flags = pairs[42], FLAG_SETS["-c -M 20 -l 2"]
+    args = [sys.executable, "-m", "rag_eval.cli", "evaluate", str(files.qrels[True]), str(files.run), "--format",
+            "trec_eval", "--conventions", "trec_eval", "-q", "--no-card", *flags, *_m_args(MEASURE_LISTS["params"])]
+    done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env=os.environ | {"PYTHONWARNINGS": "ignore"})
+    assert done.returncode == 0, done.stderr
+    expected = trec_eval_measures_output(trec_eval_binary, flags, MEASURE_LISTS["params"], files.trec_qrels[True],
+                                         files.run)
+    assert not printout_differences(expected, done.stdout, "pair 42"), _by_measure(
+        printout_differences(expected, done.stdout, "pair 42"))
 
 
 # ----- the default preset: the same values per query, where its definitions are trec_eval's --------------------
