@@ -4,6 +4,7 @@ folder's files, and the demo's whole flow (twice: the second run reuses the cach
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -157,3 +158,20 @@ def test_the_notebook_runs_on_the_demo(demo_folder):
 def test_user_pipeline_in_the_readme_is_the_one_tested():
     readme = (ROOT / "README.md").read_text()
     assert "my_pipelines:build" in readme and textwrap.dedent(USER_PIPELINE).strip().splitlines()[-1].strip() in readme
+
+
+def test_the_all_trec_benchmark_runs_and_reports_its_ratios(tmp_path):
+    """benchmarks/bench_all_trec.py on a tiny size: each row in its own process, all_trec printing more lines than
+    the five measures, the ratios and the per-family profile in the table (the real numbers are in RESULTS.md)."""
+    script = ROOT / "benchmarks" / "bench_all_trec.py"
+    done = subprocess.run([sys.executable, str(script), "--size", "40x30", "--repeat", "1", "--profile",
+                           "--rows", "five (API),five (CLI),all_trec (CLI)"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300, env={**os.environ, "RAG_EVAL_BENCH_DATA": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in done.stdout.splitlines()
+            if line.startswith("| ") and " | now (" in line}
+    assert set(rows) == {"five (API)", "five (CLI)", "all_trec (CLI)"}, done.stdout
+    assert int(rows["all_trec (CLI)"][-1].strip(" |")) > int(rows["five (CLI)"][-1].strip(" |")) > 0
+    assert "| all_trec (CLI) / five (CLI), now |" in done.stdout
+    assert "| infap | 1 |" in done.stdout  # the profile names every family of all_trec
+    assert (tmp_path / "q40_d30_s0.run").exists()
