@@ -437,3 +437,32 @@ def test_trec_evals_rbp_alone_and_in_all_trec_agree(trec_eval_binary, tmp_path):
             every = _trec_eval(trec_eval_binary, flags, {"all_trec": None}, qrels, run)
             rbp = {key: value for key, value in alone.items() if key[0] == "rbp"}
             assert rbp and all(every[key] == value for key, value in rbp.items())
+
+
+GOLDEN = [("out.test.aq", "qrels.test", "results.test", []), ("out.test.aqc", "qrels.test", "results.trunc", ["-c"]),
+          ("out.test.aqcM", "qrels.test", "results.trunc", ["-c", "-M", "100"]),
+          ("out.test.aql", "qrels.rel_level", "results.test", ["-l", "2"])]
+GOLDEN_NAMES = {"G": "g", "binG": "bing", "ndcg_rel": "ndcg_rel", "Rndcg": "rndcg", "rbp": "rbp",
+                "rbp_resid": "rbp_resid", "infAP": "infap", "unj_5": "unjudged@5", "unj_10": "unjudged@10",
+                "unj_20": "unjudged@20", "relstring": "relstring", "relstring_20": "relstring@20"}
+
+
+@pytest.mark.parametrize("expected, qrels_name, run_name, flags", GOLDEN, ids=[g[0] for g in GOLDEN])
+def test_trec_evals_golden_files_per_query(expected, qrels_name, run_name, flags):
+    """trec_eval's own expected outputs (-m all_trec -q): every per-query line of these families, and the mean."""
+    from .conftest import CONFORMANCE, need_shared
+
+    folder = need_shared(CONFORMANCE)
+    lines = (line.split("\t") for line in (folder / expected).read_text().splitlines())
+    theirs = {(n.strip(), q): v for n, q, v in lines}
+    names = sorted({n for n, _ in theirs if n in GOLDEN_NAMES})
+    assert len(names) == 11
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RagEvalWarning)
+        qrels, run = rag_eval.Qrels.from_trec(folder / qrels_name), rag_eval.Run.from_trec(folder / run_name)
+        out = evaluate_run(qrels, run, [parse_metric(GOLDEN_NAMES[n]) for n in names], conventions_for(flags))
+    for name, per_query in zip(names, out.values):
+        for q, v in zip(out.account.counted, per_query):
+            assert theirs[(name, q)] == (f"'{v}'" if isinstance(v, str) else c_format(v)), (name, q)
+        if not name.startswith("relstring"):
+            assert theirs[(name, "all")] == c_format(float(np.mean(per_query))), name
