@@ -437,18 +437,19 @@ def _m_args(measures: list[str]) -> list[str]:
     return [arg for m in measures for arg in ("-m", m)]
 
 
-def trec_eval_measures_output(binary: Path, flags: list[str], measures: list[str], qrels: Path, run: Path) -> str:
-    args = [str(binary), "-q", *flags, *_m_args(measures), str(qrels), str(run)]
+def trec_eval_measures_output(binary: Path, flags: list[str], measures: list[str], qrels: Path, run: Path, *,
+                              per_query: bool = True) -> str:
+    args = [str(binary), *(["-q"] if per_query else []), *flags, *_m_args(measures), str(qrels), str(run)]
     done = subprocess.run(args, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, f"{shlex.join(args)}: exit {done.returncode}: {done.stderr}"
     return done.stdout
 
 
-def cli_output(flags: list[str], measures: list[str], qrels: Path, run: Path) -> str:
+def cli_output(flags: list[str], measures: list[str], qrels: Path, run: Path, *, per_query: bool = True) -> str:
     """``rag-eval evaluate QRELS RUN --format trec_eval --conventions trec_eval -q FLAGS -m ...``, in-process (a
     subprocess costs ~0.5 s a start; one pair in a subprocess is checked below)."""
-    argv = ["evaluate", str(qrels), str(run), "--format", "trec_eval", "--conventions", "trec_eval", "-q",
-            "--no-card", *flags, *_m_args(measures)]
+    argv = ["evaluate", str(qrels), str(run), "--format", "trec_eval", "--conventions", "trec_eval",
+            *(["-q"] if per_query else []), "--no-card", *flags, *_m_args(measures)]
     out, err = io.StringIO(), io.StringIO()
     with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         warnings.simplefilter("default", RagEvalWarning)  # the CLI prints them on stderr: rightly warned here
@@ -507,6 +508,20 @@ def test_every_trec_eval_measure_prints_as_trec_eval_prints_it(trec_eval_binary,
     assert not problems, (f"{len(problems)} printed lines differ (-m {' -m '.join(arguments)}):\n"
                           + _by_measure(problems))
     assert lines > len(chosen) * (40 if measures != "gains" else 8)  # every measure's lines, most queries'
+
+
+def test_without_q_only_the_all_lines_print_as_trec_eval_prints_them(trec_eval_binary, pairs):
+    """``-m all_trec`` without ``-q`` (runid, num_q and the all lines), every flag set, a share of the pairs."""
+    problems: list[tuple[str, str]] = []
+    for flag_set, flags in FLAG_SETS.items():
+        complete = "-c" in flags
+        for files in pairs[5::12]:
+            theirs = trec_eval_measures_output(trec_eval_binary, flags, ["all_trec"], files.trec_qrels[complete],
+                                               files.run, per_query=False)
+            ours = cli_output(flags, ["all_trec"], files.qrels[complete], files.run, per_query=False)
+            assert "\tall\t" in theirs and all("\tall\t" in line for line in theirs.splitlines())
+            problems += printout_differences(theirs, ours, f"pair {files.pair.seed} [{flag_set}]")
+    assert not problems, _by_measure(problems)
 
 
 @pytest.mark.parametrize("flag_set", list(FLAG_SETS), ids=_id)
