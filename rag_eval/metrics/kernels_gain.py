@@ -27,6 +27,7 @@ from ..data.qrels import Qrels
 from ..errors import InputError
 from . import kernels as K
 from .grammar import gains_map
+from .kernels_pool import made_up_result
 from .registry import KernelInputs, kernel
 
 __all__ = ["LEVEL_TABLE_LIMIT", "default_max_grade", "scan"]
@@ -465,7 +466,11 @@ def rbp_resid(ki: KernelInputs) -> np.ndarray:
     unjudged = depth - np.bincount(rows, minlength=m.num_queries)
     powers = _powers(p, int(depth.max(initial=0)))
     total = _sequential_row_sums(powers, depth, rows, ranks)
-    return np.where(unjudged > 0, powers[depth] + (1 - p) * total, 0.0)
+    out = np.where(unjudged > 0, powers[depth] + (1 - p) * total, 0.0)
+    missing = made_up_result(ki) if ki.k is None else None
+    if missing is not None and ki.metric.trec_name != "rbp_resid":  # trec_eval's one made-up unjudged result
+        out[missing] = 1.0 * p + (1 - p) * (0.0 + 1.0)
+    return out
 
 
 # ----- ERR and nERR ---------------------------------------------------------------------------------------------

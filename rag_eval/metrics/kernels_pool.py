@@ -12,11 +12,29 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels as K
+from .conventions import follows_trec_eval
 from .registry import KernelInputs, kernel
 
 INFAP_EPSILON = 0.00001  # trec_eval.h
 RELSTRING_DEFAULT = 10  # m_relstring.c: "-m relstring.10"
 STRING_BUDGET = 1 << 26  # bytes of a [queries x length] character block before relstring builds strings one by one
+
+
+def made_up_result(ki: KernelInputs) -> np.ndarray | None:
+    """Which counted queries trec_eval measures on its made-up result, or None where there are none.
+
+    Under -c, trec_eval measures a query missing from the run on a ranking of one document that is not in the pool
+    (trec_eval.c, ``bogus_ranking``), then resets to their empty-ranking values the measures whose printed name is
+    exactly ``num_ret``, ``utility``, ``relstring``, ``unj...`` or ``rbp_resid``. A measure printed with parameters
+    (``relstring_20``, ``rbp_resid_p=0.95``) keeps its value on that one document; every other family here has the
+    same value on it as on an empty ranking. So under the trec_eval conventions with ``missing_run="zero"`` (and
+    no ``-J``, which drops that document) those two measures give trec_eval's value there.
+    """
+    conv = ki.conventions
+    if conv.missing_run != "zero" or conv.unjudged != "keep" or not follows_trec_eval(conv):
+        return None
+    missing = ki.stats.returned(ki.run) == 0
+    return missing if missing.any() else None
 
 
 @kernel("infap")
@@ -96,7 +114,7 @@ def relstring(ki: KernelInputs) -> np.ndarray:
     out = np.empty(n, dtype=object)
     if width == 0:
         out[:] = ""
-        return out
+        return _made_up(ki, out)
     inside = K.within(m.rows, m.ranks, k)
     pooled = K.within(m.pooled_rows, m.pooled_ranks, k)
     if n * width <= STRING_BUDGET:
@@ -105,7 +123,7 @@ def relstring(ki: KernelInputs) -> np.ndarray:
         block[m.pooled_rows[pooled], m.pooled_ranks[pooled]] = ord(".")
         block[m.rows[inside], m.ranks[inside]] = relstring_chars(m.grades[inside])
         out[:] = block.view(f"S{width}").ravel().astype(str)
-        return out
+        return _made_up(ki, out)
     offsets = np.concatenate([[0], np.cumsum(length)])  # a long string: one flat buffer, sliced per query
     flat = np.full(int(offsets[-1]), ord("-"), np.uint8)
     flat[offsets[m.pooled_rows[pooled]] + m.pooled_ranks[pooled]] = ord(".")
@@ -113,6 +131,13 @@ def relstring(ki: KernelInputs) -> np.ndarray:
     text = flat.tobytes().decode("ascii")
     bounds = offsets.tolist()
     out[:] = [text[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    return _made_up(ki, out)
+
+
+def _made_up(ki: KernelInputs, out: np.ndarray) -> np.ndarray:
+    missing = made_up_result(ki)
+    if missing is not None and ki.metric.trec_name != "relstring":
+        out[missing] = "-"  # the made-up document, not in the pool (see made_up_result)
     return out
 
 
