@@ -57,8 +57,8 @@ def test_a_parameter_number_spelled_oddly_is_refused():
         "metric 'rbp(p=0_5)': p '0_5' is not a plain decimal number (ASCII digits, an optional '-', '.' and exponent: "
         "no '_', hex, inf or nan)")
     assert _error(trec_eval_metrics, ["iprec_at_recall.0x1"]) == (
-        "trec_eval measure 'iprec_at_recall.0x1': '0x1' is not a plain decimal number (ASCII digits, '.', an optional "
-        "sign and exponent: no '_', hex, inf or nan)")
+        "trec_eval measure 'iprec_at_recall.0x1': '0x1' is not a plain decimal number (ASCII digits, an optional "
+        "'-', '.' and exponent: no '_', hex, inf or nan)")
 
 
 def test_a_required_parameter_missing_is_refused():

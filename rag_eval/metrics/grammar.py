@@ -376,17 +376,19 @@ def _params(text: str, family: str, whole: str) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out.items()))
 
 
-def _decimal(text: str, what: str, whole: str) -> float:
+def _decimal(text: str, what: str | None, whole: str, *, subject: str = "metric") -> float:
     """A parameter's number: a plain ASCII decimal (``0.5``, ``.5``, ``2``, ``1e-3``; no ``_``, hex, inf or
-    nan), finite, ``-0`` read as 0."""
+    nan), finite, ``-0`` read as 0. Messages start ``{subject} {whole!r}: [{what} ]{text!r}``: the grammar's
+    (``metric 'rbp(p=0_5)': p '0_5' ...``) and trec_eval's ``-m`` arguments' (``trec_eval measure ...``)."""
+    where = f"{subject} {whole!r}: " + (f"{what} " if what else "")
     if text.lstrip("+-").lower() in ("inf", "infinity", "nan"):
-        raise InputError(f"metric {whole!r}: {what} {text!r} must be a finite number")
+        raise InputError(f"{where}{text!r} must be a finite number")
     if not _DECIMAL.fullmatch(text):
-        raise InputError(f"metric {whole!r}: {what} {text!r} is not a plain decimal number (ASCII digits, an "
-                         "optional '-', '.' and exponent: no '_', hex, inf or nan)")
+        raise InputError(f"{where}{text!r} is not a plain decimal number (ASCII digits, an optional '-', '.' and "
+                         "exponent: no '_', hex, inf or nan)")
     value = float(text)
     if math.isinf(value):
-        raise InputError(f"metric {whole!r}: {what} {text!r} is beyond the largest double (about 1.8e308)")
+        raise InputError(f"{where}{text!r} is beyond the largest double (about 1.8e308)")
     return value + 0.0
 
 

@@ -28,14 +28,13 @@ conventions decide, as for ``ndcg_cut_10`` parsed without a dialect.
 
 from __future__ import annotations
 
-import math
 import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import InputError, TrecEvalParameterTruncated, TrecEvalParametersIgnored
-from .grammar import MAX_CUTOFF, Metric, _number
+from .grammar import MAX_CUTOFF, Metric, _decimal, _number
 
 __all__ = ["NICKNAMES", "TREC_MEASURES", "TrecMeasure", "is_trec_eval_measure", "trec_eval_metrics", "trec_eval_name"]
 
@@ -127,7 +126,6 @@ _OUT_OF_SCOPE = {
 
 _LONG = re.compile(r"\s*[+-]?[0-9]+")  # what atol reads
 _FRACTION = re.compile(r"\.[0-9]*")  # what it then leaves, when the rest is a fraction (23.4)
-_DECIMAL = re.compile(r"\s*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\s*")
 
 
 def trec_eval_metrics(args: Sequence[str], *, pin_gain: bool = True) -> list[Metric]:
@@ -307,13 +305,11 @@ def _longs(params: str, arg: str, printed: bool) -> list[int]:
 
 
 def _double(item: str, arg: str) -> float:
-    if not _DECIMAL.fullmatch(item):
-        raise InputError(f"trec_eval measure {arg!r}: {item!r} is not a plain decimal number (ASCII digits, '.', an "
-                         "optional sign and exponent: no '_', hex, inf or nan)")
-    value = float(item)
-    if math.isinf(value):
-        raise InputError(f"trec_eval measure {arg!r}: {item!r} is beyond the largest double (about 1.8e308)")
-    return value + 0.0
+    """A number of a ``-m`` argument as atof reads it where that is unambiguous (spaces around it and a ``+``
+    allowed), else the grammar's one number rule refuses it."""
+    text = item.strip()
+    return _decimal(text[1:] if text.startswith("+") and text[1:2] != "-" else text, None, arg,
+                    subject="trec_eval measure")
 
 
 def _p_double(measure: TrecMeasure, params: str, arg: str, printed: bool) -> Metric:
