@@ -20,7 +20,6 @@ trec_eval`` measures what trec_eval measures without ``-m`` (``official``); othe
 from __future__ import annotations
 
 import argparse
-import inspect
 import io
 import json
 import math
@@ -245,8 +244,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         frame = report.per_query if args.per_query else summary()
         frame.to_csv(out, index=False, float_format=None)
     elif args.format == "trec_eval":
-        extra = {"metrics": metrics} if "metrics" in inspect.signature(format_trec_eval).parameters else {}
-        out.write(format_trec_eval(report, qrels=qrels, runs=named, per_query=args.per_query, **extra))
+        out.write(format_trec_eval(report, qrels=qrels, runs=named, per_query=args.per_query, metrics=metrics))
     else:
         _write_table(out, report, summary(), per_query=args.per_query)
     sys.stdout.write(out.getvalue())
