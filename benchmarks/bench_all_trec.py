@@ -169,16 +169,7 @@ def run_worker(row: str, qrels: Path, run: Path, repeat: int, timeout: float, ba
     env = dict(os.environ)
     if base:
         env["PYTHONPATH"] = base + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"ok": False, "error": f"timeout (> {timeout:g} s)"}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@RESULT ")]
-    if proc.returncode == 0 and lines:
-        return json.loads(lines[-1][len("@@RESULT "):])
-    err = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-    return {"ok": False, "error": f"failed (exit {proc.returncode}): {err[-1].strip()[:160] if err else 'no output'}"}
+    return bm.run_script_worker(Path(__file__), spec, timeout, env)
 
 
 def commit_of(tree: str) -> str:

@@ -232,8 +232,13 @@ def worker(spec: dict) -> dict:
 
 def run_worker(tool: str, source: str, qrels: Path, run: Path, repeat: int, timeout: float) -> dict:
     spec = {"tool": tool, "source": source, "qrels": str(qrels), "run": str(run), "repeat": repeat}
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)]
     env = {**os.environ, "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(NUMBA_CACHE))}
+    return run_script_worker(Path(__file__), spec, timeout, env)
+
+
+def run_script_worker(script: Path, spec: dict, timeout: float, env: dict[str, str]) -> dict:
+    """``script --worker SPEC`` in a fresh process: its last ``@@RESULT {json}`` line, or why there is none."""
+    cmd = [sys.executable, str(Path(script).resolve()), "--worker", json.dumps(spec)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -242,7 +247,7 @@ def run_worker(tool: str, source: str, qrels: Path, run: Path, repeat: int, time
     if proc.returncode == 0 and lines:
         return json.loads(lines[-1][len("@@RESULT "):])
     err = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-    return {"ok": False, "error": f"failed (exit {proc.returncode}): {err[-1].strip()[:120] if err else 'no output'}"}
+    return {"ok": False, "error": f"failed (exit {proc.returncode}): {err[-1].strip()[:160] if err else 'no output'}"}
 
 
 # ----- report -----------------------------------------------------------------------------------------------
