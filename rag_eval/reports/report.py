@@ -371,15 +371,21 @@ def counted_of(card: MetricCard, run: str, stage: str | None = None) -> int | No
     return next((records[label] for label in labels if label in records), None)
 
 
+def _metadata_list(raw: bytes, problem: str, where: str) -> list[Any]:
+    """A saved report's metadata entry that must be a JSON list; else an InputError saying ``problem``."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if not isinstance(value, list):
+        raise InputError(problem, source=where)
+    return value
+
+
 def _described_blocks(raw: bytes, where: str) -> list[dict[str, Any]]:
     """The blocks a saved report's metadata lists, checked: each a run, a stage or None, distinct query ids and
     distinct metric names, a count of failed queries; no two blocks with the same run and stage."""
-    try:
-        described = json.loads(raw)
-    except ValueError:
-        described = None
-    if not isinstance(described, list):
-        raise InputError("its block list (metadata rag_eval.blocks) does not parse", source=where)
+    described = _metadata_list(raw, "its block list (metadata rag_eval.blocks) does not parse", where)
     seen: set[tuple[str, str | None]] = set()
     out = []
     for i, d in enumerate(described):
@@ -405,12 +411,7 @@ def _described_texts(raw: bytes, described: list[dict[str, Any]], card: MetricCa
                      where: str) -> dict[tuple[str, str | None], dict[str, list[str]]]:
     """The text metrics' values a saved report's metadata holds, checked: each for a listed block, a metric of
     the card that is not among the block's numbers, one str per query of the block."""
-    try:
-        listed = json.loads(raw)
-    except ValueError:
-        listed = None
-    if not isinstance(listed, list):
-        raise InputError("its text values (metadata rag_eval.texts) do not parse", source=where)
+    listed = _metadata_list(raw, "its text values (metadata rag_eval.texts) do not parse", where)
     blocks = {(d["run"], d["stage"]): d for d in described}
     out: dict[tuple[str, str | None], dict[str, list[str]]] = {}
     for i, entry in enumerate(listed):
