@@ -28,9 +28,17 @@ _MAX_DEPTH = 3  # how far into nested pydantic models (declared configuration) a
 _MAX_OBJECT_DEPTH = 2  # and into other objects (whose attributes deeper down are state: an index's uuid, a lock)
 _MAX_ITEMS = 32  # containers larger than this (or holding objects) are described by their type and length
 # attributes that change logging or tracing, never results
-_NOT_CONFIG = frozenset({
-    "callbacks", "callback_manager", "verbose", "_verbose", "tags", "metadata", "show_progress",
-})
+_NOT_CONFIG = frozenset(
+    {
+        "callbacks",
+        "callback_manager",
+        "verbose",
+        "_verbose",
+        "tags",
+        "metadata",
+        "show_progress",
+    }
+)
 
 
 def content(value: Any, stage: str, *, also_ignore: frozenset[str] = frozenset()) -> str:
@@ -73,8 +81,11 @@ def describe(value: Any, depth: int = 0) -> Any:
             return _plain(value)
         return {"type": qualified_name(value), "len": len(value)}
     if isinstance(value, functools.partial):
-        return {"partial": describe(value.func, depth), "args": [describe(a, depth + 1) for a in value.args],
-                "keywords": {k: describe(v, depth + 1) for k, v in value.keywords.items()}}
+        return {
+            "partial": describe(value.func, depth),
+            "args": [describe(a, depth + 1) for a in value.args],
+            "keywords": {k: describe(v, depth + 1) for k, v in value.keywords.items()},
+        }
     if _is_function(value):
         qualname = getattr(value, "__qualname__", type(value).__name__)
         return {"callable": f"{getattr(value, '__module__', None)}.{qualname}"}
@@ -192,7 +203,11 @@ def read_score(stage_name: str, value: Any, where: str) -> float | None:
 
 
 def map_back(
-    stage_name: str, given: Sequence[Hit], returned: Iterable[Any], *, what: str = "the reranker",
+    stage_name: str,
+    given: Sequence[Hit],
+    returned: Iterable[Any],
+    *,
+    what: str = "the reranker",
 ) -> list[Hit]:
     """A reranker's returned items (Hits, doc ids or ``(doc_id, score)`` pairs) as Hits of the ones it was given.
 

@@ -120,8 +120,12 @@ class FunctionReranker(_FunctionStage, Reranker):
 
     def rerank(self, query: str, hits: Sequence[Hit]) -> list[Hit]:
         given = list(hits)
-        return map_back(self.name, given, returned_items(self.name, self._call(query, list(given)), "the function"),
-                        what="the function")
+        return map_back(
+            self.name,
+            given,
+            returned_items(self.name, self._call(query, list(given)), "the function"),
+            what="the function",
+        )
 
     async def arerank(self, query: str, hits: Sequence[Hit]) -> list[Hit]:
         given = list(hits)

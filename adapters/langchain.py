@@ -51,8 +51,14 @@ POSITION_KEY = "__rag_eval_position__"  # the private metadata tag a reranker's 
 
 
 def retriever(
-    obj: Any, *, name: str, k_param: str | None = None, score_key: str = "relevance_score", id_key: str | None = None,
-    with_scores: bool = False, version: str | None = None,
+    obj: Any,
+    *,
+    name: str,
+    k_param: str | None = None,
+    score_key: str = "relevance_score",
+    id_key: str | None = None,
+    with_scores: bool = False,
+    version: str | None = None,
 ) -> LangChainRetriever:
     """A first stage from a LangChain ``BaseRetriever`` (``invoke``/``ainvoke``), any Runnable returning
     documents, or a ``VectorStore`` (``as_retriever()``; with ``with_scores=True``,
@@ -64,12 +70,22 @@ def retriever(
     ``version``: bump it to invalidate the cache when the index changes.
     """
     return LangChainRetriever(
-        obj, name=name, k_param=k_param, score_key=score_key, id_key=id_key, with_scores=with_scores, version=version,
+        obj,
+        name=name,
+        k_param=k_param,
+        score_key=score_key,
+        id_key=id_key,
+        with_scores=with_scores,
+        version=version,
     )
 
 
 def reranker(
-    compressor: Any, *, name: str, score_key: str = "relevance_score", version: str | None = None,
+    compressor: Any,
+    *,
+    name: str,
+    score_key: str = "relevance_score",
+    version: str | None = None,
 ) -> LangChainReranker:
     """A later stage from a LangChain ``BaseDocumentCompressor`` (``compress_documents(documents, query)``). The
     new score is ``metadata[score_key]`` of what it returns, when present."""
@@ -77,7 +93,12 @@ def reranker(
 
 
 def pipeline(
-    obj: Any, *, depth: int = 100, budget: int | str = 5, name: str | None = None, id_key: str | None = None,
+    obj: Any,
+    *,
+    depth: int = 100,
+    budget: int | str = 5,
+    name: str | None = None,
+    id_key: str | None = None,
     score_key: str = "relevance_score",
 ) -> Pipeline:
     """A :class:`~rag_eval.stages.Pipeline` unfolded from a LangChain retriever, so that each part is a stage
@@ -103,8 +124,15 @@ class LangChainRetriever(Retriever):
     """A first stage wrapping a LangChain retriever or vector store; see :func:`retriever`."""
 
     def __init__(
-        self, obj: Any, *, name: str, k_param: str | None = None, score_key: str = "relevance_score",
-        id_key: str | None = None, with_scores: bool = False, version: str | None = None,
+        self,
+        obj: Any,
+        *,
+        name: str,
+        k_param: str | None = None,
+        score_key: str = "relevance_score",
+        id_key: str | None = None,
+        with_scores: bool = False,
+        version: str | None = None,
     ) -> None:
         super().__init__(name, version=version)
         core = _langchain_core()
@@ -151,9 +179,14 @@ class LangChainRetriever(Retriever):
             elif isinstance(fields.get("search_kwargs"), dict):
                 fields["search_kwargs"].pop(self._k_param, None)
         return {
-            "object": wrapped, "with_scores": self.with_scores, "k_param": self._k_param,
-            "k_via": self._k_via, "score_key": self.score_key, "id_key": self.id_key, "extra": describe(self._extra),
-            **({"content": content([self._without_k(), self._extra], self.name)} if self.version is None else {})
+            "object": wrapped,
+            "with_scores": self.with_scores,
+            "k_param": self._k_param,
+            "k_via": self._k_via,
+            "score_key": self.score_key,
+            "id_key": self.id_key,
+            "extra": describe(self._extra),
+            **({"content": content([self._without_k(), self._extra], self.name)} if self.version is None else {}),
         }
 
     def _without_k(self) -> Any:
@@ -239,7 +272,12 @@ class LangChainReranker(Reranker):
     """A later stage wrapping a LangChain ``BaseDocumentCompressor``; see :func:`reranker`."""
 
     def __init__(
-        self, compressor: Any, *, name: str, score_key: str = "relevance_score", version: str | None = None,
+        self,
+        compressor: Any,
+        *,
+        name: str,
+        score_key: str = "relevance_score",
+        version: str | None = None,
     ) -> None:
         super().__init__(name, version=version)
         if not callable(getattr(compressor, "compress_documents", None)):
@@ -252,8 +290,11 @@ class LangChainReranker(Reranker):
         self.score_key = score_key
 
     def config(self) -> dict[str, Any]:
-        return {"compressor": describe(self.compressor), "score_key": self.score_key,
-                **({"content": content(self.compressor, self.name)} if self.version is None else {})}
+        return {
+            "compressor": describe(self.compressor),
+            "score_key": self.score_key,
+            **({"content": content(self.compressor, self.name)} if self.version is None else {}),
+        }
 
     @property
     def has_async(self) -> bool:

@@ -69,7 +69,7 @@ class LlamaIndexRetriever(Retriever):
             raise TypeError(f"stage {name!r}: expected a LlamaIndex BaseRetriever, not {type(obj).__name__}")
         self.wrapped = obj
         # only _aretrieve tells: LlamaIndex's instrumentation re-wraps aretrieve in every subclass
-        self._native_async = getattr(type(obj), "_aretrieve") is not getattr(base, "_aretrieve")
+        self._native_async = type(obj)._aretrieve is not base._aretrieve
 
     def config(self) -> dict[str, Any]:
         return {"retriever": describe(self.wrapped)}
@@ -192,7 +192,9 @@ def _nodes(hits: list[Hit]) -> list[Any]:
         metadata = metadata_copy(hit)
         source, start, end = metadata.pop(SOURCE_KEY, None), metadata.pop(START_KEY, None), metadata.pop(END_KEY, None)
         node = TextNode(
-            id_=hit.doc_id, text=hit.text or "", metadata=metadata,
+            id_=hit.doc_id,
+            text=hit.text or "",
+            metadata=metadata,
             start_char_idx=start if isinstance(start, int) else None,
             end_char_idx=end if isinstance(end, int) else None,
             relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=source)} if isinstance(source, str) else {},

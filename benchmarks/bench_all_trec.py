@@ -26,6 +26,7 @@ same invocation, so old and new are timed on the same machine state. Peak extra 
 With --profile, one more worker reads the files once and times evaluate() for each family of all_trec on its own
 (its metrics as the CLI expands ``-m all_trec``), to name the slow kernel.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -130,9 +131,15 @@ def worker(spec: dict) -> dict:
         pass
     import rag_eval
 
-    return {"ok": True, "first": first, "warm": statistics.median(warm), "cpu": statistics.median(cpu),
-            "peak_mb": peak_mb, "lines": lines,
-            "rag_eval": str(Path(rag_eval.__file__).parent.parent)}
+    return {
+        "ok": True,
+        "first": first,
+        "warm": statistics.median(warm),
+        "cpu": statistics.median(cpu),
+        "peak_mb": peak_mb,
+        "lines": lines,
+        "rag_eval": str(Path(rag_eval.__file__).parent.parent),
+    }
 
 
 def profile(spec: dict) -> dict:
@@ -174,8 +181,11 @@ def run_worker(row: str, qrels: Path, run: Path, repeat: int, timeout: float, ba
 
 def commit_of(tree: str) -> str:
     done = subprocess.run(["git", "-C", tree, "log", "-1", "--format=%h"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", tree, "status", "--porcelain", "--untracked-files=no", "--", "rag_eval"],
-                           capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", tree, "status", "--porcelain", "--untracked-files=no", "--", "rag_eval"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     return (done.stdout.strip() or "?") + (" + uncommitted changes in rag_eval/" if dirty else "")
 
 
@@ -211,11 +221,18 @@ def main() -> None:
     results: dict = {}
     for round_ in range(args.rounds):
         for row, base in plan:
-            label = f"{row} [{'before: ' + args.base if base else 'now'}]" + (f" round {round_ + 1}" if args.rounds > 1 else "")
+            label = f"{row} [{'before: ' + args.base if base else 'now'}]" + (
+                f" round {round_ + 1}" if args.rounds > 1 else ""
+            )
             print(f"{label:58}", end=" ", file=sys.stderr, flush=True)
             r = run_worker(row, qrels, run, args.repeat, args.timeout, base)
-            print(f"first {bm.fmt_s(r['first'])} s, warm {bm.fmt_s(r['warm'])} s, CPU {bm.fmt_s(r['cpu'])} s"
-                  if r["ok"] else r["error"], file=sys.stderr, flush=True)
+            print(
+                f"first {bm.fmt_s(r['first'])} s, warm {bm.fmt_s(r['warm'])} s, CPU {bm.fmt_s(r['cpu'])} s"
+                if r["ok"]
+                else r["error"],
+                file=sys.stderr,
+                flush=True,
+            )
             kept = results.get((row, base))
             if kept is None or not kept.get("ok"):
                 results[(row, base)] = r
@@ -223,16 +240,20 @@ def main() -> None:
                 for key in ("first", "warm", "cpu"):
                     kept[key] = min(kept[key], r[key])
     now_tree = str(HERE.parent)
-    table = ["| what | code | first (s) | warm (s) | warm CPU (s) | peak extra MB | lines printed |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    table = [
+        "| what | code | first (s) | warm (s) | warm CPU (s) | peak extra MB | lines printed |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for (row, base), r in results.items():
         code = f"before ({commit_of(base)})" if base else f"now ({commit_of(now_tree)})"
         if not r.get("ok"):
             table.append(f"| {row} | {code} | {r['error']} | | | | |")
             continue
-        table.append(f"| {row} | {code} | {bm.fmt_s(r['first'])} | {bm.fmt_s(r['warm'])} | {bm.fmt_s(r['cpu'])} "
-                     f"| {bm.fmt_mb(r['peak_mb'])} "
-                     f"| {r['lines'] if r['lines'] is not None else ''} |")
+        table.append(
+            f"| {row} | {code} | {bm.fmt_s(r['first'])} | {bm.fmt_s(r['warm'])} | {bm.fmt_s(r['cpu'])} "
+            f"| {bm.fmt_mb(r['peak_mb'])} "
+            f"| {r['lines'] if r['lines'] is not None else ''} |"
+        )
 
     def warm(row: str, base: str | None = None, key: str = "warm") -> float | None:
         r = results.get((row, base), {})
@@ -264,22 +285,29 @@ def main() -> None:
         if prof.get("ok"):
             fam = sorted(prof["families"].items(), key=lambda kv: -kv[1][1])
             floor = prof["families"].get("num_ret", [1, 0.0])[1]
-            text += (f"\nevaluate() per family of all_trec (files read once; all of them together "
-                     f"{prof['together']:.2f} s; each family alone, median of {args.repeat}; 'over num_ret': its "
-                     f"time less num_ret's alone, {floor:.3f} s, which is mostly the shared grade matrix):\n\n"
-                     "| family | metrics | seconds | over num_ret |\n|---|---:|---:|---:|\n"
-                     + "".join(f"| {f} | {n} | {s:.3f} | {s - floor:.3f} |\n" for f, (n, s) in fam))
+            text += (
+                f"\nevaluate() per family of all_trec (files read once; all of them together "
+                f"{prof['together']:.2f} s; each family alone, median of {args.repeat}; 'over num_ret': its "
+                f"time less num_ret's alone, {floor:.3f} s, which is mostly the shared grade matrix):\n\n"
+                "| family | metrics | seconds | over num_ret |\n|---|---:|---:|---:|\n"
+                + "".join(f"| {f} | {n} | {s:.3f} | {s - floor:.3f} |\n" for f, (n, s) in fam)
+            )
         else:
             text += f"\nprofile: {prof['error']}\n"
     print(text)
     if args.write:
         exe = os.path.relpath(sys.executable)
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        head = [f"## all_trec, the five headline measures before and after issue 13, and pytrec_eval ({stamp})", "",
-                *bm.machine(), f"- Command: `{shlex.join([exe, *sys.argv])}`",
-                f"- {queries:,} queries × {depth:,} results (bench_metrics.py's data, seed {args.seed}); warm = "
-                f"median of {args.repeat} calls in one process, the least over {args.rounds} round(s) of fresh "
-                f"processes (before and now interleaved). Platform {platform.machine()}.", ""]
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        head = [
+            f"## all_trec, the five headline measures before and after issue 13, and pytrec_eval ({stamp})",
+            "",
+            *bm.machine(),
+            f"- Command: `{shlex.join([exe, *sys.argv])}`",
+            f"- {queries:,} queries × {depth:,} results (bench_metrics.py's data, seed {args.seed}); warm = "
+            f"median of {args.repeat} calls in one process, the least over {args.rounds} round(s) of fresh "
+            f"processes (before and now interleaved). Platform {platform.machine()}.",
+            "",
+        ]
         with open(args.write, "a") as f:
             f.write("\n" + "\n".join(head) + "\n" + text)
         print(f"appended to {args.write}", file=sys.stderr)

@@ -36,9 +36,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import rag_eval  # noqa: E402
-from rag_eval import SpanLabels, project  # noqa: E402
-from rag_eval.data import ChunkRef  # noqa: E402
+import rag_eval
+from rag_eval import SpanLabels, project
+from rag_eval.data import ChunkRef
 
 DATASET = Path(__file__).resolve().parent.parent.parent / "shared" / "datasets" / "squad-dev-v1.1"
 CHUNKINGS = ((256, 0), (256, 64), (512, 0), (512, 128), (1024, 0), (1024, 256))
@@ -100,13 +100,17 @@ def bm25_search(chunks: list[Chunk], questions: Mapping[str, str], depth: int) -
 
     stemmer = Stemmer.Stemmer("english")
     retriever = bm25s.BM25()  # method "lucene", k1 1.5, b 0.75
-    retriever.index(bm25s.tokenize([c.text for c in chunks], stopwords="en", stemmer=stemmer, show_progress=False),
-                    show_progress=False)
+    retriever.index(
+        bm25s.tokenize([c.text for c in chunks], stopwords="en", stemmer=stemmer, show_progress=False),
+        show_progress=False,
+    )
     ids = list(questions)
     tokens = bm25s.tokenize([questions[q] for q in ids], stopwords="en", stemmer=stemmer, show_progress=False)
     found, scores = retriever.retrieve(tokens, k=min(depth, len(chunks)), show_progress=False, n_threads=1)
-    return {q: [(chunks[i].id, float(s)) for i, s in zip(row.tolist(), score.tolist())]
-            for q, row, score in zip(ids, found, scores)}
+    return {
+        q: [(chunks[i].id, float(s)) for i, s in zip(row.tolist(), score.tolist())]
+        for q, row, score in zip(ids, found, scores)
+    }
 
 
 def coverable(chunks: list[Chunk], labels: SpanLabels, query_ids) -> float:
@@ -143,8 +147,13 @@ def within_chars(ranking: list[tuple[str, float]], sizes: Mapping[str, int], bud
 
 
 def compare(
-    articles: Mapping[str, str], questions: Mapping[str, str], labels: SpanLabels, *,
-    chunkings=CHUNKINGS, depth: int = 100, budgets: tuple[int, ...] = (2048,),
+    articles: Mapping[str, str],
+    questions: Mapping[str, str],
+    labels: SpanLabels,
+    *,
+    chunkings=CHUNKINGS,
+    depth: int = 100,
+    budgets: tuple[int, ...] = (2048,),
 ) -> tuple[list[dict], dict]:
     """The comparison's core: one row per chunking (its numbers), and ``{name: projection}`` at depth."""
     rows, projections = [], {}
@@ -159,11 +168,19 @@ def compare(
         projection = project(ranking, refs, labels, name=name)
         projections[name] = projection
         report = _measure(labels, projection, list(METRICS))
-        row = {"chunking": name, "size": size, "overlap": overlap, "chunks": len(chunks),
-               "mean_chars": sum(sizes.values()) / len(chunks),
-               **{m: report.mean(name, m) for m in METRICS},
-               "wasted@10": _wasted(projection, 10), "held": coverable(chunks, labels, questions), "units": projection.totals().units,
-               "seconds_retrieval": t1 - t0, "seconds_measure": time.perf_counter() - t1}
+        row = {
+            "chunking": name,
+            "size": size,
+            "overlap": overlap,
+            "chunks": len(chunks),
+            "mean_chars": sum(sizes.values()) / len(chunks),
+            **{m: report.mean(name, m) for m in METRICS},
+            "wasted@10": _wasted(projection, 10),
+            "held": coverable(chunks, labels, questions),
+            "units": projection.totals().units,
+            "seconds_retrieval": t1 - t0,
+            "seconds_measure": time.perf_counter() - t1,
+        }
         for budget in budgets:
             cut = {q: within_chars(r, sizes, budget) for q, r in ranking.items()}
             within = project(cut, refs, labels, name=f"{name}@{budget}ch")
@@ -189,15 +206,36 @@ def _wasted(projection, k: int) -> float:
 
 
 def table(rows: list[dict], budgets: tuple[int, ...]) -> list[str]:
-    heads = ["chunking (chars+overlap)", "chunks", "mean chars", "answers held whole", "recall@100", "recall@5",
-             *(f"recall@{b} chars (chunks)" for b in budgets), "nDCG@10", "MRR@10", "P@5", "wasted@10",
-             *(f"wasted@{b} chars" for b in budgets)]
+    heads = [
+        "chunking (chars+overlap)",
+        "chunks",
+        "mean chars",
+        "answers held whole",
+        "recall@100",
+        "recall@5",
+        *(f"recall@{b} chars (chunks)" for b in budgets),
+        "nDCG@10",
+        "MRR@10",
+        "P@5",
+        "wasted@10",
+        *(f"wasted@{b} chars" for b in budgets),
+    ]
     lines = ["| " + " | ".join(heads) + " |", "|---|" + "---:|" * (len(heads) - 1)]
     for r in rows:
-        cells = [r["chunking"], f"{r['chunks']:,}", f"{r['mean_chars']:.0f}", f"{r['held']:.3f}", f"{r['recall@100']:.3f}",
-                 f"{r['recall@5']:.3f}", *(f"{r[f'recall@{b}ch']:.3f} ({r[f'chunks@{b}ch']:.1f})" for b in budgets),
-                 f"{r['ndcg@10']:.3f}", f"{r['mrr@10']:.3f}", f"{r['precision@5']:.3f}", f"{r['wasted@10']:.3f}",
-                 *(f"{r[f'wasted@{b}ch']:.3f}" for b in budgets)]
+        cells = [
+            r["chunking"],
+            f"{r['chunks']:,}",
+            f"{r['mean_chars']:.0f}",
+            f"{r['held']:.3f}",
+            f"{r['recall@100']:.3f}",
+            f"{r['recall@5']:.3f}",
+            *(f"{r[f'recall@{b}ch']:.3f} ({r[f'chunks@{b}ch']:.1f})" for b in budgets),
+            f"{r['ndcg@10']:.3f}",
+            f"{r['mrr@10']:.3f}",
+            f"{r['precision@5']:.3f}",
+            f"{r['wasted@10']:.3f}",
+            *(f"{r[f'wasted@{b}ch']:.3f}" for b in budgets),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -220,20 +258,27 @@ def main() -> None:
     start = time.perf_counter()
     rows, _ = compare(articles, questions, labels, depth=args.depth, budgets=budgets)
     seconds = time.perf_counter() - start
-    sample = f"a seeded sample of {len(questions):,} questions (seed {args.seed})" if args.questions else \
-        f"all {len(questions):,} questions"
+    sample = (
+        f"a seeded sample of {len(questions):,} questions (seed {args.seed})"
+        if args.questions
+        else f"all {len(questions):,} questions"
+    )
     command = " ".join(["python benchmarks/bench_chunking.py", *sys.argv[1:]]).replace(" --write", "")
     lines = [
         f"- {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; {platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, bm25s {_version('bm25s')}; {sample}; {seconds:.0f} s in all.",
-        f"- Command: `.venv/bin/{command}`", "",
-        *table(rows, budgets), "",
+        f"- Command: `.venv/bin/{command}`",
+        "",
+        *table(rows, budgets),
+        "",
     ]
     text = "\n".join(lines)
     print(text)
     for r in rows:
-        print(f"{r['chunking']}: units {r['units']}, retrieval {r['seconds_retrieval']:.1f} s, "
-              f"measuring {r['seconds_measure']:.1f} s")
+        print(
+            f"{r['chunking']}: units {r['units']}, retrieval {r['seconds_retrieval']:.1f} s, "
+            f"measuring {r['seconds_measure']:.1f} s"
+        )
     if args.write:
         results = Path(__file__).resolve().parent / "RESULTS.md"
         with open(results, "a", encoding="utf-8") as out:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rag_eval.stages import Hit, Pipeline, Reranker, Retriever  # noqa: E402
+from rag_eval.stages import Hit, Pipeline, Reranker, Retriever
 
 LATENCY = 0.020
 
@@ -77,9 +77,13 @@ def main() -> None:
     args = parser.parse_args()
     n = args.queries
     queries = {f"q{i}": f"query text {i}" for i in range(n)}
-    lines = [f"## Stage harness ({datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC)", "",
-             f"- {platform.processor() or platform.machine()}, Python {platform.python_version()}; "
-             f"command: `.venv/bin/python benchmarks/bench_harness.py --queries {n}`", ""]
+    lines = [
+        f"## Stage harness ({datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC)",
+        "",
+        f"- {platform.processor() or platform.machine()}, Python {platform.python_version()}; "
+        f"command: `.venv/bin/python benchmarks/bench_harness.py --queries {n}`",
+        "",
+    ]
 
     # 1. overhead per query per stage
     pipeline = Pipeline(Instant("instant"), Reverse("reverse"), depth=100, budget=5)
@@ -88,13 +92,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cached = timed(lambda: pipeline.run(queries, cache=tmp, progress=False))
     stage_calls = 2 * n
-    lines += ["| overhead (instant stages, 100 hits each) | ms per query per stage | target |", "|---|---:|---:|",
-              f"| no cache | {1000 * bare / stage_calls:.3f} | < 1 |",
-              f"| writing the cache | {1000 * cached / stage_calls:.3f} | < 1 |", ""]
+    lines += [
+        "| overhead (instant stages, 100 hits each) | ms per query per stage | target |",
+        "|---|---:|---:|",
+        f"| no cache | {1000 * bare / stage_calls:.3f} | < 1 |",
+        f"| writing the cache | {1000 * cached / stage_calls:.3f} | < 1 |",
+        "",
+    ]
 
     # 2. concurrency with 20 ms of latency per call
-    lines += ["| concurrency (20 ms per call, "f"{n} queries) | seconds | speed-up | target |",
-              "|---|---:|---:|---:|"]
+    lines += [f"| concurrency (20 ms per call, {n} queries) | seconds | speed-up | target |", "|---|---:|---:|---:|"]
     for label, stage in (("threads", Remote("remote")), ("asyncio", AsyncRemote("remote-async"))):
         serial = None
         for c in (1, 8, 32):
@@ -110,9 +117,13 @@ def main() -> None:
         warm = statistics.median(
             timed(lambda: io_pipeline.run(queries, cache=tmp, concurrency=8, progress=False)) for _ in range(3)
         )
-    lines += ["| cache | seconds | ratio | target |", "|---|---:|---:|---:|",
-              f"| first run (20 ms retriever + reranker, concurrency 8) | {first:.3f} | | |",
-              f"| rerun from the warm cache (median of 3) | {warm:.3f} | {first / warm:.0f}x faster | >= 50x |", ""]
+    lines += [
+        "| cache | seconds | ratio | target |",
+        "|---|---:|---:|---:|",
+        f"| first run (20 ms retriever + reranker, concurrency 8) | {first:.3f} | | |",
+        f"| rerun from the warm cache (median of 3) | {warm:.3f} | {first / warm:.0f}x faster | >= 50x |",
+        "",
+    ]
 
     text = "\n".join(lines)
     print(text)

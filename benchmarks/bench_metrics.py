@@ -28,6 +28,7 @@ tool peak MB / rag_eval peak MB, within the same size and source: > 1 means rag_
 The notes compare each tool's mean of every measure with pytrec_eval's (differences come from conventions,
 e.g. how a tool breaks score ties). ranx uses numba threads (all cores); the others run on one core.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -226,8 +227,14 @@ def worker(spec: dict) -> dict:
             peak_mb = (peak - base) / 1024
     except OSError:
         pass
-    return {"ok": True, "first": first, "warm": statistics.median(warm) if warm else None, "peak_mb": peak_mb,
-            "means": values, "note": note}
+    return {
+        "ok": True,
+        "first": first,
+        "warm": statistics.median(warm) if warm else None,
+        "peak_mb": peak_mb,
+        "means": values,
+        "note": note,
+    }
 
 
 def run_worker(tool: str, source: str, qrels: Path, run: Path, repeat: int, timeout: float) -> dict:
@@ -245,7 +252,7 @@ def run_script_worker(script: Path, spec: dict, timeout: float, env: dict[str, s
         return {"ok": False, "error": f"timeout (> {timeout:g} s)"}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@RESULT ")]
     if proc.returncode == 0 and lines:
-        return json.loads(lines[-1][len("@@RESULT "):])
+        return json.loads(lines[-1][len("@@RESULT ") :])
     err = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
     return {"ok": False, "error": f"failed (exit {proc.returncode}): {err[-1].strip()[:160] if err else 'no output'}"}
 
@@ -266,8 +273,10 @@ def ratio(a: float | None, b: float | None) -> str:
 
 
 def tables(results: dict, sizes: list, tools: list, sources: list) -> tuple[str, list[str]]:
-    rows = ["| size | source | tool | first (s) | warm (s) | peak extra MB | warm vs rag_eval | memory vs rag_eval |",
-            "|---|---|---|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| size | source | tool | first (s) | warm (s) | peak extra MB | warm vs rag_eval | memory vs rag_eval |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
     notes, warm_cache = [], 0
     for q, d in sizes:
         for src in sources:
@@ -281,7 +290,9 @@ def tables(results: dict, sizes: list, tools: list, sources: list) -> tuple[str,
                     continue
                 warm_r = ratio(r["warm"], ref.get("warm")) if ref.get("ok") else "–"
                 mem_r = ratio(r["peak_mb"], ref.get("peak_mb")) if ref.get("ok") else "–"
-                rows.append(f"| {size} | {src} | {tool} | {fmt_s(r['first'])} | {fmt_s(r['warm'])} | {fmt_mb(r['peak_mb'])} | {warm_r} | {mem_r} |")
+                rows.append(
+                    f"| {size} | {src} | {tool} | {fmt_s(r['first'])} | {fmt_s(r['warm'])} | {fmt_mb(r['peak_mb'])} | {warm_r} | {mem_r} |"
+                )
                 if r.get("note"):
                     notes.append(f"{tool} at {q}x{d} ({src}): {r['note']}.")
                     warm_cache += r["note"] == "numba cache warm"
@@ -289,37 +300,52 @@ def tables(results: dict, sizes: list, tools: list, sources: list) -> tuple[str,
                     diffs = [abs(a - b) for a, b in zip(r["means"], pt["means"])]
                     j = max(range(len(diffs)), key=diffs.__getitem__)
                     if diffs[j] > 1e-9:
-                        notes.append(f"{tool} at {q}x{d} ({src}): mean {LABELS[j]} differs from pytrec_eval's by "
-                                     f"{diffs[j]:.2e} (largest of the five).")
+                        notes.append(
+                            f"{tool} at {q}x{d} ({src}): mean {LABELS[j]} differs from pytrec_eval's by "
+                            f"{diffs[j]:.2e} (largest of the five)."
+                        )
     if warm_cache:  # one line for all the ranx workers that found the cache filled
         notes = [n for n in notes if not n.endswith("numba cache warm.")] + [
             f"ranx: {warm_cache} worker(s) found numba's on-disk cache filled: their first call is loading it "
-            "(and compiling what numba does not cache), not a cold JIT compile."]
+            "(and compiling what numba does not cache), not a cold JIT compile."
+        ]
     return "\n".join(rows), notes
 
 
 def headline(results: dict, sizes: list, sources: list) -> str:
-    done = [s for s in sizes if all(results.get((*s, src, t), {}).get("ok") for src in sources
-                                    for t in ("rag_eval", "pytrec_eval"))]
+    done = [
+        s
+        for s in sizes
+        if all(results.get((*s, src, t), {}).get("ok") for src in sources for t in ("rag_eval", "pytrec_eval"))
+    ]
     if not done:
         return "(headline needs rag_eval and pytrec_eval results)"
     size = HEADLINE if HEADLINE in done else max(done, key=lambda s: s[0] * s[1])
     title = f"Headline at {size[0]:,} × {size[1]:,}" + ("" if size == HEADLINE else " (10,000 × 1,000 not measured)")
-    rows = [f"**{title}**", "",
-            "| source | rag_eval warm (s) | pytrec_eval warm (s) | rag_eval speed-up | rag_eval MB | pytrec_eval MB "
-            "| pytrec_eval MB / rag_eval MB |", "|---|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        f"**{title}**",
+        "",
+        "| source | rag_eval warm (s) | pytrec_eval warm (s) | rag_eval speed-up | rag_eval MB | pytrec_eval MB "
+        "| pytrec_eval MB / rag_eval MB |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for src in sources:
         a, b = results[(*size, src, "rag_eval")], results[(*size, src, "pytrec_eval")]
-        rows.append(f"| {src} | {fmt_s(a['warm'])} | {fmt_s(b['warm'])} | {ratio(b['warm'], a['warm'])} | {fmt_mb(a['peak_mb'])} "
-                    f"| {fmt_mb(b['peak_mb'])} | {ratio(b['peak_mb'], a['peak_mb'])} |")
+        rows.append(
+            f"| {src} | {fmt_s(a['warm'])} | {fmt_s(b['warm'])} | {ratio(b['warm'], a['warm'])} | {fmt_mb(a['peak_mb'])} "
+            f"| {fmt_mb(b['peak_mb'])} | {ratio(b['peak_mb'], a['peak_mb'])} |"
+        )
     return "\n".join(rows)
 
 
 def machine() -> list[str]:
     from importlib import metadata
 
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?") \
-        if os.path.exists("/proc/cpuinfo") else platform.processor()
+    cpu = (
+        next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+        if os.path.exists("/proc/cpuinfo")
+        else platform.processor()
+    )
     ram = (_kb("MemTotal", "/proc/meminfo") or 0) / 1024**2
     versions = []
     for dist in ("rag_eval_harness", "pytrec-eval-terrier", "ir-measures", "ranx", "numba", "numpy", "pandas"):
@@ -327,8 +353,11 @@ def machine() -> list[str]:
             versions.append(f"{dist} {metadata.version(dist)}")
         except metadata.PackageNotFoundError:
             versions.append(f"{dist} (not installed)")
-    return [f"- CPU: {cpu}, {os.cpu_count()} cores, {ram:.1f} GiB RAM", f"- Python {platform.python_version()} "
-            f"({platform.system()} {platform.release()})", f"- Packages: {', '.join(versions)}"]
+    return [
+        f"- CPU: {cpu}, {os.cpu_count()} cores, {ram:.1f} GiB RAM",
+        f"- Python {platform.python_version()} ({platform.system()} {platform.release()})",
+        f"- Packages: {', '.join(versions)}",
+    ]
 
 
 def main() -> None:
@@ -359,18 +388,29 @@ def main() -> None:
             for tool in tools:
                 print(f"{q}x{d} {src:5} {tool:12}", end=" ", file=sys.stderr, flush=True)
                 r = results[(q, d, src, tool)] = run_worker(tool, src, qrels, run, args.repeat, args.timeout)
-                print(f"first {fmt_s(r['first'])} s, warm {fmt_s(r['warm'])} s" if r["ok"] else r["error"],
-                      file=sys.stderr, flush=True)
+                print(
+                    f"first {fmt_s(r['first'])} s, warm {fmt_s(r['warm'])} s" if r["ok"] else r["error"],
+                    file=sys.stderr,
+                    flush=True,
+                )
     table, notes = tables(results, sizes, tools, sources)
     text = f"{table}\n\n{headline(results, sizes, sources)}\n"
     if notes:
         text += "\nNotes:\n" + "".join(f"- {n}\n" for n in notes)
     print(text)
     if args.write:
-        exe = os.path.relpath(sys.executable) if not os.path.relpath(sys.executable).startswith("..") else sys.executable
-        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        head = [f"# rag_eval metric benchmark ({now})", "", *machine(), f"- Command: `{shlex.join([exe, *sys.argv])}`",
-                f"- Warm = median of {args.repeat}; ratios are tool / rag_eval (> 1: rag_eval faster or leaner).", ""]
+        exe = (
+            os.path.relpath(sys.executable) if not os.path.relpath(sys.executable).startswith("..") else sys.executable
+        )
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        head = [
+            f"# rag_eval metric benchmark ({now})",
+            "",
+            *machine(),
+            f"- Command: `{shlex.join([exe, *sys.argv])}`",
+            f"- Warm = median of {args.repeat}; ratios are tool / rag_eval (> 1: rag_eval faster or leaner).",
+            "",
+        ]
         Path(args.write).parent.mkdir(parents=True, exist_ok=True)
         Path(args.write).write_text("\n".join(head) + "\n" + text)
         print(f"written to {args.write}", file=sys.stderr)

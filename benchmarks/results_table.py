@@ -12,10 +12,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import rag_eval  # noqa: E402
+import rag_eval
 
-COLUMNS = ("recall@depth", "recall@budget", "precision@budget", "ndcg@budget", "mrr@budget", "rerank_gain@budget",
-           "cand_ndcg@budget", "loss.delivered", "loss.never_retrieved")
+COLUMNS = (
+    "recall@depth",
+    "recall@budget",
+    "precision@budget",
+    "ndcg@budget",
+    "mrr@budget",
+    "rerank_gain@budget",
+    "cand_ndcg@budget",
+    "loss.delivered",
+    "loss.never_retrieved",
+)
 
 
 def cell(row) -> str:
@@ -40,7 +49,10 @@ def main(folders: list[str]) -> None:
 
 # (collection, first stage) -> published nDCG@10 and where it is from
 PUBLISHED = {
-    ("scifact", "bm25"): "0.687 (bm25s, Lucene k1 1.5 b 0.75, xhluca/bm25-benchmarks); 0.665 (BEIR paper, Elasticsearch BM25)",
+    (
+        "scifact",
+        "bm25",
+    ): "0.687 (bm25s, Lucene k1 1.5 b 0.75, xhluca/bm25-benchmarks); 0.665 (BEIR paper, Elasticsearch BM25)",
     ("scifact", "dense"): "0.645 (all-MiniLM-L6-v2 on SciFact, as MTEB reports it)",
 }
 
@@ -58,7 +70,9 @@ def ndcg10(folders: list[str]) -> None:
                 continue
             seen.add((dataset, stage))
             row = rag_eval.evaluate(qrels, rag_eval.Run.from_trec(path), ["ndcg@10"]).summary.iloc[0]
-            print(f"| {dataset} | {stage} | {cell(row)} | {PUBLISHED.get((dataset, stage), 'none found' if stage != 'hybrid' else 'not a published configuration')} |")
+            print(
+                f"| {dataset} | {stage} | {cell(row)} | {PUBLISHED.get((dataset, stage), 'none found' if stage != 'hybrid' else 'not a published configuration')} |"
+            )
 
 
 if __name__ == "__main__":

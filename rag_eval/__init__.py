@@ -13,31 +13,26 @@ conventions, kernels), ``rag_eval.stages`` (pipelines, runner, cache) with ``rag
 """
 
 from ._version import __version__
-from .data.qrels import Qrels
-from .data.run import Run
-from .data.spans import SpanLabels
+from .data import Collection, Qrels, Run, SpanLabels
 from .errors import HarnessError, InputError, RagEvalWarning
-from .ground_truth.pool import Pool, pool
-from .metrics.conventions import Conventions
-from .metrics.grammar import Metric, parse_metric
-from .metrics.projection import project
-from .reports.compare import Comparison, compare
-from .reports.evaluate import evaluate
-from .reports.report import Report
-from .reports.trec_eval import format_trec_eval
-from .stages.fusion import fuse
-from .stages.hits import Hit
-from .stages.pipeline import Pipeline
+from .ground_truth import Pool, Projection, pool, project
+from .metrics import Conventions, Metric, parse_metric
+from .reports import Comparison, MetricCard, Report, compare, evaluate, format_trec_eval
+from .stages import Hit, Pipeline, PipelineResult, fuse
 
 __all__ = [
+    "Collection",
     "Comparison",
     "Conventions",
     "HarnessError",
     "Hit",
     "InputError",
     "Metric",
+    "MetricCard",
     "Pipeline",
+    "PipelineResult",
     "Pool",
+    "Projection",
     "Qrels",
     "RagEvalWarning",
     "Report",

@@ -39,8 +39,16 @@ try:
 except ImportError:  # pragma: no cover - Windows: appends stay whole lines, repairs are not locked
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["TEMPORARY_SUFFIX", "append", "atomic_write", "file_lock", "output_error", "remove_temporaries",
-           "target_of", "write_output"]
+__all__ = [
+    "TEMPORARY_SUFFIX",
+    "append",
+    "atomic_write",
+    "file_lock",
+    "output_error",
+    "remove_temporaries",
+    "target_of",
+    "write_output",
+]
 
 TEMPORARY_SUFFIX = ".rag_eval.tmp"
 # ours (.NAME.PID.THREAD.rag_eval.tmp), and the names earlier versions used (.NAME.PID.THREAD.tmp, NAME.PID.THREAD.tmp)
@@ -132,8 +140,10 @@ def write_output(path: str | os.PathLike[str], data: bytes | Iterable[bytes]) ->
 def output_error(path: str | os.PathLike[str], exc: OSError) -> InputError:
     """The InputError of an output file that could not be written: its name, the cause, what happened to it."""
     cause = exc.strerror or str(exc) or type(exc).__name__
-    error = InputError(f"cannot write the file: {cause} (nothing was changed: the file keeps its old content, if "
-                       "it had one)", source=os.fspath(path))
+    error = InputError(
+        f"cannot write the file: {cause} (nothing was changed: the file keeps its old content, if it had one)",
+        source=os.fspath(path),
+    )
     error.errno = exc.errno  # type: ignore[attr-defined] - the cause, for whoever picks a status from it
     return error
 
@@ -223,7 +233,7 @@ def _tail(fd: int, size: int) -> tuple[int, bytes]:
         chunk = os.pread(fd, end - begin, begin)
         newline = chunk.rfind(b"\n")
         if newline >= 0:
-            pieces.append(chunk[newline + 1:])
+            pieces.append(chunk[newline + 1 :])
             return begin + newline + 1, b"".join(reversed(pieces))
         pieces.append(chunk)
         end = begin

@@ -57,32 +57,50 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("qrels", help="qrels file (TREC 'qid iter docid grade', BEIR TSV with header, or JSONL)")
     ev.add_argument("runs", nargs="+", metavar="run", help="run file(s) (TREC 'qid Q0 docid rank score tag', or JSONL)")
     ev.add_argument(
-        "-m", "--metric", dest="metrics", action="append", metavar="METRIC",
+        "-m",
+        "--metric",
+        dest="metrics",
+        action="append",
+        metavar="METRIC",
         help=f"metric, repeatable (e.g. ndcg@10, 'P(rel=2)@5', trec_eval's P_10, or trec_eval's -m syntax: all_trec, "
         f"P.5,7,3, ndcg.1=3,2=9); default: {' '.join(DEFAULT_METRICS)} (with --conventions trec_eval: official)",
     )
-    ev.add_argument("--dialect", choices=DIALECTS,
-                    help="read each -m with the meaning it has in that tool (pinned in the canonical name)")
+    ev.add_argument(
+        "--dialect",
+        choices=DIALECTS,
+        help="read each -m with the meaning it has in that tool (pinned in the canonical name)",
+    )
     ev.add_argument("-q", "--per-query", action="store_true", help="one value per run, query and metric")
     ev.add_argument("--format", choices=["table", "csv", "json", "trec_eval"], default="table")
     ev.add_argument("--conventions", choices=sorted(PRESETS), default="default", help="convention preset")
-    ev.add_argument("-c", dest="complete", action="store_true", help="count qrels queries missing from a run as 0 (trec_eval -c)")
-    ev.add_argument("-M", dest="max_depth", type=str, metavar="N", help="evaluate only the top N of each ranking (trec_eval -M)")
+    ev.add_argument(
+        "-c", dest="complete", action="store_true", help="count qrels queries missing from a run as 0 (trec_eval -c)"
+    )
+    ev.add_argument(
+        "-M", dest="max_depth", type=str, metavar="N", help="evaluate only the top N of each ranking (trec_eval -M)"
+    )
     ev.add_argument("-l", dest="threshold", type=str, metavar="N", help="lowest relevant grade (trec_eval -l)")
     ev.add_argument("-J", dest="judged_only", action="store_true", help="drop unjudged results first (trec_eval -J)")
     ev.add_argument("--resamples", default="1000", help="bootstrap resamples for the confidence interval")
     ev.add_argument("--seed", default="0", help="seed of the bootstrap")
-    ev.add_argument("--judged-threshold", default="0.9", metavar="SHARE",
-                    help="warn when a run's judged share at a cutoff is below SHARE (default 0.9; 0 never warns)")
+    ev.add_argument(
+        "--judged-threshold",
+        default="0.9",
+        metavar="SHARE",
+        help="warn when a run's judged share at a cutoff is below SHARE (default 0.9; 0 never warns)",
+    )
     ev.add_argument("--no-card", action="store_true", help="do not print the metric card to stderr")
     cmp = commands.add_parser(
-        "compare", help="compare runs against a baseline: paired tests, intervals, corrections",
+        "compare",
+        help="compare runs against a baseline: paired tests, intervals, corrections",
         description="Compare runs against a baseline per query: mean difference with a paired bootstrap interval, "
         "a paired test, effect size, wins/ties/losses, p-values corrected across every pair and metric.",
     )
     cmp.add_argument("qrels")
     cmp.add_argument("runs", nargs="+", metavar="run")
-    cmp.add_argument("--baseline", help="a run's name (its TREC tag, or file stem when tags clash) or path; default: the first")
+    cmp.add_argument(
+        "--baseline", help="a run's name (its TREC tag, or file stem when tags clash) or path; default: the first"
+    )
     cmp.add_argument("-m", "--metric", dest="metrics", action="append", metavar="METRIC")
     cmp.add_argument("--test", choices=["randomization", "t", "wilcoxon"], default="randomization")
     cmp.add_argument("--correction", choices=["holm", "bh", "none"], default="holm")
@@ -95,45 +113,63 @@ def build_parser() -> argparse.ArgumentParser:
     from .bench.run import add_arguments
 
     bench = commands.add_parser(
-        "bench", help="run pipelines on a BEIR-layout collection and write a report folder",
+        "bench",
+        help="run pipelines on a BEIR-layout collection and write a report folder",
         description="Run pipelines on a BEIR-layout collection and write a report folder (needs the models extra).",
     )
     add_arguments(bench)
     pool = commands.add_parser(
-        "pool", help="pool the top depth of several runs, less what the qrels judge, for labelling",
+        "pool",
+        help="pool the top depth of several runs, less what the qrels judge, for labelling",
         description="Write the union of the top DEPTH of every run, less the pairs QRELS already judges, as a pool "
         "(JSONL, or CSV when OUT ends in .csv) that `rag-eval label` serves. Texts come from a BEIR folder.",
     )
     pool.add_argument("runs", nargs="+", metavar="run", help="run file(s) (TREC or JSONL)")
     pool.add_argument("--depth", type=str, required=True, help="how many of each run's top results to pool")
     pool.add_argument("--qrels", help="existing judgements: pairs they judge are left out")
-    pool.add_argument("--strategy", choices=["depth", "rrf"], default="depth",
-                      help="order of each query's items: best rank (depth) or reciprocal rank fusion (rrf)")
-    pool.add_argument("--beir", metavar="FOLDER", help="a BEIR folder whose corpus.jsonl and queries.jsonl give the texts")
+    pool.add_argument(
+        "--strategy",
+        choices=["depth", "rrf"],
+        default="depth",
+        help="order of each query's items: best rank (depth) or reciprocal rank fusion (rrf)",
+    )
+    pool.add_argument(
+        "--beir", metavar="FOLDER", help="a BEIR folder whose corpus.jsonl and queries.jsonl give the texts"
+    )
     pool.add_argument("--split", default="test", help="the BEIR qrels split that names the queries (default test)")
     pool.add_argument("-o", "--out", required=True, help="the pool file to write (.jsonl, or .csv)")
     mrg = commands.add_parser(
-        "merge", help="merge judgement logs into qrels; conflicts listed, Cohen's kappa reported",
+        "merge",
+        help="merge judgement logs into qrels; conflicts listed, Cohen's kappa reported",
         description="Merge judgement logs (rag-eval label's OUT.judgements.jsonl) into qrels. Each assessor's latest "
         "grade of a pair counts; a pair the base qrels judge keeps its grade; other disagreements are resolved by "
         "--resolve and every one is listed on stdout as CSV, never overwritten silently. See docs/labelling.md.",
     )
     mrg.add_argument("logs", nargs="+", metavar="log", help="judgement log(s) (JSONL)")
     mrg.add_argument("--qrels", help="base qrels: their grades are kept")
-    mrg.add_argument("--resolve", choices=["median", "max", "min"], default="median",
-                     help="grade for a pair assessors disagree on (default: the lower median)")
+    mrg.add_argument(
+        "--resolve",
+        choices=["median", "max", "min"],
+        default="median",
+        help="grade for a pair assessors disagree on (default: the lower median)",
+    )
     mrg.add_argument("--threshold", type=str, default="1", help="lowest relevant grade, for the binary kappa")
     mrg.add_argument("-o", "--out", required=True, help="the merged TREC qrels file to write")
     label = commands.add_parser(
-        "label", help="label a pool in a local web page, into a qrels file",
+        "label",
+        help="label a pool in a local web page, into a qrels file",
         description="Serve a page on 127.0.0.1 that shows one query and one pooled chunk at a time and takes grades "
         "by keyboard (0-3, s skip, b back) or mouse. Each grade goes at once to OUT.judgements.jsonl (append-only) "
         "and OUT (TREC qrels: OUT's own judgements merged with the log, rewritten atomically). Starting again "
         "resumes at the first item not judged. See docs/labelling.md.",
     )
     label.add_argument("pool", help="a pool JSONL file (Pool.to_jsonl)")
-    label.add_argument("--qrels", required=True, metavar="OUT",
-                       help="the TREC qrels file to write (its existing judgements are kept); the log is OUT.judgements.jsonl")
+    label.add_argument(
+        "--qrels",
+        required=True,
+        metavar="OUT",
+        help="the TREC qrels file to write (its existing judgements are kept); the log is OUT.judgements.jsonl",
+    )
     label.add_argument("--assessor", help="your name in the log (default: the login name)")
     label.add_argument("--port", default="0", help="port on 127.0.0.1 (default 0: a free one, printed)")
     label.add_argument("--scale", default="0..3", help="grades LOW..HIGH, one key each (default 0..3)")
@@ -151,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(args, argv)
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ARG001
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """Warnings as one line each, like errors: ``rag-eval: warning: ...`` (no source line of rag_eval's)."""
     print(f"rag-eval: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
@@ -184,8 +220,12 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
 
 # The numeric flags, read as plain ASCII decimals (argparse's int() and float() read "1_0" as 10 and other scripts'
 # digits as digits), each within its range; a bad one is one line and exit 2 like any other bad input.
-_INT_FLAGS = {"resamples": ("--resamples", 1, MAX_CUTOFF), "seed": ("--seed", 0, 2**63 - 1),
-              "permutations": ("--permutations", 1, MAX_CUTOFF), "port": ("--port", 0, 65535)}
+_INT_FLAGS = {
+    "resamples": ("--resamples", 1, MAX_CUTOFF),
+    "seed": ("--seed", 0, 2**63 - 1),
+    "permutations": ("--permutations", 1, MAX_CUTOFF),
+    "port": ("--port", 0, 65535),
+}
 _SHARE_FLAGS = {"judged_threshold": "--judged-threshold", "alpha": "--alpha"}
 
 
@@ -216,7 +256,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.max_depth is not None:
         changes["max_depth"] = read_int(args.max_depth, "-M (max_depth)", low=1, high=MAX_CUTOFF)
     if args.threshold is not None:
-        changes["relevance_threshold"] = read_int(args.threshold, "-l (relevance_threshold)", low=1, high=GRADE_LIMIT - 1)
+        changes["relevance_threshold"] = read_int(
+            args.threshold, "-l (relevance_threshold)", low=1, high=GRADE_LIMIT - 1
+        )
     if args.judged_only:
         changes["unjudged"] = "remove"
     conventions = resolve_conventions(args.conventions).replace(**changes)
@@ -254,8 +296,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def resolve_metrics(texts: Sequence[str] | None, *, dialect: str | None = None,
-                    conventions: str = "default") -> list[Metric]:
+def resolve_metrics(
+    texts: Sequence[str] | None, *, dialect: str | None = None, conventions: str = "default"
+) -> list[Metric]:
     """The metrics of the ``-m`` arguments ``texts``: trec_eval's ``-m`` syntax (a nickname, or a trec_eval
     measure's name alone or with ``.PARAMS``) expanded and merged as trec_eval merges them, in trec_eval's order,
     where the first such argument stands (nDCG's gain pinned linear with ``dialect="trec_eval"``, else the
@@ -296,15 +339,18 @@ def _pool(args: argparse.Namespace) -> int:
     if args.beir:
         collection = Collection.from_beir(args.beir, split=args.split)
         queries, texts = collection.queries, collection.corpus
-    pooled = pool(dict(zip(names, runs)), depth=args.depth, qrels=qrels, strategy=args.strategy, queries=queries,
-                  texts=texts)
+    pooled = pool(
+        dict(zip(names, runs)), depth=args.depth, qrels=qrels, strategy=args.strategy, queries=queries, texts=texts
+    )
     if str(args.out).endswith(".csv"):
         pooled.to_csv(args.out)
     else:
         pooled.to_jsonl(args.out)
-    print(f"rag-eval: pool {pooled.id}: {len(pooled)} items over {len(pooled.query_ids)} queries from "
-          f"{len(names)} runs at depth {args.depth} ({pooled.already_judged} already judged) -> {args.out}",
-          file=sys.stderr)
+    print(
+        f"rag-eval: pool {pooled.id}: {len(pooled)} items over {len(pooled.query_ids)} queries from "
+        f"{len(names)} runs at depth {args.depth} ({pooled.already_judged} already judged) -> {args.out}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -319,16 +365,23 @@ def _merge(args: argparse.Namespace) -> int:
         sys.stdout.write(conflicts.to_csv(index=False))
     kappa = merged.kappa
     if kappa.value is not None:
-        agreement = f"Cohen's kappa {kappa.value:.3f} on grades" + (
-            f", {kappa.binary:.3f} at grade >= {kappa.threshold}" if kappa.binary is not None else "") + f" (n={kappa.n})"
+        agreement = (
+            f"Cohen's kappa {kappa.value:.3f} on grades"
+            + (f", {kappa.binary:.3f} at grade >= {kappa.threshold}" if kappa.binary is not None else "")
+            + f" (n={kappa.n})"
+        )
     elif kappa.pairwise and any(a.kappa is not None for a in kappa.pairwise):
         agreement = "Cohen's kappa " + ", ".join(
-            f"{a.assessors[0]}/{a.assessors[1]} {a.kappa:.3f} (n={a.n})" for a in kappa.pairwise if a.kappa is not None)
+            f"{a.assessors[0]}/{a.assessors[1]} {a.kappa:.3f} (n={a.n})" for a in kappa.pairwise if a.kappa is not None
+        )
     else:
         agreement = f"no kappa: {kappa.reason}"
     judged = sum(len(merged.qrels[q]) for q in merged.qrels.query_ids)
-    print(f"rag-eval: merged {len(merged.assessors)} assessor(s) into {args.out} ({judged} judgements); "
-          f"{len(conflicts)} conflict(s){' listed on stdout' if len(conflicts) else ''}; {agreement}", file=sys.stderr)
+    print(
+        f"rag-eval: merged {len(merged.assessors)} assessor(s) into {args.out} ({judged} judgements); "
+        f"{len(conflicts)} conflict(s){' listed on stdout' if len(conflicts) else ''}; {agreement}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -372,16 +425,29 @@ def _compare(args: argparse.Namespace) -> int:
         elif args.baseline in args.runs:
             baseline = names[args.runs.index(args.baseline)]
         else:
-            raise InputError(f"--baseline {args.baseline!r} is neither a run name ({', '.join(names)}) nor one of the run paths")
+            raise InputError(
+                f"--baseline {args.baseline!r} is neither a run name ({', '.join(names)}) nor one of the run paths"
+            )
     metrics = resolve_metrics(args.metrics or ["ndcg@10", "recall@10", "mrr@10"])
     report = evaluate(qrels, dict(zip(names, runs)), metrics, conventions=resolve_conventions(args.conventions))
-    result = compare(report, baseline=baseline or names[0], test=args.test, correction=args.correction,
-                     alpha=args.alpha, resamples=args.resamples, permutations=args.permutations, seed=args.seed)
+    result = compare(
+        report,
+        baseline=baseline or names[0],
+        test=args.test,
+        correction=args.correction,
+        alpha=args.alpha,
+        resamples=args.resamples,
+        permutations=args.permutations,
+        seed=args.seed,
+    )
     if args.format == "csv":
         sys.stdout.write(result.table.to_csv(index=False))
     elif args.format == "json":
-        payload = {"card": json.loads(result.card.model_dump_json()), "comparison": _records(result.table),
-                   "systems": _records(result.systems)}
+        payload = {
+            "card": json.loads(result.card.model_dump_json()),
+            "comparison": _records(result.table),
+            "systems": _records(result.systems),
+        }
         sys.stdout.write(json.dumps(payload, indent=2, allow_nan=False, default=_json_default) + "\n")
     else:
         sys.stdout.write(str(result) + "\n")

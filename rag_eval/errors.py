@@ -111,7 +111,6 @@ class JudgedDocsNotInCorpus(RagEvalWarning):
     """Judged doc ids that the collection's corpus does not hold: recall stays below 1 on their queries."""
 
 
-
 class FailingStage(RagEvalWarning):
     """A stage that failed on more than half of the queries it ran (a LangChain retriever whose documents have no
     ids fails on all of them): its metrics are 0 or missing for a reason of its own, said once with the count and

@@ -145,7 +145,7 @@ class AdapterContract:
             returned = list(dict.fromkeys(case.ranking(text, case.depth)))
             assert len(outcome.hits) <= case.depth
             assert [h.doc_id for h in outcome.hits] == returned[: case.depth]
-            assert list(outcome.beyond_depth) == returned[case.depth:]
+            assert list(outcome.beyond_depth) == returned[case.depth :]
 
     def test_two_stage_pipeline_reranks_a_subset(self, case: AdapterCase):
         pipe = Pipeline(case.retriever, case.reranker, depth=case.depth, budget=case.budget)

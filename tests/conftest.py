@@ -51,7 +51,9 @@ def _build_trec_eval(folder: Path, *, digits: str | None = None) -> Path:
             text = path.read_text()
             assert text.count("%6.4f") >= 3, f"{name} no longer prints %6.4f"
             path.write_text(text.replace("%6.4f", digits))
-    built = subprocess.run([make, "-C", str(folder), "-s", f"CC={compiler}", "trec_eval"], capture_output=True, text=True)
+    built = subprocess.run(
+        [make, "-C", str(folder), "-s", f"CC={compiler}", "trec_eval"], capture_output=True, text=True
+    )
     binary = folder / "trec_eval"
     if built.returncode != 0 or not binary.exists():
         pytest.fail(f"building trec_eval failed (exit {built.returncode}):\n{built.stderr[-2000:]}")
@@ -95,8 +97,9 @@ def tmpfs(tmp_path):
     if os.geteuid() != 0:
         message = "needs root to mount a small tmpfs"
     else:
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True,
-                              text=True)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True
+        )
         message = None if done.returncode == 0 else f"mount -t tmpfs is not permitted here: {done.stderr.strip()}"
     if message is not None:
         if os.environ.get("CI") == "true":

@@ -16,8 +16,8 @@ from rag_eval.stages import Hit, Pipeline
 
 from .adapter_contract import CORPUS, QUERIES, AdapterCase, AdapterContract, keyword_ranking, overlap
 
-
 # -- the stages under test: a keyword retriever and an overlap reranker, sync and async -------------------------
+
 
 def keyword_search(query, k):
     """Every matching chunk, whatever k is: the runner keeps the depth."""
@@ -40,8 +40,9 @@ async def async_search(query, k):
 
 async def async_rerank(query, hits):
     await asyncio.sleep(0)
-    scored = sorted(((h.doc_id, overlap(query, CORPUS[h.doc_id]) + len(CORPUS[h.doc_id]) / 1000) for h in hits),
-                    key=lambda p: -p[1])
+    scored = sorted(
+        ((h.doc_id, overlap(query, CORPUS[h.doc_id]) + len(CORPUS[h.doc_id]) / 1000) for h in hits), key=lambda p: -p[1]
+    )
     return scored[:4]
 
 
@@ -54,11 +55,17 @@ class TestSyncFunctions(AdapterContract):
 
         retriever, reranker = build()
         return AdapterCase(
-            retriever=retriever, reranker=reranker, ranking=lambda text, k: [d for d, _ in keyword_search(text, k)],
+            retriever=retriever,
+            reranker=reranker,
+            ranking=lambda text, k: [d for d, _ in keyword_search(text, k)],
             rebuild=build,
-            variants=(functions.retriever(keyword_search, name="keywords", version="2"),
-                      functions.reranker(by_length, name="shortest", version="2")),
-            depth=4, budget=2, has_text=False,
+            variants=(
+                functions.retriever(keyword_search, name="keywords", version="2"),
+                functions.reranker(by_length, name="shortest", version="2"),
+            ),
+            depth=4,
+            budget=2,
+            has_text=False,
         )
 
 
@@ -67,16 +74,24 @@ class TestAsyncFunctions(AdapterContract):
     @classmethod
     def case(cls):
         def build():
-            return (functions.retriever(async_search, name="keywords-async"),
-                    functions.reranker(async_rerank, name="overlap-async"))
+            return (
+                functions.retriever(async_search, name="keywords-async"),
+                functions.reranker(async_rerank, name="overlap-async"),
+            )
 
         retriever, reranker = build()
         return AdapterCase(
-            retriever=retriever, reranker=reranker, ranking=lambda text, k: [d for d, _ in keyword_ranking(text, k)],
+            retriever=retriever,
+            reranker=reranker,
+            ranking=lambda text, k: [d for d, _ in keyword_ranking(text, k)],
             rebuild=build,
-            variants=(functions.retriever(keyword_search_with_text, name="keywords-async"),
-                      functions.reranker(by_length, name="overlap-async")),
-            depth=5, budget=3, has_text=False,
+            variants=(
+                functions.retriever(keyword_search_with_text, name="keywords-async"),
+                functions.reranker(by_length, name="overlap-async"),
+            ),
+            depth=5,
+            budget=3,
+            has_text=False,
         )
 
     def test_async_stages_say_so(self, case):
@@ -88,19 +103,26 @@ class TestHitsCarryingText(AdapterContract):
     @classmethod
     def case(cls):
         def build():
-            return (functions.retriever(keyword_search_with_text, name="keywords"),
-                    functions.reranker(async_rerank, name="overlap"))
+            return (
+                functions.retriever(keyword_search_with_text, name="keywords"),
+                functions.reranker(async_rerank, name="overlap"),
+            )
 
         retriever, reranker = build()
         return AdapterCase(
-            retriever=retriever, reranker=reranker, ranking=lambda text, k: [d for d, _ in keyword_ranking(text, k)],
+            retriever=retriever,
+            reranker=reranker,
+            ranking=lambda text, k: [d for d, _ in keyword_ranking(text, k)],
             rebuild=build,
-            variants=(functions.retriever(keyword_search_with_text, name="keywords", version="x"),
-                      functions.reranker(async_rerank, name="overlap", version="x")),
+            variants=(
+                functions.retriever(keyword_search_with_text, name="keywords", version="x"),
+                functions.reranker(async_rerank, name="overlap", version="x"),
+            ),
         )
 
 
 # -- what a function may return ------------------------------------------------------------------------------
+
 
 def test_a_retriever_function_may_return_ids_pairs_hits_or_a_generator():
     forms = {
@@ -116,12 +138,15 @@ def test_a_retriever_function_may_return_ids_pairs_hits_or_a_generator():
     assert functions.retriever(forms["pairs"], name="p").search("q", 2)[1].score == 1.5
 
 
-@pytest.mark.parametrize("returned, message", [
-    (None, "returned NoneType"),
-    ("doc1#c1", "returned str"),
-    ([7], "cannot read 7"),
-    ([("doc1#c1", "high")], "could not convert|score"),
-])
+@pytest.mark.parametrize(
+    "returned, message",
+    [
+        (None, "returned NoneType"),
+        ("doc1#c1", "returned str"),
+        ([7], "cannot read 7"),
+        ([("doc1#c1", "high")], "could not convert|score"),
+    ],
+)
 def test_bad_retriever_output_names_the_stage(returned, message):
     stage = functions.retriever(lambda q, k: returned, name="broken")
     with pytest.raises((TypeError, ValueError), match=message) as caught:
@@ -207,32 +232,45 @@ def test_callables_other_than_functions():
     assert len(functions.retriever(Searcher(2), name="obj").search(QUERIES["q1"], 5)) == 2
     bound = functions.retriever(Searcher(2).search, name="bound")
     assert bound.has_async and len(bound.search(QUERIES["q1"], 5)) == 2
+
     def limited(query, k, limit):
         return keyword_ranking(query, limit)
 
     partial = functions.retriever(functools.partial(limited, limit=1), name="partial")
     assert len(partial.search(QUERIES["q1"], 5)) == 1
     # what these objects hold is part of the fingerprint
-    assert (functions.retriever(Searcher(2), name="obj").fingerprint()
-            != functions.retriever(Searcher(3), name="obj").fingerprint())
-    assert (functions.retriever(Searcher(2).search, name="b").fingerprint()
-            != functions.retriever(Searcher(3).search, name="b").fingerprint())
-    assert (functions.retriever(functools.partial(limited, limit=1), name="p").fingerprint()
-            != functions.retriever(functools.partial(limited, limit=2), name="p").fingerprint())
+    assert (
+        functions.retriever(Searcher(2), name="obj").fingerprint()
+        != functions.retriever(Searcher(3), name="obj").fingerprint()
+    )
+    assert (
+        functions.retriever(Searcher(2).search, name="b").fingerprint()
+        != functions.retriever(Searcher(3).search, name="b").fingerprint()
+    )
+    assert (
+        functions.retriever(functools.partial(limited, limit=1), name="p").fingerprint()
+        != functions.retriever(functools.partial(limited, limit=2), name="p").fingerprint()
+    )
     with pytest.raises(TypeError, match="expected a function"):
         functions.retriever("not callable", name="x")
 
 
 # -- fingerprints ----------------------------------------------------------------------------------------------
 
+
 def test_the_fingerprint_covers_defaults_and_closures():
     def make(k1):
         def search(query, k, b=0.75):
             return keyword_ranking(query, int(k1 * k))
+
         return search
 
-    assert functions.retriever(make(1.2), name="s").fingerprint() != functions.retriever(make(0.9), name="s").fingerprint()
-    assert functions.retriever(make(1.2), name="s").fingerprint() == functions.retriever(make(1.2), name="s").fingerprint()
+    assert (
+        functions.retriever(make(1.2), name="s").fingerprint() != functions.retriever(make(0.9), name="s").fingerprint()
+    )
+    assert (
+        functions.retriever(make(1.2), name="s").fingerprint() == functions.retriever(make(1.2), name="s").fingerprint()
+    )
 
     def with_default(query, k, b=0.75):
         return []

@@ -54,8 +54,9 @@ class KeywordOverlapCompressor(BaseDocumentCompressor):
     def compress_documents(self, documents: Sequence[Document], query: str, callbacks=None) -> list[Document]:
         scored = sorted(documents, key=lambda d: -overlap(query, d.page_content))[: self.top_n]
         return [
-            Document(page_content=d.page_content,
-                     metadata={**d.metadata, "relevance_score": overlap(query, d.page_content)})
+            Document(
+                page_content=d.page_content, metadata={**d.metadata, "relevance_score": overlap(query, d.page_content)}
+            )
             for d in scored
         ]
 
@@ -92,8 +93,9 @@ class KeywordRetriever(BaseRetriever):
     k: int = 4
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        scored = sorted(((overlap(query, c.text), c) for c in CHUNKS if overlap(query, c.text)),
-                        key=lambda p: (-p[0], p[1].id))
+        scored = sorted(
+            ((overlap(query, c.text), c) for c in CHUNKS if overlap(query, c.text)), key=lambda p: (-p[0], p[1].id)
+        )
         return [
             Document(page_content=c.text, metadata={"chunk_id": c.id, "source": c.source, "relevance_score": s})
             for s, c in scored[: self.k]
@@ -103,10 +105,12 @@ class KeywordRetriever(BaseRetriever):
 @pytest.fixture(scope="module")
 def store() -> InMemoryVectorStore:
     vs = InMemoryVectorStore(HashEmbeddings())
-    vs.add_documents([
-        Document(page_content=c.text, id=c.id, metadata={"source": c.source, "start": c.start, "tags": ["corpus"]})
-        for c in CHUNKS
-    ])
+    vs.add_documents(
+        [
+            Document(page_content=c.text, id=c.id, metadata={"source": c.source, "start": c.start, "tags": ["corpus"]})
+            for c in CHUNKS
+        ]
+    )
     return vs
 
 
@@ -124,16 +128,21 @@ class TestVectorStoreWithScores(AdapterContract):
     @classmethod
     def case(cls, store):
         def build():
-            return (lc.retriever(store, name="dense", with_scores=True),
-                    lc.reranker(KeywordOverlapCompressor(top_n=3), name="overlap"))
+            return (
+                lc.retriever(store, name="dense", with_scores=True),
+                lc.reranker(KeywordOverlapCompressor(top_n=3), name="overlap"),
+            )
 
         retriever, reranker = build()
         return AdapterCase(
-            retriever=retriever, reranker=reranker,
+            retriever=retriever,
+            reranker=reranker,
             ranking=lambda text, k: [d.id for d, _ in store.similarity_search_with_score(text, k=k)],
             rebuild=build,
-            variants=(lc.retriever(store, name="dense", with_scores=False),
-                      lc.reranker(KeywordOverlapCompressor(top_n=2), name="overlap")),
+            variants=(
+                lc.retriever(store, name="dense", with_scores=False),
+                lc.reranker(KeywordOverlapCompressor(top_n=2), name="overlap"),
+            ),
             framework_scores=lambda: _store_scores(store),
         )
 
@@ -150,17 +159,23 @@ class TestVectorStoreRetriever(AdapterContract):
     @classmethod
     def case(cls, store):
         def build():
-            return (lc.retriever(store.as_retriever(search_kwargs={"k": 2}), name="dense"),
-                    lc.reranker(IdKeepingFilter(), name="filter"))
+            return (
+                lc.retriever(store.as_retriever(search_kwargs={"k": 2}), name="dense"),
+                lc.reranker(IdKeepingFilter(), name="filter"),
+            )
 
         retriever, reranker = build()
         return AdapterCase(
-            retriever=retriever, reranker=reranker,
+            retriever=retriever,
+            reranker=reranker,
             ranking=lambda text, k: [d.id for d in store.as_retriever(search_kwargs={"k": k}).invoke(text)],
             rebuild=build,
-            variants=(lc.retriever(store.as_retriever(search_kwargs={"k": 2}), name="dense", score_key="score"),
-                      lc.reranker(IdKeepingFilter(), name="filter", score_key="score")),
-            framework_scores=lambda: _store_scores(store), depth=6,
+            variants=(
+                lc.retriever(store.as_retriever(search_kwargs={"k": 2}), name="dense", score_key="score"),
+                lc.reranker(IdKeepingFilter(), name="filter", score_key="score"),
+            ),
+            framework_scores=lambda: _store_scores(store),
+            depth=6,
         )
 
     def test_the_depth_reaches_search_kwargs_without_changing_them(self, case):
@@ -174,16 +189,21 @@ class TestOwnRetrieverWithIdKey(AdapterContract):
     @classmethod
     def case(cls):
         def build():
-            return (lc.retriever(KeywordRetriever(k=2), name="keywords", id_key="chunk_id"),
-                    lc.reranker(KeywordOverlapCompressor(top_n=4), name="overlap"))
+            return (
+                lc.retriever(KeywordRetriever(k=2), name="keywords", id_key="chunk_id"),
+                lc.reranker(KeywordOverlapCompressor(top_n=4), name="overlap"),
+            )
 
         retriever, reranker = build()
         return AdapterCase(
-            retriever=retriever, reranker=reranker,
+            retriever=retriever,
+            reranker=reranker,
             ranking=lambda text, k: [d.metadata["chunk_id"] for d in KeywordRetriever(k=k).invoke(text)],
             rebuild=build,
-            variants=(lc.retriever(KeywordRetriever(k=2), name="keywords", id_key="chunk_id", score_key="s"),
-                      lc.reranker(KeywordOverlapCompressor(top_n=4), name="overlap", score_key="other")),
+            variants=(
+                lc.retriever(KeywordRetriever(k=2), name="keywords", id_key="chunk_id", score_key="s"),
+                lc.reranker(KeywordOverlapCompressor(top_n=4), name="overlap", score_key="other"),
+            ),
         )
 
     def test_the_depth_reaches_the_k_field_on_a_copy(self, case):
@@ -216,7 +236,8 @@ def test_a_document_without_an_id_is_a_clear_fault_naming_the_stage():
         result = Pipeline(stage, depth=3, budget=1).run(QUERIES)
     assert len(caught) == 1 and str(caught[0].message).startswith(
         f"stage 'no-ids' failed on {len(QUERIES)} of {len(QUERIES)} queries (first: query 'q1': ValueError: stage "
-        "'no-ids': the retriever returned a document without an id")
+        "'no-ids': the retriever returned a document without an id"
+    )
     assert len(result.failures) == len(QUERIES)
     assert all("id_key" in e and "no-ids" in e for e in result.failures["error"])
     with pytest.raises(ValueError, match=r"'wrong-key'.*no metadata\['chunk'\]"):
@@ -294,7 +315,8 @@ def test_a_contextual_compression_retriever_unfolds_into_two_stages_with_the_sam
     from langchain_classic.retrievers import ContextualCompressionRetriever
 
     compression = ContextualCompressionRetriever(
-        base_compressor=KeywordOverlapCompressor(top_n=3), base_retriever=store.as_retriever(search_kwargs={"k": 6}),
+        base_compressor=KeywordOverlapCompressor(top_n=3),
+        base_retriever=store.as_retriever(search_kwargs={"k": 6}),
     )
     pipe = lc.pipeline(compression, depth=6, budget=2, name="cc")
     assert [s.name for s in pipe.stages] == ["cc/VectorStoreRetriever", "cc/KeywordOverlapCompressor"]
@@ -315,7 +337,9 @@ def test_an_ensemble_retriever_becomes_a_fused_first_stage_ranking_as_it_does():
     store = InMemoryVectorStore(HashEmbeddings())
     store.add_documents([Document(page_content=c.text, metadata={"chunk_id": c.id}) for c in CHUNKS])
     ensemble = EnsembleRetriever(
-        retrievers=[store.as_retriever(search_kwargs={"k": 5}), KeywordRetriever(k=5)], weights=[0.7, 0.3], c=10,
+        retrievers=[store.as_retriever(search_kwargs={"k": 5}), KeywordRetriever(k=5)],
+        weights=[0.7, 0.3],
+        c=10,
         id_key="chunk_id",
     )
     pipe = lc.pipeline(ensemble, depth=5, budget=3)
@@ -333,13 +357,17 @@ def test_nested_composites_unfold_all_the_way(store):
     from langchain_classic.retrievers import ContextualCompressionRetriever, EnsembleRetriever
 
     ensemble = EnsembleRetriever(
-        retrievers=[store.as_retriever(search_kwargs={"k": 5}),
-                    store.as_retriever(search_kwargs={"k": 5, "filter": None})],
+        retrievers=[
+            store.as_retriever(search_kwargs={"k": 5}),
+            store.as_retriever(search_kwargs={"k": 5, "filter": None}),
+        ],
     )
     compression = ContextualCompressionRetriever(base_compressor=IdKeepingFilter(), base_retriever=ensemble)
     pipe = lc.pipeline(compression, depth=5, budget=2)
     assert [s.name for s in pipe.stages] == [
-        "VectorStoreRetriever[0]", "VectorStoreRetriever[1]", "rrf(VectorStoreRetriever[0],VectorStoreRetriever[1])",
+        "VectorStoreRetriever[0]",
+        "VectorStoreRetriever[1]",
+        "rrf(VectorStoreRetriever[0],VectorStoreRetriever[1])",
         "IdKeepingFilter",
     ]
     result = pipe.run(QUERIES, concurrency=4)
@@ -357,6 +385,7 @@ def test_a_plain_retriever_or_store_is_a_one_stage_pipeline(store):
 
 def test_two_stores_of_the_same_size_never_share_a_key(tmp_path):
     """The key covers what a vector store holds (texts, vectors, ids), not only its settings and size."""
+
     def build(texts):
         vs = InMemoryVectorStore(HashEmbeddings())
         vs.add_documents([Document(page_content=t, id=f"d{i}") for i, t in enumerate(texts)])
@@ -368,5 +397,7 @@ def test_two_stores_of_the_same_size_never_share_a_key(tmp_path):
     first = Pipeline(a, depth=1).run({"q1": "apples"}, cache=tmp_path)
     second = Pipeline(b, depth=1).run({"q1": "apples"}, cache=tmp_path)
     assert second.stages["store"].cache_hits == 0
-    assert (first.stages["store"].outcomes["q1"].hits[0].doc_id, second.stages["store"].outcomes["q1"].hits[0].doc_id) \
-        == ("d0", "d1")
+    assert (
+        first.stages["store"].outcomes["q1"].hits[0].doc_id,
+        second.stages["store"].outcomes["q1"].hits[0].doc_id,
+    ) == ("d0", "d1")

@@ -16,7 +16,11 @@ from llama_index.core.embeddings import BaseEmbedding
 from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import (
-    NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode,
+    NodeRelationship,
+    NodeWithScore,
+    QueryBundle,
+    RelatedNodeInfo,
+    TextNode,
 )
 from llama_index.retrievers.bm25 import BM25Retriever
 
@@ -70,8 +74,12 @@ class ScoreOverwriter(BaseNodePostprocessor):
 def _nodes() -> list[TextNode]:
     return [
         TextNode(
-            id_=c.id, text=c.text, metadata={"title": f"document {c.source}"}, start_char_idx=c.start,
-            end_char_idx=c.end, relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=c.source)},
+            id_=c.id,
+            text=c.text,
+            metadata={"title": f"document {c.source}"},
+            start_char_idx=c.start,
+            end_char_idx=c.end,
+            relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=c.source)},
         )
         for c in CHUNKS
     ]
@@ -102,17 +110,22 @@ class TestVectorIndexWithScoreOverwriter(AdapterContract):
 
         def build():  # a fresh index from the same nodes: new uuids inside, the same fingerprint
             again = VectorStoreIndex(_nodes(), embed_model=HashEmbedding())
-            return (li.retriever(again.as_retriever(similarity_top_k=8), name="dense", version="index-1"),
-                    li.reranker(ScoreOverwriter(top_n=3), name="overwriter"))
+            return (
+                li.retriever(again.as_retriever(similarity_top_k=8), name="dense", version="index-1"),
+                li.reranker(ScoreOverwriter(top_n=3), name="overwriter"),
+            )
 
         return AdapterCase(
             retriever=li.retriever(framework, name="dense", version="index-1"),
             reranker=li.reranker(ScoreOverwriter(top_n=3), name="overwriter"),
             ranking=lambda text, k: [n.node.node_id for n in framework.retrieve(text)],
             rebuild=build,
-            variants=(li.retriever(index.as_retriever(similarity_top_k=6), name="dense", version="index-1"),
-                      li.reranker(ScoreOverwriter(top_n=2), name="overwriter")),
-            framework_scores=lambda: _scores(framework), depth=5,
+            variants=(
+                li.retriever(index.as_retriever(similarity_top_k=6), name="dense", version="index-1"),
+                li.reranker(ScoreOverwriter(top_n=2), name="overwriter"),
+            ),
+            framework_scores=lambda: _scores(framework),
+            depth=5,
         )
 
     def test_the_vector_retriever_has_a_native_async_path(self, case):
@@ -124,7 +137,9 @@ class TestVectorIndexWithScoreOverwriter(AdapterContract):
         for hit in hits:
             chunk = by_id[hit.doc_id]
             assert dict(hit.metadata) == {
-                "title": f"document {chunk.source}", "source_doc_id": chunk.source, "start_char": chunk.start,
+                "title": f"document {chunk.source}",
+                "source_doc_id": chunk.source,
+                "start_char": chunk.start,
                 "end_char": chunk.end,
             }
             assert hit.text == chunk.text and isinstance(hit.score, float)
@@ -139,7 +154,10 @@ class TestVectorIndexWithScoreOverwriter(AdapterContract):
         # what it was handed: each hit's id, text, first-stage score (before it overwrote it), source and offsets
         node = first_call[0].node
         assert (node.node_id, node.get_content(), node.ref_doc_id, node.start_char_idx, node.end_char_idx) == (
-            hits[0].doc_id, hits[0].text, hits[0].metadata["source_doc_id"], hits[0].metadata["start_char"],
+            hits[0].doc_id,
+            hits[0].text,
+            hits[0].metadata["source_doc_id"],
+            hits[0].metadata["start_char"],
             hits[0].metadata["end_char"],
         )
         assert node.metadata == {"title": hits[0].metadata["title"]}
@@ -154,17 +172,26 @@ class TestBM25WithSimilarityCutoff(AdapterContract):
     @classmethod
     def case(cls, bm25):
         def build():
-            return (li.retriever(BM25Retriever.from_defaults(nodes=_nodes(), similarity_top_k=8), name="bm25", version="index-1"),
-                    li.reranker(SimilarityPostprocessor(similarity_cutoff=0.5), name="cutoff"))
+            return (
+                li.retriever(
+                    BM25Retriever.from_defaults(nodes=_nodes(), similarity_top_k=8), name="bm25", version="index-1"
+                ),
+                li.reranker(SimilarityPostprocessor(similarity_cutoff=0.5), name="cutoff"),
+            )
 
         return AdapterCase(
             retriever=li.retriever(bm25, name="bm25", version="index-1"),
             reranker=li.reranker(SimilarityPostprocessor(similarity_cutoff=0.5), name="cutoff"),
             ranking=lambda text, k: [n.node.node_id for n in bm25.retrieve(text)],
             rebuild=build,
-            variants=(li.retriever(BM25Retriever.from_defaults(nodes=_nodes(), similarity_top_k=7), name="bm25", version="index-1"),
-                      li.reranker(SimilarityPostprocessor(similarity_cutoff=0.6), name="cutoff")),
-            framework_scores=lambda: _scores(bm25), depth=4,
+            variants=(
+                li.retriever(
+                    BM25Retriever.from_defaults(nodes=_nodes(), similarity_top_k=7), name="bm25", version="index-1"
+                ),
+                li.reranker(SimilarityPostprocessor(similarity_cutoff=0.6), name="cutoff"),
+            ),
+            framework_scores=lambda: _scores(bm25),
+            depth=4,
         )
 
     def test_bm25_runs_on_threads(self, case):
@@ -186,6 +213,7 @@ class TestBM25WithSimilarityCutoff(AdapterContract):
 
 def test_hits_from_elsewhere_rerank_too():
     """Hits without text, score or LlamaIndex metadata (a function retriever's) still become valid nodes."""
+
     class Reverse(BaseNodePostprocessor):
         def _postprocess_nodes(self, nodes, query_bundle=None):
             return nodes[::-1]
@@ -226,10 +254,13 @@ print(json.dumps([li.retriever(retriever, name="dense", version="index-1").finge
 def test_fingerprints_are_the_same_in_another_process(index):
     from .conftest import ROOT
 
-    out = subprocess.run([sys.executable, "-c", PRINT_FINGERPRINT, str(ROOT)], capture_output=True, text=True,
-                         check=True, cwd=ROOT)
-    here = [li.retriever(index.as_retriever(similarity_top_k=8), name="dense", version="index-1").fingerprint(),
-            li.reranker(ScoreOverwriter(top_n=3), name="overwriter").fingerprint()]
+    out = subprocess.run(
+        [sys.executable, "-c", PRINT_FINGERPRINT, str(ROOT)], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    here = [
+        li.retriever(index.as_retriever(similarity_top_k=8), name="dense", version="index-1").fingerprint(),
+        li.reranker(ScoreOverwriter(top_n=3), name="overwriter").fingerprint(),
+    ]
     assert json.loads(out.stdout) == here
 
 
@@ -244,9 +275,8 @@ def test_no_default_model_was_ever_resolved(index, bm25):
 def test_a_retriever_without_a_version_refuses_the_cache_but_runs_without_one(index, tmp_path):
     """Its index is not in its settings (two indexes of one size share them all): keyed by a partial description,
     a cache could hand one index's results to another, so it is cached only with version=."""
-    from rag_eval.stages.fingerprint import Uncacheable
-
     from rag_eval import Pipeline
+    from rag_eval.stages.fingerprint import Uncacheable
 
     stage = li.retriever(index.as_retriever(similarity_top_k=3), name="dense")
     pipe = Pipeline(stage, depth=3)

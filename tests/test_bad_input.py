@@ -57,8 +57,15 @@ def values(report, metric: str, run: str = "run") -> dict[str, float]:
 
 def test_missing_file(tmp_path):
     path = tmp_path / "nope.trec"
-    for load in (Qrels.from_trec, Qrels.from_beir, Qrels.from_jsonl, Qrels.load,
-                 Run.from_trec, Run.from_jsonl, Run.load):
+    for load in (
+        Qrels.from_trec,
+        Qrels.from_beir,
+        Qrels.from_jsonl,
+        Qrels.load,
+        Run.from_trec,
+        Run.from_jsonl,
+        Run.load,
+    ):
         err = error_of(load, path)
         assert str(err) == f"{path}: no such file"
         assert err.source == str(path) and err.line is None
@@ -119,7 +126,15 @@ def test_utf8_bom(tmp_path, reader):
 
 def test_byte_order_mark_alone(tmp_path):
     path = write(tmp_path, "run.trec", b"\xef\xbb\xbf\n")
-    for load in (Qrels.load, Qrels.from_trec, Qrels.from_beir, Qrels.from_jsonl, Run.load, Run.from_trec, Run.from_jsonl):
+    for load in (
+        Qrels.load,
+        Qrels.from_trec,
+        Qrels.from_beir,
+        Qrels.from_jsonl,
+        Run.load,
+        Run.from_trec,
+        Run.from_jsonl,
+    ):
         assert str(error_of(load, path)) == f"{path}: empty file"
 
 
@@ -192,10 +207,15 @@ def test_infinite_score(tmp_path, reader):
         run = Run.from_trec(path)
     assert len(caught) == 1 and str(path) in str(caught[0].message)
     assert [d for d, _ in run.ranking("q1")] == ["d2", "d4", "d1", "d3"]
-    assert run.notes == ("2 infinite score(s) kept: +inf ranks first, -inf last, ties among them broken as for "
-                         "equal scores",)
+    assert run.notes == (
+        "2 infinite score(s) kept: +inf ranks first, -inf last, ties among them broken as for equal scores",
+    )
     report = evaluate(Qrels.from_dict({"q1": {"d2": 1, "d3": 1}}), run, ["P@1", "recall@3", "recall@4"])
-    assert report.summary.set_index("metric")["mean"].to_dict() == {"precision@1": 1.0, "recall@3": 0.5, "recall@4": 1.0}
+    assert report.summary.set_index("metric")["mean"].to_dict() == {
+        "precision@1": 1.0,
+        "recall@3": 0.5,
+        "recall@4": 1.0,
+    }
     assert "    note: 2 infinite score(s) kept: +inf ranks first, -inf last" in report.card.render()
     assert report.card.inputs[1].notes == list(run.notes)
 
@@ -220,9 +240,19 @@ def test_huge_grade_in_trec_file(tmp_path, reader, grade):
 
 def test_huge_grade_in_beir_and_jsonl(tmp_path):
     tsv = write(tmp_path, "qrels.tsv", f"query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t{LIMIT}\n")
-    assert str(error_of(Qrels.from_beir, tsv)) == f"{tsv}:3: grade {LIMIT} is out of range (grades must lie within +-{LIMIT})"
-    jsonl = write(tmp_path, "qrels.jsonl", '{"qid": "q", "docno": "a", "label": 1}\n{"qid": "q", "docno": "b", "label": -536870912}\n')
-    assert str(error_of(Qrels.from_jsonl, jsonl)) == f"{jsonl}:2: grade -{LIMIT} is out of range (grades must lie within +-{LIMIT})"
+    assert (
+        str(error_of(Qrels.from_beir, tsv))
+        == f"{tsv}:3: grade {LIMIT} is out of range (grades must lie within +-{LIMIT})"
+    )
+    jsonl = write(
+        tmp_path,
+        "qrels.jsonl",
+        '{"qid": "q", "docno": "a", "label": 1}\n{"qid": "q", "docno": "b", "label": -536870912}\n',
+    )
+    assert (
+        str(error_of(Qrels.from_jsonl, jsonl))
+        == f"{jsonl}:2: grade -{LIMIT} is out of range (grades must lie within +-{LIMIT})"
+    )
     frame = pd.DataFrame({"query_id": ["q", "q"], "doc_id": ["a", "b"], "grade": [1, LIMIT]})
     message = str(error_of(Qrels.from_frame, frame))
     assert message.startswith("DataFrame: row 1: grade ") and f"{LIMIT}" in message
@@ -239,7 +269,9 @@ def test_huge_grade_in_dict_pure_python(monkeypatch):
     monkeypatch.setattr(_accel, "speedups", None)
     for grade in (LIMIT, -(2**30), 2**31):
         err = error_of(Qrels.from_dict, {"q": {"d": grade, "e": 1}})
-        assert str(err) == f"qrels: query 'q', doc 'd': grade {grade} is out of range (grades must lie within +-{LIMIT})"
+        assert (
+            str(err) == f"qrels: query 'q', doc 'd': grade {grade} is out of range (grades must lie within +-{LIMIT})"
+        )
 
 
 @pytest.mark.skipif(C_READER is None, reason="rag_eval._speedups is not built")
@@ -255,8 +287,12 @@ def test_grade_too_large_for_exponential_gain():
     err = error_of(evaluate, qrels, run, ["ndcg@10"])
     assert str(err).startswith("metric 'ndcg@10': grade 1001 is too large for exponential gain")
     linear = evaluate(qrels, run, ["ndcg(gain=linear)@10"])
-    assert linear.mean("run", "ndcg(gain=linear)@10") == pytest.approx((1 + 1001 / 1.584962500721156) / (1001 + 1 / 1.584962500721156))
-    assert evaluate(Qrels.from_dict({"q1": {"d1": 1000}}), run, ["ndcg@10"]).mean("run", "ndcg@10") == pytest.approx(1 / 1.584962500721156)
+    assert linear.mean("run", "ndcg(gain=linear)@10") == pytest.approx(
+        (1 + 1001 / 1.584962500721156) / (1001 + 1 / 1.584962500721156)
+    )
+    assert evaluate(Qrels.from_dict({"q1": {"d1": 1000}}), run, ["ndcg@10"]).mean("run", "ndcg@10") == pytest.approx(
+        1 / 1.584962500721156
+    )
 
 
 def test_blank_lines_and_comments(tmp_path, reader):
@@ -275,7 +311,11 @@ def test_blank_lines_and_comments(tmp_path, reader):
 def test_blank_lines_and_comments_in_beir_and_jsonl(tmp_path):
     tsv = write(tmp_path, "qrels.tsv", "# BEIR\n\nquery-id\tcorpus-id\tscore\n# c\nq1\td1\t1\n\nq1\td2\tx\n")
     assert str(error_of(Qrels.from_beir, tsv)) == f"{tsv}:7: grade 'x' is not an integer"
-    jsonl = write(tmp_path, "run.jsonl", '# c\n\n{"qid": "q", "docno": "d", "score": 1}\n  # c\n{"qid": "q", "docno": "e", "score": "x"}\n')
+    jsonl = write(
+        tmp_path,
+        "run.jsonl",
+        '# c\n\n{"qid": "q", "docno": "d", "score": 1}\n  # c\n{"qid": "q", "docno": "e", "score": "x"}\n',
+    )
     assert str(error_of(Run.from_jsonl, jsonl)) == f"{jsonl}:5: score 'x' is not a number"
 
 
@@ -320,9 +360,7 @@ def test_duplicate_judgement_same_grade(tmp_path, reader):
     path = write(tmp_path, "qrels.txt", "q1 0 d1 1\nq1 0 d1 1\nq1 0 d1 1\n")
     with pytest.warns(UserWarning) as caught:
         qrels = Qrels.from_trec(path)
-    assert messages(caught) == [
-        f"{path}: 2 duplicate judgement(s) of the same document for a query; kept the first"
-    ]
+    assert messages(caught) == [f"{path}: 2 duplicate judgement(s) of the same document for a query; kept the first"]
     assert qrels.to_dict() == {"q1": {"d1": 1}}
 
 
@@ -409,10 +447,12 @@ def test_empty_qrels():
 # ----- metric names ------------------------------------------------------------------------------------------
 
 # every family of the catalogue, as the unknown-name message lists them
-KNOWN_FAMILIES = ("11pt_avg, ap, bing, bpref, err, g, gm_bpref, gm_map, hit, infap, iprec_at_recall, judged, mrr, ndcg, "
-                  "ndcg_rel, nerr, num_nonrel_judged_ret, num_q, num_rel, num_rel_ret, num_ret, precision, r_precision, "
-                  "rbp, rbp_resid, recall, recall_ceiling, relative_precision, relstring, rndcg, rprec_mult, runid, "
-                  "set_f, set_map, set_precision, set_recall, set_relative_precision, unjudged, utility")
+KNOWN_FAMILIES = (
+    "11pt_avg, ap, bing, bpref, err, g, gm_bpref, gm_map, hit, infap, iprec_at_recall, judged, mrr, ndcg, "
+    "ndcg_rel, nerr, num_nonrel_judged_ret, num_q, num_rel, num_rel_ret, num_ret, precision, r_precision, "
+    "rbp, rbp_resid, recall, recall_ceiling, relative_precision, relstring, rndcg, rprec_mult, runid, "
+    "set_f, set_map, set_precision, set_recall, set_relative_precision, unjudged, utility"
+)
 
 
 def test_unknown_metric_name():
@@ -442,8 +482,10 @@ def test_token_budget_smaller_than_first_chunk():
     qrels = Qrels.from_dict({"qa": {"d1": 1}, "qb": {"d1": 1}})
     with pytest.warns(UserWarning) as caught:
         report = evaluate(qrels, result)
-    note = ("1 query(ies) deliver no chunk: the first chunk alone exceeds the 5-token budget (e.g. 'qa'); they "
-            "score 0 at the budget")
+    note = (
+        "1 query(ies) deliver no chunk: the first chunk alone exceeds the 5-token budget (e.g. 'qa'); they "
+        "score 0 at the budget"
+    )
     assert messages(caught) == [f"stage 'bm25': {note}"]
     assert report.values(repr(pipe), "hit@budget", stage="bm25").to_dict() == {"qa": 0.0, "qb": 1.0}
     assert report.values(repr(pipe), "recall@depth", stage="bm25").to_dict() == {"qa": 1.0, "qb": 1.0}
@@ -496,7 +538,9 @@ def test_malformed_beir_jsonl_line(tmp_path):
 
 def test_beir_record_without_id(tmp_path):
     root = beir(tmp_path, corpus="# corpus\n" + CORPUS + '{"id": "d3", "text": "x"}\n')
-    assert str(error_of(Collection.from_beir, root)) == f"{root / 'corpus.jsonl'}:4: expected a JSON object with an '_id'"
+    assert (
+        str(error_of(Collection.from_beir, root)) == f"{root / 'corpus.jsonl'}:4: expected a JSON object with an '_id'"
+    )
 
 
 @pytest.mark.parametrize("record", ['{"_id": "q1"}', '{"_id": "q1", "text": 5}'], ids=["no-text", "int-text"])
@@ -507,14 +551,19 @@ def test_beir_query_without_text(tmp_path, record):
 
 @pytest.mark.parametrize("absent", ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
 def test_beir_file_missing(tmp_path, absent):
-    root = beir(tmp_path, **{{"corpus.jsonl": "corpus", "queries.jsonl": "queries", "qrels/test.tsv": "qrels"}[absent]: None})
+    root = beir(
+        tmp_path, **{{"corpus.jsonl": "corpus", "queries.jsonl": "queries", "qrels/test.tsv": "qrels"}[absent]: None}
+    )
     err = error_of(Collection.from_beir, root)
     assert str(err) == f"{root / absent}: missing (a BEIR folder holds corpus.jsonl, queries.jsonl, qrels/<split>.tsv)"
 
 
 def test_beir_judged_query_without_text(tmp_path):
     root = beir(tmp_path, qrels=BEIR_QRELS + "q2\td1\t1\n")
-    assert str(error_of(Collection.from_beir, root)) == f"{root / 'queries.jsonl'}: 1 judged queries have no text, e.g. ['q2']"
+    assert (
+        str(error_of(Collection.from_beir, root))
+        == f"{root / 'queries.jsonl'}: 1 judged queries have no text, e.g. ['q2']"
+    )
 
 
 def test_corpus_id_missing_from_corpus(tmp_path):
@@ -558,7 +607,9 @@ def test_non_integer_grade_in_a_dict(grade):
 
 
 def test_non_numeric_score_in_a_dict():
-    assert str(error_of(Run.from_scores, {"q": {"d": "high"}})) == "run: query 'q', doc 'd': score 'high' is not a number"
+    assert (
+        str(error_of(Run.from_scores, {"q": {"d": "high"}})) == "run: query 'q', doc 'd': score 'high' is not a number"
+    )
 
 
 def test_nan_score_in_a_dict():
@@ -592,32 +643,47 @@ def test_jsonl_not_an_object(tmp_path):
 
 def test_jsonl_missing_key(tmp_path):
     path = write(tmp_path, "run.jsonl", GOOD_LINE + '{"query_id": "q", "score": 1}\n')
-    assert str(error_of(Run.from_jsonl, path)) == f"{path}:2: no key named 'doc_id' or 'docno' (found ['query_id', 'score'])"
+    assert (
+        str(error_of(Run.from_jsonl, path))
+        == f"{path}:2: no key named 'doc_id' or 'docno' (found ['query_id', 'score'])"
+    )
     no_score = write(tmp_path, "noscore.jsonl", '{"query_id": "q", "doc_id": "d"}\n')
     assert str(error_of(Run.from_jsonl, no_score)) == (
-        f"{no_score}:1: no 'score' key (use order='given' for a ranking without scores)")
+        f"{no_score}:1: no 'score' key (use order='given' for a ranking without scores)"
+    )
     assert Run.from_jsonl(no_score, order="given").ranking("q") == [("d", None)]
 
 
 def test_jsonl_scores_on_some_lines_only(tmp_path):
     later = write(tmp_path, "later.jsonl", '{"query_id": "q", "doc_id": "d"}\n' + GOOD_LINE)
     assert str(error_of(Run.from_jsonl, later, order="given")) == (
-        f"{later}:1: has no 'score' and later lines do: give every line a score or none")
+        f"{later}:1: has no 'score' and later lines do: give every line a score or none"
+    )
     earlier = write(tmp_path, "earlier.jsonl", GOOD_LINE + '{"query_id": "q", "doc_id": "e"}\n')
     assert str(error_of(Run.from_jsonl, earlier, order="given")) == (
-        f"{earlier}:2: some lines have a 'score' and this one has none")
+        f"{earlier}:2: some lines have a 'score' and this one has none"
+    )
 
 
-@pytest.mark.parametrize("score, shown", [('"x"', "'x' is not a number"), ("NaN", "nan is NaN"),
-                                          ("true", "True is a boolean, not a number"), ("null", "None is not a number"),
-                                          ('"1_0"', "'1_0' is not a number")])
+@pytest.mark.parametrize(
+    "score, shown",
+    [
+        ('"x"', "'x' is not a number"),
+        ("NaN", "nan is NaN"),
+        ("true", "True is a boolean, not a number"),
+        ("null", "None is not a number"),
+        ('"1_0"', "'1_0' is not a number"),
+    ],
+)
 def test_jsonl_non_numeric_score(tmp_path, score, shown):
     path = write(tmp_path, "run.jsonl", GOOD_LINE + '{"query_id": "q", "doc_id": "e", "score": ' + score + "}\n")
     assert str(error_of(Run.from_jsonl, path)) == f"{path}:2: score {shown}"
 
 
 def test_jsonl_non_integer_grade(tmp_path):
-    path = write(tmp_path, "qrels.jsonl", '{"qid": "q", "docno": "d", "label": 1}\n{"qid": "q", "docno": "e", "label": 0.5}\n')
+    path = write(
+        tmp_path, "qrels.jsonl", '{"qid": "q", "docno": "d", "label": 1}\n{"qid": "q", "docno": "e", "label": 0.5}\n'
+    )
     assert str(error_of(Qrels.from_jsonl, path)) == f"{path}:2: grade 0.5 is not an integer"
 
 
@@ -644,17 +710,31 @@ GOOD_RUN = "q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 0.4 t\nq2 Q0 d3 1 0.3 t\n"
 
 CLI_ERRORS = {
     "missing-file": (GOOD_QRELS, None, "P@1", "{run}: no such file"),
-    "bad-field": (GOOD_QRELS, "q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 high t\n", "P@1", "{run}:2: field 5 is 'high', not a number"),
+    "bad-field": (
+        GOOD_QRELS,
+        "q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 high t\n",
+        "P@1",
+        "{run}:2: field 5 is 'high', not a number",
+    ),
     "bad-grade": ("q1 0 d1 1\nq1 0 d2 yes\n", GOOD_RUN, "P@1", "{qrels}:2: field 4 is 'yes', not an integer grade"),
     "non-utf8": (GOOD_QRELS, b"q1 Q0 d1 1 0.5 t\nq1 Q0 d\xe9 2 0.4 t\n", "P@1", "{run}:2: not valid UTF-8 (byte 0xe9)"),
     "nan-score": (GOOD_QRELS, "q1 Q0 d1 1 nan t\n", "P@1", "{run}:1: field 5 (the score) is NaN"),
     "empty-file": ("", GOOD_RUN, "P@1", "{qrels}: empty file"),
-    "huge-grade": ("q1 0 d1 1000000000\n", GOOD_RUN, "P@1",
-                   "{qrels}:1: grade 1000000000 is out of range (grades must lie within +-536870912)"),
+    "huge-grade": (
+        "q1 0 d1 1000000000\n",
+        GOOD_RUN,
+        "P@1",
+        "{qrels}:1: grade 1000000000 is out of range (grades must lie within +-536870912)",
+    ),
     "unknown-metric": (GOOD_QRELS, GOOD_RUN, "foo@1", f"unknown metric 'foo@1'; known metrics: {KNOWN_FAMILIES}"),
     "cutoff-0": (GOOD_QRELS, GOOD_RUN, "P@0", "metric 'P@0': the cutoff must be 1 or more, not 0"),
-    "exp-gain": ("q1 0 d1 1001\n", GOOD_RUN, "ndcg@10", "metric 'ndcg@10': grade 1001 is too large for exponential gain "
-                 "(2^grade - 1 overflows beyond grade 1000); use gain=linear, e.g. 'ndcg(gain=linear)', or map it with gains="),
+    "exp-gain": (
+        "q1 0 d1 1001\n",
+        GOOD_RUN,
+        "ndcg@10",
+        "metric 'ndcg@10': grade 1001 is too large for exponential gain "
+        "(2^grade - 1 overflows beyond grade 1000); use gain=linear, e.g. 'ndcg(gain=linear)', or map it with gains=",
+    ),
 }
 
 
@@ -673,14 +753,26 @@ def test_cli_error_is_one_line_and_exit_2(capsys, tmp_path, case):
 @pytest.mark.parametrize(
     "case, qrels_text, run_text, warning",
     [
-        ("infinite-score", GOOD_QRELS, "q1 Q0 d1 1 inf t\nq2 Q0 d3 1 -inf t\n",
-         "{run}: 2 infinite score(s) kept: +inf ranks first, -inf last, ties among them broken as for equal scores"),
-        ("duplicate-judgement", GOOD_QRELS + "q1 0 d1 0\n", GOOD_RUN,
-         "{qrels}: 1 duplicate judgement(s) of the same document for a query; kept the first; 1 with conflicting "
-         "grades, e.g. query 'q1' doc 'd1': 1 kept, 0 dropped"),
-        ("leading-zeros", "1 0 d1 1\n", "01 Q0 d1 1 0.5 t\n",
-         "run 'run.trec': 1 query id(s) match a qrels id only after stripping whitespace or leading zeros (e.g. run "
-         "'01' vs qrels '1'); they are different ids, so those queries score 0"),
+        (
+            "infinite-score",
+            GOOD_QRELS,
+            "q1 Q0 d1 1 inf t\nq2 Q0 d3 1 -inf t\n",
+            "{run}: 2 infinite score(s) kept: +inf ranks first, -inf last, ties among them broken as for equal scores",
+        ),
+        (
+            "duplicate-judgement",
+            GOOD_QRELS + "q1 0 d1 0\n",
+            GOOD_RUN,
+            "{qrels}: 1 duplicate judgement(s) of the same document for a query; kept the first; 1 with conflicting "
+            "grades, e.g. query 'q1' doc 'd1': 1 kept, 0 dropped",
+        ),
+        (
+            "leading-zeros",
+            "1 0 d1 1\n",
+            "01 Q0 d1 1 0.5 t\n",
+            "run 'run.trec': 1 query id(s) match a qrels id only after stripping whitespace or leading zeros (e.g. run "
+            "'01' vs qrels '1'); they are different ids, so those queries score 0",
+        ),
     ],
 )
 def test_cli_warning_is_one_line(capsys, tmp_path, case, qrels_text, run_text, warning):
@@ -725,8 +817,14 @@ def test_pure_python_reader_gives_the_same_errors(tmp_path):
         expected[kind] = str(error_of(eval(loader), path))  # in this process: the C reader where it is built
         jobs[kind] = (str(path), loader)
     env = dict(os.environ, RAG_EVAL_PURE_PYTHON="1", PYTHONWARNINGS="error")
-    done = subprocess.run([sys.executable, "-c", PURE_SCRIPT, json.dumps(jobs)], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", PURE_SCRIPT, json.dumps(jobs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == expected
     assert expected["nan"].endswith(":4: field 5 (the score) is NaN")
@@ -739,7 +837,9 @@ def test_the_bad_input_table_lists_every_test():
     import ast
 
     doc = (ROOT / "docs" / "bad-input.md").read_text(encoding="utf-8")
-    named = {cell.strip().strip("`") for line in doc.splitlines() if line.startswith("| ") for cell in line.split("|")[-2:-1]}
+    named = {
+        cell.strip().strip("`") for line in doc.splitlines() if line.startswith("| ") for cell in line.split("|")[-2:-1]
+    }
     named.discard("test")
     here: set[str] = set()
     for path in sorted((ROOT / "tests").glob("test_bad_input*.py")):

@@ -60,13 +60,17 @@ def in_bounds(report) -> None:
 
 def test_dict_ids_that_collide_once_converted(reader):
     assert error_of(Run.from_scores, {"q": {7: 2.0, "7": 1.0}}) == (
-        "run: query 'q': doc ids 7 and '7' are the same id once converted to str")
+        "run: query 'q': doc ids 7 and '7' are the same id once converted to str"
+    )
     assert error_of(Run.from_scores, {1: {"d": 1.0}, "1": {"e": 0.5}}) == (
-        "run: query ids 1 and '1' are the same id once converted to str")
+        "run: query ids 1 and '1' are the same id once converted to str"
+    )
     assert error_of(Qrels.from_dict, {1: {"d": 1}, "1": {"e": 0}}) == (
-        "qrels: query ids 1 and '1' are the same id once converted to str")
+        "qrels: query ids 1 and '1' are the same id once converted to str"
+    )
     assert error_of(Qrels.from_dict, {"q": {"7": 1, 7: 0}}) == (
-        "qrels: query 'q': doc ids '7' and 7 are the same id once converted to str")
+        "qrels: query 'q': doc ids '7' and 7 are the same id once converted to str"
+    )
     # the same doc id in two queries is no collision; nor are 7 and '007'
     run = quietly(Run.from_scores, {"q": {7: 2.0}, "r": {"7": 1.0, "007": 0.5}})
     assert run.to_dict() == {"q": {"7": 2.0}, "r": {"7": 1.0, "007": 0.5}}
@@ -74,44 +78,62 @@ def test_dict_ids_that_collide_once_converted(reader):
 
 def test_ranking_ids_that_collide_once_converted():
     assert error_of(Run.from_ranking, {1: ["a"], "1": ["b"]}) == (
-        "run: query ids 1 and '1' are the same id once converted to str")
+        "run: query ids 1 and '1' are the same id once converted to str"
+    )
     assert error_of(Run.from_ranking, {"q": ["a", 7, "b", "7"]}) == (
-        "run: query 'q': doc ids 7 and '7' are the same id once converted to str")
+        "run: query 'q': doc ids 7 and '7' are the same id once converted to str"
+    )
     assert error_of(Run.from_ranking, {"q": [(7, 2.0), ("7", 1.0)]}) == (
-        "run: query 'q': doc ids 7 and '7' are the same id once converted to str")
+        "run: query 'q': doc ids 7 and '7' are the same id once converted to str"
+    )
 
 
 def test_frame_ids_that_collide_by_type():
     frame = pd.DataFrame({"query_id": [7, "q", "7"], "doc_id": ["a", "b", "c"], "score": [1.0, 2.0, 3.0]})
     assert error_of(Run.from_frame, frame) == (
-        "DataFrame: query ids 7 (row 0) and '7' (row 2) are the same id once converted to str")
+        "DataFrame: query ids 7 (row 0) and '7' (row 2) are the same id once converted to str"
+    )
     frame = pd.DataFrame({"query_id": ["q", "q", "r", "q"], "doc_id": [7, "x", "7", "7"], "grade": [1, 0, 1, 0]})
     assert error_of(Qrels.from_frame, frame) == (
-        "DataFrame: query 'q': doc ids 7 (row 0) and '7' (row 3) are the same id once converted to str")
+        "DataFrame: query 'q': doc ids 7 (row 0) and '7' (row 3) are the same id once converted to str"
+    )
     frame = pd.DataFrame({"query_id": ["q", "r"], "doc_id": [7, "7"], "score": [1.0, 2.0]})  # two queries: fine
     assert quietly(Run.from_frame, frame).to_dict() == {"q": {"7": 1.0}, "r": {"7": 2.0}}
 
 
 def test_jsonl_ids_that_collide_by_type(tmp_path):
-    run = write(tmp_path, "run.jsonl", '{"query_id": 7, "doc_id": "a", "score": 1}\n\n'
-                                       '{"query_id": "7", "doc_id": "b", "score": 2}\n')
+    run = write(
+        tmp_path,
+        "run.jsonl",
+        '{"query_id": 7, "doc_id": "a", "score": 1}\n\n{"query_id": "7", "doc_id": "b", "score": 2}\n',
+    )
     assert error_of(Run.from_jsonl, run) == (
-        f"{run}:3: query ids 7 (line 1) and '7' (line 3) are the same id once converted to str")
-    qrels = write(tmp_path, "qrels.jsonl", '{"query_id": "q", "doc_id": "7", "grade": 1}\n'
-                                           '{"query_id": "q", "doc_id": 7, "grade": 0}\n')
+        f"{run}:3: query ids 7 (line 1) and '7' (line 3) are the same id once converted to str"
+    )
+    qrels = write(
+        tmp_path,
+        "qrels.jsonl",
+        '{"query_id": "q", "doc_id": "7", "grade": 1}\n{"query_id": "q", "doc_id": 7, "grade": 0}\n',
+    )
     assert error_of(Qrels.from_jsonl, qrels) == (
-        f"{qrels}:2: query 'q': doc ids '7' (line 1) and 7 (line 2) are the same id once converted to str")
+        f"{qrels}:2: query 'q': doc ids '7' (line 1) and 7 (line 2) are the same id once converted to str"
+    )
     assert error_of(Qrels.load, qrels).startswith(f"{qrels}:2: query 'q': doc ids")
 
 
 def test_beir_ids_that_collide_by_type(tmp_path):
     (tmp_path / "qrels").mkdir()
-    write(tmp_path, "corpus.jsonl", '{"_id": 7, "text": "seven"}\n{"_id": "d", "text": "d"}\n{"_id": "7", "text": "VII"}\n')
+    write(
+        tmp_path,
+        "corpus.jsonl",
+        '{"_id": 7, "text": "seven"}\n{"_id": "d", "text": "d"}\n{"_id": "7", "text": "VII"}\n',
+    )
     write(tmp_path, "queries.jsonl", '{"_id": "q", "text": "?"}\n')
     write(tmp_path / "qrels", "test.tsv", "query-id\tcorpus-id\tscore\nq\t7\t1\n")
     corpus = tmp_path / "corpus.jsonl"
     assert error_of(Collection.from_beir, tmp_path) == (
-        f"{corpus}:3: ids 7 (line 1) and '7' (line 3) are the same id once converted to str")
+        f"{corpus}:3: ids 7 (line 1) and '7' (line 3) are the same id once converted to str"
+    )
     write(tmp_path, "corpus.jsonl", '{"_id": 7, "text": "seven"}\n{"_id": "d", "text": "d"}\n')
     collection = quietly(Collection.from_beir, tmp_path)
     assert list(collection.corpus) == ["7", "d"] and collection.corpus["7"].text == "seven"
@@ -169,42 +191,56 @@ def test_plain_repeats_keep_their_warnings(tmp_path):
 # ----- ids: writers ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("qid, reason", [
-    ("#q", "starts with '#', so the line would be read back as a comment"),
-    ("a b", "holds whitespace, which separates the fields of a TREC line"),
-    ("a\rb", "holds whitespace, which separates the fields of a TREC line"),
-    ("", "is empty"),
-])
+@pytest.mark.parametrize(
+    "qid, reason",
+    [
+        ("#q", "starts with '#', so the line would be read back as a comment"),
+        ("a b", "holds whitespace, which separates the fields of a TREC line"),
+        ("a\rb", "holds whitespace, which separates the fields of a TREC line"),
+        ("", "is empty"),
+    ],
+)
 def test_writer_refuses_ids_that_cannot_round_trip(tmp_path, qid, reason):
     out = tmp_path / "out.trec"
     qrels = Qrels.from_dict({"ok": {"d": 1}, qid: {"d": 1}})
     assert error_of(qrels.to_trec, out) == (
-        f"{out}: query id {qid!r} {reason}: it cannot be written to a trec file and read back")
+        f"{out}: query id {qid!r} {reason}: it cannot be written to a trec file and read back"
+    )
     run = Run.from_scores({"ok": {"d": 1.0}, qid: {"d": 1.0}})
     assert error_of(run.to_trec, out) == (
-        f"{out}: query id {qid!r} {reason}: it cannot be written to a trec file and read back")
+        f"{out}: query id {qid!r} {reason}: it cannot be written to a trec file and read back"
+    )
     assert not out.exists()  # refused before anything is written
     if qid != "#q":  # a doc id is never at the start of a line: only whitespace and emptiness matter there
         assert error_of(Run.from_scores({"q": {qid: 1.0}}).to_trec, out) == (
-            f"{out}: doc id {qid!r} {reason}: it cannot be written to a trec file and read back")
+            f"{out}: doc id {qid!r} {reason}: it cannot be written to a trec file and read back"
+        )
         assert error_of(Qrels.from_dict({"q": {qid: 1}}).to_trec, out) == (
-            f"{out}: query 'q': doc id {qid!r} {reason}: it cannot be written to a trec file and read back")
+            f"{out}: query 'q': doc id {qid!r} {reason}: it cannot be written to a trec file and read back"
+        )
         assert not out.exists()
     # '#' inside an id, or at the start of a doc id, round-trips
     Qrels.from_dict({"q#1": {"#d": 2}}).to_trec(out)
     assert Qrels.from_trec(out).to_dict() == {"q#1": {"#d": 2}}
 
 
-@pytest.mark.parametrize("tag, reason", [("my run", "holds whitespace, which separates the fields of a TREC line"),
-                                         ("a\tb", "holds whitespace, which separates the fields of a TREC line")])
+@pytest.mark.parametrize(
+    "tag, reason",
+    [
+        ("my run", "holds whitespace, which separates the fields of a TREC line"),
+        ("a\tb", "holds whitespace, which separates the fields of a TREC line"),
+    ],
+)
 def test_writer_refuses_a_bad_run_tag(tmp_path, tag, reason):
     out = tmp_path / "out.trec"
     run = Run.from_scores({"q": {"d": 1.0}})
     assert error_of(run.to_trec, out, tag=tag) == (
-        f"{out}: run tag {tag!r} {reason}: it cannot be written to a trec file and read back")
+        f"{out}: run tag {tag!r} {reason}: it cannot be written to a trec file and read back"
+    )
     assert not out.exists()
     assert error_of(Run.from_scores({"q": {"d": 1.0}}, name="").to_trec, out) == (
-        f"{out}: run tag '' is empty: it cannot be written to a trec file and read back")  # no tag, no name
+        f"{out}: run tag '' is empty: it cannot be written to a trec file and read back"
+    )  # no tag, no name
     assert not out.exists()
     run.to_trec(out, tag="#tag")  # the 6th field: a '#' there is data
     assert Run.from_trec(out).tag == "#tag"
@@ -213,12 +249,35 @@ def test_writer_refuses_a_bad_run_tag(tmp_path, tag, reason):
 # ----- frames and JSON objects: one column per role --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("column, build", [
-    ("score", lambda: Run.from_frame(pd.DataFrame([["q", "d", 1.0, 2.0]], columns=["query_id", "doc_id", "score", "score"]))),
-    ("grade", lambda: Qrels.from_frame(pd.DataFrame([["q", "d", 1, 0]], columns=["query_id", "doc_id", "grade", "grade"]))),
-    ("query_id", lambda: Run.from_frame(pd.DataFrame([["q", "r", "d", 1.0]], columns=["query_id", "query_id", "doc_id", "score"]))),
-    ("doc_id", lambda: Qrels.from_frame(pd.DataFrame([["q", "d", "e", 1]], columns=["query_id", "doc_id", "doc_id", "grade"]))),
-])
+@pytest.mark.parametrize(
+    "column, build",
+    [
+        (
+            "score",
+            lambda: Run.from_frame(
+                pd.DataFrame([["q", "d", 1.0, 2.0]], columns=["query_id", "doc_id", "score", "score"])
+            ),
+        ),
+        (
+            "grade",
+            lambda: Qrels.from_frame(
+                pd.DataFrame([["q", "d", 1, 0]], columns=["query_id", "doc_id", "grade", "grade"])
+            ),
+        ),
+        (
+            "query_id",
+            lambda: Run.from_frame(
+                pd.DataFrame([["q", "r", "d", 1.0]], columns=["query_id", "query_id", "doc_id", "score"])
+            ),
+        ),
+        (
+            "doc_id",
+            lambda: Qrels.from_frame(
+                pd.DataFrame([["q", "d", "e", 1]], columns=["query_id", "doc_id", "doc_id", "grade"])
+            ),
+        ),
+    ],
+)
 def test_frame_with_a_column_twice(column, build):
     assert error_of(build) == f"DataFrame: column {column!r} appears 2 times: which one to read is a guess"
 
@@ -226,10 +285,12 @@ def test_frame_with_a_column_twice(column, build):
 def test_frame_with_two_names_for_one_role():
     frame = pd.DataFrame({"query_id": ["q", "r"], "qid": ["q", "x"], "doc_id": ["a", "b"], "score": [1.0, 2.0]})
     assert error_of(Run.from_frame, frame) == (
-        "DataFrame: columns 'query_id' and 'qid' both name one field and hold different values: keep one of them")
+        "DataFrame: columns 'query_id' and 'qid' both name one field and hold different values: keep one of them"
+    )
     frame = pd.DataFrame({"qid": ["q"], "docno": ["a"], "label": [2], "score": [0.3]})  # a run merged with qrels
     assert error_of(Qrels.from_frame, frame) == (
-        "DataFrame: columns 'label' and 'score' both name one field and hold different values: keep one of them")
+        "DataFrame: columns 'label' and 'score' both name one field and hold different values: keep one of them"
+    )
     same = pd.DataFrame({"query_id": ["q", "r"], "qid": ["q", "r"], "doc_id": ["a", "b"], "score": [1.0, 2.0]})
     assert Run.from_frame(same).to_dict() == {"q": {"a": 1.0}, "r": {"b": 2.0}}  # the same values: harmless
 
@@ -237,10 +298,14 @@ def test_frame_with_two_names_for_one_role():
 def test_json_object_with_a_key_twice_or_two_names(tmp_path):
     twice = write(tmp_path, "run.jsonl", '{"query_id": "q", "doc_id": "d", "score": 1, "score": 2}\n')
     assert error_of(Run.from_jsonl, twice) == f"{twice}:1: key 'score' appears twice in one object"
-    names = write(tmp_path, "qrels.jsonl", '{"query_id": "q", "doc_id": "d", "grade": 1}\n'
-                                           '{"query_id": "q", "qid": "r", "doc_id": "e", "grade": 1}\n')
+    names = write(
+        tmp_path,
+        "qrels.jsonl",
+        '{"query_id": "q", "doc_id": "d", "grade": 1}\n{"query_id": "q", "qid": "r", "doc_id": "e", "grade": 1}\n',
+    )
     assert error_of(Qrels.from_jsonl, names) == (
-        f"{names}:2: keys 'query_id' and 'qid' both name one field and hold different values ('q' and 'r')")
+        f"{names}:2: keys 'query_id' and 'qid' both name one field and hold different values ('q' and 'r')"
+    )
     same = write(tmp_path, "same.jsonl", '{"query_id": "q", "qid": "q", "doc_id": "d", "grade": 1}\n')
     assert Qrels.from_jsonl(same).to_dict() == {"q": {"d": 1}}
 
@@ -266,7 +331,8 @@ def test_scores_spelled_plainly_in_trec_files(tmp_path, reader):
         run = Run.from_trec(write(tmp_path, "run.trec", lines))
     assert run.to_dict(ties="trec_eval") != {}
     assert dict(zip(run.doc_ids.tolist(), run.scores.tolist())) == {
-        f"d{i}": float(text) for i, text in enumerate(spelled)}
+        f"d{i}": float(text) for i, text in enumerate(spelled)
+    }
 
 
 @pytest.mark.parametrize("text", ["1_0", "\u0661", "1e2", "1.5", "0x1", "1.0e0", ".0", "inf", "nan"])
@@ -289,19 +355,28 @@ def test_numbers_spelled_oddly_in_beir_and_jsonl(tmp_path):
     assert error_of(Run.from_jsonl, run) == f"{run}:1: score '1_0' is not a number"
     qrels = write(tmp_path, "qrels.jsonl", '{"query_id": "q", "doc_id": "d", "grade": "1e2"}\n')
     assert error_of(Qrels.from_jsonl, qrels) == f"{qrels}:1: grade '1e2' is not an integer"
-    plain = write(tmp_path, "plain.jsonl", '{"query_id": "q", "doc_id": "d", "grade": "2"}\n'
-                                           '{"query_id": "q", "doc_id": "e", "grade": 1.0}\n')
+    plain = write(
+        tmp_path,
+        "plain.jsonl",
+        '{"query_id": "q", "doc_id": "d", "grade": "2"}\n{"query_id": "q", "doc_id": "e", "grade": 1.0}\n',
+    )
     assert Qrels.from_jsonl(plain).to_dict() == {"q": {"d": 2, "e": 1}}
 
 
 def test_booleans_where_a_number_is_expected(tmp_path, reader):
     assert error_of(Run.from_scores, {"q": {"a": 1.0, "b": True}}) == (
-        "run: query 'q', doc 'b': score True is a boolean, not a number")
+        "run: query 'q', doc 'b': score True is a boolean, not a number"
+    )
     assert error_of(Run.from_scores, {"q": {"b": np.True_}}) == (
-        f"run: query 'q', doc 'b': score {np.True_!r} is a boolean, not a number")
+        f"run: query 'q', doc 'b': score {np.True_!r} is a boolean, not a number"
+    )
     assert error_of(Run.from_ranking, {"q": [("b", False)]}) == (
-        "run: query 'q', doc 'b': score False is a boolean, not a number")
-    assert error_of(Qrels.from_dict, {"q": {"d": True}}) == "qrels: query 'q', doc 'd': grade True is a boolean, not an integer"
+        "run: query 'q', doc 'b': score False is a boolean, not a number"
+    )
+    assert (
+        error_of(Qrels.from_dict, {"q": {"d": True}})
+        == "qrels: query 'q', doc 'd': grade True is a boolean, not an integer"
+    )
     frame = pd.DataFrame({"query_id": ["q"], "doc_id": ["d"], "score": [True]})
     assert error_of(Run.from_frame, frame) == "DataFrame: column 'score' holds booleans, not scores"
     frame = pd.DataFrame({"query_id": ["q"], "doc_id": ["d"], "grade": [True]})
@@ -317,8 +392,13 @@ def test_numeric_strings_in_dicts_and_frames(reader):
     assert run.to_dict() == {"q": {"c": 2.0, "a": 0.5, "d": 0.25, "b": -10.0}}
     assert Qrels.from_dict({"q": {"a": "2", "b": "1.0"}}).to_dict() == {"q": {"a": 2, "b": 1}}
     for text in ("1_0", " 0.5", "\u0661", "0x1"):
-        assert error_of(Run.from_scores, {"q": {"a": text}}) == f"run: query 'q', doc 'a': score {text!r} is not a number"
-        assert error_of(Qrels.from_dict, {"q": {"a": text}}) == f"qrels: query 'q', doc 'a': grade {text!r} is not an integer"
+        assert (
+            error_of(Run.from_scores, {"q": {"a": text}}) == f"run: query 'q', doc 'a': score {text!r} is not a number"
+        )
+        assert (
+            error_of(Qrels.from_dict, {"q": {"a": text}})
+            == f"qrels: query 'q', doc 'a': grade {text!r} is not an integer"
+        )
     frame = pd.DataFrame({"query_id": ["q", "q"], "doc_id": ["a", "b"], "score": ["0.5", "1_0"]})
     assert error_of(Run.from_frame, frame) == "DataFrame: row 1: score '1_0' is not a number"
     frame = pd.DataFrame({"query_id": ["q", "q"], "doc_id": ["a", "b"], "grade": ["1", "\u0662"]})
@@ -329,7 +409,8 @@ def test_numeric_strings_in_dicts_and_frames(reader):
 
 def test_int_score_too_large_for_a_float(reader):
     assert error_of(Run.from_scores, {"q": {"a": 10**400}}) == (
-        f"run: query 'q', doc 'a': score {10**400!r} is too large for a float")
+        f"run: query 'q', doc 'a': score {10**400!r} is too large for a float"
+    )
 
 
 # ----- line endings --------------------------------------------------------------------------------------------------
@@ -347,7 +428,9 @@ def test_cr_and_crlf_line_endings(tmp_path, reader, ending):
     assert report.values("run.trec", "P@2").to_dict() == {"q1": 0.5, "q2": 0.5}
     beir = write(tmp_path, "qrels.tsv", "query-id\tcorpus-id\tscore\rq1\td1\t1\rq1\td2\t0\r")
     assert Qrels.from_beir(beir).to_dict() == {"q1": {"d1": 1, "d2": 0}}
-    jsonl = write(tmp_path, "run.jsonl", '{"qid": "q", "docno": "a", "score": 1}\r{"qid": "q", "docno": "b", "score": 2}\r')
+    jsonl = write(
+        tmp_path, "run.jsonl", '{"qid": "q", "docno": "a", "score": 1}\r{"qid": "q", "docno": "b", "score": 2}\r'
+    )
     assert Run.load(jsonl).to_dict() == {"q": {"b": 2.0, "a": 1.0}}
     assert Qrels.load(write(tmp_path, "q.tsv", "# c\rquery-id\tcorpus-id\tscore\rq\td\t1")).to_dict() == {"q": {"d": 1}}
 
@@ -412,16 +495,27 @@ def test_cli_reads_the_run_from_stdin(tmp_path):
     qrels = write(tmp_path, "qrels.txt", QRELS)
     cli = str(ROOT / ".venv" / "bin" / "rag-eval")
     command = [cli] if os.path.exists(cli) else [sys.executable, "-m", "rag_eval.cli"]
-    done = subprocess.run([*command, "evaluate", str(qrels), "/dev/stdin", "-m", "P@5", "-m", "recall@2",
-                           "--format", "json"], input=RUN.replace("\n", "\r"), capture_output=True, text=True,
-                          timeout=120, cwd=ROOT)
+    done = subprocess.run(
+        [*command, "evaluate", str(qrels), "/dev/stdin", "-m", "P@5", "-m", "recall@2", "--format", "json"],
+        input=RUN.replace("\n", "\r"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     means = {row["metric"]: (row["mean"], row["n"]) for row in json.loads(done.stdout)["summary"]}
     # q1: d1, d2 relevant among 3 results (P@5 = 2/5), recall@2 = 1/2; q2: 1/5 and 1
     assert means["precision@5"] == (pytest.approx(0.3), 2)
     assert means["recall@2"] == (pytest.approx(0.75), 2)
-    done = subprocess.run([*command, "evaluate", str(qrels), "/dev/stdin", "-m", "P@5"], input="q1 Q0 d1 1 1_0 t\n",
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    done = subprocess.run(
+        [*command, "evaluate", str(qrels), "/dev/stdin", "-m", "P@5"],
+        input="q1 Q0 d1 1 1_0 t\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip() == "rag-eval: error: /dev/stdin:1: field 5 is '1_0', not a number"
 

@@ -38,9 +38,11 @@ def _raw(running: Running, head: bytes, body: bytes = b"", *, wait: float = 10.0
 
 
 def _head(running: Running, length: int) -> bytes:
-    return (f"POST /api/judge HTTP/1.1\r\nHost: 127.0.0.1:{running.server.port}\r\n"
-            f"X-Rag-Eval-Token: {running.server.token}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {length}\r\n\r\n").encode()
+    return (
+        f"POST /api/judge HTTP/1.1\r\nHost: 127.0.0.1:{running.server.port}\r\n"
+        f"X-Rag-Eval-Token: {running.server.token}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {length}\r\n\r\n"
+    ).encode()
 
 
 def test_a_json_body_nested_too_deep_is_answered_400(tmp_path):
@@ -63,7 +65,8 @@ def test_a_body_that_never_arrives_is_answered_408_within_the_timeout(tmp_path):
         assert 0.4 < took < 3.0
         assert answer.startswith(b"HTTP/1.0 408 ") and b"Connection: close" in answer
         assert json.loads(answer.split(b"\r\n\r\n", 1)[1]) == {
-            "error": "the body did not arrive within 0.5 s (0 of 40 bytes)"}
+            "error": "the body did not arrive within 0.5 s (0 of 40 bytes)"
+        }
 
         sock = socket.create_connection(("127.0.0.1", running.server.port), timeout=10)
         started = time.monotonic()
@@ -117,8 +120,9 @@ def test_a_symlinked_qrels_path_is_one_output_with_its_target(tmp_path, capsys):
     link.symlink_to(real)
     with file_lock(log_path_for(real), exclusive=True):  # what a server on the real file holds
         assert main(["label", str(pool_path), "--qrels", str(link)]) == 2
-    assert capsys.readouterr().err == (f"rag-eval: error: {log_path_for(real)}: another 'rag-eval label' is writing "
-                                       "to this log; stop it first\n")
+    assert capsys.readouterr().err == (
+        f"rag-eval: error: {log_path_for(real)}: another 'rag-eval label' is writing to this log; stop it first\n"
+    )
     running = Running(made, link)
     try:
         assert running.judge(0, 2)[0] == 200
@@ -148,8 +152,10 @@ def test_an_output_file_that_cannot_be_written_is_an_input_error_naming_it(tmp_p
 
     monkeypatch.setattr(os, "write", full)
     assert main(["merge", str(log), "-o", str(out)]) == 2
-    assert capsys.readouterr().err == (f"rag-eval: error: {out}: cannot write the file: No space left on device "
-                                       "(nothing was changed: the file keeps its old content, if it had one)\n")
+    assert capsys.readouterr().err == (
+        f"rag-eval: error: {out}: cannot write the file: No space left on device "
+        "(nothing was changed: the file keeps its old content, if it had one)\n"
+    )
     assert out.read_text() == "q0 0 old 1\n" and [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []
     monkeypatch.undo()
     assert main(["merge", str(log), "-o", str(out)]) == 0
@@ -173,8 +179,10 @@ def test_a_grade_that_cannot_be_stored_is_answered_507_and_nothing_acknowledged_
         monkeypatch.setattr(os, "write", full)
         status, payload = running.judge(1, 3)
         assert status == 507
-        assert payload["error"].startswith(f"not saved: judgement log {log_path_for(out)}: cannot store the judgement "
-                                           f"of query 'q1', doc '{made.items[1].doc_id}': No space left on device")
+        assert payload["error"].startswith(
+            f"not saved: judgement log {log_path_for(out)}: cannot store the judgement "
+            f"of query 'q1', doc '{made.items[1].doc_id}': No space left on device"
+        )
         monkeypatch.setattr(os, "write", real_write)
 
         def failing(fd):  # another cause: 500, with the cause named
@@ -193,8 +201,9 @@ def test_a_grade_that_cannot_be_stored_is_answered_507_and_nothing_acknowledged_
 
         monkeypatch.setattr(os, "write", out_full)
         status, payload = running.judge(2, 1)
-        assert status == 507 and payload["error"].startswith(f"the grade is saved in {log_path_for(out)}, but {out} "
-                                                             "could not be rewritten")
+        assert status == 507 and payload["error"].startswith(
+            f"the grade is saved in {log_path_for(out)}, but {out} could not be rewritten"
+        )
         monkeypatch.setattr(os, "write", real_write)
         assert running.judge(1, 3)[0] == 200
     finally:

@@ -52,18 +52,37 @@ def assert_counts_add_up(report: Report) -> None:
 def test_nan_value_in_a_plain_run_summary(capsys, tmp_path):
     report = quiet(QRELS, SPARSE, ["judged@2", "P@2"])
     assert report.values("sparse", "judged@2").to_dict() == pytest.approx(
-        {"q1": 0.5, "q2": 0.0, "q3": np.nan, "q4": np.nan}, nan_ok=True)
+        {"q1": 0.5, "q2": 0.0, "q3": np.nan, "q4": np.nan}, nan_ok=True
+    )
     summary = rows(report.summary, "metric")
     assert list(report.summary.columns)[-2:] == ["n", "n_nan"]
-    assert (summary.loc["judged@2", "mean"], summary.loc["judged@2", "n"], summary.loc["judged@2", "n_nan"]) == (0.25, 2, 2)
-    assert (summary.loc["precision@2", "mean"], summary.loc["precision@2", "n"], summary.loc["precision@2", "n_nan"]) == (0.125, 4, 0)
+    assert (summary.loc["judged@2", "mean"], summary.loc["judged@2", "n"], summary.loc["judged@2", "n_nan"]) == (
+        0.25,
+        2,
+        2,
+    )
+    assert (
+        summary.loc["precision@2", "mean"],
+        summary.loc["precision@2", "n"],
+        summary.loc["precision@2", "n_nan"],
+    ) == (0.125, 4, 0)
     assert report.card.queries[0].counted == 4
     assert_counts_add_up(report)
     # the CLI's table and CSV show n and n_nan as the summary does
     QRELS.to_trec(tmp_path / "qrels.txt")
     SPARSE.to_trec(tmp_path / "sparse.trec", tag="sparse")
-    args = ["evaluate", str(tmp_path / "qrels.txt"), str(tmp_path / "sparse.trec"), "-m", "judged@2", "-m", "P@2",
-            "--no-card", "--judged-threshold", "0"]
+    args = [
+        "evaluate",
+        str(tmp_path / "qrels.txt"),
+        str(tmp_path / "sparse.trec"),
+        "-m",
+        "judged@2",
+        "-m",
+        "P@2",
+        "--no-card",
+        "--judged-threshold",
+        "0",
+    ]
     assert main(args) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].split()[-2:] == ["n", "n_nan"]
@@ -80,6 +99,7 @@ def test_judged_of_an_empty_ranking_is_nan_in_the_table_and_on_the_card():
     # the card's share is the table's mean over the same two queries (it was 25% against a table's 0.125)
     assert (share["share"], share["n"]) == (mean["mean"], mean["n"]) == (0.25, 2)
     assert "sparse judged@2 25.0% (n=2, below threshold: lower bound)" in report.card.render()
+
     # failed queries of a pipeline (failed="zero": scored as an empty ranking) are 0/0 too
     def search(query, k):
         if query == "fails":  # the query's text
@@ -89,7 +109,8 @@ def test_judged_of_an_empty_ranking_is_nan_in_the_table_and_on_the_card():
     result = Pipeline(retriever(search, name="first"), depth=2, budget=2).run({"q1": "x", "boom": "fails"})
     staged = quiet({"q1": {"d1": 1}, "boom": {"d1": 1}}, result, ["judged@budget"])
     assert staged.values(staged.runs[0], "judged@budget", stage="first").to_dict() == pytest.approx(
-        {"boom": np.nan, "q1": 0.5}, nan_ok=True)
+        {"boom": np.nan, "q1": 0.5}, nan_ok=True
+    )
     row = staged.summary.iloc[0]
     assert (row["mean"], row["n"], row["n_nan"], row["n_failed"]) == (0.5, 1, 1, 1)
     first = staged.judged.set_index("metric").loc["judged@budget"]
@@ -101,7 +122,11 @@ def test_judged_under_condensed_lists_is_measured_as_given():
     # condensed, q1 is d1 alone: P@2 = 1/2; judged@2 stays the share of the list as given (1/2), not 1
     assert report.values("sparse", "judged@2")["q1"] == 0.5 and report.values("sparse", "P@2")["q1"] == 0.5
     share = report.judged.iloc[0]
-    assert (share["share"], share["n"]) == tuple(rows(report.summary, "metric").loc["judged@2", ["mean", "n"]]) == (0.25, 2)
+    assert (
+        (share["share"], share["n"])
+        == tuple(rows(report.summary, "metric").loc["judged@2", ["mean", "n"]])
+        == (0.25, 2)
+    )
 
 
 def _pipeline(name: str, order):
@@ -126,7 +151,11 @@ def test_nan_values_in_a_pipeline_summary(tmp_path):
     # flip delivers c3 c2 for q1: DCG 3 against the candidates' best 3 + 1/log2(3)
     assert summary.loc[("flip", "flip", "cand_ndcg@budget"), "mean"] == pytest.approx(3 / (3 + 1 / np.log2(3)))
     assert {q.run: q.counted for q in report.card.queries} == {
-        "flip / first": 3, "flip / flip": 3, "keep / first": 3, "keep / keep": 3}
+        "flip / first": 3,
+        "flip / flip": 3,
+        "keep / first": 3,
+        "keep / keep": 3,
+    }
 
 
 def test_nan_values_in_a_projection_summary():
@@ -199,28 +228,44 @@ def test_reordered_rows_of_a_saved_report_load_by_key(tmp_path):
     # a plain report too, and rows written back as a dictionary-encoded key column
     plain = quiet(QRELS, [SPARSE, FULL], ["judged@2", "P@2"])
     plain.save(tmp_path / "plain.parquet")
-    _rewrite(str(tmp_path / "plain.parquet"), lambda t: t.take(pa.array(np.arange(t.num_rows)[::-1])).set_column(
-        1, "query_id", t.take(pa.array(np.arange(t.num_rows)[::-1])).column("query_id").dictionary_encode()))
+    _rewrite(
+        str(tmp_path / "plain.parquet"),
+        lambda t: t.take(pa.array(np.arange(t.num_rows)[::-1])).set_column(
+            1, "query_id", t.take(pa.array(np.arange(t.num_rows)[::-1])).column("query_id").dictionary_encode()
+        ),
+    )
     again = Report.load(tmp_path / "plain.parquet")
     assert again.summary.equals(plain.summary)
-    np.testing.assert_array_equal(again.values("sparse", "judged@2").to_numpy(), plain.values("sparse", "judged@2").to_numpy())
+    np.testing.assert_array_equal(
+        again.values("sparse", "judged@2").to_numpy(), plain.values("sparse", "judged@2").to_numpy()
+    )
 
 
 def test_saved_report_with_a_missing_row(tmp_path):
     _, path = _saved(tmp_path)
     _rewrite(path, lambda t: t.slice(1))
-    with pytest.raises(InputError, match=re.escape(path) + r": no row for run .*stage 'first', query 'none', metric "
-                       r"'recall@depth', which its metadata lists"):
+    with pytest.raises(
+        InputError,
+        match=re.escape(path) + r": no row for run .*stage 'first', query 'none', metric "
+        r"'recall@depth', which its metadata lists",
+    ):
         Report.load(path)
 
 
 def test_saved_report_with_a_repeated_key(tmp_path):
     report, path = _saved(tmp_path)
     # the first row's key given to the second row (of another metric): one key twice, another missing
-    _rewrite(path, lambda t: t.set_column(3, "metric", pa.array([t.column("metric")[0].as_py()] * 2
-                                                                 + t.column("metric").to_pylist()[2:])))
-    with pytest.raises(InputError, match=re.escape(path) + r": two rows have the same key \(run .*, stage 'first', "
-                       r"query 'none', metric 'recall@depth'\)"):
+    _rewrite(
+        path,
+        lambda t: t.set_column(
+            3, "metric", pa.array([t.column("metric")[0].as_py()] * 2 + t.column("metric").to_pylist()[2:])
+        ),
+    )
+    with pytest.raises(
+        InputError,
+        match=re.escape(path) + r": two rows have the same key \(run .*, stage 'first', "
+        r"query 'none', metric 'recall@depth'\)",
+    ):
         Report.load(path)
 
 
@@ -233,8 +278,11 @@ def test_saved_report_with_an_unknown_metric(tmp_path):
         return pa.concat_tables([t, extra.set_column(0, "run", pa.array([runs])).cast(t.schema)])
 
     _rewrite(path, add)
-    with pytest.raises(InputError, match=re.escape(path) + r": a row of an unknown metric \(run .*, stage 'first', "
-                       r"query 'q1', metric 'P@7'\)"):
+    with pytest.raises(
+        InputError,
+        match=re.escape(path) + r": a row of an unknown metric \(run .*, stage 'first', "
+        r"query 'q1', metric 'P@7'\)",
+    ):
         Report.load(path)
 
 
@@ -261,7 +309,9 @@ def test_saved_report_that_is_not_a_report(tmp_path):
     with pytest.raises(InputError, match=re.escape(path) + r": its metric card does not parse"):
         Report.load(path)
     pq.write_table(table.replace_schema_metadata(meta | {b"rag_eval.blocks": b'[{"run": 1}]'}), path)
-    with pytest.raises(InputError, match=re.escape(path) + r": block 0 of its metadata \(rag_eval.blocks\) is malformed"):
+    with pytest.raises(
+        InputError, match=re.escape(path) + r": block 0 of its metadata \(rag_eval.blocks\) is malformed"
+    ):
         Report.load(path)
 
 
@@ -269,10 +319,15 @@ def test_saved_report_whose_card_counts_other_queries(tmp_path):
     report, path = _saved(tmp_path)
     table = pq.read_table(path)
     meta = dict(table.schema.metadata)
-    card = report.card.model_copy(update={"queries": [q.model_copy(update={"counted": 2}) for q in report.card.queries]})
+    card = report.card.model_copy(
+        update={"queries": [q.model_copy(update={"counted": 2}) for q in report.card.queries]}
+    )
     pq.write_table(table.replace_schema_metadata(meta | {b"rag_eval.card": card.model_dump_json().encode()}), path)
-    with pytest.raises(InputError, match=re.escape(path) + r": run .*, stage 'first' holds 3 queries but its metric "
-                       r"card says 2 were counted"):
+    with pytest.raises(
+        InputError,
+        match=re.escape(path) + r": run .*, stage 'first' holds 3 queries but its metric "
+        r"card says 2 were counted",
+    ):
         Report.load(path)
 
 
@@ -284,8 +339,11 @@ def test_several_pipelines_all_on_the_card(tmp_path):
     assert "  pipeline 'flip': first %3 >> flip %budget(2) (depth 3, budget(2))" in text
     assert "  pipeline 'keep': only %5 %budget(1) (depth 5, budget(1))" in text
     # each stage's input record and query count name its pipeline
-    assert [(i.role, i.name) for i in report.card.inputs][1:] == [("stage", "flip / first"), ("stage", "flip / flip"),
-                                                                  ("stage", "keep / only")]
+    assert [(i.role, i.name) for i in report.card.inputs][1:] == [
+        ("stage", "flip / first"),
+        ("stage", "flip / flip"),
+        ("stage", "keep / only"),
+    ]
     assert "  stage 'keep / only': 1 queries counted" in text
     assert [p["run"] for p in report.card.pipeline["all"]] == ["flip", "keep"]
     assert [p["depth"] for p in report.card.pipeline["all"]] == [3, 5]
@@ -295,14 +353,15 @@ def test_several_pipelines_all_on_the_card(tmp_path):
 def test_report_md_shows_n_and_n_nan_as_the_summary_does(tmp_path):
     flip = _pipeline("flip", lambda q, hits: list(reversed(hits))).run({q: q for q in PIPE_QRELS}, cache=tmp_path / "c")
     report = quiet(PIPE_QRELS, {"flip": flip})
-    md = write_report_folder(tmp_path / "out", report, {"flip": flip}, Qrels.from_dict(PIPE_QRELS), title="t",
-                             facts={}, plots=False).read_text()
+    md = write_report_folder(
+        tmp_path / "out", report, {"flip": flip}, Qrels.from_dict(PIPE_QRELS), title="t", facts={}, plots=False
+    ).read_text()
     assert "| stage | metric | mean [95% CI] | n | n_nan | n_failed |" in md
     summary = report.summary
     shown = 0
     for line in md.splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
-        if len(cells) == 6 and cells[0] in ("first", "flip") and "@" in cells[1] or cells[1:2] == ["loss.delivered"]:
+        if (len(cells) == 6 and cells[0] in ("first", "flip") and "@" in cells[1]) or cells[1:2] == ["loss.delivered"]:
             row = summary[(summary.stage == cells[0]) & (summary.metric == cells[1])].iloc[0]
             assert [int(c) for c in cells[3:]] == [row.n, row.n_nan, row.n_failed], line
             shown += 1
@@ -321,11 +380,13 @@ def test_cand_ndcg_is_ndcg_against_the_candidates_alone():
     def search(query, k):
         return [Hit(d, float(-i)) for i, d in enumerate(ranked[:k])]
 
-    result = Pipeline(retriever(search, name="first"), reranker(lambda q, hits: list(reversed(hits)), name="rev"),
-                      depth=5, budget=3).run({"q": "q"})
+    result = Pipeline(
+        retriever(search, name="first"), reranker(lambda q, hits: list(reversed(hits)), name="rev"), depth=5, budget=3
+    ).run({"q": "q"})
     report = quiet({"q": grades}, result)
     cand = report.values(report.runs[0], "cand_ndcg@budget", stage="rev")["q"]
     # rev delivers c5 c4 c3: DCG 3 / log2(3); the best the candidates allow puts c4 first: 3
-    plain = quiet({"q": {d: grades[d] for d in ranked[:5]}}, Run.from_ranking({"q": ["c5", "c4", "c3"]}, name="r"),
-                  ["ndcg@3"])
+    plain = quiet(
+        {"q": {d: grades[d] for d in ranked[:5]}}, Run.from_ranking({"q": ["c5", "c4", "c3"]}, name="r"), ["ndcg@3"]
+    )
     assert cand == plain.values("r", "ndcg@3")["q"] == (3 / np.log2(3)) / 3

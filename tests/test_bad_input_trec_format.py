@@ -20,17 +20,22 @@ from rag_eval.reports.trec_eval import format_trec_eval
 
 
 def _report() -> Report:
-    card = MetricCard.build(PRESETS["trec_eval"], ["precision@5", "relstring@20"], [],
-                            [QueryRecord(run="sys", counted=2)])
-    block = RunScores(["q1", "q2"], np.array([[0.2], [0.4]]), "sys", None, ["precision@5"],
-                      texts={"relstring@20": ["10", "0-"]})
+    card = MetricCard.build(
+        PRESETS["trec_eval"], ["precision@5", "relstring@20"], [], [QueryRecord(run="sys", counted=2)]
+    )
+    block = RunScores(
+        ["q1", "q2"], np.array([[0.2], [0.4]]), "sys", None, ["precision@5"], texts={"relstring@20": ["10", "0-"]}
+    )
     return Report([block], ["precision@5", "relstring@20"], card)
 
 
 def test_printing_a_metric_the_report_lacks_is_refused():
     report = _report()
-    with pytest.raises(ValueError, match=r"metric 'precision@10' is not in the report; measured: precision@5, "
-                                         r"relstring@20"):
+    with pytest.raises(
+        ValueError,
+        match=r"metric 'precision@10' is not in the report; measured: precision@5, "
+        r"relstring@20",
+    ):
         format_trec_eval(report, metrics=[parse_metric("P.10")])
 
 
@@ -45,16 +50,23 @@ def _rewritten(tmp_path, change) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda t: b"not json", "its text values (metadata rag_eval.texts) do not parse"),
-    (lambda t: json.dumps([{**t[0], "run": "other"}]).encode(), "entry 0 of its text values"),
-    (lambda t: json.dumps(t + t).encode(), "entry 1 of its text values"),
-    (lambda t: json.dumps([{**t[0], "texts": {"relstring@20": ["10"]}}]).encode(),
-     "the text values of 'relstring@20' (run 'sys') are not one str per query"),
-    (lambda t: json.dumps([{**t[0], "texts": {"relstring@20": ["10", 3]}}]).encode(), "not one str per query"),
-    (lambda t: json.dumps([{**t[0], "texts": {"precision@5": ["a", "b"]}}]).encode(),
-     "name metric 'precision@5', which the card does not list as text"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda t: b"not json", "its text values (metadata rag_eval.texts) do not parse"),
+        (lambda t: json.dumps([{**t[0], "run": "other"}]).encode(), "entry 0 of its text values"),
+        (lambda t: json.dumps(t + t).encode(), "entry 1 of its text values"),
+        (
+            lambda t: json.dumps([{**t[0], "texts": {"relstring@20": ["10"]}}]).encode(),
+            "the text values of 'relstring@20' (run 'sys') are not one str per query",
+        ),
+        (lambda t: json.dumps([{**t[0], "texts": {"relstring@20": ["10", 3]}}]).encode(), "not one str per query"),
+        (
+            lambda t: json.dumps([{**t[0], "texts": {"precision@5": ["a", "b"]}}]).encode(),
+            "name metric 'precision@5', which the card does not list as text",
+        ),
+    ],
+)
 def test_tampered_text_values_of_a_saved_report_are_refused(tmp_path, change, message):
     path = _rewritten(tmp_path, change)
     with pytest.raises(InputError, match="report.parquet") as caught:
@@ -66,6 +78,9 @@ def test_a_text_metric_in_a_pipeline_report_is_refused():
     import rag_eval
 
     result = Pipeline(retriever(lambda q, k: [Hit("c1", 1.0)], name="first"), depth=2, budget=1).run({"q1": "x"})
-    with pytest.raises(InputError, match=r"metric 'relstring@3' is one string per query, which a pipeline "
-                                         r"report's stage tables cannot hold"):
+    with pytest.raises(
+        InputError,
+        match=r"metric 'relstring@3' is one string per query, which a pipeline "
+        r"report's stage tables cannot hold",
+    ):
         rag_eval.evaluate({"q1": {"c1": 1}}, result, ["relstring@3", "recall@depth"])

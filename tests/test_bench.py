@@ -41,11 +41,13 @@ def beir(tmp_path_factory) -> Path:
         for q, text in QUERIES.items():
             f.write(json.dumps({"_id": q, "text": text}) + "\n")
     (root / "qrels").mkdir()
-    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in QRELS))
+    (root / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in QRELS)
+    )
     return root
 
 
-USER_PIPELINE = '''
+USER_PIPELINE = """
 from rag_eval import Pipeline
 from rag_eval.adapters import functions
 
@@ -55,21 +57,54 @@ def build(collection, depth):
         scored = [(d, len(words & set(c.content.lower().split()))) for d, c in collection.corpus.items()]
         return sorted(scored, key=lambda x: -x[1])[:k]
     return Pipeline(functions.retriever(by_overlap, name="overlap"), depth=depth, budget=2)
-'''
+"""
 
 
 def test_benchmark_writes_a_complete_report_folder(beir, tmp_path, monkeypatch):
     (tmp_path / "my_pipelines.py").write_text(USER_PIPELINE)
     monkeypatch.syspath_prepend(str(tmp_path))
     out = tmp_path / "out"
-    code = bench.main(["--dataset", str(beir), "--pipeline", "bm25", "--pipeline", "bm25>>dense", "--pipeline",
-                       "my_pipelines:build", "--depth", "5", "--budget", "2", "--out", str(out)])
+    code = bench.main(
+        [
+            "--dataset",
+            str(beir),
+            "--pipeline",
+            "bm25",
+            "--pipeline",
+            "bm25>>dense",
+            "--pipeline",
+            "my_pipelines:build",
+            "--depth",
+            "5",
+            "--budget",
+            "2",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
-    for name in ("per_query.csv", "per_query.parquet", "summary.csv", "summary.parquet", "report.parquet", "loss_items.csv", "card.json",
-                 "report.md", "qrels.txt", "plots/recall_at_k.png", "plots/loss_attribution.png", "plots/recall_vs_final.png"):
+    for name in (
+        "per_query.csv",
+        "per_query.parquet",
+        "summary.csv",
+        "summary.parquet",
+        "report.parquet",
+        "loss_items.csv",
+        "card.json",
+        "report.md",
+        "qrels.txt",
+        "plots/recall_at_k.png",
+        "plots/loss_attribution.png",
+        "plots/recall_vs_final.png",
+    ):
         assert (out / name).stat().st_size > 0, name
     runs = sorted(p.name for p in (out / "runs").glob("*.trec"))
-    assert runs == ["bm25.bm25.trec", "bm25_dense.bm25.trec", "bm25_dense.minilm-rerank.trec", "my_pipelines_build.overlap.trec"]
+    assert runs == [
+        "bm25.bm25.trec",
+        "bm25_dense.bm25.trec",
+        "bm25_dense.minilm-rerank.trec",
+        "my_pipelines_build.overlap.trec",
+    ]
     for path in (out / "runs").glob("*.trec"):
         lines = [line.split() for line in path.read_text().splitlines()]
         assert {parts[0] for parts in lines} == set(QUERIES) and all(len(parts) == 6 for parts in lines)
@@ -88,9 +123,24 @@ def test_benchmark_writes_a_complete_report_folder(beir, tmp_path, monkeypatch):
 def test_token_budget_and_hybrid_through_the_cli(beir, tmp_path):
     out = tmp_path / "out"
     done = subprocess.run(
-        [str(Path(sys.executable).with_name("rag-eval")), "bench", "--dataset", str(beir), "--pipeline", "hybrid",
-         "--depth", "4", "--budget", "30tok", "--out", str(out), "--no-plots"],
-        capture_output=True, text=True, timeout=600,
+        [
+            str(Path(sys.executable).with_name("rag-eval")),
+            "bench",
+            "--dataset",
+            str(beir),
+            "--pipeline",
+            "hybrid",
+            "--depth",
+            "4",
+            "--budget",
+            "30tok",
+            "--out",
+            str(out),
+            "--no-plots",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr
     summary = rag_eval.Report.load(out / "report.parquet").summary
@@ -110,8 +160,13 @@ def test_bad_dataset_or_pipeline_exits_2(tmp_path, beir, capsys):
 def demo_folder(tmp_path_factory) -> Path:
     """The demo, run once for the session (about a minute): its folder."""
     out = tmp_path_factory.mktemp("demo") / "demo-report"
-    done = subprocess.run([str(Path(sys.executable).with_name("rag-eval")), "demo", "--out", str(out)],
-                          capture_output=True, text=True, timeout=900, cwd=str(ROOT))
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("rag-eval")), "demo", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=str(ROOT),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return out
 
@@ -126,8 +181,13 @@ def test_demo_runs_the_whole_flow_offline(demo_folder):
 
 
 def test_a_second_demo_run_reuses_the_caches(demo_folder):
-    done = subprocess.run([str(Path(sys.executable).with_name("rag-eval")), "demo", "--out", str(demo_folder), "--no-plots"],
-                          capture_output=True, text=True, timeout=900, cwd=str(ROOT))
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("rag-eval")), "demo", "--out", str(demo_folder), "--no-plots"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=str(ROOT),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     latency = rag_eval.Report.load(demo_folder / "report.parquet").latency.set_index("stage")
     assert (latency["n"] == 0).all() and (latency["cache_hits"] > 0).all()  # nothing recomputed
@@ -143,7 +203,9 @@ def test_the_notebook_runs_on_the_demo(demo_folder):
     previous = os.environ.get("RAG_EVAL_RESULTS")
     os.environ["RAG_EVAL_RESULTS"] = str(demo_folder)
     try:
-        NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+        NotebookClient(
+            notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "notebooks")}}
+        ).execute()
     finally:
         if previous is None:
             os.environ.pop("RAG_EVAL_RESULTS", None)
@@ -164,12 +226,30 @@ def test_the_all_trec_benchmark_runs_and_reports_its_ratios(tmp_path):
     """benchmarks/bench_all_trec.py on a tiny size: each row in its own process, all_trec printing more lines than
     the five measures, the ratios and the per-family profile in the table (the real numbers are in RESULTS.md)."""
     script = ROOT / "benchmarks" / "bench_all_trec.py"
-    done = subprocess.run([sys.executable, str(script), "--size", "40x30", "--repeat", "1", "--profile",
-                           "--rows", "five (API),five (CLI),all_trec (CLI)"], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300, env={**os.environ, "RAG_EVAL_BENCH_DATA": str(tmp_path)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--size",
+            "40x30",
+            "--repeat",
+            "1",
+            "--profile",
+            "--rows",
+            "five (API),five (CLI),all_trec (CLI)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "RAG_EVAL_BENCH_DATA": str(tmp_path)},
+    )
     assert done.returncode == 0, done.stderr
-    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in done.stdout.splitlines()
-            if line.startswith("| ") and " | now (" in line}
+    rows = {
+        line.split(" | ")[0].lstrip("| "): line.split(" | ")
+        for line in done.stdout.splitlines()
+        if line.startswith("| ") and " | now (" in line
+    }
     assert set(rows) == {"five (API)", "five (CLI)", "all_trec (CLI)"}, done.stdout
     assert int(rows["all_trec (CLI)"][-1].strip(" |")) > int(rows["five (CLI)"][-1].strip(" |")) > 0
     assert "| all_trec (CLI) / five (CLI), now |" in done.stdout

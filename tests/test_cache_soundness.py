@@ -32,7 +32,7 @@ from .conftest import ROOT
 QRELS = {"q1": {"d1": 1}, "q2": {"d2": 1}}
 
 # the user's module: a retriever calling a helper, and a reranker, side by side
-STAGES = '''
+STAGES = """
 CALLS = "{calls}"
 
 def _log(what):
@@ -49,13 +49,13 @@ def search(query, k):
 def rerank(query, hits):
     _log("rerank " + query)
     return {rerank}
-'''
+"""
 GOOD = '["d1", "d2", "d3"] if query == "one" else ["d2", "d1", "d3"]'
 BROKEN = '["d3", "d4", "d5"]'  # the edited helper: nothing relevant any more
 KEEP = "[h.doc_id for h in hits]"
 REVERSE = "[h.doc_id for h in hits][::-1]"
 
-RUN = '''
+RUN = """
 import json, sys, warnings
 warnings.simplefilter("ignore")  # the judged-share note of these tiny qrels
 sys.path[:0] = [{root!r}, {here!r}]
@@ -74,7 +74,7 @@ print(json.dumps({{
     "cache_hits": {{s: o.cache_hits for s, o in result.stages.items()}},
     "covers": {{s: o.covers for s, o in result.stages.items()}},
 }}))
-'''
+"""
 
 
 def _user(tmp_path: Path, helper: str = GOOD, rerank: str = KEEP) -> None:
@@ -132,7 +132,7 @@ def test_a_changed_reranker_reuses_the_cached_retrieval_from_the_same_module(tmp
     assert edited["reranked"] == {"q1": 0.0, "q2": 0.0}  # d3 now comes first
 
 
-INDEXES = '''
+INDEXES = """
 import json, sys
 sys.path[:0] = [{root!r}]
 import numpy as np
@@ -150,7 +150,7 @@ result = Pipeline(functions.retriever(search, name="dense"), depth=2).run({{"q1"
                                                                          progress=False)
 out = result.stages["dense"]
 print(json.dumps({{"top": out.outcomes["q1"].hits[0].doc_id, "cache_hits": out.cache_hits, "key": out.fingerprint}}))
-'''
+"""
 
 
 def test_two_indexes_of_equal_size_never_share_a_key(tmp_path):
@@ -308,8 +308,13 @@ def test_the_fingerprint_is_the_same_in_two_processes_for_sets_and_dicts(tmp_pat
         print(fingerprint(search, stage="s").digest)
     """)
     outs = {
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                       env=dict(os.environ, PYTHONHASHSEED=seed)).stdout
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=dict(os.environ, PYTHONHASHSEED=seed),
+        ).stdout
         for seed in ("1", "2", "3")
     }
     assert len(outs) == 1
@@ -324,12 +329,17 @@ def _search_for_the_card(query, k):
 
 
 def test_the_card_shows_what_each_fingerprint_covers():
-    result = Pipeline(functions.retriever(_search_for_the_card, name="s"),
-                      functions.reranker(lambda q, hits: hits, name="r", version="v3"), depth=2).run({"q1": "x"})
+    result = Pipeline(
+        functions.retriever(_search_for_the_card, name="s"),
+        functions.reranker(lambda q, hits: hits, name="r", version="v3"),
+        depth=2,
+    ).run({"q1": "x"})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         card = rag_eval.evaluate({"q1": {"d1": 1}}, result).card
     notes = {i.name: i.notes for i in card.inputs if i.role == "stage"}
-    assert f"fingerprint {result.stages['s'].fingerprint} (covers code of _search_for_the_card, " \
-           "_helper_for_the_card)" in notes["s"]
+    assert (
+        f"fingerprint {result.stages['s'].fingerprint} (covers code of _search_for_the_card, "
+        "_helper_for_the_card)" in notes["s"]
+    )
     assert any("(covers version 'v3'" in n for n in notes["r"])

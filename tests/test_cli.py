@@ -30,11 +30,17 @@ def run_cli(capsys, *args: str) -> tuple[int, str, str]:
 
 
 def test_csv_per_query_is_exactly_the_tidy_table(capsys):
-    code, out, err = run_cli(capsys, "evaluate", QRELS, BM25, RERANK, "-m", "ndcg@5", "-m", "P@5", "--per-query", "--format", "csv")
+    code, out, err = run_cli(
+        capsys, "evaluate", QRELS, BM25, RERANK, "-m", "ndcg@5", "-m", "P@5", "--per-query", "--format", "csv"
+    )
     assert code == 0
     rows = list(csv.reader(io.StringIO(out)))
     assert rows[0] == ["run", "query_id", "metric", "value"]
-    report = rag_eval.evaluate(rag_eval.Qrels.from_trec(QRELS), [rag_eval.Run.from_trec(BM25), rag_eval.Run.from_trec(RERANK)], ["ndcg@5", "P@5"])
+    report = rag_eval.evaluate(
+        rag_eval.Qrels.from_trec(QRELS),
+        [rag_eval.Run.from_trec(BM25), rag_eval.Run.from_trec(RERANK)],
+        ["ndcg@5", "P@5"],
+    )
     expected = report.per_query
     assert len(rows) - 1 == len(expected) == 2 * 12 * 2  # runs x counted queries x metrics, no aggregate row
     for row, (_, exp) in zip(rows[1:], expected.iterrows()):
@@ -49,7 +55,9 @@ def test_csv_summary_columns(capsys):
     rows = list(csv.DictReader(io.StringIO(out)))
     assert list(rows[0]) == ["run", "metric", "mean", "sum", "std", "median", "ci_low", "ci_high", "n", "n_nan"]
     assert rows[0]["metric"] == "recall@20" and rows[0]["n"] == "12" and rows[0]["n_nan"] == "0"
-    values = rag_eval.evaluate(rag_eval.Qrels.from_trec(QRELS), rag_eval.Run.from_trec(BM25), ["recall@20"]).values("bm25.trec", "recall@20")
+    values = rag_eval.evaluate(rag_eval.Qrels.from_trec(QRELS), rag_eval.Run.from_trec(BM25), ["recall@20"]).values(
+        "bm25.trec", "recall@20"
+    )
     assert float(rows[0]["mean"]) == pytest.approx(values.mean(), abs=1e-15)
 
 
@@ -76,8 +84,22 @@ TREC_EVAL_CASES = {
     "out.test.aqcM": ("qrels.test", "results.trunc", ["-q", "-c", "-M", "100"]),
     "out.test.aql": ("qrels.rel_level", "results.test", ["-q", "-l", "2"]),
 }
-MEASURES = ["num_ret", "num_rel", "num_rel_ret", "map", "Rprec", "bpref", "recip_rank", "P_5", "P_30", "recall_10",
-            "ndcg", "ndcg_cut_10", "map_cut_100", "success_5"]
+MEASURES = [
+    "num_ret",
+    "num_rel",
+    "num_rel_ret",
+    "map",
+    "Rprec",
+    "bpref",
+    "recip_rank",
+    "P_5",
+    "P_30",
+    "recall_10",
+    "ndcg",
+    "ndcg_cut_10",
+    "map_cut_100",
+    "success_5",
+]
 
 
 @pytest.mark.parametrize("reference", sorted(TREC_EVAL_CASES))
@@ -87,7 +109,16 @@ def test_trec_eval_format_prints_what_trec_eval_prints(capsys, reference):
     lines = (CONFORMANCE / reference).read_text().splitlines()
     printed = {line.split("\t")[0].strip() for line in lines}
     measures = [m for m in MEASURES if m in printed]  # plain trec_eval prints a shorter list than -m all_trec
-    args = ["evaluate", CONFORMANCE / qrels, CONFORMANCE / run, "--conventions", "trec_eval", "--format", "trec_eval", *flags]
+    args = [
+        "evaluate",
+        CONFORMANCE / qrels,
+        CONFORMANCE / run,
+        "--conventions",
+        "trec_eval",
+        "--format",
+        "trec_eval",
+        *flags,
+    ]
     for m in measures:
         args += ["-m", m]
     code, out, _ = run_cli(capsys, *args)
@@ -106,7 +137,11 @@ def _write(path: Path, data: bytes | str) -> Path:
 
 BAD_INPUTS = {
     "missing run file": (None, "nope.trec", "no such file"),
-    "five fields": ("q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 0.4 t\nq1 Q0 d3 3 0.3\n", "run.trec", ":3: expected at least 6 fields"),
+    "five fields": (
+        "q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 0.4 t\nq1 Q0 d3 3 0.3\n",
+        "run.trec",
+        ":3: expected at least 6 fields",
+    ),
     "score not a number": ("q1 Q0 d1 1 0.5 t\nq1 Q0 d2 2 high t\n", "run.trec", ":2: field 5 is 'high', not a number"),
     "empty run": ("", "run.trec", "empty file"),
     "not utf-8": (b"q1 Q0 d1 1 0.5 t\nq1 Q0 d\xff 2 0.4 t\n", "run.trec", ":2: not valid UTF-8"),
@@ -155,8 +190,12 @@ def test_console_script_runs_as_a_process():
     done = subprocess.run([str(script), "evaluate", str(QRELS), "/no/such/run"], capture_output=True, text=True)
     assert done.returncode == 2
     assert done.stderr.strip() == "rag-eval: error: /no/such/run: no such file"
-    done = subprocess.run([str(script), "evaluate", str(QRELS), str(BM25), "-m", "ndcg@5", "--no-card"], capture_output=True, text=True)
+    done = subprocess.run(
+        [str(script), "evaluate", str(QRELS), str(BM25), "-m", "ndcg@5", "--no-card"], capture_output=True, text=True
+    )
     assert done.returncode == 0 and "ndcg@5" in done.stdout
     # the bundled example judges few of bm25's results, and says so in one line
-    assert done.stderr == ("rag-eval: warning: run 'bm25.trec': judged@5 is 0.182, below 0.9: its scores are lower "
-                           "bounds (pool its results with rag_eval.pool, label them, and evaluate again)\n")
+    assert done.stderr == (
+        "rag-eval: warning: run 'bm25.trec': judged@5 is 0.182, below 0.9: its scores are lower "
+        "bounds (pool its results with rag_eval.pool, label them, and evaluate again)\n"
+    )

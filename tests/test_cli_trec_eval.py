@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 from rag_eval.cli import main, resolve_metrics
-from rag_eval.errors import TrecEvalParameterTruncated, TrecEvalParametersIgnored
+from rag_eval.errors import TrecEvalParametersIgnored, TrecEvalParameterTruncated
 from rag_eval.metrics.trec_eval_measures import trec_eval_metrics
 from rag_eval.reports.evaluate import DEFAULT_METRICS
 
@@ -44,7 +44,15 @@ def test_grammar_names_and_trec_eval_arguments_mix_in_argument_order():
     # .PARAMS, or a nickname) merge into one group, in trec_eval's order, where the first of them stands; repeats
     # are dropped
     assert _strings(["ndcg@10", "P.5,3", "map", "recall.20", "success.5,1", "P@3", "P_10"]) == [
-        "ndcg@10", "ap", "precision@3", "precision@5", "recall@20", "hit@1", "hit@5", "precision@10"]
+        "ndcg@10",
+        "ap",
+        "precision@3",
+        "precision@5",
+        "recall@20",
+        "hit@1",
+        "hit@5",
+        "precision@10",
+    ]
     # merged as trec_eval merges them: all_trec's relstring takes relstring.20's length, once
     relstrings = [m for m in _strings(["all_trec", "relstring.20"]) if m.startswith("relstring")]
     assert relstrings == ["relstring@20"]
@@ -58,8 +66,13 @@ def test_gain_is_the_conventions_unless_the_dialect_pins_it():
     assert _strings(["ndcg_cut.10,20", "ndcg_cut_5", "ndcg"]) == ["ndcg", "ndcg@10", "ndcg@20", "ndcg@5"]
     # with dialect="trec_eval": printed names (ndcg_cut_5, P_5) in place, -m arguments merged in trec_eval's order
     pinned = _strings(["ndcg_cut.10,20", "ndcg_cut_5", "ndcg", "P_5"], dialect="trec_eval")
-    assert pinned == ["ndcg(gain=linear)", "ndcg(gain=linear)@10", "ndcg(gain=linear)@20", "ndcg(gain=linear)@5",
-                      "precision@5"]
+    assert pinned == [
+        "ndcg(gain=linear)",
+        "ndcg(gain=linear)@10",
+        "ndcg(gain=linear)@20",
+        "ndcg(gain=linear)@5",
+        "precision@5",
+    ]
 
 
 def test_nicknames_and_parameters_in_every_format(capsys):
@@ -94,25 +107,54 @@ def test_dialect_in_the_cli(capsys):
 
 def test_the_measure_parameters_golden_file_is_reproduced(capsys):
     need_shared(CONFORMANCE)
-    args = ["-miprec_at_recall..10,.20,.25,.75,.50", "-m", "P.5,7,3", "-m", "recall.20,2000", "-m",
-            "Rprec_mult.5.0,0.2,0.35", "-mutility.2,-1,0,0", "-m", "11pt_avg..25,.5,.75", "-mndcg.1=3,2=9,4=4.5",
-            "-mndcg_cut.10,20,23.4", "-msuccess.2,5,20"]
+    args = [
+        "-miprec_at_recall..10,.20,.25,.75,.50",
+        "-m",
+        "P.5,7,3",
+        "-m",
+        "recall.20,2000",
+        "-m",
+        "Rprec_mult.5.0,0.2,0.35",
+        "-mutility.2,-1,0,0",
+        "-m",
+        "11pt_avg..25,.5,.75",
+        "-mndcg.1=3,2=9,4=4.5",
+        "-mndcg_cut.10,20,23.4",
+        "-msuccess.2,5,20",
+    ]
     with warnings.catch_warnings():  # the CLI prints a warning as one line on stderr
         warnings.simplefilter("always", TrecEvalParameterTruncated)
-        code, out, err = run_cli(capsys, "evaluate", CONFORMANCE / "qrels.test", CONFORMANCE / "results.test", "-q",
-                               "--format", "trec_eval", "--conventions", "trec_eval", "--no-card",
-                               "--judged-threshold", "0", *args)
+        code, out, err = run_cli(
+            capsys,
+            "evaluate",
+            CONFORMANCE / "qrels.test",
+            CONFORMANCE / "results.test",
+            "-q",
+            "--format",
+            "trec_eval",
+            "--conventions",
+            "trec_eval",
+            "--no-card",
+            "--judged-threshold",
+            "0",
+            *args,
+        )
     assert code == 0
     assert out == (CONFORMANCE / "out.test.meas_params").read_text()
-    assert err == ("rag-eval: warning: trec_eval measure 'ndcg_cut.10,20,23.4': cutoff '23.4' read as trec_eval reads "
-                   "it (atol): 23\n")
+    assert err == (
+        "rag-eval: warning: trec_eval measure 'ndcg_cut.10,20,23.4': cutoff '23.4' read as trec_eval reads "
+        "it (atol): 23\n"
+    )
 
 
 @pytest.mark.parametrize(
     "metric, message",
     [
-        ("all_prefs", "trec_eval measure 'all_prefs': the nickname 'all_prefs' needs preference files (trec_eval -R "
-                      "prefs), which rag_eval does not read (out of scope)"),
+        (
+            "all_prefs",
+            "trec_eval measure 'all_prefs': the nickname 'all_prefs' needs preference files (trec_eval -R "
+            "prefs), which rag_eval does not read (out of scope)",
+        ),
         ("P.5,5", "trec_eval measure 'P.5,5': the cutoff 5 is given twice (trec_eval: duplicate cutoffs detected)"),
         ("foo.5", "unknown metric 'foo.5'"),
     ],

@@ -53,7 +53,9 @@ def test_monte_carlo_randomization_agrees_with_exact_within_error():
 
 
 def test_randomization_agrees_with_ranx_fisher_within_monte_carlo_error():
-    ranx = pytest.importorskip("ranx", reason="ranx is a benchmark extra (its numba JIT takes ~40 s); pip install -e '.[bench]'")
+    ranx = pytest.importorskip(
+        "ranx", reason="ranx is a benchmark extra (its numba JIT takes ~40 s); pip install -e '.[bench]'"
+    )
     from ranx.statistical_tests import fisher_randomization_test
 
     a, b = _pairs(3, 200)
@@ -91,7 +93,9 @@ QRELS = {f"q{i}": {"a": 1, "b": 2} for i in range(12)}
 
 
 def _runs():
-    good = rag_eval.Run.from_ranking({f"q{i}": ["b", "a", "x"] if i % 4 else ["x", "b", "a"] for i in range(12)}, name="good")
+    good = rag_eval.Run.from_ranking(
+        {f"q{i}": ["b", "a", "x"] if i % 4 else ["x", "b", "a"] for i in range(12)}, name="good"
+    )
     poor = rag_eval.Run.from_ranking({f"q{i}": ["x", "y", "a"] for i in range(12)}, name="poor")
     short = rag_eval.Run.from_ranking({f"q{i}": ["a", "b"] for i in range(10)}, name="short")  # q10, q11 missing
     return good, poor, short
@@ -99,8 +103,9 @@ def _runs():
 
 def test_compare_runs_by_hand():
     good, poor, short = _runs()
-    report = rag_eval.evaluate(QRELS, [good, poor, short], ["mrr", "recall@2"],
-                               conventions=rag_eval.Conventions(missing_run="skip"))
+    report = rag_eval.evaluate(
+        QRELS, [good, poor, short], ["mrr", "recall@2"], conventions=rag_eval.Conventions(missing_run="skip")
+    )
     result = rag_eval.compare(report, baseline="poor", test="t")
     row = result.table.set_index(["system", "metric"]).loc[("good", "mrr")]
     # good: mrr 1 on 9 queries, 1/2 on 3 (q0, q4, q8); poor: 1/3 everywhere
@@ -109,7 +114,11 @@ def test_compare_runs_by_hand():
     assert row.p_value == stats.ttest_rel(report.values("good", "mrr"), report.values("poor", "mrr")).pvalue
     short_row = result.table.set_index(["system", "metric"]).loc[("short", "mrr")]
     assert short_row.n == 10 and short_row.n_unpaired == 2  # q10, q11 were not measured for short
-    assert result.settings["test"] == "t" and result.settings["correction"] == "holm" and result.settings["hypotheses"] == 4
+    assert (
+        result.settings["test"] == "t"
+        and result.settings["correction"] == "holm"
+        and result.settings["hypotheses"] == 4
+    )
     holm = S.correct(result.table["p_value"].to_numpy(), "holm")
     np.testing.assert_array_equal(result.table["p_adjusted"].to_numpy(), holm)
     assert (result.table["rejected"] == (holm < 0.05)).all()
@@ -121,7 +130,10 @@ def test_outputs_and_saved_reports(tmp_path):
     report.save(tmp_path / "r.parquet")
     result = rag_eval.compare(str(tmp_path / "r.parquet"), baseline="poor")
     # poor's top 2 (x, y) are never judged; good's are, but for x on q0, q4, q8
-    assert result.settings["unjudged_share"] == {"good": pytest.approx(1 - report.mean("good", "judged@2")), "poor": 1.0}
+    assert result.settings["unjudged_share"] == {
+        "good": pytest.approx(1 - report.mean("good", "judged@2")),
+        "poor": 1.0,
+    }
     assert result.settings["unjudged_share"]["good"] == pytest.approx(3 * 0.5 / 12)
     text = str(result)
     assert "against 'poor'" in text and "*" in text  # good beats poor significantly on mrr
@@ -149,9 +161,17 @@ def test_compare_the_stages_of_a_pipeline():
     comparison = rag_eval.compare(report, baseline="bm25", metrics=["ndcg@budget"])
     row = comparison.table.iloc[0]
     assert row.system.endswith("/rerank") and row.baseline.endswith("/bm25")
-    assert row["diff"] > 0 and row.wins == 12 and row.p_value == 2 / 2**12  # exact: only the observed signs and their mirror
-    assert comparison.settings["pipelines"][0]["depth"] == 4 and comparison.settings["pipelines"][0]["budget"] == "budget(2)"
-    assert "comparison: against" in comparison.card.render() and "holm correction over 1 hypotheses" in comparison.card.render()
+    assert (
+        row["diff"] > 0 and row.wins == 12 and row.p_value == 2 / 2**12
+    )  # exact: only the observed signs and their mirror
+    assert (
+        comparison.settings["pipelines"][0]["depth"] == 4
+        and comparison.settings["pipelines"][0]["budget"] == "budget(2)"
+    )
+    assert (
+        "comparison: against" in comparison.card.render()
+        and "holm correction over 1 hypotheses" in comparison.card.render()
+    )
 
 
 def test_cli_compare(tmp_path, capsys):

@@ -30,18 +30,42 @@ COMMANDS = {
     "out.test.aqc": ("qrels.test", "results.trunc", ["-m", "all_trec", "-q", "-c"]),
     "out.test.aqcM": ("qrels.test", "results.trunc", ["-m", "all_trec", "-q", "-c", "-M100"]),
     "out.test.aql": ("qrels.rel_level", "results.test", ["-m", "all_trec", "-mrelstring.20", "-q", "-l2"]),
-    "out.test.meas_params": ("qrels.test", "results.test", [
-        "-q", "-miprec_at_recall..10,.20,.25,.75,.50", "-m", "P.5,7,3", "-m", "recall.20,2000",
-        "-m", "Rprec_mult.5.0,0.2,0.35", "-mutility.2,-1,0,0", "-m", "11pt_avg..25,.5,.75", "-mndcg.1=3,2=9,4=4.5",
-        "-mndcg_cut.10,20,23.4", "-msuccess.2,5,20",
-    ]),
+    "out.test.meas_params": (
+        "qrels.test",
+        "results.test",
+        [
+            "-q",
+            "-miprec_at_recall..10,.20,.25,.75,.50",
+            "-m",
+            "P.5,7,3",
+            "-m",
+            "recall.20,2000",
+            "-m",
+            "Rprec_mult.5.0,0.2,0.35",
+            "-mutility.2,-1,0,0",
+            "-m",
+            "11pt_avg..25,.5,.75",
+            "-mndcg.1=3,2=9,4=4.5",
+            "-mndcg_cut.10,20,23.4",
+            "-msuccess.2,5,20",
+        ],
+    ),
 }
 
 
 def _argv(golden: str) -> list[str]:
     qrels, run, flags = COMMANDS[golden]
-    return ["evaluate", str(CONFORMANCE / qrels), str(CONFORMANCE / run), "--format", "trec_eval",
-            "--conventions", "trec_eval", "--no-card", *flags]
+    return [
+        "evaluate",
+        str(CONFORMANCE / qrels),
+        str(CONFORMANCE / run),
+        "--format",
+        "trec_eval",
+        "--conventions",
+        "trec_eval",
+        "--no-card",
+        *flags,
+    ]
 
 
 @cache
@@ -96,16 +120,19 @@ def test_the_cli_prints_trec_eval_s_golden_file(golden):
     expected = (CONFORMANCE / golden).read_text()
     if got != expected:
         diff = differences(expected, got)
-        pytest.fail(f"{golden}: {len(diff)} difference(s) shown, of {len(expected.splitlines())} lines:\n"
-                    + "\n".join(diff), pytrace=False)
+        pytest.fail(
+            f"{golden}: {len(diff)} difference(s) shown, of {len(expected.splitlines())} lines:\n" + "\n".join(diff),
+            pytrace=False,
+        )
 
 
 def test_a_real_process_prints_the_same_file():
     """One golden file through ``python -m rag_eval.cli`` in a subprocess: the installed entry point, stdout as
     bytes (no newline translation, nothing else on it)."""
     need_shared(CONFORMANCE)
-    done = subprocess.run([sys.executable, "-m", "rag_eval.cli", *_argv("out.test.aqc")], capture_output=True,
-                          cwd=ROOT, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "rag_eval.cli", *_argv("out.test.aqc")], capture_output=True, cwd=ROOT, timeout=300
+    )
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == (CONFORMANCE / "out.test.aqc").read_bytes()
 
@@ -121,6 +148,7 @@ def test_the_diff_message_names_each_kind_of_difference():
     reordered = "".join(reversed(expected.splitlines(keepends=True)))
     assert differences(expected, reordered) == [
         "line 1: expected 'map                   \\tall\\t0.1785', got 'P_10                  \\tall\\t0.3000' "
-        "(same lines, another order or spacing)"]
+        "(same lines, another order or spacing)"
+    ]
     many = "".join(f"P_{k:<20}\tall\t0.0000\n" for k in range(1, 40))
     assert len(differences(many, "")) == 21 and differences(many, "")[-1] == "... and 19 more"

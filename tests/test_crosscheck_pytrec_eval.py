@@ -13,21 +13,46 @@ import math
 
 import numpy as np
 import pytest
+import pytrec_eval
 
 import rag_eval
-
-import pytrec_eval  # noqa: E402  (in the dev extra: its absence must fail, not skip)
 
 SEEDS = [0, 1, 2, 3, 4, 5, 6, 7]
 
 # pytrec_eval's measure set and the names it reports per query
 PYTREC_MEASURES = {
-    "map", "ndcg", "P.5,10", "recall.5,100", "ndcg_cut.3,10", "map_cut.10", "success.1,5", "recip_rank",
-    "Rprec", "bpref", "num_ret", "num_rel", "num_rel_ret",
+    "map",
+    "ndcg",
+    "P.5,10",
+    "recall.5,100",
+    "ndcg_cut.3,10",
+    "map_cut.10",
+    "success.1,5",
+    "recip_rank",
+    "Rprec",
+    "bpref",
+    "num_ret",
+    "num_rel",
+    "num_rel_ret",
 }
 REPORTED = [
-    "map", "ndcg", "P_5", "P_10", "recall_5", "recall_100", "ndcg_cut_3", "ndcg_cut_10", "map_cut_10",
-    "success_1", "success_5", "recip_rank", "Rprec", "bpref", "num_ret", "num_rel", "num_rel_ret",
+    "map",
+    "ndcg",
+    "P_5",
+    "P_10",
+    "recall_5",
+    "recall_100",
+    "ndcg_cut_3",
+    "ndcg_cut_10",
+    "map_cut_10",
+    "success_1",
+    "success_5",
+    "recip_rank",
+    "Rprec",
+    "bpref",
+    "num_ret",
+    "num_rel",
+    "num_rel_ret",
 ]
 
 

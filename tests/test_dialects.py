@@ -130,8 +130,9 @@ def test_a_pinned_tie_rule_overrides_the_conventions():
 def test_judged_denominator_and_empty_top():
     qrels = Qrels.from_dict({"q1": {"a": 1, "b": 0}, "q2": {"x": 1}, "q3": {"y": 1}})
     run = Run.from_scores({"q1": {"a": 3.0, "b": 2.0, "u": 1.0}, "q2": {"v": 1.0}})  # q3 missing: an empty ranking
-    metrics = [parse_metric(m) for m in ("judged@5", "judged(per=k)@5", "judged(empty=zero)@5",
-                                         "judged(per=k,empty=zero)@2")]
+    metrics = [
+        parse_metric(m) for m in ("judged@5", "judged(per=k)@5", "judged(empty=zero)@5", "judged(per=k,empty=zero)@2")
+    ]
     values = evaluate_run(qrels, run, metrics, Conventions()).values
     np.testing.assert_array_equal(values[0], [2 / 3, 0.0, np.nan])  # judged / min(k, returned); NaN when empty
     np.testing.assert_array_equal(values[1], [2 / 5, 0.0, 0.0])  # judged / k
@@ -139,36 +140,39 @@ def test_judged_denominator_and_empty_top():
     np.testing.assert_array_equal(values[3], [1.0, 0.0, 0.0])
 
 
-@pytest.mark.parametrize(("text", "dialect", "message"), [
-    ("ndcg@10", "ir_measures", "did you mean 'nDCG'"),
-    ("nDGC@10", "ir_measures", "did you mean 'nDCG'"),
-    ("NDCG@10", "ranx", "did you mean 'ndcg'"),
-    ("mapp@10", "ranx", "did you mean 'map'"),
-    ("RBP", "ir_measures", "rag_eval cannot compute it"),
-    ("alpha_nDCG@20", "ir_measures", "rag_eval cannot compute it"),
-    ("Compat(p=0.9)", "ir_measures", "rag_eval cannot compute it"),
-    ("IPrec@0.2", "ir_measures", "trec_eval 9's code"),
-    ("NumRel", "ir_measures", "missing_run='skip'"),
-    ("NumQ", "ir_measures", "missing_run='skip'"),
-    ("hits@10", "ranx", "rag_eval cannot compute it"),
-    ("dcg@10", "ranx", "rag_eval cannot compute it"),
-    ("f1@10", "ranx", "rag_eval cannot compute it"),
-    ("rbp.95", "ranx", "rag_eval cannot compute it"),
-    ("P", "ir_measures", "needs a cutoff"),
-    ("ERR", "ir_measures", "only with a cutoff"),
-    ("nDCG(dcg='exp-log2')", "ir_measures", "give a cutoff"),
-    ("nDCG(judged_only=True)@10", "ir_measures", "unjudged='remove'"),
-    ("P(foo=1)@5", "ir_measures", "no parameter 'foo'"),
-    ("P(rel=True)@5", "ir_measures", "must be an integer"),
-    ("P@5.5", "ir_measures", "must be an integer"),
-    ("P@0", "ir_measures", "must be 1 or more"),
-    ("P(rel=2)@5@6", "ir_measures", "cannot read"),
-    ("__import__('os').system('x')", "ir_measures", "ir_measures metric"),
-    ("P(2)@5", "ir_measures", "must be named"),
-    ("nDCG(dcg='exp')@5", "ir_measures", "'log2' or 'exp-log2'"),
-    ("ndcg.10", "ranx", "write 'ndcg@10'"),
-    ("P@5", "pyterrier", "unknown metric dialect"),
-])
+@pytest.mark.parametrize(
+    ("text", "dialect", "message"),
+    [
+        ("ndcg@10", "ir_measures", "did you mean 'nDCG'"),
+        ("nDGC@10", "ir_measures", "did you mean 'nDCG'"),
+        ("NDCG@10", "ranx", "did you mean 'ndcg'"),
+        ("mapp@10", "ranx", "did you mean 'map'"),
+        ("RBP", "ir_measures", "rag_eval cannot compute it"),
+        ("alpha_nDCG@20", "ir_measures", "rag_eval cannot compute it"),
+        ("Compat(p=0.9)", "ir_measures", "rag_eval cannot compute it"),
+        ("IPrec@0.2", "ir_measures", "trec_eval 9's code"),
+        ("NumRel", "ir_measures", "missing_run='skip'"),
+        ("NumQ", "ir_measures", "missing_run='skip'"),
+        ("hits@10", "ranx", "rag_eval cannot compute it"),
+        ("dcg@10", "ranx", "rag_eval cannot compute it"),
+        ("f1@10", "ranx", "rag_eval cannot compute it"),
+        ("rbp.95", "ranx", "rag_eval cannot compute it"),
+        ("P", "ir_measures", "needs a cutoff"),
+        ("ERR", "ir_measures", "only with a cutoff"),
+        ("nDCG(dcg='exp-log2')", "ir_measures", "give a cutoff"),
+        ("nDCG(judged_only=True)@10", "ir_measures", "unjudged='remove'"),
+        ("P(foo=1)@5", "ir_measures", "no parameter 'foo'"),
+        ("P(rel=True)@5", "ir_measures", "must be an integer"),
+        ("P@5.5", "ir_measures", "must be an integer"),
+        ("P@0", "ir_measures", "must be 1 or more"),
+        ("P(rel=2)@5@6", "ir_measures", "cannot read"),
+        ("__import__('os').system('x')", "ir_measures", "ir_measures metric"),
+        ("P(2)@5", "ir_measures", "must be named"),
+        ("nDCG(dcg='exp')@5", "ir_measures", "'log2' or 'exp-log2'"),
+        ("ndcg.10", "ranx", "write 'ndcg@10'"),
+        ("P@5", "pyterrier", "unknown metric dialect"),
+    ],
+)
 def test_foreign_names_that_cannot_be_read_say_why(text, dialect, message):
     with pytest.raises(InputError, match=None) as caught:
         parse_foreign(text, dialect)
@@ -176,6 +180,7 @@ def test_foreign_names_that_cannot_be_read_say_why(text, dialect, message):
 
 
 # --- values, checked against the tools themselves --------------------------------------------------------------
+
 
 def _random_data(seed: int, *, every_query_relevant: bool = False, depth: int = 15):
     """Numeric query ids (gdeval reads only those), grades 0-3, scores in steps of 0.5 (many ties, and exact in
@@ -208,8 +213,21 @@ def _ours(qrels, run, metric: Metric) -> dict[str, float]:
 
 def _needs_kernel(metric: Metric) -> None:
     load_kernels()
-    builtin = {"precision", "recall", "hit", "mrr", "ap", "r_precision", "bpref", "ndcg", "judged",
-               "recall_ceiling", "num_rel", "num_ret", "num_rel_ret"}
+    builtin = {
+        "precision",
+        "recall",
+        "hit",
+        "mrr",
+        "ap",
+        "r_precision",
+        "bpref",
+        "ndcg",
+        "judged",
+        "recall_ceiling",
+        "num_rel",
+        "num_ret",
+        "num_rel_ret",
+    }
     if metric.family not in builtin and metric.family not in KERNELS:
         pytest.skip(f"the kernel of {metric.family!r} has not landed yet")
 
@@ -251,8 +269,9 @@ def test_values_agree_with_ranx():
     judged_nonrel = {q for q, g in qrels.items() if min(g.values()) < 1 and max(g.values()) >= 1}
     names = [foreign for foreign, _ in RANX]  # all at once: with one metric and return_mean=False, ranx 0.3.21
     # looks its result up by the bare name ('precision' for 'precision@5') and raises KeyError
-    every = ranx.evaluate(theirs_qrels, theirs_run, names, return_mean=False, make_comparable=True,
-                          save_results_in_run=False)
+    every = ranx.evaluate(
+        theirs_qrels, theirs_run, names, return_mean=False, make_comparable=True, save_results_in_run=False
+    )
     for foreign in names:
         metric = parse_foreign(foreign, "ranx")
         theirs = dict(zip(sorted(qrels), np.asarray(every[foreign]).tolist()))
@@ -266,8 +285,13 @@ def test_values_agree_with_ranx():
                     continue  # ranx's bpref is 0/0 (NaN) without a judged non-relevant document; trec_eval's is not
                 # ranx 0.3.21's bpref over many queries at once is 0 on most of them here (each query alone gives
                 # trec_eval's value): ask ranx one query at a time
-                alone = ranx.evaluate(ranx.Qrels({qid: qrels[qid]}), ranx.Run({qid: run[qid]}), ["bpref", "mrr"],
-                                      return_mean=False, save_results_in_run=False)
+                alone = ranx.evaluate(
+                    ranx.Qrels({qid: qrels[qid]}),
+                    ranx.Run({qid: run[qid]}),
+                    ["bpref", "mrr"],
+                    return_mean=False,
+                    save_results_in_run=False,
+                )
                 theirs[qid] = float(alone["bpref"][0])
             assert value == pytest.approx(theirs[qid], abs=1e-12), (qid, foreign, str(metric))
 

@@ -28,7 +28,8 @@ def test_every_family_is_in_the_catalogue_page(family):
     trec_name = FAMILIES[family].trec_name
     if trec_name is not None:
         assert trec_name in TICKED or any(t.startswith(trec_name + "_") for t in TICKED), (
-            f"docs/metrics.md does not give {family!r}'s trec_eval name {trec_name!r}")
+            f"docs/metrics.md does not give {family!r}'s trec_eval name {trec_name!r}"
+        )
 
 
 def test_every_measure_of_every_nickname_and_the_out_of_scope_ones_are_named():
@@ -43,11 +44,16 @@ def test_every_measure_of_every_nickname_and_the_out_of_scope_ones_are_named():
 def test_the_ndcg_example_is_what_rag_eval_computes():
     qrels = rag_eval.Qrels.from_dict({"q": {"a": 3, "b": 2, "c": 1, "d": 0}})
     run = rag_eval.Run.from_ranking({"q": ["b", "d", "a", "x"]})
-    expected = {("ndcg", "default"): "0.6920", ("ndcg(gain=linear)", "default"): "0.7350",
-                ("ndcg", "trec_eval"): "0.7350", ("ndcg(gain=linear,gains=1:3;2:9)", "default"): "0.8473",
-                ("ndcg(gain=linear,gains=1:3;2:9)", "trec_eval"): "0.8473",
-                ("ndcg(gains=1:3;2:9)", "default"): "0.8380", ("ndcg@2", "default"): "0.3374",
-                ("ndcg(gain=linear)@2", "default"): "0.4693"}
+    expected = {
+        ("ndcg", "default"): "0.6920",
+        ("ndcg(gain=linear)", "default"): "0.7350",
+        ("ndcg", "trec_eval"): "0.7350",
+        ("ndcg(gain=linear,gains=1:3;2:9)", "default"): "0.8473",
+        ("ndcg(gain=linear,gains=1:3;2:9)", "trec_eval"): "0.8473",
+        ("ndcg(gains=1:3;2:9)", "default"): "0.8380",
+        ("ndcg@2", "default"): "0.3374",
+        ("ndcg(gain=linear)@2", "default"): "0.4693",
+    }
     for (metric, conventions), printed in expected.items():
         value = rag_eval.evaluate(qrels, run, [metric], conventions=conventions).per_query["value"].iloc[0]
         assert f"{value:.4f}" == printed, (metric, conventions, value)

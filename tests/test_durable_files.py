@@ -110,8 +110,14 @@ def test_temporaries_of_dead_processes_are_removed_and_live_ones_kept(tmp_path):
     target = tmp_path / "out.qrels"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     gone = int(dead.stdout)
-    names = [f".out.qrels.{gone}.7{TEMPORARY_SUFFIX}", f".out.qrels.{gone}.7.tmp", "out.qrels.partial",
-             f".out.qrels.{os.getpid()}.7{TEMPORARY_SUFFIX}", f".other.{gone}.7{TEMPORARY_SUFFIX}", "out.qrels"]
+    names = [
+        f".out.qrels.{gone}.7{TEMPORARY_SUFFIX}",
+        f".out.qrels.{gone}.7.tmp",
+        "out.qrels.partial",
+        f".out.qrels.{os.getpid()}.7{TEMPORARY_SUFFIX}",
+        f".other.{gone}.7{TEMPORARY_SUFFIX}",
+        "out.qrels",
+    ]
     for name in names:
         (tmp_path / name).write_text("x")
     removed = remove_temporaries(target)
@@ -182,8 +188,11 @@ def test_the_judgement_log_on_a_full_disk_refuses_the_grade_and_stays_readable(t
     log = JudgementLog.open(path)
     log.append("q1", "d1", 2, assessor="alice")
     _faulty_write(monkeypatch, "judgements.jsonl", short=17)
-    with pytest.raises(HarnessError, match=r"judgement log .*out.qrels.judgements.jsonl: cannot store the judgement "
-                                           r"of query 'q1', doc 'd2': no byte written \(is the disk full\?\); it is not in the log"):
+    with pytest.raises(
+        HarnessError,
+        match=r"judgement log .*out.qrels.judgements.jsonl: cannot store the judgement "
+        r"of query 'q1', doc 'd2': no byte written \(is the disk full\?\); it is not in the log",
+    ):
         log.append("q1", "d2", 3, assessor="alice")
     _failing_fsync(monkeypatch, errno.ENOSPC)
     with pytest.raises(HarnessError, match="doc 'd3'"):
@@ -211,8 +220,7 @@ def test_user_output_files_are_replaced_whole_or_kept(tmp_path, monkeypatch, wri
 
     qrels = Qrels.from_dict({"q1": {"d1": 1, "d2": 0}})
     run = Run.from_ranking({"q1": ["d1", "d2"]}, name="bm25")
-    write = {"qrels": qrels.to_trec, "run": run.to_trec,
-             "pool": pool({"bm25": run}, depth=2).to_jsonl}[writer]
+    write = {"qrels": qrels.to_trec, "run": run.to_trec, "pool": pool({"bm25": run}, depth=2).to_jsonl}[writer]
     out = tmp_path / "out.txt"
     write(out)
     first = out.read_bytes()
@@ -221,8 +229,10 @@ def test_user_output_files_are_replaced_whole_or_kept(tmp_path, monkeypatch, wri
     _faulty_write(monkeypatch, TEMPORARY_SUFFIX, short=5)
     with pytest.raises(InputError) as info:
         write(out)
-    assert str(info.value) == (f"{out}: cannot write the file: no byte written (is the disk full?) (nothing was "
-                               "changed: the file keeps its old content, if it had one)")
+    assert str(info.value) == (
+        f"{out}: cannot write the file: no byte written (is the disk full?) (nothing was "
+        "changed: the file keeps its old content, if it had one)"
+    )
     assert out.read_bytes() == b"old content\n" and _leftovers(tmp_path) == []
     monkeypatch.undo()
     write(out)
@@ -249,18 +259,32 @@ def _forbidden_uses(path: Path) -> list[str]:
     name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in FORBIDDEN and isinstance(node.value, ast.Name) \
-                and node.value.id == "os":
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in FORBIDDEN
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+        ):
             found.append(f"{name}:{node.lineno}: os.{node.attr}")
         elif isinstance(node, ast.ImportFrom) and node.module == "os":
-            found.extend(f"{name}:{node.lineno}: from os import {a.name}"
-                         for a in node.names if a.name in FORBIDDEN)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr in ("replace", "rename") and len(node.args) == 1 and not node.keywords):
+            found.extend(f"{name}:{node.lineno}: from os import {a.name}" for a in node.names if a.name in FORBIDDEN)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("replace", "rename")
+            and len(node.args) == 1
+            and not node.keywords
+        ):
             # Path.replace(target) and Path.rename(target): os.replace in disguise (str.replace takes two)
             found.append(f"{name}:{node.lineno}: .{node.func.attr}(target)")
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open"
-              and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and "a" in str(node.args[1].value)):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "open"
+            and len(node.args) > 1
+            and isinstance(node.args[1], ast.Constant)
+            and "a" in str(node.args[1].value)
+        ):
             found.append(f"{name}:{node.lineno}: open(..., {node.args[1].value!r})")
     return sorted(found, key=lambda use: int(use.split(":")[1]))
 
@@ -276,9 +300,16 @@ def test_replace_fsync_and_append_live_only_in_the_durable_io_module():
 
 def test_the_scan_catches_each_spelling(tmp_path):
     sample = tmp_path / "sample.py"
-    sample.write_text("import os\nfrom os import fsync\nos.replace('a', 'b')\nos.open('x', os.O_APPEND)\n"
-                      "open('x', 'ab')\nos.fdatasync(1)\nopen('x', 'rb')\n'x'.replace('a', 'b')\npartial.replace(path)\n"
-                      "frame.rename(columns={'a': 'b'})\n")
+    sample.write_text(
+        "import os\nfrom os import fsync\nos.replace('a', 'b')\nos.open('x', os.O_APPEND)\n"
+        "open('x', 'ab')\nos.fdatasync(1)\nopen('x', 'rb')\n'x'.replace('a', 'b')\npartial.replace(path)\n"
+        "frame.rename(columns={'a': 'b'})\n"
+    )
     assert _forbidden_uses(sample) == [
-        "sample.py:2: from os import fsync", "sample.py:3: os.replace", "sample.py:4: os.O_APPEND",
-        "sample.py:5: open(..., 'ab')", "sample.py:6: os.fdatasync", "sample.py:9: .replace(target)"]
+        "sample.py:2: from os import fsync",
+        "sample.py:3: os.replace",
+        "sample.py:4: os.O_APPEND",
+        "sample.py:5: open(..., 'ab')",
+        "sample.py:6: os.fdatasync",
+        "sample.py:9: .replace(target)",
+    ]

@@ -42,23 +42,56 @@ METRICS = ["ndcg@10", "recall@5", "P@3", "mrr", "ap", "judged@5"]
 IDS = st.sampled_from(["q1", "q2", "Q0", "d1", "d01", "doc-7", "é", "中文", "0", "-1", "x" * 5000])  # a very long line
 GOOD = {  # fields a valid line holds, by kind
     "grade": st.sampled_from(["0", "1", "2", "3", "-1", "+2", "007", "1.0", "2."]),
-    "score": st.sampled_from(["0", "1.5", "-2", "1e3", "1e-300", "3.0", "inf", "-inf", "7", ".5", "1.", "INFINITY",
-                              "1234567890123456789"]),
+    "score": st.sampled_from(
+        ["0", "1.5", "-2", "1e3", "1e-300", "3.0", "inf", "-inf", "7", ".5", "1.", "INFINITY", "1234567890123456789"]
+    ),
     "rank": st.sampled_from(["1", "2", "0", "10"]),
     "q0": st.sampled_from(["0", "Q0", "iter"]),
     "id": IDS,
     "tag": st.sampled_from(["run", "bm25", "t"]),
 }
 JUNK = st.one_of(
-    st.sampled_from([
-        "1e400", "-1e400", "nan", "NaN", "Infinity", "0x10", "536870911", "536870912", "-536870912",
-        "99999999999999999999", "1_000", "1_0", "", "١", "١٢", "٣.٥", "abc", "1,5", "--1", ".", "e5", "#", "\x00",
-        "1e2", "1.5e", "+.e1", "0x1p3", "infinit", "nan(1)", "\u00bd", "\uff11",
-    ]),
+    st.sampled_from(
+        [
+            "1e400",
+            "-1e400",
+            "nan",
+            "NaN",
+            "Infinity",
+            "0x10",
+            "536870911",
+            "536870912",
+            "-536870912",
+            "99999999999999999999",
+            "1_000",
+            "1_0",
+            "",
+            "١",
+            "١٢",
+            "٣.٥",
+            "abc",
+            "1,5",
+            "--1",
+            ".",
+            "e5",
+            "#",
+            "\x00",
+            "1e2",
+            "1.5e",
+            "+.e1",
+            "0x1p3",
+            "infinit",
+            "nan(1)",
+            "\u00bd",
+            "\uff11",
+        ]
+    ),
     st.text(max_size=5),
 )
 SEPARATORS = st.sampled_from([" "] * 6 + ["\t"] * 3 + ["  ", " \t", "\u00a0", ",", "\x0b"])
-ENDINGS = st.sampled_from(["\n"] * 12 + ["\r\n"] * 3 + ["\r"] * 3 + ["\r\r\n", ""])  # CR and CRLF end a line; "" joins two
+ENDINGS = st.sampled_from(
+    ["\n"] * 12 + ["\r\n"] * 3 + ["\r"] * 3 + ["\r\r\n", ""]
+)  # CR and CRLF end a line; "" joins two
 
 
 @st.composite
@@ -80,10 +113,15 @@ def trec_lines(draw, layout: tuple[str, ...], between: str = " ") -> str:
 @st.composite
 def near_valid_text(draw, layout: tuple[str, ...], between: str = " ") -> bytes:
     """Lines of ``layout`` with junk mixed in now and then: comments, blank lines, a BOM, raw bytes."""
-    lines = draw(st.lists(st.one_of(
-        *[trec_lines(layout, between)] * 6,
-        st.sampled_from(["\n", "# a comment\n", "   \n", "\t\n", "\r\n", "\r", "# a comment\r", " \r\n"]),
-    ), max_size=12))
+    lines = draw(
+        st.lists(
+            st.one_of(
+                *[trec_lines(layout, between)] * 6,
+                st.sampled_from(["\n", "# a comment\n", "   \n", "\t\n", "\r\n", "\r", "# a comment\r", " \r\n"]),
+            ),
+            max_size=12,
+        )
+    )
     data = "".join(lines).encode("utf-8", "surrogatepass")
     if draw(st.integers(0, 5)) == 0:
         data = b"\xef\xbb\xbf" + data
@@ -110,7 +148,11 @@ JSON_VALUES = st.recursive(
 )
 JSON_IDS = IDS | st.sampled_from([7, "7", 1, "1", 0, "0", -1, "-1"])  # ids that collide by type now and then
 JSON_GOOD = {
-    "query_id": JSON_IDS, "doc_id": JSON_IDS, "_id": JSON_IDS, "title": st.text(max_size=8), "text": st.text(max_size=20),
+    "query_id": JSON_IDS,
+    "doc_id": JSON_IDS,
+    "_id": JSON_IDS,
+    "title": st.text(max_size=8),
+    "text": st.text(max_size=20),
     "relevance": st.integers(-1, 3) | st.sampled_from(["1", "1_0", "١", 1.0, True]),
     "score": st.floats(-10, 10) | st.integers(-5, 5) | st.sampled_from(["0.5", "1_0", "١", " 1", False]),
 }
@@ -241,8 +283,11 @@ def test_trec_run(folder, read, data):
 
 
 DICT_IDS = st.sampled_from(["q", "d", "7", 7, "1", 1, "007", 0, "0"])
-DICT_SCORES = st.one_of(st.floats(allow_nan=True), st.integers(-(2**70), 2**70),
-                        st.sampled_from(["0.5", "1_0", "١", " 1", "inf", "nan", True, np.True_, np.float32(1.5), None]))
+DICT_SCORES = st.one_of(
+    st.floats(allow_nan=True),
+    st.integers(-(2**70), 2**70),
+    st.sampled_from(["0.5", "1_0", "١", " 1", "inf", "nan", True, np.True_, np.float32(1.5), None]),
+)
 DICT_GRADES = st.one_of(st.integers(-3, 5), st.sampled_from(["1", "1_0", "1e2", 1.0, 1.5, True, None, np.int64(2)]))
 
 
@@ -256,15 +301,20 @@ def _build(build, value):
 
 
 @SETTINGS
-@given(scores=st.dictionaries(DICT_IDS, st.dictionaries(DICT_IDS, DICT_SCORES, max_size=5), max_size=4),
-       grades=st.dictionaries(DICT_IDS, st.dictionaries(DICT_IDS, DICT_GRADES, max_size=5), max_size=4))
+@given(
+    scores=st.dictionaries(DICT_IDS, st.dictionaries(DICT_IDS, DICT_SCORES, max_size=5), max_size=4),
+    grades=st.dictionaries(DICT_IDS, st.dictionaries(DICT_IDS, DICT_GRADES, max_size=5), max_size=4),
+)
 def test_dict_constructors(scores, grades):
     """Dicts with ids that collide by type and numbers of every spelling: the C and Python paths agree, and what is
     accepted evaluates within bounds."""
-    for build, value in ((rag_eval.Run.from_scores, scores), (rag_eval.Qrels.from_dict, grades),
-                         (lambda v: rag_eval.Run.from_ranking({q: list(d.items()) for q, d in v.items()}), scores)):
+    for build, value in (
+        (rag_eval.Run.from_scores, scores),
+        (rag_eval.Qrels.from_dict, grades),
+        (lambda v: rag_eval.Run.from_ranking({q: list(d.items()) for q, d in v.items()}), scores),
+    ):
         results = {}
-        for kind in (["c", "python"] if C_READER else ["python"]):
+        for kind in ["c", "python"] if C_READER else ["python"]:
             with _reader(kind):
                 results[kind] = _build(build, value)
         if len(results) == 2:
@@ -273,8 +323,10 @@ def test_dict_constructors(scores, grades):
 
 
 @SETTINGS
-@given(header=st.sampled_from(["query-id\tcorpus-id\tscore\n", "query_id\tdoc_id\trelevance\n", "", "a\tb\n"]),
-       body=mostly(near_valid_text(BEIR_LINE, "\t")))
+@given(
+    header=st.sampled_from(["query-id\tcorpus-id\tscore\n", "query_id\tdoc_id\trelevance\n", "", "a\tb\n"]),
+    body=mostly(near_valid_text(BEIR_LINE, "\t")),
+)
 def test_beir_qrels(folder, header, body):
     _check(rag_eval.Qrels.from_beir, _write(folder, "fuzz.tsv", header.encode() + body))
 
@@ -294,8 +346,12 @@ def test_jsonl_run(folder, data):
 
 
 @SETTINGS
-@given(corpus=jsonl_records(["_id", "title", "text"]), queries=jsonl_records(["_id", "text"]),
-       qrels=mostly(near_valid_text(BEIR_LINE, "\t")), texts=st.integers(0, 3))
+@given(
+    corpus=jsonl_records(["_id", "title", "text"]),
+    queries=jsonl_records(["_id", "text"]),
+    qrels=mostly(near_valid_text(BEIR_LINE, "\t")),
+    texts=st.integers(0, 3),
+)
 def test_beir_folder(folder, corpus, queries, qrels, texts):
     root = folder / "beir"
     (root / "qrels").mkdir(parents=True, exist_ok=True)
@@ -318,9 +374,11 @@ def test_beir_folder(folder, corpus, queries, qrels, texts):
 
 
 @SETTINGS
-@given(rows=st.lists(st.tuples(DICT_IDS, DICT_IDS, DICT_SCORES, DICT_GRADES), max_size=8),
-       names=st.sampled_from([("query_id", "doc_id"), ("qid", "docno"), ("query_id", "query_id"), ("qid", "doc_id")]),
-       typed=st.booleans())
+@given(
+    rows=st.lists(st.tuples(DICT_IDS, DICT_IDS, DICT_SCORES, DICT_GRADES), max_size=8),
+    names=st.sampled_from([("query_id", "doc_id"), ("qid", "docno"), ("query_id", "query_id"), ("qid", "doc_id")]),
+    typed=st.booleans(),
+)
 def test_frame_constructors(rows, names, typed):
     """DataFrames with ids that collide by type, odd numbers, object or typed columns, and a column named twice: an
     InputError or a result that evaluates within bounds (never a TypeError from the C code)."""
@@ -330,6 +388,9 @@ def test_frame_constructors(rows, names, typed):
     frame = pd.DataFrame(rows, columns=columns, dtype=object)
     if typed and rows:  # typed columns where pandas can infer them
         frame = frame.infer_objects()
-    for build in (rag_eval.Run.from_frame, lambda f: rag_eval.Qrels.from_frame(f.drop(columns="score")),
-                  lambda f: rag_eval.Run.from_frame(f.drop(columns="score"), order="given")):
+    for build in (
+        rag_eval.Run.from_frame,
+        lambda f: rag_eval.Qrels.from_frame(f.drop(columns="score")),
+        lambda f: rag_eval.Run.from_frame(f.drop(columns="score"), order="given"),
+    ):
         _usable(_build(build, frame))

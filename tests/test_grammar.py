@@ -236,7 +236,9 @@ def test_trec_name_falls_back_to_the_canonical_string(text):
     assert metric.trec_name == str(metric)
 
 
-@pytest.mark.parametrize("text", ["P@5", "ndcg@10", "ap@10", "hit@5", "mrr", "recall@100", "r_precision", "ap", "ndcg", "bpref"])
+@pytest.mark.parametrize(
+    "text", ["P@5", "ndcg@10", "ap@10", "hit@5", "mrr", "recall@100", "r_precision", "ap", "ndcg", "bpref"]
+)
 def test_trec_name_parses_back_to_the_same_metric(text):
     metric = parse_metric(text)
     assert parse_metric(metric.trec_name) == metric
@@ -251,8 +253,12 @@ def test_plain_integer_helpers():
     with pytest.raises(InputError, match="^--flag must be at most 5, not 7$"):
         read_int("7", "--flag", high=5)
     assert check_int(np.int32(4), "n") == 4 and type(check_int(np.int32(4), "n")) is int
-    for value, message in [(True, "n must be an int, not bool True"), (0, "n must be 1 or more, not 0"),
-                           (2.0, "n must be an int, not float 2.0"), (10**9 + 1, "n must be at most 1000000000, not 1000000001")]:
+    for value, message in [
+        (True, "n must be an int, not bool True"),
+        (0, "n must be 1 or more, not 0"),
+        (2.0, "n must be an int, not float 2.0"),
+        (10**9 + 1, "n must be at most 1000000000, not 1000000001"),
+    ]:
         with pytest.raises(InputError) as info:
             check_int(value, "n")
         assert str(info.value) == message
@@ -260,25 +266,36 @@ def test_plain_integer_helpers():
 
 def test_cli_depth_and_threshold_flags_still_read_plain_integers(capsys):
     qrels, run = ROOT / "rag_eval" / "examples" / "qrels.txt", ROOT / "rag_eval" / "examples" / "bm25.trec"
-    assert main(["evaluate", str(qrels), str(run), "-M", "3", "-l", "1", "-m", "P@10", "--format", "csv", "-q",
-                 "--no-card"]) == 0
+    assert (
+        main(
+            ["evaluate", str(qrels), str(run), "-M", "3", "-l", "1", "-m", "P@10", "--format", "csv", "-q", "--no-card"]
+        )
+        == 0
+    )
     printed = pd.read_csv(io.StringIO(capsys.readouterr().out), dtype={"query_id": str})
     expected = evaluate(Qrels.load(qrels), Run.load(run), ["P@10"], conventions=Conventions(max_depth=3))
     values = expected.values(expected.runs[0], "P@10")
-    assert printed["value"].tolist() == pytest.approx(values.tolist()) and printed["query_id"].tolist() == list(values.index)
+    assert printed["value"].tolist() == pytest.approx(values.tolist()) and printed["query_id"].tolist() == list(
+        values.index
+    )
     assert max(values) <= 0.3 and values.sum() > 0  # at most 3 of the top 10 counted
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(
-    gains=st.dictionaries(st.integers(min_value=-(2**29) + 1, max_value=2**29 - 1),
-                          st.floats(min_value=0.0, allow_nan=False, allow_infinity=False), min_size=1, max_size=4),
+    gains=st.dictionaries(
+        st.integers(min_value=-(2**29) + 1, max_value=2**29 - 1),
+        st.floats(min_value=0.0, allow_nan=False, allow_infinity=False),
+        min_size=1,
+        max_size=4,
+    ),
     k=st.one_of(st.none(), st.integers(min_value=1, max_value=10**9)),
     style=st.sampled_from(["repr", "upper", "fixed"]),
 )
 def test_gains_round_trip_through_the_canonical_string(gains, k, style):
     """Any finite gain >= 0, spelled any plain way, parses to the same double and prints as one canonical string
     that parses back to an equal metric (and no string longer than repr needs)."""
+
     def spell(value: float) -> str:
         if style == "upper":
             return repr(value).upper()
@@ -291,4 +308,6 @@ def test_gains_round_trip_through_the_canonical_string(gains, k, style):
     assert parse_metric(str(metric)) == metric and str(parse_metric(str(metric))) == str(metric)
     parsed = gains_map(metric)
     assert parsed == {g: float(spell(v)) for g, v in gains.items()}
-    assert all(len(part.split(":")[1]) <= len(repr(float(part.split(":")[1]))) for part in metric.param["gains"].split(";"))
+    assert all(
+        len(part.split(":")[1]) <= len(repr(float(part.split(":")[1]))) for part in metric.param["gains"].split(";")
+    )

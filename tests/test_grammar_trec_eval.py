@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from rag_eval import InputError
-from rag_eval.errors import TrecEvalParameterTruncated, TrecEvalParametersIgnored
+from rag_eval.errors import TrecEvalParametersIgnored, TrecEvalParameterTruncated
 from rag_eval.metrics.catalogue import FAMILIES
 from rag_eval.metrics.grammar import Metric, parse_metric
 from rag_eval.metrics.trec_eval_measures import NICKNAMES, TREC_MEASURES, trec_eval_metrics, trec_eval_name
@@ -98,8 +98,11 @@ def test_every_family_round_trips_with_its_parameters(text, canonical, trec_name
 
 # printed names that do not read back as the same metric: trec_eval prints a level with two decimals, and a pinned
 # gain is not in a printed name (read without a dialect, the conventions decide it; with dialect="trec_eval": linear)
-NOT_READ_BACK = {"iprec_at_recall(level=.125)": "iprec_at_recall(level=0.12)", "P(ties=trec_eval)@5": "precision@5",
-                 "ndcg(gain=linear,gains=1:3)": "ndcg(gains=1:3)"}
+NOT_READ_BACK = {
+    "iprec_at_recall(level=.125)": "iprec_at_recall(level=0.12)",
+    "P(ties=trec_eval)@5": "precision@5",
+    "ndcg(gain=linear,gains=1:3)": "ndcg(gains=1:3)",
+}
 
 
 def test_printed_names_that_lose_part_of_the_metric():
@@ -110,8 +113,25 @@ def test_printed_names_that_lose_part_of_the_metric():
 
 def test_every_family_of_the_catalogue_is_in_the_round_trip_table():
     families = {parse_metric(canonical).family for _, canonical, _ in ROUND_TRIPS}
-    missing = set(FAMILIES) - families - {"recall", "precision", "hit", "mrr", "ndcg", "ap", "r_precision", "bpref",
-                                          "judged", "recall_ceiling", "num_rel", "num_ret", "num_rel_ret"}
+    missing = (
+        set(FAMILIES)
+        - families
+        - {
+            "recall",
+            "precision",
+            "hit",
+            "mrr",
+            "ndcg",
+            "ap",
+            "r_precision",
+            "bpref",
+            "judged",
+            "recall_ceiling",
+            "num_rel",
+            "num_ret",
+            "num_rel_ret",
+        }
+    )
     assert not missing  # the 13 older families are in tests/test_grammar.py
 
 
@@ -128,7 +148,12 @@ def test_spelling_is_not_part_of_the_identity():
 
 
 def test_a_parameter_at_its_default_is_one_metric_with_the_bare_name():
-    assert parse_metric("rbp") == parse_metric("rbp(p=0.9)") == parse_metric("rbp(p=.90)") == Metric("rbp", None, {"p": "0.9"})
+    assert (
+        parse_metric("rbp")
+        == parse_metric("rbp(p=0.9)")
+        == parse_metric("rbp(p=.90)")
+        == Metric("rbp", None, {"p": "0.9"})
+    )
     assert parse_metric("rbp(p=0.8)") != parse_metric("rbp")
     assert parse_metric("set_f(beta=1)") == "set_f" and parse_metric("utility(weights=1;-1;0;-0)") == "utility"
     assert Metric("relstring", 10) == Metric("relstring") and Metric("relstring", 10).k is None
@@ -151,11 +176,14 @@ def test_trec_eval_dialect_pins_the_linear_gain_of_ndcg():
 def test_an_unknown_dialect_lists_the_three():
     with pytest.raises(InputError) as info:
         parse_metric("P_5", dialect="pytrec_eval")
-    assert str(info.value) == ("unknown metric dialect 'pytrec_eval'; choose one of trec_eval, ir_measures, ranx (or "
-                               "none: rag_eval's own grammar)")
+    assert str(info.value) == (
+        "unknown metric dialect 'pytrec_eval'; choose one of trec_eval, ir_measures, ranx (or "
+        "none: rag_eval's own grammar)"
+    )
 
 
 # ----- trec_eval's -m arguments ------------------------------------------------------------------------------
+
 
 def _names(args):
     return [m.trec_name for m in trec_eval_metrics(args)]
@@ -212,8 +240,9 @@ def test_a_fractional_cutoff_is_read_with_atol_and_said_once():
         names = _names(["ndcg_cut.10,20,23.4"])
     assert names == ["ndcg_cut_10", "ndcg_cut_20", "ndcg_cut_23"]
     assert len(caught) == 1
-    assert str(caught[0].message) == ("trec_eval measure 'ndcg_cut.10,20,23.4': cutoff '23.4' read as trec_eval "
-                                      "reads it (atol): 23")
+    assert str(caught[0].message) == (
+        "trec_eval measure 'ndcg_cut.10,20,23.4': cutoff '23.4' read as trec_eval reads it (atol): 23"
+    )
 
 
 def test_arguments_merge_as_trec_eval_merges_them():
@@ -230,8 +259,9 @@ def test_arguments_merge_as_trec_eval_merges_them():
         assert _names(["P.5", "P.5"]) == ["P_5"]  # the same list twice: nothing is ignored
     with pytest.warns(TrecEvalParametersIgnored) as caught:
         assert _names(["P.5", "P.10,20"]) == ["P_5"]  # trec_eval uses the first list
-    assert str(caught[0].message) == ("trec_eval uses a measure's first parameter list only: -m P.10,20 ignored "
-                                      "(kept -m P.5)")
+    assert str(caught[0].message) == (
+        "trec_eval uses a measure's first parameter list only: -m P.10,20 ignored (kept -m P.5)"
+    )
 
 
 def _golden_names(name, summary_only):
@@ -248,14 +278,34 @@ def test_nicknames_expand_to_what_trec_eval_prints():
     assert [n for n in all_trec if n != "relstring"] == _golden_names("out.test.a", True)
     assert "relstring" in _golden_names("out.test.aq", False) and "relstring" in all_trec
     assert len(all_trec) == 100
-    assert _names(["set"]) == ["runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "utility", "set_P",
-                               "set_relative_P", "set_recall", "set_map", "set_F"]
+    assert _names(["set"]) == [
+        "runid",
+        "num_q",
+        "num_ret",
+        "num_rel",
+        "num_rel_ret",
+        "utility",
+        "set_P",
+        "set_relative_P",
+        "set_recall",
+        "set_map",
+        "set_F",
+    ]
     assert set(NICKNAMES) == {"official", "set", "all_trec"}
 
 
 def test_the_measure_parameters_golden_command_gives_its_names_in_order():
-    args = ["iprec_at_recall..10,.20,.25,.75,.50", "P.5,7,3", "recall.20,2000", "Rprec_mult.5.0,0.2,0.35",
-            "utility.2,-1,0,0", "11pt_avg..25,.5,.75", "ndcg.1=3,2=9,4=4.5", "ndcg_cut.10,20,23.4", "success.2,5,20"]
+    args = [
+        "iprec_at_recall..10,.20,.25,.75,.50",
+        "P.5,7,3",
+        "recall.20,2000",
+        "Rprec_mult.5.0,0.2,0.35",
+        "utility.2,-1,0,0",
+        "11pt_avg..25,.5,.75",
+        "ndcg.1=3,2=9,4=4.5",
+        "ndcg_cut.10,20,23.4",
+        "success.2,5,20",
+    ]
     with pytest.warns(TrecEvalParameterTruncated):
         names = _names(args)
     assert names == _golden_names("out.test.meas_params", True)

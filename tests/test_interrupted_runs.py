@@ -28,7 +28,8 @@ from .conftest import ROOT
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
 
 N_QUERIES = 120
-STAGES = """
+STAGES = (
+    """
 import os, random, time, zlib
 from rag_eval.adapters import functions
 
@@ -56,7 +57,9 @@ def pipeline():
                     functions.reranker(rerank, name="rerank", version="1"), depth=10, budget=3)
 
 QUERIES = {f"q{i}": f"q{i}-question" for i in range(%d)}  # the text names its query id, for the call log
-""" % N_QUERIES
+"""
+    % N_QUERIES
+)
 CHILD = """
 import sys
 sys.path[:0] = [{root!r}, {here!r}]
@@ -111,8 +114,12 @@ def test_twenty_random_sigkills_resume_to_the_uninterrupted_report(tmp_path, sta
     for attempt in range(20):
         before = _stored(cache)
         env["ATTEMPT"] = str(attempt)
-        child = subprocess.Popen([sys.executable, str(tmp_path / "child.py"), str(cache)], env=env,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        child = subprocess.Popen(
+            [sys.executable, str(tmp_path / "child.py"), str(cache)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         target, deadline = len(before) + rng.randint(1, 6), time.time() + 60
         while child.poll() is None and len(_stored(cache)) < target and time.time() < deadline:
             time.sleep(0.002)  # kill once a random number of new records is in: a random point of the run
@@ -123,7 +130,7 @@ def test_twenty_random_sigkills_resume_to_the_uninterrupted_report(tmp_path, sta
         recomputed = before.intersection(_calls(log, str(attempt)))
         assert not recomputed, f"kill {attempt}: computed again after being stored: {sorted(recomputed)[:5]}"
         after = _stored(cache)
-        mid_run += 0 < len(after - before) and len(after) < 2 * N_QUERIES
+        mid_run += len(after - before) > 0 and len(after) < 2 * N_QUERIES
     assert mid_run == 20, f"only {mid_run} of 20 kills landed while queries were being stored"
 
     before = _stored(cache)

@@ -24,8 +24,12 @@ def shares(report: Report) -> dict[tuple[str, str], float]:
 def test_judged_share_per_run_at_the_report_cutoffs():
     with pytest.warns(LowJudgedShare) as caught:
         report = evaluate(QRELS, [NEW, OLD], ["ndcg@4", "P@2", "ap"])
-    assert shares(report) == {("new", "judged@2"): 0.75, ("new", "judged@4"): 0.75,
-                              ("old", "judged@2"): 1.0, ("old", "judged@4"): 1.0}
+    assert shares(report) == {
+        ("new", "judged@2"): 0.75,
+        ("new", "judged@4"): 0.75,
+        ("old", "judged@2"): 1.0,
+        ("old", "judged@4"): 1.0,
+    }
     # one warning per run below the threshold, at its lowest share (the first cutoff on a tie)
     assert [str(w.message) for w in caught] == [
         "run 'new': judged@2 is 0.750, below 0.9: its scores are lower bounds (pool its results with rag_eval.pool, "
@@ -35,8 +39,10 @@ def test_judged_share_per_run_at_the_report_cutoffs():
     assert report.judged["n"].tolist() == [2, 2, 2, 2]
     assert report.card.judged_threshold == 0.9
     text = report.card.render()
-    assert ("judged share (threshold 0.9): new judged@2 75.0% (n=2, below threshold: lower bound); new judged@4 "
-            "75.0% (n=2, below threshold: lower bound); old judged@2 100.0% (n=2); old judged@4 100.0% (n=2)") in text
+    assert (
+        "judged share (threshold 0.9): new judged@2 75.0% (n=2, below threshold: lower bound); new judged@4 "
+        "75.0% (n=2, below threshold: lower bound); old judged@2 100.0% (n=2); old judged@4 100.0% (n=2)"
+    ) in text
 
 
 def test_no_warning_at_or_above_the_threshold_and_cutoff_10_without_cutoffs():
@@ -59,7 +65,8 @@ def test_condensed_lists_are_labelled_and_do_not_hide_the_judged_share():
     assert report.values("new", "P@2").to_dict() == {"q1": 1.0, "q2": 0.5}
     assert shares(report) == {("new", "judged@2"): 0.75}  # measured on the list as given
     assert "condensed lists (Sakai 2007): unjudged items are removed from each ranking before measuring" in (
-        report.card.render())
+        report.card.render()
+    )
     assert "condensed" not in evaluate(QRELS, OLD, ["P@2"]).card.render()
 
 
@@ -83,14 +90,14 @@ def test_pipeline_stages_report_judged_at_budget_and_depth(tmp_path):
         return list(reversed(hits))
 
     result = Pipeline(retriever(search, name="first"), reranker(flip, name="flip"), depth=4, budget=2).run(
-        {"q1": "alpha"}, cache=tmp_path)
+        {"q1": "alpha"}, cache=tmp_path
+    )
     qrels = {"q1": {"c1": 1, "c2": 0, "c4": 1}}
     with pytest.warns(LowJudgedShare) as caught:
         report = evaluate(qrels, result)
     rows = {(r.stage, r.metric): r.share for r in report.judged.itertuples()}
     # first: c1 c2 | c3 c4 -> budget 2/2, depth 3/4; flip: c4 c3 -> budget 1/2
-    assert rows == {("first", "judged@budget"): 1.0, ("first", "judged@depth"): 0.75,
-                    ("flip", "judged@budget"): 0.5}
+    assert rows == {("first", "judged@budget"): 1.0, ("first", "judged@depth"): 0.75, ("flip", "judged@budget"): 0.5}
     run = repr(result.pipeline)
     # one line for the report, the lowest first; the qrels judge 3 documents, so judged@depth (4) is at most 0.75
     assert [str(w.message) for w in caught] == [

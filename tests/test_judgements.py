@@ -35,13 +35,16 @@ def test_kappa_of_the_textbook_two_by_two_table():
     assert cohen_kappa(a, b) == pytest.approx(0.4)
 
 
-@pytest.mark.parametrize(("table", "expected"), [
-    # same p_o = 0.6, different marginals (Wikipedia's pair): p_e 0.54 -> 0.06/0.46; p_e 0.46 -> 0.14/0.54
-    ([[45, 15], [25, 15]], 0.06 / 0.46),
-    ([[25, 35], [5, 35]], 0.14 / 0.54),
-    ([[10, 0], [0, 7]], 1.0),  # perfect agreement
-    ([[0, 5], [5, 0]], -1.0),  # perfect disagreement with balanced marginals: p_o 0, p_e 0.5
-])
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        # same p_o = 0.6, different marginals (Wikipedia's pair): p_e 0.54 -> 0.06/0.46; p_e 0.46 -> 0.14/0.54
+        ([[45, 15], [25, 15]], 0.06 / 0.46),
+        ([[25, 35], [5, 35]], 0.14 / 0.54),
+        ([[10, 0], [0, 7]], 1.0),  # perfect agreement
+        ([[0, 5], [5, 0]], -1.0),  # perfect disagreement with balanced marginals: p_o 0, p_e 0.5
+    ],
+)
 def test_kappa_of_hand_computed_tables(table, expected):
     assert cohen_kappa(*_from_table(table)) == pytest.approx(expected)
 
@@ -73,9 +76,15 @@ def test_each_append_is_one_whole_line_on_disk_at_once(tmp_path):
     lines = path.read_text().splitlines()  # read while the log is still open: nothing is buffered
     assert len(lines) == 1
     record = json.loads(lines[0])
-    assert record == {"query_id": "q1", "doc_id": "d1", "grade": 2, "assessor": "alice", "time": j.time,
-                      "scale": [0, 3], "pool": {"id": "abc123", "depth": 10, "strategy": "depth",
-                                                "systems": ["bm25", "dense"]}}
+    assert record == {
+        "query_id": "q1",
+        "doc_id": "d1",
+        "grade": 2,
+        "assessor": "alice",
+        "time": j.time,
+        "scale": [0, 3],
+        "pool": {"id": "abc123", "depth": 10, "strategy": "depth", "systems": ["bm25", "dense"]},
+    }
     assert j.time.endswith("Z") and "T" in j.time  # ISO 8601, UTC
     log.append("q1", "d2", 0, assessor="alice", pool=POOL)
     assert len(path.read_text().splitlines()) == 2
@@ -132,16 +141,23 @@ def test_a_whole_last_record_without_its_newline_is_kept(tmp_path):
     assert [j.doc_id for j in JudgementLog.read(path)] == ["d1", "d2"]
 
 
-@pytest.mark.parametrize(("line", "problem"), [
-    ("not json", "not valid JSON"),
-    ('["a list"]', "expected a JSON object"),
-    ('{"doc_id": "d", "grade": 1, "assessor": "a", "time": "2026-01-01T00:00:00Z"}', "'query_id' is missing"),
-    ('{"query_id": "q", "doc_id": "d", "grade": 7, "assessor": "a", "time": "2026-01-01T00:00:00Z"}',
-     "grade 7 is outside the scale 0..3"),
-    ('{"query_id": "q", "doc_id": "d", "grade": 1.5, "assessor": "a", "time": "2026-01-01T00:00:00Z"}',
-     "grade 1.5 is not an integer"),
-    ('{"query_id": "q", "doc_id": "d", "grade": 1, "assessor": "a", "time": "yesterday"}', "not an ISO 8601"),
-])
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("not json", "not valid JSON"),
+        ('["a list"]', "expected a JSON object"),
+        ('{"doc_id": "d", "grade": 1, "assessor": "a", "time": "2026-01-01T00:00:00Z"}', "'query_id' is missing"),
+        (
+            '{"query_id": "q", "doc_id": "d", "grade": 7, "assessor": "a", "time": "2026-01-01T00:00:00Z"}',
+            "grade 7 is outside the scale 0..3",
+        ),
+        (
+            '{"query_id": "q", "doc_id": "d", "grade": 1.5, "assessor": "a", "time": "2026-01-01T00:00:00Z"}',
+            "grade 1.5 is not an integer",
+        ),
+        ('{"query_id": "q", "doc_id": "d", "grade": 1, "assessor": "a", "time": "yesterday"}', "not an ISO 8601"),
+    ],
+)
 def test_a_bad_line_inside_the_log_names_file_and_line(tmp_path, line, problem):
     path = tmp_path / "log.jsonl"
     JudgementLog.open(path).append("q1", "d1", 2, assessor="alice")
@@ -292,8 +308,10 @@ def test_write_qrels_round_trips_and_leaves_no_temporary_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["out.qrels"]
     with pytest.raises(InputError) as info:
         write_qrels(Qrels.from_dict({"q 1": {"d": 1}}), out)
-    assert str(info.value) == (f"{out}: query id 'q 1' holds whitespace, which separates the fields of a TREC line: "
-                               "it cannot be written to a trec file and read back")
+    assert str(info.value) == (
+        f"{out}: query id 'q 1' holds whitespace, which separates the fields of a TREC line: "
+        "it cannot be written to a trec file and read back"
+    )
     assert Qrels.from_trec(out) == qrels  # a refused write leaves the old file whole
 
 
@@ -315,7 +333,9 @@ def test_cli_merge_lists_conflicts_and_kappa(tmp_path, capsys):
     assert Qrels.from_trec(out).to_dict() == {"q1": {"d1": 3, "d2": 0, "d3": 1, "d4": 0, "d5": 0}, "q2": {"d9": 1}}
     assert captured.out == "query_id,doc_id,grade,qrels,alice,bob\nq1,d2,0,,0,1\nq1,d4,0,0,2,\n"
     # on d1, d2, d3: observed 2/3, chance 1/3 -> 0.5; binary (>= 1): observed 2/3, chance 2/3 -> 0
-    assert captured.err == (f"rag-eval: merged 2 assessor(s) into {out} (6 judgements); 2 conflict(s) listed on "
-                            "stdout; Cohen's kappa 0.500 on grades, 0.000 at grade >= 1 (n=3)\n")
+    assert captured.err == (
+        f"rag-eval: merged 2 assessor(s) into {out} (6 judgements); 2 conflict(s) listed on "
+        "stdout; Cohen's kappa 0.500 on grades, 0.000 at grade >= 1 (n=3)\n"
+    )
     assert main(["merge", str(tmp_path / "missing.jsonl"), "-o", str(out)]) == 2
     assert capsys.readouterr().err == f"rag-eval: error: {tmp_path / 'missing.jsonl'}: no such file\n"

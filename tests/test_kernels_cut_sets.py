@@ -61,8 +61,9 @@ def kernel_values(qrels, run, spec: _Spec, conventions=DEFAULT) -> np.ndarray:
     stats = QrelsStats(qrels, account.counted, conventions)
     load_kernels()
     t = conventions.relevance_threshold
-    return KERNELS[spec.family](KernelInputs(matrix, stats, conventions, spec, spec.k, t, run,
-                                             lambda t: matrix.grades >= t))
+    return KERNELS[spec.family](
+        KernelInputs(matrix, stats, conventions, spec, spec.k, t, run, lambda t: matrix.grades >= t)
+    )
 
 
 # ----- hand-worked values -------------------------------------------------------------------------------------------
@@ -70,17 +71,21 @@ def kernel_values(qrels, run, spec: _Spec, conventions=DEFAULT) -> np.ndarray:
 # q1: R = 3 (d1, d3, d4), judged non-relevant d2; ranked d1 x d3 d2 y (x, y unjudged): relevant at ranks 1 and 3,
 #     precision there 1 and 2/3. q2: judged only non-relevant, d5 returned. q3: judged, not in the run (counted as
 #     an empty ranking). q5: R = 5, relevant at ranks 1, 2, 5, 6: precision 1, 1, 3/5, 2/3.
-QRELS = rag_eval.Qrels.from_dict({
-    "q1": {"d1": 1, "d2": 0, "d3": 2, "d4": 1},
-    "q2": {"d5": 0},
-    "q3": {"d6": 1},
-    "q5": {f"r{i}": 1 for i in range(1, 6)},
-})
-RUN = rag_eval.Run.from_ranking({
-    "q1": ["d1", "x", "d3", "d2", "y"],
-    "q2": ["d5"],
-    "q5": ["r1", "r2", "n1", "n2", "r3", "r4"],
-})
+QRELS = rag_eval.Qrels.from_dict(
+    {
+        "q1": {"d1": 1, "d2": 0, "d3": 2, "d4": 1},
+        "q2": {"d5": 0},
+        "q3": {"d6": 1},
+        "q5": {f"r{i}": 1 for i in range(1, 6)},
+    }
+)
+RUN = rag_eval.Run.from_ranking(
+    {
+        "q1": ["d1", "x", "d3", "d2", "y"],
+        "q2": ["d5"],
+        "q5": ["r1", "r2", "n1", "n2", "r3", "r4"],
+    }
+)
 
 
 def test_trec_round_is_c_lround():
@@ -88,15 +93,18 @@ def test_trec_round_is_c_lround():
     assert trec_round(x).tolist() == [0, 1, 2, 3, -3, -1, 0, 2, 3]
 
 
-@pytest.mark.parametrize(("level", "q1", "q5"), [
-    (0.0, 1.0, 1.0),  # cutoff 0: the best precision anywhere
-    (0.1, 1.0, 1.0),  # 0.3 -> 0 (q1); 0.5 -> 1 (q5)
-    (0.2, 1.0, 1.0),  # 0.6 -> 1
-    (0.5, 2 / 3, 2 / 3),  # 1.5 -> 2 (q1); 2.5 -> 3 (q5; NumPy's round-half-even would say 2 and give 1.0)
-    (0.7, 2 / 3, 2 / 3),  # 2.1 -> 2; 3.5 -> 4
-    (0.9, 0.0, 0.0),  # 2.7 -> 3 relevant, but 2 were found (q1); 4.5 -> 5, but 4 (q5)
-    (1.0, 0.0, 0.0),
-])
+@pytest.mark.parametrize(
+    ("level", "q1", "q5"),
+    [
+        (0.0, 1.0, 1.0),  # cutoff 0: the best precision anywhere
+        (0.1, 1.0, 1.0),  # 0.3 -> 0 (q1); 0.5 -> 1 (q5)
+        (0.2, 1.0, 1.0),  # 0.6 -> 1
+        (0.5, 2 / 3, 2 / 3),  # 1.5 -> 2 (q1); 2.5 -> 3 (q5; NumPy's round-half-even would say 2 and give 1.0)
+        (0.7, 2 / 3, 2 / 3),  # 2.1 -> 2; 3.5 -> 4
+        (0.9, 0.0, 0.0),  # 2.7 -> 3 relevant, but 2 were found (q1); 4.5 -> 5, but 4 (q5)
+        (1.0, 0.0, 0.0),
+    ],
+)
 def test_interpolated_precision_by_hand(level, q1, q5):
     got = values(QRELS, RUN, f"iprec_at_recall(level={level})")
     assert got == pytest.approx({"q1": q1, "q2": 0.0, "q3": 0.0, "q5": q5}, abs=1e-15)
@@ -162,8 +170,18 @@ def test_relative_precision_by_hand():
 
 
 def test_set_measures_by_hand():
-    got = {m: values(QRELS, RUN, m) for m in ("set_precision", "set_relative_precision", "set_recall", "set_map",
-                                              "set_f", "set_f(beta=4)", "num_nonrel_judged_ret")}
+    got = {
+        m: values(QRELS, RUN, m)
+        for m in (
+            "set_precision",
+            "set_relative_precision",
+            "set_recall",
+            "set_map",
+            "set_f",
+            "set_f(beta=4)",
+            "num_nonrel_judged_ret",
+        )
+    }
     assert got["set_precision"] == pytest.approx({"q1": 2 / 5, "q2": 0.0, "q3": 0.0, "q5": 4 / 6})
     assert got["set_relative_precision"] == pytest.approx({"q1": 2 / 3, "q2": 0.0, "q3": 0.0, "q5": 4 / 5})
     assert got["set_recall"] == pytest.approx({"q1": 2 / 3, "q2": 0.0, "q3": 0.0, "q5": 4 / 5})
@@ -199,13 +217,16 @@ def test_utility_of_a_missing_query_is_trec_eval_c():
     assert values(QRELS, RUN, "utility(weights=2;-1;-1;0.5)", trec_c.replace(unjudged="remove"))["q3"] == -1 - 0.5
     # a query condensed to nothing by -J is not missing: its value stays
     condensed = rag_eval.Run.from_ranking({"q1": ["x"], "q2": ["d5"], "q3": ["d6"], "q5": ["r1"]})
-    assert values(QRELS, condensed, "utility(weights=2;-1;-1;0.5)",
-                  trec_c.replace(unjudged="remove"))["q1"] == -3 + 0.5 * -3
+    assert (
+        values(QRELS, condensed, "utility(weights=2;-1;-1;0.5)", trec_c.replace(unjudged="remove"))["q1"]
+        == -3 + 0.5 * -3
+    )
 
 
 def test_gm_map_and_gm_bpref_are_ap_and_bpref_per_query():
-    assert values(QRELS, RUN, "gm_map") == pytest.approx({"q1": (1 + 2 / 3) / 3, "q2": 0.0, "q3": 0.0,
-                                                         "q5": (1 + 1 + 3 / 5 + 4 / 6) / 5})
+    assert values(QRELS, RUN, "gm_map") == pytest.approx(
+        {"q1": (1 + 2 / 3) / 3, "q2": 0.0, "q3": 0.0, "q5": (1 + 1 + 3 / 5 + 4 / 6) / 5}
+    )
     # q1: bpref with R = 3, one judged non-relevant (d2), ranked after both relevant: 2 / 3
     assert values(QRELS, RUN, "gm_bpref")["q1"] == pytest.approx(2 / 3)
     for family, same in (("gm_map", "ap"), ("gm_bpref", "bpref")):
@@ -236,8 +257,16 @@ def test_the_cached_precisions_belong_to_their_matrix():
     got = []
     for ties in ("trec_eval", "doc_id", "trec_eval"):
         matrix = build_grade_matrix(run, qrels, account.counted, DEFAULT.replace(ties=ties))
-        ki = KernelInputs(matrix, stats, DEFAULT, parse_metric("iprec_at_recall(level=1)"), None, 1, run,
-                          lambda t, matrix=matrix: matrix.grades >= t)
+        ki = KernelInputs(
+            matrix,
+            stats,
+            DEFAULT,
+            parse_metric("iprec_at_recall(level=1)"),
+            None,
+            1,
+            run,
+            lambda t, matrix=matrix: matrix.grades >= t,
+        )
         got.append(float(KERNELS["iprec_at_recall"](ki)[0]))
     assert got == [0.5, 1.0, 0.5]
 
@@ -271,7 +300,9 @@ def test_an_emptied_ranking_is_nan_only_where_trec_eval_divides_0_by_0():
         assert values(qrels, run, "iprec_at_recall(level=0)", conventions) == {"q1": 0.0, "q2": 1.0, "q3": 0.0}
         assert values(qrels, run, "11pt_avg", conventions)["q1"] == 0.0
     # the other families stay numbers: nothing retrieved is precision 0
-    assert values(qrels, run, "set_precision", trec_j)["q1"] == values(qrels, run, "rprec_mult(mult=1)", trec_j)["q1"] == 0
+    assert (
+        values(qrels, run, "set_precision", trec_j)["q1"] == values(qrels, run, "rprec_mult(mult=1)", trec_j)["q1"] == 0
+    )
 
 
 def test_a_per_query_budget_cuts_the_set():
@@ -302,32 +333,69 @@ def test_kernels_refuse_what_they_cannot_read():
 SEEDS = range(0, 240, 4)  # 60 of the oracle's random hard pairs
 RPREC_MULTS = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)  # m_Rprec_mult.c
 REL_P_CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)  # m_rel_P.c
-SETS = {"set_P": "set_precision", "set_relative_P": "set_relative_precision", "set_recall": "set_recall",
-        "set_map": "set_map", "num_nonrel_judged_ret": "num_nonrel_judged_ret"}
+SETS = {
+    "set_P": "set_precision",
+    "set_relative_P": "set_relative_precision",
+    "set_recall": "set_recall",
+    "set_map": "set_map",
+    "num_nonrel_judged_ret": "num_nonrel_judged_ret",
+}
 
 
 def _invocations() -> list[tuple[list[str], dict[str, str]]]:
     """trec_eval's -m arguments, each with {trec_eval's printed name: rag_eval's metric}."""
     defaults = {f"iprec_at_recall_{v:3.2f}": f"iprec_at_recall(level={v})" for v in DEFAULT_LEVELS}
-    defaults |= {"11pt_avg": "11pt_avg", "set_F": "set_f", "utility": "utility", "gm_map": "gm_map",
-                 "gm_bpref": "gm_bpref"} | SETS
+    defaults |= {
+        "11pt_avg": "11pt_avg",
+        "set_F": "set_f",
+        "utility": "utility",
+        "gm_map": "gm_map",
+        "gm_bpref": "gm_bpref",
+    } | SETS
     defaults |= {f"Rprec_mult_{v:3.2f}": f"rprec_mult(mult={v})" for v in RPREC_MULTS}
     defaults |= {f"relative_P_{k}": f"relative_precision@{k}" for k in REL_P_CUTOFFS}
-    first = ["iprec_at_recall", "11pt_avg", "Rprec_mult", "relative_P", "set_P", "set_relative_P", "set_recall",
-             "set_map", "set_F", "utility", "num_nonrel_judged_ret", "gm_map", "gm_bpref"]
+    first = [
+        "iprec_at_recall",
+        "11pt_avg",
+        "Rprec_mult",
+        "relative_P",
+        "set_P",
+        "set_relative_P",
+        "set_recall",
+        "set_map",
+        "set_F",
+        "utility",
+        "num_nonrel_judged_ret",
+        "gm_map",
+        "gm_bpref",
+    ]
     levels, mults, cuts = (0.05, 0.33, 0.5, 0.95), (0.1, 0.35, 3.3), (1, 3, 7)
     params = {f"iprec_at_recall_{v:3.2f}": f"iprec_at_recall(level={v})" for v in levels}
     params |= {f"Rprec_mult_{v:3.2f}": f"rprec_mult(mult={v})" for v in mults}
     params |= {f"relative_P_{k}": f"relative_precision@{k}" for k in cuts}
-    params |= {"11pt_avg_0.25,0.5,0.75": "11pt_avg(levels=0.25;0.5;0.75)", "set_F_0.25": "set_f(beta=0.25)",
-               "utility_2,-1,-1,0.5": "utility(weights=2;-1;-1;0.5)"}
-    second = ["iprec_at_recall." + ",".join(map(str, levels)), "Rprec_mult." + ",".join(map(str, mults)),
-              "relative_P." + ",".join(map(str, cuts)), "11pt_avg.0.25,0.5,0.75", "set_F.0.25", "utility.2,-1,-1,0.5"]
+    params |= {
+        "11pt_avg_0.25,0.5,0.75": "11pt_avg(levels=0.25;0.5;0.75)",
+        "set_F_0.25": "set_f(beta=0.25)",
+        "utility_2,-1,-1,0.5": "utility(weights=2;-1;-1;0.5)",
+    }
+    second = [
+        "iprec_at_recall." + ",".join(map(str, levels)),
+        "Rprec_mult." + ",".join(map(str, mults)),
+        "relative_P." + ",".join(map(str, cuts)),
+        "11pt_avg.0.25,0.5,0.75",
+        "set_F.0.25",
+        "utility.2,-1,-1,0.5",
+    ]
     third = {"set_F_4": "set_f(beta=4)", "utility_1,-1,0,0.5": "utility(weights=1;-1;0;0.5)"}
     # typed at its defaults, utility is the canonical 'utility' but trec_eval's 'utility_1,-1,0,0', which -c does
     # not reset to 0 for a missing query (the Metric keeps trec_eval's spelling)
     typed = {"utility_1,-1,0,0": trec_eval_metrics(["utility.1,-1,0,0"])[0]}
-    return [(first, defaults), (second, params), (["set_F.4", "utility.1,-1,0,0.5"], third), (["utility.1,-1,0,0"], typed)]
+    return [
+        (first, defaults),
+        (second, params),
+        (["set_F.4", "utility.1,-1,0,0.5"], third),
+        (["utility.1,-1,0,0"], typed),
+    ]
 
 
 INVOCATIONS = _invocations()
@@ -354,7 +422,9 @@ def files(tmp_path_factory) -> list[tuple[int, Path, dict[bool, Path], dict[bool
     return out
 
 
-def _trec_eval(binary: Path, flags: list[str], measures: list[str], qrels: Path, run: Path) -> dict[tuple[str, str], str]:
+def _trec_eval(
+    binary: Path, flags: list[str], measures: list[str], qrels: Path, run: Path
+) -> dict[tuple[str, str], str]:
     args = [str(binary), "-q", *flags]
     for m in measures:
         args += ["-m", m]
@@ -394,9 +464,16 @@ def test_every_family_agrees_with_trec_eval(trec_eval_binary, trec_eval_exact_bi
     problems: list[str] = []
     compared = 0
     with ThreadPoolExecutor(max_workers=2) as pool:
-        jobs = [[(pool.submit(_trec_eval, trec_eval_binary, flags, measures, theirs[complete], run),
-                  pool.submit(_trec_eval, trec_eval_exact_binary, flags, measures, theirs[complete], run))
-                 for measures, _ in INVOCATIONS] for _, run, _, theirs in files]
+        jobs = [
+            [
+                (
+                    pool.submit(_trec_eval, trec_eval_binary, flags, measures, theirs[complete], run),
+                    pool.submit(_trec_eval, trec_eval_exact_binary, flags, measures, theirs[complete], run),
+                )
+                for measures, _ in INVOCATIONS
+            ]
+            for _, run, _, theirs in files
+        ]
         for (seed, run_path, ours, _), pair_jobs in zip(files, jobs):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DuplicateJudgement)
@@ -413,12 +490,16 @@ def test_every_family_agrees_with_trec_eval(trec_eval_binary, trec_eval_exact_bi
                             for q, v in lines:
                                 compared += 1
                                 if printed.get((name, q)) != _printed(name, v):
-                                    problems.append(f"{label} {q}: trec_eval {printed.get((name, q))!r}, rag_eval {v!r}")
+                                    problems.append(
+                                        f"{label} {q}: trec_eval {printed.get((name, q))!r}, rag_eval {v!r}"
+                                    )
                                 elif not _exactly(exact[(name, q)], v):
                                     problems.append(f"{label} {q}: trec_eval {exact[(name, q)]}, rag_eval {v!r}")
                         whole = _all_line(name, [v for _, v in lines])
                         compared += 1
-                        if printed.get((name, "all")) != _printed(name, whole) or not _exactly(exact[(name, "all")], whole):
+                        if printed.get((name, "all")) != _printed(name, whole) or not _exactly(
+                            exact[(name, "all")], whole
+                        ):
                             problems.append(f"{label} all: trec_eval {exact.get((name, 'all'))}, rag_eval {whole!r}")
                     theirs_names = {m for m, q in printed if q != "all"} | {m for m, q in printed if m in GEOMETRIC}
                     assert theirs_names == set(names), f"pair {seed}: trec_eval printed {sorted(theirs_names)}"
@@ -440,13 +521,16 @@ def test_unsorted_11pt_levels_agree_with_trec_eval(trec_eval_exact_binary, files
                     warnings.simplefilter("ignore", NearMissIds)
                     qrels, run = rag_eval.Qrels.from_trec(ours[complete]), rag_eval.Run.from_trec(run_path)
                     account = account_queries(qrels, run, conventions_for(flags))
-                    got = kernel_values(qrels, run, _Spec("11pt_avg", levels=levels.replace(",", ";")),
-                                        conventions_for(flags))
+                    got = kernel_values(
+                        qrels, run, _Spec("11pt_avg", levels=levels.replace(",", ";")), conventions_for(flags)
+                    )
                 for q, v in zip(account.counted, got.tolist()):
                     compared += 1
                     if not _exactly(exact[(f"11pt_avg_{levels}", q)], v):
-                        problems.append(f"pair {seed} [{flag_set}] {levels} {q}: trec_eval "
-                                        f"{exact[(f'11pt_avg_{levels}', q)]}, rag_eval {v!r}")
+                        problems.append(
+                            f"pair {seed} [{flag_set}] {levels} {q}: trec_eval "
+                            f"{exact[(f'11pt_avg_{levels}', q)]}, rag_eval {v!r}"
+                        )
     assert compared > 500 and not problems, f"{len(problems)} differ, e.g.:\n" + "\n".join(problems[:25])
 
 
@@ -455,16 +539,24 @@ def test_unsorted_11pt_levels_agree_with_trec_eval(trec_eval_exact_binary, files
 RELEVANCE_ONLY = {name for name in INVOCATIONS[0][1] if name not in ("num_nonrel_judged_ret", "gm_bpref")}
 
 
-@pytest.mark.parametrize("flag_set", [f for f in FLAG_SETS if "-J" not in FLAG_SETS[f]],
-                         ids=lambda f: f.replace("-", "").replace(" ", "_") or "none")
+@pytest.mark.parametrize(
+    "flag_set",
+    [f for f in FLAG_SETS if "-J" not in FLAG_SETS[f]],
+    ids=lambda f: f.replace("-", "").replace(" ", "_") or "none",
+)
 def test_the_default_preset_gives_trec_eval_values_per_query(trec_eval_exact_binary, files, flag_set):
     """Under ``conventions="default"`` with the flags' changes, the same doubles per query, but for utility of a
     query missing from the run (-c): the default measures the empty ranking (w3 x R - w4 x R), not trec_eval's
     phantom result or its reset to 0."""
     flags = FLAG_SETS[flag_set]
     complete = "-c" in flags
-    conventions = DEFAULT.replace(**{k: v for k, v in conventions_for(flags).model_dump().items()
-                                     if k in ("missing_run", "max_depth", "relevance_threshold")})
+    conventions = DEFAULT.replace(
+        **{
+            k: v
+            for k, v in conventions_for(flags).model_dump().items()
+            if k in ("missing_run", "max_depth", "relevance_threshold")
+        }
+    )
     measures, names = INVOCATIONS[0]
     names = {n: m for n, m in names.items() if n in RELEVANCE_ONLY}
     problems, compared = [], 0
@@ -482,5 +574,7 @@ def test_the_default_preset_gives_trec_eval_values_per_query(trec_eval_exact_bin
                     continue
                 compared += 1
                 if not _exactly(exact[(name, q)], v):
-                    problems.append(f"pair {seed} [{flag_set}] {name} {q}: trec_eval {exact[(name, q)]}, rag_eval {v!r}")
+                    problems.append(
+                        f"pair {seed} [{flag_set}] {name} {q}: trec_eval {exact[(name, q)]}, rag_eval {v!r}"
+                    )
     assert compared > 2_000 and not problems, f"{len(problems)} differ, e.g.:\n" + "\n".join(problems[:25])

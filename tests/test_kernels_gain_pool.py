@@ -64,9 +64,31 @@ EPS = 0.00001
 
 
 def test_hand_worked_values_of_one_query():
-    v = values(QRELS, RANKED, ["g", "bing", "ndcg_rel", "rndcg", "rbp", "rbp(p=0.5)", "rbp_resid", "infap",
-                               "unjudged@1", "unjudged@2", "unjudged@7", "relstring", "relstring@3", "num_q", "runid",
-                               "rbp(gains=1:0.5;2:0.7;3:1)", "rbp@2", "rbp_resid@2"], scores=False)
+    v = values(
+        QRELS,
+        RANKED,
+        [
+            "g",
+            "bing",
+            "ndcg_rel",
+            "rndcg",
+            "rbp",
+            "rbp(p=0.5)",
+            "rbp_resid",
+            "infap",
+            "unjudged@1",
+            "unjudged@2",
+            "unjudged@7",
+            "relstring",
+            "relstring@3",
+            "num_q",
+            "runid",
+            "rbp(gains=1:0.5;2:0.7;3:1)",
+            "rbp@2",
+            "rbp_resid@2",
+        ],
+        scores=False,
+    )
     one = {name: per["q1"] for name, per in v.items()}
     # rbp: gains 3, 2, 1 divided by the largest (3) as it is above 1; ranks 1, 3, 5
     assert one["rbp(p=0.5)"] == pytest.approx(0.5 * (1 + 2 / 3 * 0.25 + 1 / 3 * 0.0625), abs=1e-15)  # 0.59375
@@ -142,8 +164,21 @@ def test_an_empty_ranking_and_a_query_without_relevant():
     """q2 is judged but missing from the run (-c: an empty ranking); q3 is judged only non-relevant."""
     qrels = {"q1": {"a": 1}, "q2": {"b": 2, "c": 1}, "q3": {"d": 0, "e": 0}}
     run = {"q1": {"a": 1.0}, "q3": {"d": 2.0, "x": 1.0}}
-    names = ["g", "bing", "ndcg_rel", "rndcg", "rbp", "rbp_resid", "infap", "unjudged@5", "relstring", "err",
-             "nerr", "nerr@1", "num_q"]
+    names = [
+        "g",
+        "bing",
+        "ndcg_rel",
+        "rndcg",
+        "rbp",
+        "rbp_resid",
+        "infap",
+        "unjudged@5",
+        "relstring",
+        "err",
+        "nerr",
+        "nerr@1",
+        "num_q",
+    ]
     v = values(qrels, run, names, TREC.replace(missing_run="zero"))
     for name in names[:-1]:
         expected = "" if name == "relstring" else 0.0
@@ -159,8 +194,12 @@ def test_an_empty_ranking_and_a_query_without_relevant():
 def test_persistence_near_0_and_1():
     qrels = {"q": {"a": 1, "b": 1}}
     run = {"q": ["a", "x", "b"]}
-    v = values(qrels, run, ["rbp(p=0.000001)", "rbp(p=0.999999)", "rbp_resid(p=0.000001)", "rbp_resid(p=0.999999)"],
-               scores=False)
+    v = values(
+        qrels,
+        run,
+        ["rbp(p=0.000001)", "rbp(p=0.999999)", "rbp_resid(p=0.000001)", "rbp_resid(p=0.999999)"],
+        scores=False,
+    )
     assert v["rbp(p=0.000001)"]["q"] == pytest.approx((1 - 1e-6) * (1 + 1e-12), abs=1e-18)
     assert v["rbp(p=0.999999)"]["q"] == pytest.approx(1e-6 * (1 + 0.999999**2), rel=1e-9)
     assert v["rbp_resid(p=0.000001)"]["q"] == pytest.approx(1e-18 + (1 - 1e-6) * 1e-6, rel=1e-9)
@@ -171,8 +210,20 @@ def test_persistence_near_0_and_1():
 def test_err_and_nerr_by_hand():
     qrels = {"q": {"a": 2, "b": 0, "c": 1, "d": 2}}
     run = {"q": ["a", "b", "c"]}
-    v = values(qrels, run, ["err(max_grade=2)", "err(max_grade=2)@1", "nerr(max_grade=2)", "err(max_grade=3)",
-                            "err(max_grade=2,rel=2)", "err", "nerr@2"], scores=False)
+    v = values(
+        qrels,
+        run,
+        [
+            "err(max_grade=2)",
+            "err(max_grade=2)@1",
+            "nerr(max_grade=2)",
+            "err(max_grade=3)",
+            "err(max_grade=2,rel=2)",
+            "err",
+            "nerr@2",
+        ],
+        scores=False,
+    )
     # R = 3/4, 0, 1/4: 3/4 + (1 - 3/4) (1/4) / 3
     assert v["err(max_grade=2)"]["q"] == pytest.approx(0.75 + 0.25 * 0.25 / 3, abs=1e-15)
     assert v["err(max_grade=2)@1"]["q"] == 0.75
@@ -216,8 +267,12 @@ def test_scan_adds_and_multiplies_in_order_within_each_row():
 
 def test_add_ones_rounds_as_one_addition_at_a_time():
     rng = np.random.default_rng(5)
-    start = np.concatenate([rng.random(200) * 10.0 ** rng.integers(0, 6, 200), [0.0, 1.0, 2.0**53 - 3, 2.0**53 + 2,
-                                                                             2.0**60, 7.9999999999999991]])
+    start = np.concatenate(
+        [
+            rng.random(200) * 10.0 ** rng.integers(0, 6, 200),
+            [0.0, 1.0, 2.0**53 - 3, 2.0**53 + 2, 2.0**60, 7.9999999999999991],
+        ]
+    )
     times = rng.integers(0, 3000, len(start))
     out = _add_ones(start, times)
     for s, t, o in zip(start.tolist(), times.tolist(), out.tolist()):
@@ -315,22 +370,32 @@ NUM_PAIRS = 40
 # one trec_eval run per group: a measure appears once per run (trec_eval keeps one parameter list), and rbp runs
 # alone (see the module docstring)
 GROUPS: list[dict[str, dict[str, str]]] = [
-    {"G": {"G": "g"}, "binG": {"binG": "bing"}, "ndcg_rel": {"ndcg_rel": "ndcg_rel"}, "Rndcg": {"Rndcg": "rndcg"},
-     "rbp_resid": {"rbp_resid": "rbp_resid"}, "infAP": {"infAP": "infap"},
-     "unj": {"unj_5": "unjudged@5", "unj_10": "unjudged@10", "unj_20": "unjudged@20"},
-     "relstring": {"relstring": "relstring"}},
+    {
+        "G": {"G": "g"},
+        "binG": {"binG": "bing"},
+        "ndcg_rel": {"ndcg_rel": "ndcg_rel"},
+        "Rndcg": {"Rndcg": "rndcg"},
+        "rbp_resid": {"rbp_resid": "rbp_resid"},
+        "infAP": {"infAP": "infap"},
+        "unj": {"unj_5": "unjudged@5", "unj_10": "unjudged@10", "unj_20": "unjudged@20"},
+        "relstring": {"relstring": "relstring"},
+    },
     {"rbp": {"rbp": "rbp"}},
-    {"G.1=3,2=9,4=4.5": {"G_1=3,2=9,4=4.5": "g(gains=1:3;2:9;4:4.5)"},
-     "ndcg_rel.1=3,2=9,4=4.5": {"ndcg_rel_1=3,2=9,4=4.5": "ndcg_rel(gains=1:3;2:9;4:4.5)"},
-     "Rndcg.1=0.5,3=2.25": {"Rndcg_1=0.5,3=2.25": "rndcg(gains=1:0.5;3:2.25)"},
-     "relstring.20": {"relstring_20": "relstring@20"},
-     "rbp_resid.p=0.95": {"rbp_resid_p=0.95": "rbp_resid(p=0.95)"}},
+    {
+        "G.1=3,2=9,4=4.5": {"G_1=3,2=9,4=4.5": "g(gains=1:3;2:9;4:4.5)"},
+        "ndcg_rel.1=3,2=9,4=4.5": {"ndcg_rel_1=3,2=9,4=4.5": "ndcg_rel(gains=1:3;2:9;4:4.5)"},
+        "Rndcg.1=0.5,3=2.25": {"Rndcg_1=0.5,3=2.25": "rndcg(gains=1:0.5;3:2.25)"},
+        "relstring.20": {"relstring_20": "relstring@20"},
+        "rbp_resid.p=0.95": {"rbp_resid_p=0.95": "rbp_resid(p=0.95)"},
+    },
     {"rbp.p=0.5": {"rbp_p=0.5": "rbp(p=0.5)"}},
     {"rbp.1=0.5,3=0.25": {"rbp_1=0.5,3=0.25": "rbp(gains=1:0.5;3:0.25)"}},
     # trec_eval's comparator quirks: 2.7 vs 3 and 0.4 vs 0 compare equal; 1e10 - 0 overflows the int
-    {"G.1=0.4,2=3.3,4=2.7": {"G_1=0.4,2=3.3,4=2.7": "g(gains=1:0.4;2:3.3;4:2.7)"},
-     "ndcg_rel.3=1e10": {"ndcg_rel_3=1e10": "ndcg_rel(gains=3:1e10)"},
-     "Rndcg.0=0.5,2=1.3,3=0.9": {"Rndcg_0=0.5,2=1.3,3=0.9": "rndcg(gains=0:0.5;2:1.3;3:0.9)"}},
+    {
+        "G.1=0.4,2=3.3,4=2.7": {"G_1=0.4,2=3.3,4=2.7": "g(gains=1:0.4;2:3.3;4:2.7)"},
+        "ndcg_rel.3=1e10": {"ndcg_rel_3=1e10": "ndcg_rel(gains=3:1e10)"},
+        "Rndcg.0=0.5,2=1.3,3=0.9": {"Rndcg_0=0.5,2=1.3,3=0.9": "rndcg(gains=0:0.5;2:1.3;3:0.9)"},
+    },
     {"rbp.2=2.5,4=0.1": {"rbp_2=2.5,4=0.1": "rbp(gains=2:2.5;4:0.1)"}},
 ]
 
@@ -347,8 +412,9 @@ def _write_pair(folder: Path, seed: int, complete: bool) -> tuple[Path, Path, se
     run = folder / f"pair{seed}.run"
     run.write_text(pair.run_text, encoding="utf-8")
     qrels = folder / f"pair{seed}.{'c' if complete else 'nc'}.qrels"
-    qrels.write_text(_qrels_text(pair.qrels_lines, drop=set() if complete else pair.qrels_only, dedupe=True),
-                     encoding="utf-8")
+    qrels.write_text(
+        _qrels_text(pair.qrels_lines, drop=set() if complete else pair.qrels_only, dedupe=True), encoding="utf-8"
+    )
     return qrels, run, pair.qrels_only if complete else set()
 
 
@@ -366,8 +432,9 @@ def _ours(flags: list[str], group: dict, qrels_path: Path, run_path: Path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RagEvalWarning)
         qrels, run = rag_eval.Qrels.from_trec(qrels_path), rag_eval.Run.from_trec(run_path)
-        out = evaluate_run(qrels, run, [parse_metric(m) for m in [*names.values(), "num_q", "runid"]],
-                           conventions_for(flags))
+        out = evaluate_run(
+            qrels, run, [parse_metric(m) for m in [*names.values(), "num_q", "runid"]], conventions_for(flags)
+        )
     return names, out
 
 
@@ -397,8 +464,11 @@ def _compare(binary: Path, flags: list[str], folder: Path, *, printed: bool) -> 
                         mine = c_format(v)
                     else:
                         mine = v
-                    same = t == mine if (text or printed) else t is not None and (float(t) == v or
-                                                                                  (math.isnan(v) and "nan" in t))
+                    same = (
+                        t == mine
+                        if (text or printed)
+                        else t is not None and (float(t) == v or (math.isnan(v) and "nan" in t))
+                    )
                     if q in missing and printed_name in ("relstring_20", "rbp_resid_p=0.95") and "-J" not in flags:
                         assert t == ("'-'" if text else ("1.0000" if printed else "1")), (printed_name, q, t)
                         known += 1
@@ -438,12 +508,26 @@ def test_trec_evals_rbp_alone_and_in_all_trec_agree(trec_eval_binary, tmp_path):
             assert rbp and all(every[key] == value for key, value in rbp.items())
 
 
-GOLDEN = [("out.test.aq", "qrels.test", "results.test", []), ("out.test.aqc", "qrels.test", "results.trunc", ["-c"]),
-          ("out.test.aqcM", "qrels.test", "results.trunc", ["-c", "-M", "100"]),
-          ("out.test.aql", "qrels.rel_level", "results.test", ["-l", "2"])]
-GOLDEN_NAMES = {"G": "g", "binG": "bing", "ndcg_rel": "ndcg_rel", "Rndcg": "rndcg", "rbp": "rbp",
-                "rbp_resid": "rbp_resid", "infAP": "infap", "unj_5": "unjudged@5", "unj_10": "unjudged@10",
-                "unj_20": "unjudged@20", "relstring": "relstring", "relstring_20": "relstring@20"}
+GOLDEN = [
+    ("out.test.aq", "qrels.test", "results.test", []),
+    ("out.test.aqc", "qrels.test", "results.trunc", ["-c"]),
+    ("out.test.aqcM", "qrels.test", "results.trunc", ["-c", "-M", "100"]),
+    ("out.test.aql", "qrels.rel_level", "results.test", ["-l", "2"]),
+]
+GOLDEN_NAMES = {
+    "G": "g",
+    "binG": "bing",
+    "ndcg_rel": "ndcg_rel",
+    "Rndcg": "rndcg",
+    "rbp": "rbp",
+    "rbp_resid": "rbp_resid",
+    "infAP": "infap",
+    "unj_5": "unjudged@5",
+    "unj_10": "unjudged@10",
+    "unj_20": "unjudged@20",
+    "relstring": "relstring",
+    "relstring_20": "relstring@20",
+}
 
 
 @pytest.mark.parametrize("expected, qrels_name, run_name, flags", GOLDEN, ids=[g[0] for g in GOLDEN])

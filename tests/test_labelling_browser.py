@@ -26,12 +26,21 @@ from rag_eval.ground_truth import JudgementLog, pool
 from rag_eval.labelling.server import log_path_for
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 INSTALL = "apt-get install -y chromium; pip install -e '.[dev]' (playwright)"
 
-QUERIES = {"q1": "What does functools.lru_cache do?", "q2": "How do I read a CSV file?",
-           "q3": "How do I run a subprocess with a timeout?"}
+QUERIES = {
+    "q1": "What does functools.lru_cache do?",
+    "q2": "How do I read a CSV file?",
+    "q3": "How do I run a subprocess with a timeout?",
+}
 FIRST = {"q1": ["a1", "a2", "a3"], "q2": ["c1", "c2", "c3"], "q3": ["e1", "e2", "e3"]}
 SECOND = {"q1": ["a3", "b1", "b2"], "q2": ["c1", "d1", "d2"], "q3": ["f1", "f2", "e1"]}
 BEFORE = {"q1": {"a1": 2}, "q2": {"c2": 0}, "q3": {"zz": 1}}  # judged before: one of each system's top 3, or none
@@ -70,11 +79,18 @@ class Label:
     def __init__(self, pool_path: Path, out: Path) -> None:
         script = Path(sys.executable).with_name("rag-eval")
         command = [str(script)] if script.exists() else [sys.executable, "-m", "rag_eval.cli"]
-        self.proc = subprocess.Popen([*command, "label", str(pool_path), "--qrels", str(out), "--assessor", "tester"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [*command, "label", str(pool_path), "--qrels", str(out), "--assessor", "tester"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         line = self._line(time.monotonic() + 20)
-        found = re.fullmatch(r"rag-eval: labelling (\d+) items of pool \w+ at (http://127\.0\.0\.1:\d+/) "
-                             r"\(Ctrl-C to stop\)\n", line)
+        found = re.fullmatch(
+            r"rag-eval: labelling (\d+) items of pool \w+ at (http://127\.0\.0\.1:\d+/) "
+            r"\(Ctrl-C to stop\)\n",
+            line,
+        )
         assert found, f"unexpected first line {line!r}; stderr: {self.stderr()}"
         self.total, self.url = int(found.group(1)), found.group(2)
 
@@ -108,8 +124,13 @@ def _judged_share(qrels: Qrels, runs: dict[str, Run]) -> dict[str, float]:
 def test_pool_label_in_the_browser_kill_resume_and_the_judged_share_rises(browser, tmp_path):
     runs = {"bm25": Run.from_ranking(FIRST, name="bm25"), "dense": Run.from_ranking(SECOND, name="dense")}
     before = Qrels.from_dict(BEFORE)
-    made = pool(runs, depth=3, qrels=before, queries=QUERIES,
-                texts={d: f"chunk {d}: text of the chunk" for ranking in (FIRST, SECOND) for r in ranking.values() for d in r})
+    made = pool(
+        runs,
+        depth=3,
+        qrels=before,
+        queries=QUERIES,
+        texts={d: f"chunk {d}: text of the chunk" for ranking in (FIRST, SECOND) for r in ranking.values() for d in r},
+    )
     pool_path = tmp_path / "pool.jsonl"
     made.to_jsonl(pool_path)
     out = tmp_path / "qrels.txt"
@@ -207,8 +228,7 @@ def test_pool_label_in_the_browser_kill_resume_and_the_judged_share_rises(browse
     assert shares_before == pytest.approx({"bm25": 2 / 9, "dense": 0.0})  # a1 and c2 in bm25's top 3
 
 
-def test_a_grade_the_disk_cannot_take_is_shown_on_the_page_and_kept_once_space_is_freed(browser, tmp_path,
-                                                                                         monkeypatch):
+def test_a_grade_the_disk_cannot_take_is_shown_on_the_page_and_kept_once_space_is_freed(browser, tmp_path, monkeypatch):
     import errno
 
     from playwright.sync_api import expect

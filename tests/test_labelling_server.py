@@ -24,8 +24,14 @@ from rag_eval.ground_truth import JudgementLog, pool
 from rag_eval.labelling.server import LabellingServer, LabellingSession, log_path_for, parse_scale
 
 QUERIES = {"q1": "what does lru_cache do", "q2": "how to read a csv file"}
-TEXTS = {"a": "memoizing decorator", "b": "least recently used", "c": "cache info", "d": "csv.reader",
-         "e": "csv.DictReader", "f": "open()"}
+TEXTS = {
+    "a": "memoizing decorator",
+    "b": "least recently used",
+    "c": "cache info",
+    "d": "csv.reader",
+    "e": "csv.DictReader",
+    "f": "open()",
+}
 
 
 def make_pool(tmp_path: Path):
@@ -46,8 +52,18 @@ class Running:
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
 
-    def request(self, method: str, path: str, body: object = None, *, token: str | None = "", origin: str | None = None,
-                host: str | None = None, content_type: str = "application/json", raw: bytes | None = None):
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        *,
+        token: str | None = "",
+        origin: str | None = None,
+        host: str | None = None,
+        content_type: str = "application/json",
+        raw: bytes | None = None,
+    ):
         headers = {"Host": host or f"127.0.0.1:{self.server.port}"}
         if token is not None:
             headers["X-Rag-Eval-Token"] = token or self.server.token
@@ -92,7 +108,14 @@ def log_lines(out: Path) -> list[dict]:
 def test_the_pool_is_what_the_tests_expect(setup):
     made, _, _ = setup
     assert [(i.query_id, i.doc_id) for i in made.items] == [
-        ("q1", "a"), ("q1", "c"), ("q1", "b"), ("q1", "x"), ("q2", "d"), ("q2", "f"), ("q2", "e")]
+        ("q1", "a"),
+        ("q1", "c"),
+        ("q1", "b"),
+        ("q1", "x"),
+        ("q2", "d"),
+        ("q2", "f"),
+        ("q2", "e"),
+    ]
 
 
 def test_each_grade_is_in_the_log_and_in_out_when_the_response_arrives(setup):
@@ -108,7 +131,11 @@ def test_each_grade_is_in_the_log_and_in_out_when_the_response_arrives(setup):
     assert out.read_text() == "q1 0 a 3\n"
     [line] = log_lines(out)
     assert {k: line[k] for k in ("query_id", "doc_id", "grade", "assessor")} == {
-        "query_id": "q1", "doc_id": "a", "grade": 3, "assessor": "alice"}
+        "query_id": "q1",
+        "doc_id": "a",
+        "grade": 3,
+        "assessor": "alice",
+    }
     assert line["pool"] == {"id": made.id, "depth": 3, "strategy": "depth", "systems": ["bm25", "dense"]}
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", line["time"])
 
@@ -175,8 +202,10 @@ def test_out_s_own_judgements_are_kept_shown_and_not_changed(tmp_path):
         status, state = running.request("GET", "/api/state")
         assert (state["judged"], state["next"]) == (1, 0)  # c counts as judged
         item = running.request("GET", "/api/item?i=0")[1]
-        assert sorted((c["doc_id"], c["grade"], c["by"]) for c in item["context"]) == [("c", 1, "qrels"),
-                                                                                     ("z", 2, "qrels")]
+        assert sorted((c["doc_id"], c["grade"], c["by"]) for c in item["context"]) == [
+            ("c", 1, "qrels"),
+            ("z", 2, "qrels"),
+        ]
         status, error = running.judge(1, 3)  # c
         assert status == 409 and "does not change" in error["error"]
         running.judge(0, 2)
@@ -299,11 +328,22 @@ def test_unknown_items_and_pairs_are_refused(setup):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("path", [
-    "/../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd", "/static/..%2f..%2f..%2fetc%2fpasswd", "/..%2fserver.py",
-    "/page.html", "/server.py", "/api/../../../etc/passwd", "/api/item/../../etc/passwd", "//etc/passwd",
-    "/api/state/..%2f..%2fpool.jsonl", "/%2e%2e%2fpool.jsonl",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/../../etc/passwd",
+        "/%2e%2e/%2e%2e/etc/passwd",
+        "/static/..%2f..%2f..%2fetc%2fpasswd",
+        "/..%2fserver.py",
+        "/page.html",
+        "/server.py",
+        "/api/../../../etc/passwd",
+        "/api/item/../../etc/passwd",
+        "//etc/passwd",
+        "/api/state/..%2f..%2fpool.jsonl",
+        "/%2e%2e%2fpool.jsonl",
+    ],
+)
 def test_paths_that_try_to_leave_the_package_read_nothing(setup, path):
     _, _, running = setup
     status, body = running.request("GET", path)
@@ -378,15 +418,22 @@ def test_the_command_prints_its_address_serves_and_loses_nothing_to_a_kill(tmp_p
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = _read_line(proc.stdout, time.monotonic() + 20)
-        found = re.fullmatch(rf"rag-eval: labelling 7 items of pool {made.id} at http://127\.0\.0\.1:(\d+)/ "
-                             r"\(Ctrl-C to stop\)\n", line)
+        found = re.fullmatch(
+            rf"rag-eval: labelling 7 items of pool {made.id} at http://127\.0\.0\.1:(\d+)/ "
+            r"\(Ctrl-C to stop\)\n",
+            line,
+        )
         assert found, line
         port = int(found.group(1))
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         conn.request("GET", "/")
         token = re.search(r'name="rag-eval-token" content="([^"]+)"', conn.getresponse().read().decode()).group(1)
-        conn.request("POST", "/api/judge", body=json.dumps({"index": 4, "grade": 2}),
-                     headers={"X-Rag-Eval-Token": token, "Content-Type": "application/json"})
+        conn.request(
+            "POST",
+            "/api/judge",
+            body=json.dumps({"index": 4, "grade": 2}),
+            headers={"X-Rag-Eval-Token": token, "Content-Type": "application/json"},
+        )
         assert conn.getresponse().status == 200
         conn.close()
     finally:
@@ -399,8 +446,10 @@ def test_the_command_prints_its_address_serves_and_loses_nothing_to_a_kill(tmp_p
 
 
 def test_importing_the_labelling_packages_loads_no_http_server():
-    code = ("import json, sys, rag_eval, rag_eval.ground_truth, rag_eval.labelling;"
-            "print(json.dumps([m for m in ('http.server', 'socketserver', 'pandas') if m in sys.modules]))")
+    code = (
+        "import json, sys, rag_eval, rag_eval.ground_truth, rag_eval.labelling;"
+        "print(json.dumps([m for m in ('http.server', 'socketserver', 'pandas') if m in sys.modules]))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == []
 
@@ -416,7 +465,9 @@ def test_a_request_that_fails_unexpectedly_is_answered_500_and_the_server_goes_o
 
     monkeypatch.setattr(running.session, "state", broken)
     assert running.request("GET", "/api/state") == (
-        500, {"error": "the server failed on this request (RuntimeError: boom); nothing was saved"})
+        500,
+        {"error": "the server failed on this request (RuntimeError: boom); nothing was saved"},
+    )
     monkeypatch.undo()
     assert running.request("GET", "/api/state")[1]["judged"] == 0
 
@@ -452,8 +503,10 @@ def _fill(path: Path) -> None:
 
 
 def test_a_real_full_disk_mid_labelling_loses_nothing_acknowledged_and_labelling_resumes(tmp_path, tmpfs, capsys):
-    runs = {name: Run.from_ranking({f"q{q}": [f"{name}-{q}-{d}" for d in range(20)] for q in range(3)}, name=name)
-            for name in ("bm25", "dense")}
+    runs = {
+        name: Run.from_ranking({f"q{q}": [f"{name}-{q}-{d}" for d in range(20)] for q in range(3)}, name=name)
+        for name in ("bm25", "dense")
+    }
     made = pool(runs, depth=20)
     out = tmpfs / "out.qrels"
     log = log_path_for(out)
@@ -472,8 +525,10 @@ def test_a_real_full_disk_mid_labelling_loses_nothing_acknowledged_and_labelling
             if status == 200 or payload["error"].startswith(f"the grade is saved in {log}"):
                 acknowledged[i] = i % 4  # in the log; OUT catches up later
             else:
-                assert payload["error"].startswith(f"not saved: judgement log {log}: cannot store") \
+                assert (
+                    payload["error"].startswith(f"not saved: judgement log {log}: cannot store")
                     and "No space left on device" in payload["error"]
+                )
                 refused.append(i)
             i += 1
         assert refused, "the disk never filled"

@@ -19,7 +19,6 @@ rank 4 -> 1/log2(5), rank 7 -> 1/log2(8) = 1/3.
 from __future__ import annotations
 
 import math
-
 from math import log2
 
 import pytest
@@ -152,8 +151,18 @@ def test_relevance_threshold_convention_is_rel_parameter():
 
 # ----- empty rankings -------------------------------------------------------------------------------------------
 EMPTY = [
-    ("precision@5", 0.0), ("recall@5", 0.0), ("hit@5", 0.0), ("mrr", 0.0), ("mrr@5", 0.0), ("ap", 0.0),
-    ("ap@5", 0.0), ("r_precision", 0.0), ("bpref", 0.0), ("ndcg", 0.0), ("ndcg@5", 0.0), ("num_ret", 0.0),
+    ("precision@5", 0.0),
+    ("recall@5", 0.0),
+    ("hit@5", 0.0),
+    ("mrr", 0.0),
+    ("mrr@5", 0.0),
+    ("ap", 0.0),
+    ("ap@5", 0.0),
+    ("r_precision", 0.0),
+    ("bpref", 0.0),
+    ("ndcg", 0.0),
+    ("ndcg@5", 0.0),
+    ("num_ret", 0.0),
     ("num_rel_ret", 0.0),
     ("judged@5", math.nan),  # nothing returned: 0/0, NaN (counted in the summary's n_nan)
     ("num_rel", 1.0),  # d1: the qrels still count
@@ -174,8 +183,12 @@ def test_run_with_no_queries_scores_every_judged_query_0():
     # missing_run="zero" (default): both judged queries are counted as empty rankings
     values = _values(QRELS, rag_eval.Run.from_scores({}), ["ap", "P@5", "num_rel"])
     assert values == {
-        ("q1", "ap"): 0.0, ("q1", "precision@5"): 0.0, ("q1", "num_rel"): 4.0,
-        ("q2", "ap"): 0.0, ("q2", "precision@5"): 0.0, ("q2", "num_rel"): 1.0,
+        ("q1", "ap"): 0.0,
+        ("q1", "precision@5"): 0.0,
+        ("q1", "num_rel"): 4.0,
+        ("q2", "ap"): 0.0,
+        ("q2", "precision@5"): 0.0,
+        ("q2", "num_rel"): 1.0,
     }
 
 
@@ -259,12 +272,18 @@ def _reasons(left_out: dict[str, list[str]]) -> dict[str, list[str]]:
         ("skip", "zero", 1, {"q1": 1.0, "q2": 0.0, "q5": 1 / 2}, {"run_only": ["q4"], "missing_run": ["q3"]}),
         ("zero", "skip", 1, {"q1": 1.0, "q3": 0.0, "q5": 1 / 2}, {"run_only": ["q4"], "no_relevant": ["q2"]}),
         (
-            "skip", "skip", 1, {"q1": 1.0, "q5": 1 / 2},
+            "skip",
+            "skip",
+            1,
+            {"q1": 1.0, "q5": 1 / 2},
             {"run_only": ["q4"], "missing_run": ["q3"], "no_relevant": ["q2"]},
         ),
         # threshold 2: nothing is relevant anywhere; no_relevant="skip" leaves every counted query out
         (
-            "skip", "skip", 2, {},
+            "skip",
+            "skip",
+            2,
+            {},
             {"run_only": ["q4"], "missing_run": ["q3"], "no_relevant": ["q1", "q2", "q5"]},
         ),
     ],
@@ -286,8 +305,12 @@ def test_conventions_decide_which_queries_count(missing_run, no_relevant, thresh
 def test_unjudged_remove_condenses_the_ranking():
     # x1, x2 dropped: d3 (1), d2 (0), d1 (3), d5 (-1), d4 (2) -> relevant ranks 1, 3, 5
     conventions = PRESETS["default"].replace(unjudged="remove")
-    values = _values(QRELS, rag_eval.Run.from_ranking(RANKING), ["P@5", "mrr", "ap", "r_precision", "bpref",
-                                                                  "judged@5", "num_ret", "num_rel"], conventions)
+    values = _values(
+        QRELS,
+        rag_eval.Run.from_ranking(RANKING),
+        ["P@5", "mrr", "ap", "r_precision", "bpref", "judged@5", "num_ret", "num_rel"],
+        conventions,
+    )
     assert values[("q1", "precision@5")] == pytest.approx(3 / 5)
     assert values[("q1", "mrr")] == 1.0
     # (1/1 + 2/3 + 3/5) / 4 = (15 + 10 + 9) / 15 / 4 = 34/60 = 17/30
@@ -312,8 +335,12 @@ def test_unjudged_remove_under_trec_eval_preset_drops_negative_grades_too():
 def test_max_depth_cuts_the_ranking():
     # only x1, d3, d2 are evaluated
     conventions = PRESETS["default"].replace(max_depth=3)
-    values = _values(QRELS, rag_eval.Run.from_ranking(RANKING), ["num_ret", "P@5", "ap", "recall@10", "mrr",
-                                                                  "num_rel", "ndcg"], conventions)
+    values = _values(
+        QRELS,
+        rag_eval.Run.from_ranking(RANKING),
+        ["num_ret", "P@5", "ap", "recall@10", "mrr", "num_rel", "ndcg"],
+        conventions,
+    )
     assert values[("q1", "num_ret")] == 3.0
     assert values[("q1", "precision@5")] == pytest.approx(1 / 5)  # d3; still / 5
     assert values[("q1", "ap")] == pytest.approx((1 / 2) / 4)  # d3 at rank 2, / R = 4

@@ -37,11 +37,39 @@ pytestmark = pytest.mark.filterwarnings("ignore::rag_eval.errors.LowQueryOverlap
 
 QUERIES = ["q1", "q2", "q3", "q10", "q4", "Q5"]
 METRICS = [
-    "recall@1", "recall@3", "recall(rel=2)@3", "precision@1", "precision@3", "P@10", "P(rel=2)@3", "hit@2",
-    "hit(rel=2)@3", "mrr", "mrr@2", "mrr(rel=2)", "ndcg", "ndcg@3", "ndcg@10", "ndcg(gain=linear)@2",
-    "ndcg(gain=exp)@5", "ndcg(rel=2)", "ndcg(gains=1:3;2:9)@3", "ap", "ap@3", "ap(rel=3)@5", "r_precision",
-    "r_precision(rel=2)", "bpref", "bpref(rel=2)", "judged@1", "judged@3", "recall_ceiling@2", "num_rel",
-    "num_rel(rel=2)", "num_ret", "num_rel_ret",
+    "recall@1",
+    "recall@3",
+    "recall(rel=2)@3",
+    "precision@1",
+    "precision@3",
+    "P@10",
+    "P(rel=2)@3",
+    "hit@2",
+    "hit(rel=2)@3",
+    "mrr",
+    "mrr@2",
+    "mrr(rel=2)",
+    "ndcg",
+    "ndcg@3",
+    "ndcg@10",
+    "ndcg(gain=linear)@2",
+    "ndcg(gain=exp)@5",
+    "ndcg(rel=2)",
+    "ndcg(gains=1:3;2:9)@3",
+    "ap",
+    "ap@3",
+    "ap(rel=3)@5",
+    "r_precision",
+    "r_precision(rel=2)",
+    "bpref",
+    "bpref(rel=2)",
+    "judged@1",
+    "judged@3",
+    "recall_ceiling@2",
+    "num_rel",
+    "num_rel(rel=2)",
+    "num_ret",
+    "num_rel_ret",
 ]
 CONVENTIONS = BASE_CONVENTIONS + [
     PRESETS["default"].replace(negative_grades="unjudged", unjudged="remove", missing_run="skip"),
@@ -69,7 +97,9 @@ def _values(report: rag_eval.Report, run: str = "run") -> dict[tuple[str, str], 
     frame = report.per_query
     frame = frame[frame["run"] == run]
     # NaN (judged@k of an empty top k is 0/0) as None, so that equal reports compare equal
-    return {(q, m): (None if v != v else float(v)) for q, m, v in zip(frame["query_id"], frame["metric"], frame["value"])}
+    return {
+        (q, m): (None if v != v else float(v)) for q, m, v in zip(frame["query_id"], frame["metric"], frame["value"])
+    }
 
 
 def _evaluate(qrels, run: rag_eval.Run, conventions) -> rag_eval.Report:
@@ -109,9 +139,7 @@ def _pure_python():
 @given(qrels=qrels_dicts, scores=score_dicts, conventions=st.sampled_from(CONVENTIONS), rnd=shuffles)
 def test_query_order_changes_no_value(qrels, scores, conventions, rnd):
     report = _evaluate(qrels, rag_eval.Run.from_scores(scores), conventions)
-    shuffled = _evaluate(
-        _shuffled_dict(qrels, rnd), rag_eval.Run.from_scores(_shuffled_dict(scores, rnd)), conventions
-    )
+    shuffled = _evaluate(_shuffled_dict(qrels, rnd), rag_eval.Run.from_scores(_shuffled_dict(scores, rnd)), conventions)
     assert _values(shuffled) == _values(report)
     a, b = (r.summary.set_index(["run", "metric"]).sort_index() for r in (report, shuffled))
     assert a.index.equals(b.index)
@@ -123,12 +151,17 @@ def test_query_order_changes_no_value(qrels, scores, conventions, rnd):
 
 
 @SETTINGS
-@given(qrels=qrels_dicts, ranking=st.dictionaries(st.sampled_from(QUERIES), unique_rankings, min_size=1),
-       conventions=st.sampled_from(CONVENTIONS), rnd=shuffles)
+@given(
+    qrels=qrels_dicts,
+    ranking=st.dictionaries(st.sampled_from(QUERIES), unique_rankings, min_size=1),
+    conventions=st.sampled_from(CONVENTIONS),
+    rnd=shuffles,
+)
 def test_query_order_changes_no_value_of_a_given_ranking(qrels, ranking, conventions, rnd):
     a = _values(_evaluate(qrels, rag_eval.Run.from_ranking(ranking), conventions))
-    b = _values(_evaluate(_shuffled_dict(qrels, rnd), rag_eval.Run.from_ranking(_shuffled_dict(ranking, rnd)),
-                          conventions))
+    b = _values(
+        _evaluate(_shuffled_dict(qrels, rnd), rag_eval.Run.from_ranking(_shuffled_dict(ranking, rnd)), conventions)
+    )
     assert a == b
 
 
@@ -151,8 +184,9 @@ def _assert_renamed_values_equal(before, after, queries: dict[str, str]):
 
 
 @SETTINGS
-@given(qrels=qrels_dicts, scores=score_dicts, conventions=st.sampled_from(CONVENTIONS), names=doc_names,
-       qnames=query_names)
+@given(
+    qrels=qrels_dicts, scores=score_dicts, conventions=st.sampled_from(CONVENTIONS), names=doc_names, qnames=query_names
+)
 def test_renaming_ids_in_the_same_order_changes_no_value(qrels, scores, conventions, names, qnames):
     # doc ids mapped monotonically (ties="trec_eval"/"doc_id" compare them); query ids by any bijection
     docs = dict(zip(sorted(DOCS), sorted(names)))
@@ -164,10 +198,15 @@ def test_renaming_ids_in_the_same_order_changes_no_value(qrels, scores, conventi
 
 
 @SETTINGS
-@given(qrels=qrels_dicts, ranking=st.dictionaries(st.sampled_from(QUERIES), unique_rankings, min_size=1),
-       scores=score_dicts, conventions=st.sampled_from(CONVENTIONS), names=doc_names, qnames=query_names)
-def test_any_renaming_changes_no_value_where_no_tie_is_broken_by_id(qrels, ranking, scores, conventions, names,
-                                                                    qnames):
+@given(
+    qrels=qrels_dicts,
+    ranking=st.dictionaries(st.sampled_from(QUERIES), unique_rankings, min_size=1),
+    scores=score_dicts,
+    conventions=st.sampled_from(CONVENTIONS),
+    names=doc_names,
+    qnames=query_names,
+)
+def test_any_renaming_changes_no_value_where_no_tie_is_broken_by_id(qrels, ranking, scores, conventions, names, qnames):
     docs = dict(zip(DOCS, names))  # any bijection: the order of doc ids is not kept
     queries = dict(zip(QUERIES, qnames))
     # a given ranking is never re-sorted
@@ -248,7 +287,8 @@ def test_row_order_of_a_qrels_file_changes_no_value(tmp_path_factory, qrels, sco
 
 EXTREME_SCORES = [0.0, 1.0, -0.0, math.inf, -math.inf, 1e308, -1e308, 5e-324]
 extreme_rows = st.lists(
-    st.tuples(st.sampled_from(QUERIES), st.sampled_from(DOCS), st.sampled_from(EXTREME_SCORES)), min_size=1,
+    st.tuples(st.sampled_from(QUERIES), st.sampled_from(DOCS), st.sampled_from(EXTREME_SCORES)),
+    min_size=1,
     max_size=25,
 )
 
@@ -265,8 +305,12 @@ def _assert_bounded(values: dict[tuple[str, str], float]) -> None:
 
 
 @SETTINGS
-@given(qrels=qrels_dicts, rows=extreme_rows, ranking=st.dictionaries(st.sampled_from(QUERIES), rankings, min_size=1),
-       conventions=st.sampled_from(CONVENTIONS))
+@given(
+    qrels=qrels_dicts,
+    rows=extreme_rows,
+    ranking=st.dictionaries(st.sampled_from(QUERIES), rankings, min_size=1),
+    conventions=st.sampled_from(CONVENTIONS),
+)
 def test_values_stay_in_0_1_with_repeats_and_infinite_scores(tmp_path_factory, qrels, rows, ranking, conventions):
     path = tmp_path_factory.mktemp("bounds") / "run.trec"
     _write_trec_run(path, rows)

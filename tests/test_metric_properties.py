@@ -26,9 +26,28 @@ pytestmark = pytest.mark.filterwarnings("ignore::rag_eval.errors.LowQueryOverlap
 
 QUERIES = ["q1", "q2", "q3"]
 METRICS = [
-    "recall@1", "recall@3", "precision@1", "precision@3", "P(rel=2)@3", "hit@2", "mrr", "mrr@2", "ndcg", "ndcg@3",
-    "ndcg(gain=linear)@2", "ndcg(rel=2)", "ndcg(gains=1:3;2:9)@3", "ap", "ap@3", "r_precision", "bpref",
-    "judged@3", "recall_ceiling@2", "num_rel", "num_ret", "num_rel_ret",
+    "recall@1",
+    "recall@3",
+    "precision@1",
+    "precision@3",
+    "P(rel=2)@3",
+    "hit@2",
+    "mrr",
+    "mrr@2",
+    "ndcg",
+    "ndcg@3",
+    "ndcg(gain=linear)@2",
+    "ndcg(rel=2)",
+    "ndcg(gains=1:3;2:9)@3",
+    "ap",
+    "ap@3",
+    "r_precision",
+    "bpref",
+    "judged@3",
+    "recall_ceiling@2",
+    "num_rel",
+    "num_ret",
+    "num_rel_ret",
 ]
 qrels_dicts = strategies.qrels_dicts(QUERIES)
 score_dicts = strategies.score_dicts(QUERIES, [0.0, 0.5, 1.0])
@@ -38,7 +57,9 @@ def _values(report: rag_eval.Report, run: str = "run") -> dict[tuple[str, str], 
     frame = report.per_query
     frame = frame[frame["run"] == run]
     # NaN (judged@k of an empty top k is 0/0) as None, so that equal reports compare equal
-    return {(q, m): (None if v != v else float(v)) for q, m, v in zip(frame["query_id"], frame["metric"], frame["value"])}
+    return {
+        (q, m): (None if v != v else float(v)) for q, m, v in zip(frame["query_id"], frame["metric"], frame["value"])
+    }
 
 
 def _ranked(scores: dict[str, float]) -> list[str]:
@@ -101,8 +122,11 @@ def test_recall_grows_with_k_up_to_its_ceiling(qrels, scores, conventions):
 
 
 @SETTINGS
-@given(qrels=qrels_dicts, ranking=st.dictionaries(st.sampled_from(QUERIES), rankings, min_size=1),
-       conventions=st.sampled_from(CONVENTIONS))
+@given(
+    qrels=qrels_dicts,
+    ranking=st.dictionaries(st.sampled_from(QUERIES), rankings, min_size=1),
+    conventions=st.sampled_from(CONVENTIONS),
+)
 def test_repeated_docs_count_once_at_their_first_position(qrels, ranking, conventions):
     deduped = {q: list(dict.fromkeys(docs)) for q, docs in ranking.items()}
     has_repeats = deduped != ranking
@@ -134,9 +158,12 @@ def test_precision_times_k_counts_the_relevant_in_the_top_k(qrels, scores, thres
 
 
 @SETTINGS
-@given(qrels=qrels_dicts, scores=score_dicts,
-       ranking=st.dictionaries(st.sampled_from(QUERIES), unique_rankings, min_size=1),
-       conventions=st.sampled_from(CONVENTIONS))
+@given(
+    qrels=qrels_dicts,
+    scores=score_dicts,
+    ranking=st.dictionaries(st.sampled_from(QUERIES), unique_rankings, min_size=1),
+    conventions=st.sampled_from(CONVENTIONS),
+)
 def test_evaluate_does_not_mutate_its_inputs(qrels, scores, ranking, conventions):
     before = copy.deepcopy((qrels, scores, ranking))
     qrels_obj = rag_eval.Qrels.from_dict(qrels)

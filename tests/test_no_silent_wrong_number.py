@@ -32,14 +32,35 @@ from rag_eval import _accel
 from rag_eval.errors import InputError, RagEvalWarning
 from rag_eval.metrics import PRESETS
 
-SETTINGS = settings(max_examples=250, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=250,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 # bounded in [0, 1]; the counts must be non-negative integers
 BOUNDED = [
-    "recall@1", "recall@3", "precision@2", "P(rel=2)@3", "hit@2", "mrr", "mrr@2", "ndcg", "ndcg@3",
-    "ndcg(gain=linear)@2", "ndcg(rel=2)", "ndcg(gains=1:3;2:9)@3", "ndcg(gains=1:1e308;2:1e308)@5", "ap", "ap@3",
-    "r_precision", "bpref", "judged@1", "judged@3", "recall_ceiling@2",
+    "recall@1",
+    "recall@3",
+    "precision@2",
+    "P(rel=2)@3",
+    "hit@2",
+    "mrr",
+    "mrr@2",
+    "ndcg",
+    "ndcg@3",
+    "ndcg(gain=linear)@2",
+    "ndcg(rel=2)",
+    "ndcg(gains=1:3;2:9)@3",
+    "ndcg(gains=1:1e308;2:1e308)@5",
+    "ap",
+    "ap@3",
+    "r_precision",
+    "bpref",
+    "judged@1",
+    "judged@3",
+    "recall_ceiling@2",
 ]
 COUNTS = ["num_rel", "num_ret", "num_rel_ret"]
 CONVENTIONS = [
@@ -53,12 +74,46 @@ CONVENTIONS = [
 QUERY_TOKENS = ["q1", "q2", "10", "9", 7, "7", "007", "#q", "q 3", "é"]
 DOC_TOKENS = ["a", "b", "d10", "d9", 3, "3", "03", "#d", "d e", "中"]
 # numbers as a file would spell them: what trec_eval reads alike, and what it reads otherwise
-SCORE_TEXTS = ["1", "0.5", "-2.5", "1e-3", "1E2", "-0", ".5", "5.", "inf", "-inf", "1e400", "+3", "1_0", "\u0663",
-               "0x10", "nan", "1,5", "true"]
+SCORE_TEXTS = [
+    "1",
+    "0.5",
+    "-2.5",
+    "1e-3",
+    "1E2",
+    "-0",
+    ".5",
+    "5.",
+    "inf",
+    "-inf",
+    "1e400",
+    "+3",
+    "1_0",
+    "\u0663",
+    "0x10",
+    "nan",
+    "1,5",
+    "true",
+]
 GRADE_TEXTS = ["0", "1", "2", "3", "-1", "-2", "1.0", "+1", "1_0", "\u0662", "true", "1.5", "4"]
 # numbers as Python objects (dicts, frames, JSONL)
-SCORE_VALUES = [1.0, 0.5, -2.5, 0, 3, 1e300, -1e300, math.inf, -math.inf, True, np.float32(0.25), np.int64(2),
-                "0.5", "1_0", None, math.nan]
+SCORE_VALUES = [
+    1.0,
+    0.5,
+    -2.5,
+    0,
+    3,
+    1e300,
+    -1e300,
+    math.inf,
+    -math.inf,
+    True,
+    np.float32(0.25),
+    np.int64(2),
+    "0.5",
+    "1_0",
+    None,
+    math.nan,
+]
 GRADE_VALUES = [0, 1, 2, 3, -1, -2, 2.0, np.int64(1), True, "1", 1.5, None]
 
 # mostly a few ids (so that runs and qrels overlap, and keys collide), sometimes any of them
@@ -69,9 +124,11 @@ run_rows = st.lists(st.tuples(queries, docs, st.integers(0, len(SCORE_TEXTS) - 1
 endings = st.sampled_from(["\n", "\r\n", "\r"])
 
 QRELS_WAYS = ["dict", "frame", "jsonl", "trec", "trec_load", "beir"] + (
-    ["parquet"] if hasattr(rag_eval.Qrels, "from_parquet") else [])
+    ["parquet"] if hasattr(rag_eval.Qrels, "from_parquet") else []
+)
 RUN_WAYS = ["scores", "ranking", "ranking_pairs", "frame", "frame_given", "jsonl", "trec", "trec_load"] + (
-    ["parquet"] if hasattr(rag_eval.Run, "from_parquet") else [])
+    ["parquet"] if hasattr(rag_eval.Run, "from_parquet") else []
+)
 
 
 @contextmanager
@@ -111,18 +168,30 @@ def make_qrels(way: str, rows, ending: str, folder: Path) -> rag_eval.Qrels:
             judged.setdefault(q, {})[d] = _grade_value(g)
         return rag_eval.Qrels.from_dict(judged)
     if way == "frame":
-        frame = pd.DataFrame({"query_id": [r[0] for r in rows], "doc_id": [r[1] for r in rows],
-                              "grade": [_grade_value(r[2]) for r in rows]})
+        frame = pd.DataFrame(
+            {
+                "query_id": [r[0] for r in rows],
+                "doc_id": [r[1] for r in rows],
+                "grade": [_grade_value(r[2]) for r in rows],
+            }
+        )
         return rag_eval.Qrels.from_frame(frame)
     if way == "parquet":
-        frame = pd.DataFrame({"query_id": [str(r[0]) for r in rows], "doc_id": [str(r[1]) for r in rows],
-                              "grade": [GRADE_TEXTS[r[2]] for r in rows]})
+        frame = pd.DataFrame(
+            {
+                "query_id": [str(r[0]) for r in rows],
+                "doc_id": [str(r[1]) for r in rows],
+                "grade": [GRADE_TEXTS[r[2]] for r in rows],
+            }
+        )
         path = folder / "qrels.parquet"
         frame.to_parquet(path)
         return rag_eval.Qrels.from_parquet(path)
     if way == "jsonl":
-        lines = [json.dumps({"query_id": _jsonable(q), "doc_id": _jsonable(d), "grade": _jsonable(_grade_value(g))})
-                 for q, d, g in rows]
+        lines = [
+            json.dumps({"query_id": _jsonable(q), "doc_id": _jsonable(d), "grade": _jsonable(_grade_value(g))})
+            for q, d, g in rows
+        ]
         return rag_eval.Qrels.from_jsonl(_write(folder / "qrels.jsonl", lines, ending))
     if way == "beir":
         lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{GRADE_TEXTS[g]}" for q, d, g in rows]
@@ -144,18 +213,30 @@ def make_run(way: str, rows, ending: str, folder: Path) -> rag_eval.Run:
             ranking.setdefault(q, []).append((d, _score_value(s)) if way == "ranking_pairs" else d)
         return rag_eval.Run.from_ranking(ranking, name="run")
     if way in ("frame", "frame_given"):
-        frame = pd.DataFrame({"query_id": [r[0] for r in rows], "doc_id": [r[1] for r in rows],
-                              "score": [_score_value(r[2]) for r in rows]})
+        frame = pd.DataFrame(
+            {
+                "query_id": [r[0] for r in rows],
+                "doc_id": [r[1] for r in rows],
+                "score": [_score_value(r[2]) for r in rows],
+            }
+        )
         return rag_eval.Run.from_frame(frame, name="run", order="given" if way == "frame_given" else "score")
     if way == "parquet":
-        frame = pd.DataFrame({"query_id": [str(r[0]) for r in rows], "doc_id": [str(r[1]) for r in rows],
-                              "score": [SCORE_TEXTS[r[2]] for r in rows]})
+        frame = pd.DataFrame(
+            {
+                "query_id": [str(r[0]) for r in rows],
+                "doc_id": [str(r[1]) for r in rows],
+                "score": [SCORE_TEXTS[r[2]] for r in rows],
+            }
+        )
         path = folder / "run.parquet"
         frame.to_parquet(path)
         return rag_eval.Run.from_parquet(path, name="run")
     if way == "jsonl":
-        lines = [json.dumps({"query_id": _jsonable(q), "doc_id": _jsonable(d), "score": _jsonable(_score_value(s))})
-                 for q, d, s in rows]
+        lines = [
+            json.dumps({"query_id": _jsonable(q), "doc_id": _jsonable(d), "score": _jsonable(_score_value(s))})
+            for q, d, s in rows
+        ]
         return rag_eval.Run.from_jsonl(_write(folder / "run.jsonl", lines, ending), name="run")
     lines = [f"{q} Q0 {d} {i + 1} {SCORE_TEXTS[s]} tag" for i, (q, d, s) in enumerate(rows)]
     path = _write(folder / "run.trec", lines, ending)
@@ -213,10 +294,18 @@ def test_every_accepted_input_is_measured_within_bounds(tmp_path_factory, qrows,
 TOKEN_VALUES = [None, 0, 1, 5, 40, -100, math.nan, math.inf, True, 2.5]
 
 
-@settings(max_examples=80, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(qrels_rows, run_rows, st.lists(st.sampled_from(TOKEN_VALUES), min_size=16, max_size=16),
-       st.sampled_from([3, "12tok", 1]))
+@settings(
+    max_examples=80,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    qrels_rows,
+    run_rows,
+    st.lists(st.sampled_from(TOKEN_VALUES), min_size=16, max_size=16),
+    st.sampled_from([3, "12tok", 1]),
+)
 def test_every_accepted_pipeline_is_measured_within_bounds(tmp_path_factory, qrows, rrows, tokens, budget):
     """Hits built from the generated results (with token counts good and bad) through a retriever and a reranker."""
     from rag_eval.adapters import functions
@@ -240,8 +329,12 @@ def test_every_accepted_pipeline_is_measured_within_bounds(tmp_path_factory, qro
             return list(reversed(hits))
 
         try:
-            pipe = rag_eval.Pipeline(functions.retriever(search, name="first", version="1"),
-                                     functions.reranker(reverse, name="rev", version="1"), depth=4, budget=budget)
+            pipe = rag_eval.Pipeline(
+                functions.retriever(search, name="first", version="1"),
+                functions.reranker(reverse, name="rev", version="1"),
+                depth=4,
+                budget=budget,
+            )
         except (InputError, ValueError):
             return
         queries = {q: q for q in list(qrels.query_ids) + list(results)}

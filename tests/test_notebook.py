@@ -90,11 +90,17 @@ def _folder(out: Path, pipelines: dict[str, Pipeline]) -> Path:
 def folders(tmp_path_factory) -> list[Path]:
     base = tmp_path_factory.mktemp("results")
     return [
-        _folder(base / "chunks", {
-            "tiny": Pipeline(FixedRetriever("fixed"), FixedReranker(), depth=8, budget=3),
-            "solo": Pipeline(FixedRetriever("fixed"), depth=8, budget=3),
-        }),
-        _folder(base / "tokens", {"tiny-tok": Pipeline(FixedRetriever("fixed"), FixedReranker(fail_on={"q5"}), depth=8, budget="20tok")}),
+        _folder(
+            base / "chunks",
+            {
+                "tiny": Pipeline(FixedRetriever("fixed"), FixedReranker(), depth=8, budget=3),
+                "solo": Pipeline(FixedRetriever("fixed"), depth=8, budget=3),
+            },
+        ),
+        _folder(
+            base / "tokens",
+            {"tiny-tok": Pipeline(FixedRetriever("fixed"), FixedReranker(fail_on={"q5"}), depth=8, budget="20tok")},
+        ),
         _folder(base / "single", {"alone": Pipeline(FixedRetriever("fixed"), depth=5, budget=2)}),
     ]
 
@@ -109,8 +115,13 @@ def _execute(cwd: Path):
         from nbclient import NotebookClient
 
         nb = nbformat.read(NOTEBOOK, as_version=4)
-        client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", allow_errors=False,
-                                resources={"metadata": {"path": str(cwd)}})
+        client = NotebookClient(
+            nb,
+            timeout=CELL_TIMEOUT,
+            kernel_name="python3",
+            allow_errors=False,
+            resources={"metadata": {"path": str(cwd)}},
+        )
         client.execute()
     return nb
 
@@ -185,7 +196,9 @@ def test_notebook_says_what_to_do_without_a_result_folder(tmp_path, monkeypatch)
     assert "no report.parquet" in str(error.value) and "rag-eval demo" in str(error.value)
 
 
-@pytest.mark.skipif(not (DEMO / "report.parquet").is_file(), reason="no ./demo-report (run `make demo` or `rag-eval demo`)")
+@pytest.mark.skipif(
+    not (DEMO / "report.parquet").is_file(), reason="no ./demo-report (run `make demo` or `rag-eval demo`)"
+)
 def test_notebook_runs_on_the_demo_folder(monkeypatch):
     monkeypatch.delenv("RAG_EVAL_RESULTS", raising=False)  # the default: demo-report in the working directory
     nb = _execute(ROOT)

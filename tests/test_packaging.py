@@ -35,8 +35,21 @@ def test_editable_install_maps_adapters_into_the_package():
 @pytest.mark.slow
 def test_built_wheel_ships_adapters_as_rag_eval_adapters(tmp_path):
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     wheel = next(tmp_path.glob("rag_eval_harness-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()

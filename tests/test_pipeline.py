@@ -82,8 +82,13 @@ def test_pipeline_prints_as_its_structure():
 
 @pytest.mark.parametrize(
     ("kwargs", "error"),
-    [({"depth": 0}, ValueError), ({"depth": "10"}, ValueError), ({"budget": 0}, ValueError),
-     ({"budget": "512 words"}, ValueError), ({"budget": True}, ValueError)],
+    [
+        ({"depth": 0}, ValueError),
+        ({"depth": "10"}, ValueError),
+        ({"budget": 0}, ValueError),
+        ({"budget": "512 words"}, ValueError),
+        ({"budget": True}, ValueError),
+    ],
 )
 def test_configuration_errors_come_before_any_run(kwargs, error):
     retriever = ListRetriever("bm25", RANKINGS)
@@ -118,7 +123,9 @@ def test_faults_are_recorded_per_query_and_stage_and_the_run_goes_on():
     rankings["delta"] = [("x", 1.0), (5, 0.5)]  # a non-string id
     rankings["eps"] = docs("zz")
     queries = {"q1": "alpha", "q2": "beta", "q3": "gamma", "q4": "delta", "q5": "eps"}
-    stranger = type("Stranger", (Reranker,), {"rerank": lambda self, q, hits: [Hit("not-given")] if q == "eps" else hits})
+    stranger = type(
+        "Stranger", (Reranker,), {"rerank": lambda self, q, hits: [Hit("not-given")] if q == "eps" else hits}
+    )
     with pytest.warns(rag_eval.errors.FailingStage, match="stage 'bm25' failed on 3 of 5 queries"):
         result = Pipeline(ListRetriever("bm25", rankings), stranger("stranger"), depth=10).run(queries)
     failures = {(r.stage, r.query_id): r.error for r in result.failures.itertuples()}
@@ -186,7 +193,9 @@ def test_a_rerun_from_the_cache_recomputes_nothing_and_a_new_reranker_reuses_ret
     again = Pipeline(retriever, reranker, depth=4).run(QUERIES, cache=tmp_path)
     assert len(retriever.calls) == 3 and len(reranker.calls) == 3
     assert again.stages["reverse"].cache_hits == 3
-    assert rag_eval.evaluate({"q1": {"a": 1}}, again).per_query.equals(rag_eval.evaluate({"q1": {"a": 1}}, first).per_query)
+    assert rag_eval.evaluate({"q1": {"a": 1}}, again).per_query.equals(
+        rag_eval.evaluate({"q1": {"a": 1}}, first).per_query
+    )
     other = Reverse(cut=1)  # a changed reranker: same name, different configuration
     Pipeline(retriever, other, depth=4).run(QUERIES, cache=tmp_path)
     assert len(retriever.calls) == 3 and len(other.calls) == 3
@@ -368,7 +377,9 @@ def test_failed_queries_score_zero_or_are_left_out_and_are_counted():
 def test_any_engine_metric_at_budget_or_depth_with_a_token_budget(tmp_path):
     texts = {"alpha": [Hit("a", text="w " * 6), Hit("b", text="w " * 6), Hit("c", text="w")]}
     result = Pipeline(ListRetriever("bm25", texts), depth=3, budget="10tok").run({"q1": "alpha"})
-    report = rag_eval.evaluate({"q1": {"a": 1, "b": 1}}, result, ["precision@budget", "ap@depth", "ndcg@budget", "recall_ceiling@budget"])
+    report = rag_eval.evaluate(
+        {"q1": {"a": 1, "b": 1}}, result, ["precision@budget", "ap@depth", "ndcg@budget", "recall_ceiling@budget"]
+    )
     assert report.metrics == ["precision@budget", "ap@depth", "ndcg@budget"]  # no ceiling with a token budget
     assert report.values(report.runs[0], "precision@budget", stage="bm25")["q1"] == 1.0  # one chunk fits, relevant
     assert report.values(report.runs[0], "ndcg@budget", stage="bm25")["q1"] == 1.0  # ideal cut at 1 too

@@ -60,10 +60,24 @@ def test_texts_come_from_the_caller_for_plain_runs():
     frame = p.to_frame()
     assert list(frame.columns) == ["query_id", "doc_id", "systems", "ranks", "query", "text", "rrf"]
     assert frame.to_dict("records") == [
-        {"query_id": "q1", "doc_id": "d1", "systems": ("bm25",), "ranks": {"bm25": 1}, "query": "what is d1?",
-         "text": "one", "rrf": 1 / 61},
-        {"query_id": "q2", "doc_id": "d7", "systems": ("bm25",), "ranks": {"bm25": 1}, "query": None,
-         "text": "seven", "rrf": 1 / 61},
+        {
+            "query_id": "q1",
+            "doc_id": "d1",
+            "systems": ("bm25",),
+            "ranks": {"bm25": 1},
+            "query": "what is d1?",
+            "text": "one",
+            "rrf": 1 / 61,
+        },
+        {
+            "query_id": "q2",
+            "doc_id": "d7",
+            "systems": ("bm25",),
+            "ranks": {"bm25": 1},
+            "query": None,
+            "text": "seven",
+            "rrf": 1 / 61,
+        },
     ]
     assert list(pool([BM25], depth=1).to_frame().columns) == ["query_id", "doc_id", "systems", "ranks", "rrf"]
 
@@ -80,26 +94,33 @@ def test_each_stage_of_a_pipeline_is_a_system_with_its_texts(tmp_path):
     def flip(query: str, hits):
         return list(reversed(hits))
 
-    result = Pipeline(retriever(search, name="first"), reranker(flip, name="flip"), depth=3, budget=2).run({"q1": "alpha", "q2": "gamma delta"}, cache=tmp_path)
+    result = Pipeline(retriever(search, name="first"), reranker(flip, name="flip"), depth=3, budget=2).run(
+        {"q1": "alpha", "q2": "gamma delta"}, cache=tmp_path
+    )
     p = pool({"p": result}, depth=2)
     assert p.systems == ("p/first", "p/flip")
     # q1: first = c1, c4, c2; flip = c2, c4, c1
     assert table(p)[:3] == [
-        ("q1", "c1", {"p/first": 1}), ("q1", "c2", {"p/flip": 1}), ("q1", "c4", {"p/first": 2, "p/flip": 2}),
+        ("q1", "c1", {"p/first": 1}),
+        ("q1", "c2", {"p/flip": 1}),
+        ("q1", "c4", {"p/first": 2, "p/flip": 2}),
     ]
     assert {i.doc_id: i.text for i in p} == {c: CHUNKS[c] for c in ("c1", "c2", "c3", "c4")}
     assert {i.query for i in p if i.query_id == "q2"} == {"gamma delta"}
 
 
 def test_jsonl_round_trip_keeps_provenance(tmp_path):
-    p = pool([BM25, DENSE], depth=2, qrels={"q1": {"d1": 1}}, queries={"q1": "Q"}, texts={"d3": "three"},
-             strategy="rrf")
+    p = pool(
+        [BM25, DENSE], depth=2, qrels={"q1": {"d1": 1}}, queries={"q1": "Q"}, texts={"d3": "three"}, strategy="rrf"
+    )
     path = tmp_path / "pool.jsonl"
     p.to_jsonl(path)
     lines = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
     assert len(lines) == len(p)
-    assert all(line["pool"] == {"id": p.id, "depth": 2, "strategy": "rrf", "systems": ["bm25", "dense"],
-                                "already_judged": 1} for line in lines)
+    assert all(
+        line["pool"] == {"id": p.id, "depth": 2, "strategy": "rrf", "systems": ["bm25", "dense"], "already_judged": 1}
+        for line in lines
+    )
     assert Pool.read(path) == p
     assert len(p.id) == 12 and p.id != pool([BM25, DENSE], depth=3).id
 
@@ -111,7 +132,9 @@ def test_csv_export(tmp_path):
     with path.open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert [(r["query_id"], r["doc_id"], r["systems"], json.loads(r["ranks"])) for r in rows] == [
-        ("q1", "d1", "bm25", {"bm25": 1}), ("q1", "d5", "dense", {"dense": 1}), ("q2", "d7", "bm25", {"bm25": 1}),
+        ("q1", "d1", "bm25", {"bm25": 1}),
+        ("q1", "d5", "dense", {"dense": 1}),
+        ("q2", "d7", "bm25", {"bm25": 1}),
         ("q3", "d9", "dense", {"dense": 1}),
     ]
     assert rows[0]["text"] == 'say "one", twice\nor not' and {r["pool_id"] for r in rows} == {p.id}
@@ -182,14 +205,28 @@ def test_cli_pool_writes_the_same_pool_as_the_api(tmp_path, capsys):
     examples = ROOT / "rag_eval" / "examples"
     runs = [examples / "bm25.trec", examples / "bm25_rerank.trec"]
     out = tmp_path / "pool.jsonl"
-    code = main(["pool", *map(str, runs), "--depth", "5", "--qrels", str(examples / "qrels.txt"), "--strategy", "rrf",
-                 "-o", str(out)])
+    code = main(
+        [
+            "pool",
+            *map(str, runs),
+            "--depth",
+            "5",
+            "--qrels",
+            str(examples / "qrels.txt"),
+            "--strategy",
+            "rrf",
+            "-o",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err
     loaded = [Run.load(r) for r in runs]
     expected = pool({r.tag: r for r in loaded}, depth=5, qrels=Qrels.load(examples / "qrels.txt"), strategy="rrf")
     assert code == 0 and Pool.read(out) == expected
-    assert err == (f"rag-eval: pool {expected.id}: {len(expected)} items over {len(expected.query_ids)} queries from "
-                   f"2 runs at depth 5 ({expected.already_judged} already judged) -> {out}\n")
+    assert err == (
+        f"rag-eval: pool {expected.id}: {len(expected)} items over {len(expected.query_ids)} queries from "
+        f"2 runs at depth 5 ({expected.already_judged} already judged) -> {out}\n"
+    )
     assert len(expected) > 0 and expected.already_judged > 0
     assert main(["pool", str(runs[0]), "--depth", "5", "-o", str(tmp_path / "pool.csv")]) == 0
     assert (tmp_path / "pool.csv").read_text("utf-8").startswith("query_id,doc_id,systems,ranks,rrf,")

@@ -38,20 +38,23 @@ EDGE_LABELS = SpanLabels([Span("d1", 10, 20, 1, "q")])
 EDGE_CHUNKS = {"c5": ("d1", 0, 15), "c8": ("d1", 12, 40), "c10": ("d1", 10, 20), "c3": ("d1", 17, 30)}
 
 
-@pytest.mark.parametrize(("rule", "covering"), [
-    ({}, ["c10"]),  # default: the whole answer (share 1.0)
-    ({"min_overlap_share": 1.0}, ["c10"]),
-    ({"min_overlap_share": 0.8}, ["c8", "c10"]),  # needs 8: exactly 8 counts
-    ({"min_overlap_share": 0.81}, ["c10"]),  # needs ceil(8.1) = 9
-    ({"min_overlap_share": 0.5}, ["c5", "c8", "c10"]),  # needs 5
-    ({"min_overlap_share": 0.51}, ["c8", "c10"]),  # needs 6
-    ({"min_overlap_share": 0.3}, ["c5", "c8", "c10", "c3"]),  # 0.3 * 10 = 3.0000000000000004 in floats: still 3
-    ({"min_overlap_chars": 3}, ["c5", "c8", "c10", "c3"]),
-    ({"min_overlap_chars": 4}, ["c5", "c8", "c10"]),
-    ({"min_overlap_chars": 6}, ["c8", "c10"]),
-    ({"min_overlap_chars": 10}, ["c10"]),
-    ({"min_overlap_chars": 50}, ["c10"]),  # capped at the span's length: the whole answer always counts
-])
+@pytest.mark.parametrize(
+    ("rule", "covering"),
+    [
+        ({}, ["c10"]),  # default: the whole answer (share 1.0)
+        ({"min_overlap_share": 1.0}, ["c10"]),
+        ({"min_overlap_share": 0.8}, ["c8", "c10"]),  # needs 8: exactly 8 counts
+        ({"min_overlap_share": 0.81}, ["c10"]),  # needs ceil(8.1) = 9
+        ({"min_overlap_share": 0.5}, ["c5", "c8", "c10"]),  # needs 5
+        ({"min_overlap_share": 0.51}, ["c8", "c10"]),  # needs 6
+        ({"min_overlap_share": 0.3}, ["c5", "c8", "c10", "c3"]),  # 0.3 * 10 = 3.0000000000000004 in floats: still 3
+        ({"min_overlap_chars": 3}, ["c5", "c8", "c10", "c3"]),
+        ({"min_overlap_chars": 4}, ["c5", "c8", "c10"]),
+        ({"min_overlap_chars": 6}, ["c8", "c10"]),
+        ({"min_overlap_chars": 10}, ["c10"]),
+        ({"min_overlap_chars": 50}, ["c10"]),  # capped at the span's length: the whole answer always counts
+    ],
+)
 def test_overlap_threshold_edge(rule, covering):
     for chunk in EDGE_CHUNKS:
         p = project({"q": [chunk]}, EDGE_CHUNKS, EDGE_LABELS, **rule)
@@ -76,8 +79,14 @@ def test_rules_validated_and_described():
     assert ProjectionRules().needed(7) == 7 and ProjectionRules(min_overlap_share=0.5).needed(7) == 4
     assert ProjectionRules(min_overlap_chars=3).needed(2) == 2
     assert "min_overlap_chars=3" in ProjectionRules(min_overlap_chars=3).describe()
-    for bad in ({"min_overlap_chars": 3, "min_overlap_share": 0.5}, {"min_overlap_share": 0}, {"min_overlap_share": 1.5},
-                {"min_overlap_chars": 0}, {"min_overlap_chars": 2.5}, {"ties": "random"}):
+    for bad in (
+        {"min_overlap_chars": 3, "min_overlap_share": 0.5},
+        {"min_overlap_share": 0},
+        {"min_overlap_share": 1.5},
+        {"min_overlap_chars": 0},
+        {"min_overlap_chars": 2.5},
+        {"ties": "random"},
+    ):
         with pytest.raises(ValueError):
             ProjectionRules(**bad)
 
@@ -184,8 +193,9 @@ def test_qrels_as_doc_or_chunk_labels():
 
 # -- recall's denominator: every unit, covered or not ------------------------------------------------------------
 def test_recall_counts_units_no_chunk_covers():
-    labels = SpanLabels([Span("d1", 0, 5, 1, "q"), Span("d2", 0, 5, 1, "q"), Span("d3", 40, 45, 1, "q"),
-                         Span("d1", 0, 5, 1, "absent")])
+    labels = SpanLabels(
+        [Span("d1", 0, 5, 1, "q"), Span("d2", 0, 5, 1, "q"), Span("d3", 40, 45, 1, "q"), Span("d1", 0, 5, 1, "absent")]
+    )
     chunks = {"x1": ("d1", 0, 100), "x2": ("d2", 50, 100), "x9": ("d9", 0, 10)}
     p = project({"q": ["x2", "x1", "x9"], "unlabelled": ["x1"]}, chunks, labels)
     assert p.counts["q"] == (3, 1, 0, 3)
@@ -232,9 +242,11 @@ def test_evaluate_projections_side_by_side_with_the_rules_on_the_card():
 
 
 # -- real chunkings through the real adapters -------------------------------------------------------------------
-NILE = ("The Nile flows north through eleven countries. Its longest tributary is the White Nile. "
-        "The Aswan High Dam was completed in 1970. It holds back Lake Nasser. "
-        "Cairo lies on the banks of the Nile delta. Millions of people live there today.")
+NILE = (
+    "The Nile flows north through eleven countries. Its longest tributary is the White Nile. "
+    "The Aswan High Dam was completed in 1970. It holds back Lake Nasser. "
+    "Cairo lies on the banks of the Nile delta. Millions of people live there today."
+)
 # answers: "White Nile" [76, 86), "1970" [124, 128), "Lake Nasser" [144, 155), "Cairo" [157, 162)
 
 
@@ -253,10 +265,15 @@ def test_llamaindex_sentence_splitter_through_the_adapter():
     splitter = SentenceSplitter(chunk_size=20, chunk_overlap=0, tokenizer=str.split, id_func=lambda i, d: f"nile-{i}")
     nodes = splitter.get_nodes_from_documents([Document(text=NILE, id_="nile")])
     assert [(n.node_id, n.start_char_idx, n.end_char_idx) for n in nodes] == [
-        ("nile-0", 0, 87), ("nile-1", 88, 156), ("nile-2", 157, 236)]
+        ("nile-0", 0, 87),
+        ("nile-1", 88, 156),
+        ("nile-2", 157, 236),
+    ]
 
-    order = {"When was the dam completed?": ["nile-2", "nile-1", "nile-0"],
-             "Which river and which city?": ["nile-0", "nile-1", "nile-2"]}
+    order = {
+        "When was the dam completed?": ["nile-2", "nile-1", "nile-0"],
+        "Which river and which city?": ["nile-0", "nile-1", "nile-2"],
+    }
     by_id = {n.node_id: n for n in nodes}
 
     class Fixed(BaseRetriever):
@@ -267,8 +284,11 @@ def test_llamaindex_sentence_splitter_through_the_adapter():
     pipe = Pipeline(llamaindex.retriever(Fixed(), name="fixed"), depth=3, budget=3)
     result = pipe.run({"dam": "When was the dam completed?", "two": "Which river and which city?"})
     refs = chunk_map(result)
-    assert refs == {"nile-0": ChunkRef("nile", 0, 87), "nile-1": ChunkRef("nile", 88, 156),
-                    "nile-2": ChunkRef("nile", 157, 236)}
+    assert refs == {
+        "nile-0": ChunkRef("nile", 0, 87),
+        "nile-1": ChunkRef("nile", 88, 156),
+        "nile-2": ChunkRef("nile", 157, 236),
+    }
     labels = _answers(dam=["1970"], two=["White Nile", "Cairo"]).locate({"nile": NILE})
     assert [(s.start, s.end) for s in labels.spans("two")] == [(76, 86), (157, 162)]
     p = project(result.runs["fixed"], refs, labels)

@@ -409,7 +409,11 @@ def test_to_frame_columns_and_round_trip():
     frame = qrels.to_frame()
     assert list(frame.columns) == ["query_id", "doc_id", "grade"]
     assert list(frame.itertuples(index=False, name=None)) == [
-        ("00123", "5", 2), ("00123", "d-7", 0), ("00123", "007", 1), ("5", "00123", 1), ("5", "x", -1),
+        ("00123", "5", 2),
+        ("00123", "d-7", 0),
+        ("00123", "007", 1),
+        ("5", "00123", 1),
+        ("5", "x", -1),
     ]
     assert frame["grade"].dtype.kind == "i"
     assert Qrels.from_frame(frame) == qrels
@@ -420,7 +424,11 @@ def test_to_trec_round_trip_keeps_ids_exactly(tmp_path):
     out = tmp_path / "out.txt"
     qrels.to_trec(out)
     assert out.read_text().splitlines() == [
-        "00123 0 5 2", "00123 0 d-7 0", "00123 0 007 1", "5 0 00123 1", "5 0 x -1",
+        "00123 0 5 2",
+        "00123 0 d-7 0",
+        "00123 0 007 1",
+        "5 0 00123 1",
+        "5 0 x -1",
     ]
     again = Qrels.from_trec(out)
     assert again == qrels

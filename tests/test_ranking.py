@@ -45,7 +45,10 @@ def test_ranked_permutation_breaks_ties_by_each_rule():
     offsets = np.array([0, 4])
     scores = np.array([1.0, 2.0, 1.0, 1.0])
     docs = np.array(["d10", "x", "d9", "d2"], dtype=object)
-    by = {rule: docs[ranked_permutation(offsets, scores, docs, rule)].tolist() for rule in ("trec_eval", "doc_id", "input_order")}
+    by = {
+        rule: docs[ranked_permutation(offsets, scores, docs, rule)].tolist()
+        for rule in ("trec_eval", "doc_id", "input_order")
+    }
     assert by == {
         "trec_eval": ["x", "d9", "d2", "d10"],  # strings: "d9" > "d2" > "d10"
         "doc_id": ["x", "d10", "d2", "d9"],

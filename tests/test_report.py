@@ -97,8 +97,17 @@ def test_two_runs_with_the_same_name_in_a_list_is_a_value_error():
         (make_run(), None),
     ],
     ids=[
-        "str", "int", "None", "empty-list", "empty-dict", "dict-of-int", "dict-of-dict", "list-of-dict",
-        "run-then-str", "runs-then-int", "tuple-run-None",
+        "str",
+        "int",
+        "None",
+        "empty-list",
+        "empty-dict",
+        "dict-of-int",
+        "dict-of-dict",
+        "list-of-dict",
+        "run-then-str",
+        "runs-then-int",
+        "tuple-run-None",
     ],
 )
 def test_non_run_input_is_a_type_error(runs):
@@ -217,7 +226,9 @@ def test_summary_ci_changes_with_seed_and_resamples(report):
     assert not np.array_equal(base, fewer[["ci_low", "ci_high"]].to_numpy())
     # everything but the interval stays put
     for frame in (other_seed, fewer):
-        pd.testing.assert_frame_equal(frame.drop(columns=["ci_low", "ci_high"]), report.summary.drop(columns=["ci_low", "ci_high"]))
+        pd.testing.assert_frame_equal(
+            frame.drop(columns=["ci_low", "ci_high"]), report.summary.drop(columns=["ci_low", "ci_high"])
+        )
 
 
 def test_higher_confidence_widens_the_interval(report):
@@ -255,7 +266,12 @@ def test_card_of_in_memory_inputs(report):
     assert card.metrics == ["mrr@10", "precision@1", "ndcg@3"]
     assert card.rag_eval_version == rag_eval.__version__
     qrels_record, run_record = card.inputs
-    assert (qrels_record.role, qrels_record.name, qrels_record.path, qrels_record.sha256) == ("qrels", "qrels", None, None)
+    assert (qrels_record.role, qrels_record.name, qrels_record.path, qrels_record.sha256) == (
+        "qrels",
+        "qrels",
+        None,
+        None,
+    )
     assert (run_record.role, run_record.name, run_record.path, run_record.sha256) == ("run", "bm25", None, None)
     assert run_record.ranked_by == "given"
     assert run_record.notes == []
@@ -464,8 +480,12 @@ def test_every_summary_counts_what_the_card_counts(qrels, first, second, convent
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            report = evaluate(qrels, {"a": Run.from_scores(first, name="a"), "b": Run.from_scores(second, name="b")},
-                              PROPERTY_METRICS, conventions=conventions)
+            report = evaluate(
+                qrels,
+                {"a": Run.from_scores(first, name="a"), "b": Run.from_scores(second, name="b")},
+                PROPERTY_METRICS,
+                conventions=conventions,
+            )
         except rag_eval.InputError:
             assume(False)
         summary = report.summary

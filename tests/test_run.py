@@ -243,7 +243,9 @@ def test_jsonl_bad_line_names_file_and_line(tmp_path, line2):
     assert f"{path}:2:" in str(info.value)
 
 
-@pytest.mark.parametrize("columns", [("query_id", "doc_id", "score"), ("qid", "docno", "score")], ids=["ours", "pyterrier"])
+@pytest.mark.parametrize(
+    "columns", [("query_id", "doc_id", "score"), ("qid", "docno", "score")], ids=["ours", "pyterrier"]
+)
 def test_from_frame_by_score_and_given(columns):
     frame = pd.DataFrame([(q, d, s) for q, d, _, s in ROWS], columns=list(columns))
     run = Run.from_frame(frame, name="pt")
@@ -254,7 +256,9 @@ def test_from_frame_by_score_and_given(columns):
 
 
 def test_from_frame_ignores_a_rank_column():
-    frame = pd.DataFrame({"qid": ["q", "q", "q"], "docno": ["a", "b", "c"], "rank": [3, 2, 1], "score": [1.0, 2.0, 3.0]})
+    frame = pd.DataFrame(
+        {"qid": ["q", "q", "q"], "docno": ["a", "b", "c"], "rank": [3, 2, 1], "score": [1.0, 2.0, 3.0]}
+    )
     assert doc_order(Run.from_frame(frame, order="given")) == {"q": ["a", "b", "c"]}
     assert doc_order(Run.from_frame(frame)) == {"q": ["c", "b", "a"]}
 
@@ -312,16 +316,22 @@ def test_from_scores_rejects_bad_scores():
         Run.from_scores({"q": {"a": 1.0, "b": "high"}})
 
 
-@pytest.mark.parametrize(("score", "read"), [("1.5", 1.5), ("-1e3", -1000.0), (np.float32(2.5), 2.5), (np.int64(3), 3.0)],
-                         ids=["numeric-str", "exponent-str", "np-float32", "np-int64"])
+@pytest.mark.parametrize(
+    ("score", "read"),
+    [("1.5", 1.5), ("-1e3", -1000.0), (np.float32(2.5), 2.5), (np.int64(3), 3.0)],
+    ids=["numeric-str", "exponent-str", "np-float32", "np-int64"],
+)
 def test_from_scores_and_from_ranking_read_scores_alike(score, read):
     # both read a score by the one number rule; what one accepts the other accepts, with the same value
     assert Run.from_ranking({"q": [("a", 2.0), ("b", score)]}).ranking("q")[1] == ("b", read)
     assert dict(Run.from_scores({"q": {"a": 2.0, "b": score}}).ranking("q"))["b"] == read
 
 
-@pytest.mark.parametrize("score", [None, "high", float("nan"), True, np.True_, "1_0", " 1", "\u0661", "nan"],
-                         ids=["None", "word", "nan", "bool", "np-bool", "underscore", "space", "arabic-digit", "nan-str"])
+@pytest.mark.parametrize(
+    "score",
+    [None, "high", float("nan"), True, np.True_, "1_0", " 1", "\u0661", "nan"],
+    ids=["None", "word", "nan", "bool", "np-bool", "underscore", "space", "arabic-digit", "nan-str"],
+)
 def test_from_scores_and_from_ranking_refuse_the_same_non_scores(score):
     with pytest.raises(InputError):
         Run.from_ranking({"q": [("a", 2.0), ("b", score)]})
@@ -361,9 +371,7 @@ def test_duplicate_in_a_trec_file_keeps_the_best_ranked_copy(tmp_path):
 
 
 def test_duplicate_in_a_given_order_jsonl_keeps_the_first_line(tmp_path):
-    text = "\n".join(
-        json.dumps({"qid": "q", "docno": d, "score": s}) for d, s in [("a", 1.0), ("b", 3.0), ("a", 5.0)]
-    )
+    text = "\n".join(json.dumps({"qid": "q", "docno": d, "score": s}) for d, s in [("a", 1.0), ("b", 3.0), ("a", 5.0)])
     with pytest.warns(UserWarning):
         run = Run.from_jsonl(write(tmp_path, "dup.jsonl", text), order="given")
     assert run.ranking("q") == [("a", 1.0), ("b", 3.0)]
@@ -505,8 +513,13 @@ def test_to_frame_columns_and_ranks(tmp_path):
     frame = run.to_frame()
     assert list(frame.columns) == ["query_id", "doc_id", "rank", "score"]
     assert list(frame.itertuples(index=False, name=None)) == [
-        ("q1", "d3", 1, 2.5), ("q1", "d2", 2, 1.5), ("q1", "d10", 3, 1.5), ("q1", "d1", 4, 1.5),
-        ("q2", "5", 1, 2.0), ("q2", "00123", 2, 2.0), ("q2", "0", 3, -1.0),
+        ("q1", "d3", 1, 2.5),
+        ("q1", "d2", 2, 1.5),
+        ("q1", "d10", 3, 1.5),
+        ("q1", "d1", 4, 1.5),
+        ("q2", "5", 1, 2.0),
+        ("q2", "00123", 2, 2.0),
+        ("q2", "0", 3, -1.0),
     ]
     assert frame["rank"].dtype.kind == "i"
     assert run.to_frame(ties="doc_id")["doc_id"].tolist()[:4] == ["d3", "d1", "d10", "d2"]
@@ -535,8 +548,14 @@ def test_read_only_views():
 
 def snapshot(run: Run):
     return (
-        run.name, run.query_ids, run.ranked_by, run.notes, run.to_dict(), run.doc_ids.copy(),
-        None if run.scores is None else run.scores.copy(), run.offsets.copy(),
+        run.name,
+        run.query_ids,
+        run.ranked_by,
+        run.notes,
+        run.to_dict(),
+        run.doc_ids.copy(),
+        None if run.scores is None else run.scores.copy(),
+        run.offsets.copy(),
     )
 
 
@@ -574,7 +593,11 @@ def test_large_run_from_dicts_equals_its_trec_file(tmp_path):
         values = np.round(rng.random(depth), 2)  # two decimals: many ties
         scores[qid] = {f"{d:07d}": float(v) for d, v in zip(docs, values)}
     path = tmp_path / "big.trec"
-    lines = [f"{q} Q0 {d} {i} {s!r} a_longish_tag_name\n" for q, docs in scores.items() for i, (d, s) in enumerate(docs.items(), 1)]
+    lines = [
+        f"{q} Q0 {d} {i} {s!r} a_longish_tag_name\n"
+        for q, docs in scores.items()
+        for i, (d, s) in enumerate(docs.items(), 1)
+    ]
     order = rng.permutation(len(lines))  # queries interleaved throughout the file
     with open(path, "w") as out:
         out.writelines(lines[i] for i in order)

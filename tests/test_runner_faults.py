@@ -26,7 +26,6 @@ import rag_eval
 from rag_eval.adapters import functions
 from rag_eval.errors import HarnessError, InputError
 from rag_eval.stages import Hit, Pipeline
-from rag_eval.stages import cache as cache_module
 
 QUERIES = {f"q{i}": f"text {i}" for i in range(8)}
 QRELS = {q: {f"{q}-d0": 1} for q in QUERIES}
@@ -81,8 +80,11 @@ def test_a_full_disk_stops_the_run_keeps_what_is_stored_and_resumes(tmp_path, mo
 
     monkeypatch.setattr(os, "write", write)
     fn = Counting()
-    with pytest.raises(HarnessError, match=r"cache .*perfect-.*jsonl: cannot store a result: No space left on device; "
-                                           r"free some space"):
+    with pytest.raises(
+        HarnessError,
+        match=r"cache .*perfect-.*jsonl: cannot store a result: No space left on device; "
+        r"free some space",
+    ):
         _pipeline(fn).run(QUERIES, cache=cache, retries=2, concurrency=concurrency)
     assert set(fn.calls.values()) == {1}  # never retried as a stage fault
     kept = _lines(cache)
@@ -182,8 +184,11 @@ def test_metadata_is_stored_by_the_stated_rule_or_refused_naming_the_key(tmp_pat
     when = datetime.datetime(2026, 12, 1, 10, 30)
 
     def search(query, k):
-        return [Hit("d1", 1.0, metadata={"n": np.int64(3), "x": np.float32(0.5), "at": when, "v": np.arange(2),
-                                         "t": (1, 2)})]
+        return [
+            Hit(
+                "d1", 1.0, metadata={"n": np.int64(3), "x": np.float32(0.5), "at": when, "v": np.arange(2), "t": (1, 2)}
+            )
+        ]
 
     stage = functions.retriever(search, name="meta", version="1")
     first = Pipeline(stage, depth=1).run({"q1": "a"}, cache=tmp_path)
@@ -195,12 +200,16 @@ def test_metadata_is_stored_by_the_stated_rule_or_refused_naming_the_key(tmp_pat
     assert again.stages["meta"].cache_hits == 1
 
     bad = functions.retriever(lambda q, k: [Hit("d7", metadata={"obj": object()})], name="bad", version="1")
-    with pytest.raises(InputError, match=r"stage 'bad', query 'q1', hit 'd7', metadata key 'obj': the value is a "
-                                         r"builtins.object, which the cache cannot store as JSON"):
+    with pytest.raises(
+        InputError,
+        match=r"stage 'bad', query 'q1', hit 'd7', metadata key 'obj': the value is a "
+        r"builtins.object, which the cache cannot store as JSON",
+    ):
         Pipeline(bad, depth=1).run({"q1": "a"}, cache=tmp_path / "other")
 
 
 # -- every exception a stage raises is its query's; Ctrl-C and SystemExit stop the run -----------------------------
+
 
 class OwnBaseException(BaseException):
     pass
@@ -229,8 +238,12 @@ def _faulty(exc: BaseException, is_async: bool):
     return functions.retriever(asearch, name="perfect", version="1")
 
 
-MODES = [pytest.param(False, 1, id="sync"), pytest.param(False, 3, id="threads"),
-         pytest.param(True, 1, id="async"), pytest.param(True, 3, id="async-concurrent")]
+MODES = [
+    pytest.param(False, 1, id="sync"),
+    pytest.param(False, 3, id="threads"),
+    pytest.param(True, 1, id="async"),
+    pytest.param(True, 3, id="async-concurrent"),
+]
 
 
 @pytest.mark.parametrize("kind", list(RECORDED))
@@ -253,13 +266,15 @@ def test_ctrl_c_and_system_exit_stop_the_run_keeping_what_is_stored(tmp_path, ex
         return Counting()(query, k)
 
     if is_async:
+
         async def stage_fn(query, k):
             return search(query, k)
     else:
         stage_fn = search
     with pytest.raises(exc):
         Pipeline(functions.retriever(stage_fn, name="perfect", version="1"), depth=3).run(
-            QUERIES, cache=tmp_path, concurrency=concurrency)
+            QUERIES, cache=tmp_path, concurrency=concurrency
+        )
     stored = {r["query_id"] for r in _lines(tmp_path)}
     assert "q5" not in stored and {"q0", "q1", "q2", "q3", "q4"} <= stored
     fn = Counting()
@@ -268,6 +283,7 @@ def test_ctrl_c_and_system_exit_stop_the_run_keeping_what_is_stored(tmp_path, ex
 
 
 # -- a timeout holds whatever an async stage does ----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("n_queries,expected", [(2, 1.0), (4, 2.0)])
 def test_an_async_stage_blocking_its_event_loop_still_times_out(n_queries, expected):
@@ -299,6 +315,7 @@ def test_an_async_stage_keeps_its_event_loop_from_call_to_call():
 
 
 # -- a real small file system, as root: filled mid-run, then space freed; made read-only -------------------------
+
 
 def _remount(mount: Path, options: str) -> None:
     import subprocess

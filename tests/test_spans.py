@@ -41,30 +41,38 @@ def test_jsonl_reads_spans_answers_doc_and_chunk_labels(tmp_path):
     located = labels.locate({"d1": "the quick brown fox"})
     assert located.located and labels.spans("q1")[1].start is None  # locate returns new labels
     assert located.spans("q1")[1] == Span("d1", 10, 15, 1, "q1", answer="brown")
-    assert located.describe() == "2 queries: 4 answer spans in 3 answer units, 1 document-level and 1 chunk-level labels"
+    assert (
+        located.describe() == "2 queries: 4 answer spans in 3 answer units, 1 document-level and 1 chunk-level labels"
+    )
 
 
-@pytest.mark.parametrize(("line", "problem"), [
-    ({"query_id": "q", "doc_id": "d", "start": -1, "end": 3, "grade": 1}, "start -1 is negative"),
-    ({"query_id": "q", "doc_id": "d", "start": 5, "end": 5, "grade": 1}, "end 5 is not after start 5"),
-    ({"query_id": "q", "doc_id": "d", "start": 7, "end": 2, "grade": 1}, "end 2 is not after start 7"),
-    ({"query_id": "q", "doc_id": "d", "start": 1.5, "end": 3, "grade": 1}, "start 1.5 is not an integer"),
-    ({"query_id": "q", "doc_id": "d", "start": "1", "end": 3, "grade": 1}, "start '1' is not an integer"),
-    ({"query_id": "q", "doc_id": "d", "start": 1, "end": True, "grade": 1}, "end True is not an integer"),
-    ({"query_id": "q", "doc_id": "d", "start": 1, "grade": 1}, "missing key 'end'"),
-    ({"query_id": "q", "doc_id": "d", "start": 1, "end": 3}, "missing key 'grade'"),
-    ({"doc_id": "d", "grade": 1}, "missing key 'query_id'"),
-    ({"query_id": "q", "grade": 1}, "missing key 'doc_id'"),
-    ({"query_id": "q", "doc_id": "d", "start": 1, "end": 3, "grade": 0}, "a span's grade must be 1 or more"),
-    ({"query_id": "q", "doc_id": "d", "start": 1, "end": 3, "grade": "high"}, "grade 'high' is not an integer"),
-    ({"query_id": "q", "doc_id": "d", "grade": 1.5}, "grade 1.5 is not an integer"),
-    ({"query_id": "q", "doc_id": "d", "answer": "", "grade": 1}, "answer '' is not a non-empty str"),
-    ({"query_id": "q", "doc_id": "d", "start": 0, "end": 3, "answer": "ab", "grade": 1}, "'ab' has 2 characters but [0, 3) spans 3"),
-    ({"query_id": 7, "doc_id": "d", "start": 0, "end": 3, "grade": 1}, "query id 7 is not a non-empty str"),
-    ({"query_id": "q", "chunk_id": 3, "grade": 1}, "chunk id 3 is not a non-empty str"),
-    ("{not json", "not valid JSON"),
-    ("[1, 2]", "expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ({"query_id": "q", "doc_id": "d", "start": -1, "end": 3, "grade": 1}, "start -1 is negative"),
+        ({"query_id": "q", "doc_id": "d", "start": 5, "end": 5, "grade": 1}, "end 5 is not after start 5"),
+        ({"query_id": "q", "doc_id": "d", "start": 7, "end": 2, "grade": 1}, "end 2 is not after start 7"),
+        ({"query_id": "q", "doc_id": "d", "start": 1.5, "end": 3, "grade": 1}, "start 1.5 is not an integer"),
+        ({"query_id": "q", "doc_id": "d", "start": "1", "end": 3, "grade": 1}, "start '1' is not an integer"),
+        ({"query_id": "q", "doc_id": "d", "start": 1, "end": True, "grade": 1}, "end True is not an integer"),
+        ({"query_id": "q", "doc_id": "d", "start": 1, "grade": 1}, "missing key 'end'"),
+        ({"query_id": "q", "doc_id": "d", "start": 1, "end": 3}, "missing key 'grade'"),
+        ({"doc_id": "d", "grade": 1}, "missing key 'query_id'"),
+        ({"query_id": "q", "grade": 1}, "missing key 'doc_id'"),
+        ({"query_id": "q", "doc_id": "d", "start": 1, "end": 3, "grade": 0}, "a span's grade must be 1 or more"),
+        ({"query_id": "q", "doc_id": "d", "start": 1, "end": 3, "grade": "high"}, "grade 'high' is not an integer"),
+        ({"query_id": "q", "doc_id": "d", "grade": 1.5}, "grade 1.5 is not an integer"),
+        ({"query_id": "q", "doc_id": "d", "answer": "", "grade": 1}, "answer '' is not a non-empty str"),
+        (
+            {"query_id": "q", "doc_id": "d", "start": 0, "end": 3, "answer": "ab", "grade": 1},
+            "'ab' has 2 characters but [0, 3) spans 3",
+        ),
+        ({"query_id": 7, "doc_id": "d", "start": 0, "end": 3, "grade": 1}, "query id 7 is not a non-empty str"),
+        ({"query_id": "q", "chunk_id": 3, "grade": 1}, "chunk id 3 is not a non-empty str"),
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+    ],
+)
 def test_jsonl_errors_name_file_and_line(tmp_path, line, problem):
     path = write(tmp_path, {"query_id": "ok", "doc_id": "d", "grade": 1}, line)
     with pytest.raises(InputError) as caught:
@@ -91,15 +99,25 @@ def test_repeats_kept_once_and_conflicts_warned(tmp_path):
     labels = SpanLabels.from_jsonl(write(tmp_path, span, span, {"query_id": "q", "doc_id": "e", "grade": 1}))
     assert len(labels.spans("q")) == 1 and labels.num_units == 1
     with pytest.warns(UserWarning, match=r"2 repeated label\(s\) with another grade or unit; kept the first"):
-        labels = SpanLabels.from_jsonl(write(
-            tmp_path, span, {**span, "grade": 2}, {"query_id": "q", "doc_id": "e", "grade": 1},
-            {"query_id": "q", "doc_id": "e", "grade": 0}, name="conflict.jsonl"))
+        labels = SpanLabels.from_jsonl(
+            write(
+                tmp_path,
+                span,
+                {**span, "grade": 2},
+                {"query_id": "q", "doc_id": "e", "grade": 1},
+                {"query_id": "q", "doc_id": "e", "grade": 0},
+                name="conflict.jsonl",
+            )
+        )
     assert labels.spans("q")[0].grade == 1 and labels.docs("q") == {"e": 1}
 
 
 def test_alternatives_of_one_unit_share_a_grade(tmp_path):
-    path = write(tmp_path, {"query_id": "q", "doc_id": "d", "start": 0, "end": 4, "grade": 1, "unit": "u"},
-                 {"query_id": "q", "doc_id": "d", "start": 0, "end": 6, "grade": 2, "unit": "u"})
+    path = write(
+        tmp_path,
+        {"query_id": "q", "doc_id": "d", "start": 0, "end": 4, "grade": 1, "unit": "u"},
+        {"query_id": "q", "doc_id": "d", "start": 0, "end": 6, "grade": 2, "unit": "u"},
+    )
     with pytest.raises(InputError, match=r":2: query 'q': the spans of unit 'u' have grades 1 and 2"):
         SpanLabels.from_jsonl(path)
 
@@ -163,8 +181,11 @@ def test_squad_answers_become_one_unit_per_question():
 
 def test_squad_reader_errors_name_line(tmp_path):
     (tmp_path / "answers.jsonl").write_text(
-        json.dumps({"query_id": "q", "article_id": "a", "answers": [{"text": "x", "article_start": 0}]}) + "\n"
-        + json.dumps({"query_id": "q2", "article_id": "a", "answers": [{"text": "x", "article_start": -4}]}) + "\n")
+        json.dumps({"query_id": "q", "article_id": "a", "answers": [{"text": "x", "article_start": 0}]})
+        + "\n"
+        + json.dumps({"query_id": "q2", "article_id": "a", "answers": [{"text": "x", "article_start": -4}]})
+        + "\n"
+    )
     with pytest.raises(InputError, match=r"answers.jsonl:2: query 'q2', doc 'a': start -4 is negative"):
         SpanLabels.from_squad(tmp_path)
     (tmp_path / "answers.jsonl").write_text(json.dumps({"query_id": "q", "answers": []}) + "\n")

@@ -53,8 +53,14 @@ def test_score_columns_equals_python(seed, monkeypatch):
 @needs_c
 @pytest.mark.parametrize(
     "mapping",
-    [{"q": {1: 1.0}}, {1: {"d": 1.0}}, {"q": {"d": np.float32(1.5)}}, {"q": {"d": "1.5"}}, {"q": [("d", 1.0)]},
-     {"q": {"d": True}}],
+    [
+        {"q": {1: 1.0}},
+        {1: {"d": 1.0}},
+        {"q": {"d": np.float32(1.5)}},
+        {"q": {"d": "1.5"}},
+        {"q": [("d", 1.0)]},
+        {"q": {"d": True}},
+    ],
     ids=["int-doc", "int-query", "float32", "str-score", "not-a-dict", "bool"],
 )
 def test_score_columns_declines_the_unusual(mapping):
@@ -69,7 +75,10 @@ def test_lookup_equals_python(seed, monkeypatch):
     offsets = np.zeros(31, np.int64)
     np.cumsum(lengths, out=offsets[1:])
     docs = np.array([f"d{d}" for d in rng.integers(0, 80, size=int(offsets[-1]))], dtype=object)
-    judgements = [None if i % 7 == 3 else {f"d{d}": int(g) for d, g in zip(rng.integers(0, 80, 20), rng.integers(-1, 4, 20))} for i in range(30)]
+    judgements = [
+        None if i % 7 == 3 else {f"d{d}": int(g) for d, g in zip(rng.integers(0, 80, 20), rng.integers(-1, 4, 20))}
+        for i in range(30)
+    ]
     fast = grades_module._lookup(docs, offsets, judgements)
     monkeypatch.setattr(_accel, "speedups", None)
     slow = grades_module._lookup(docs, offsets, judgements)
@@ -100,11 +109,19 @@ QRELS_TEXT = "q1 0 d1 1\nq1 0 d2 0\n\nq2 0 d1 -1\nq2 0 d3 2.0\n"
 
 
 @needs_c
-@pytest.mark.parametrize(("text", "kind"), [
-    (RUN_TEXT, "run"), (QRELS_TEXT, "qrels"), (RUN_TEXT.replace("é", "e"), "run"),
-    (RUN_TEXT.replace("\n", "\r"), "run"), (QRELS_TEXT.replace("\n", "\r"), "qrels"),
-    (RUN_TEXT.replace("\n", "\r\r\n"), "run"), (QRELS_TEXT.replace("\n", "\r\n") + "q3 0 d 1\r", "qrels"),
-], ids=["run", "qrels", "run-ascii", "run-cr", "qrels-cr", "run-cr-crlf", "qrels-crlf"])
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        (RUN_TEXT, "run"),
+        (QRELS_TEXT, "qrels"),
+        (RUN_TEXT.replace("é", "e"), "run"),
+        (RUN_TEXT.replace("\n", "\r"), "run"),
+        (QRELS_TEXT.replace("\n", "\r"), "qrels"),
+        (RUN_TEXT.replace("\n", "\r\r\n"), "run"),
+        (QRELS_TEXT.replace("\n", "\r\n") + "q3 0 d 1\r", "qrels"),
+    ],
+    ids=["run", "qrels", "run-ascii", "run-cr", "qrels-cr", "run-cr-crlf", "qrels-crlf"],
+)
 def test_parse_columns_equals_the_line_reader(tmp_path, monkeypatch, text, kind):
     path = tmp_path / "input.txt"
     path.write_text(text, encoding="utf-8")
@@ -122,7 +139,9 @@ def test_parse_columns_equals_the_line_reader(tmp_path, monkeypatch, text, kind)
 
 
 @needs_c
-@pytest.mark.parametrize("text", [RUN_TEXT, RUN_TEXT.replace("é", "e"), "q1 Q0 a 1 3 t\nq1 Q0 b 2 3 t\nq2 Q0 é 1 1 t\n"])
+@pytest.mark.parametrize(
+    "text", [RUN_TEXT, RUN_TEXT.replace("é", "e"), "q1 Q0 a 1 3 t\nq1 Q0 b 2 3 t\nq2 Q0 é 1 1 t\n"]
+)
 def test_packed_ids_read_the_same_run(tmp_path, monkeypatch, text):
     path = tmp_path / "run.trec"
     path.write_text(text, encoding="utf-8")
@@ -163,11 +182,30 @@ def test_parse_columns_reports_repeats_when_queries_are_grouped(tmp_path):
 @needs_c
 @pytest.mark.parametrize(
     "text",
-    ["q1 Q0 d1 1 0.5\n", "q1 Q0 d1 1 high t\n", "q1 Q0 d1 1 0x1p3 t\n", "q1 Q0 d1 1 1_0 t\n", "q1 Q0 d1 1 nan t\n",
-     "q1 Q0 d1 1 \u0661 t\n", "q1 Q0 d1 1 1e t\n", "q1 Q0 d1 1 .e1 t\n", "q1 Q0 d1 1 infin t\n",
-     "q1 Q0 d1 1 0.5 t\rq1 Q0 d2 2 0.4\r"],
-    ids=["five-fields", "word-score", "hex-score", "underscore", "nan", "arabic-digit", "bare-exponent",
-         "no-mantissa", "infin", "cr-then-five-fields"],
+    [
+        "q1 Q0 d1 1 0.5\n",
+        "q1 Q0 d1 1 high t\n",
+        "q1 Q0 d1 1 0x1p3 t\n",
+        "q1 Q0 d1 1 1_0 t\n",
+        "q1 Q0 d1 1 nan t\n",
+        "q1 Q0 d1 1 \u0661 t\n",
+        "q1 Q0 d1 1 1e t\n",
+        "q1 Q0 d1 1 .e1 t\n",
+        "q1 Q0 d1 1 infin t\n",
+        "q1 Q0 d1 1 0.5 t\rq1 Q0 d2 2 0.4\r",
+    ],
+    ids=[
+        "five-fields",
+        "word-score",
+        "hex-score",
+        "underscore",
+        "nan",
+        "arabic-digit",
+        "bare-exponent",
+        "no-mantissa",
+        "infin",
+        "cr-then-five-fields",
+    ],
 )
 def test_parse_columns_declines_bad_lines(text):
     assert speedups.parse_columns(text.encode(), 0, True, False) is None
@@ -176,8 +214,17 @@ def test_parse_columns_declines_bad_lines(text):
 
 @needs_c
 def test_parse_columns_declines_bad_qrels():
-    for text in ("q1 0 d1\n", "q1 0 d1 1 extra\n", "q1 0 d1 1.5\n", "q1 0 d1 x\n", "q1 0 d1 1_0\n", "q1 0 d1 1e2\n",
-                 "q1 0 d1 \u0661\n", "q1 0 d1 1234567890123456789\n", "q1 0 d1 1\rq1 0 d2 1 x\r"):
+    for text in (
+        "q1 0 d1\n",
+        "q1 0 d1 1 extra\n",
+        "q1 0 d1 1.5\n",
+        "q1 0 d1 x\n",
+        "q1 0 d1 1_0\n",
+        "q1 0 d1 1e2\n",
+        "q1 0 d1 \u0661\n",
+        "q1 0 d1 1234567890123456789\n",
+        "q1 0 d1 1\rq1 0 d2 1 x\r",
+    ):
         assert speedups.parse_columns(text.encode(), 1, True, False) is None
 
 
@@ -221,7 +268,10 @@ def test_search_segments_equals_numpy():
     for right in (False, True):
         got = speedups.search_segments(values, offsets[rows], offsets[rows + 1], needles, right)
         side = "right" if right else "left"
-        want = [offsets[r] + np.searchsorted(values[offsets[r] : offsets[r + 1]], x, side=side) for r, x in zip(rows, needles)]
+        want = [
+            offsets[r] + np.searchsorted(values[offsets[r] : offsets[r + 1]], x, side=side)
+            for r, x in zip(rows, needles)
+        ]
         assert got.tolist() == want
     with pytest.raises(ValueError):
         speedups.search_segments(values, np.array([5]), np.array([401]), np.array([0.0]), False)

@@ -30,25 +30,37 @@ def _good(query: str) -> list[str]:
 
 # kind -> (stage that misbehaves, what it does on the faulty query, table it lands in, message fragment)
 RETRIEVER_FAULTS = {
-    "raises": (lambda k: (_ for _ in ()).throw(ConnectionError("index offline")), "failures",
-               "ConnectionError: index offline"),
+    "raises": (
+        lambda k: (_ for _ in ()).throw(ConnectionError("index offline")),
+        "failures",
+        "ConnectionError: index offline",
+    ),
     "hangs": (lambda k: time.sleep(2.0) or ["a"], "failures", "timed out"),
     "returns None": (lambda k: None, "failures", "returned None"),
     "returns a str": (lambda k: "a b c", "failures", "str"),
     "returns more than asked": (lambda k: ["a", "b", "c", "d", "e", "f"], "issues", "returned 6 hits for a depth of 4"),
     "returns a chunk twice": (lambda k: ["a", "a", "b", "c"], "issues", "returned 1 repeated doc id(s)"),
-    "changes its order": (lambda k: ["a", "b", "c", "d"] if next(_order) % 2 else ["b", "a", "c", "d"], "issues",
-                          "nondeterministic: a second call returned a different ranking (first difference at rank 1)"),
+    "changes its order": (
+        lambda k: ["a", "b", "c", "d"] if next(_order) % 2 else ["b", "a", "c", "d"],
+        "issues",
+        "nondeterministic: a second call returned a different ranking (first difference at rank 1)",
+    ),
 }
 RERANKER_FAULTS = {
     "raises": (lambda hits: 1 / 0, "failures", "ZeroDivisionError"),
     "hangs": (lambda hits: time.sleep(2.0) or hits, "failures", "timed out"),
     "returns None": (lambda hits: None, "failures", "returned None"),
     "invents a document": (lambda hits: ["invented", *[h.doc_id for h in hits]], "failures", "invented"),
-    "returns a chunk twice": (lambda hits: [hits[0].doc_id, hits[0].doc_id, hits[1].doc_id], "issues",
-                              "returned 1 repeated doc id(s)"),
-    "changes its order": (lambda hits: [h.doc_id for h in (hits if next(_order) % 2 else hits[::-1])], "issues",
-                          "nondeterministic: a second call returned a different ranking"),
+    "returns a chunk twice": (
+        lambda hits: [hits[0].doc_id, hits[0].doc_id, hits[1].doc_id],
+        "issues",
+        "returned 1 repeated doc id(s)",
+    ),
+    "changes its order": (
+        lambda hits: [h.doc_id for h in (hits if next(_order) % 2 else hits[::-1])],
+        "issues",
+        "nondeterministic: a second call returned a different ranking",
+    ),
 }
 
 
@@ -107,7 +119,9 @@ def _check(result, stage: str, table: str, message: str, failed_stages: list[str
     if failed_stages:  # scored 0, never dropped from the denominator
         final = report.values(report.runs[0], "recall@budget", stage=list(result.stages)[-1])
         assert final["q2"] == 0.0 and len(final) == 3
-        excluded = rag_eval.evaluate(QRELS, result, conventions=rag_eval.Conventions.preset("default").replace(failed="exclude"))
+        excluded = rag_eval.evaluate(
+            QRELS, result, conventions=rag_eval.Conventions.preset("default").replace(failed="exclude")
+        )
         row = excluded.summary.set_index(["stage", "metric"]).loc[(list(result.stages)[-1], "recall@budget")]
         assert row["n"] == 2 and row["n_failed"] == 1
     return report

@@ -21,8 +21,14 @@ from rag_eval.reports.summary import summarize_geometric
 from rag_eval.reports.trec_eval import format_trec_eval, trec_eval_geometric_mean, trec_eval_lines, trec_eval_mean
 
 
-def _report(numbers: dict[str, list[float]], texts: dict[str, list[str]] | None = None, *, queries=("q1", "q2", "q3"),
-            conventions="trec_eval", run="sys") -> Report:
+def _report(
+    numbers: dict[str, list[float]],
+    texts: dict[str, list[str]] | None = None,
+    *,
+    queries=("q1", "q2", "q3"),
+    conventions="trec_eval",
+    run="sys",
+) -> Report:
     """A report of one run whose values are given by metric (numbers) and its text metrics (texts)."""
     texts = texts or {}
     names = list(numbers) + list(texts)
@@ -54,12 +60,30 @@ def test_measures_print_in_trec_eval_s_table_order_with_cutoffs_ascending():
     printed = format_trec_eval(report, per_query=True)
     names = [name for name, qid, _ in _lines(printed) if qid == "q1"]
     # num_ret, map, iprec_at_recall (0.10 before 0.50), P (5 before 10), relstring; judged@10 is not trec_eval's
-    assert names == ["num_ret", "map", "iprec_at_recall_0.10", "iprec_at_recall_0.50", "P_5", "P_10",
-                     "relstring_20", "judged@10"]
+    assert names == [
+        "num_ret",
+        "map",
+        "iprec_at_recall_0.10",
+        "iprec_at_recall_0.50",
+        "P_5",
+        "P_10",
+        "relstring_20",
+        "judged@10",
+    ]
     summary = [name for name, qid, _ in _lines(printed) if qid == "all"]
     # runid and num_q first (no metrics= given: printed as always), gm_map after map, relstring not at all
-    assert summary == ["runid", "num_q", "num_ret", "map", "gm_map", "iprec_at_recall_0.10", "iprec_at_recall_0.50",
-                       "P_5", "P_10", "judged@10"]
+    assert summary == [
+        "runid",
+        "num_q",
+        "num_ret",
+        "map",
+        "gm_map",
+        "iprec_at_recall_0.10",
+        "iprec_at_recall_0.50",
+        "P_5",
+        "P_10",
+        "judged@10",
+    ]
 
 
 def test_per_query_and_all_lines_print_as_trec_eval_prints_them():
@@ -97,7 +121,8 @@ def test_lines_carry_the_values_at_full_precision_in_the_printed_order():
     lines = trec_eval_lines(report, per_query=True)
     printed = format_trec_eval(report, per_query=True).splitlines()
     assert [(line.measure, line.query_id) for line in lines] == [
-        (name.strip(), qid) for name, qid, _ in (p.split("\t") for p in printed)]
+        (name.strip(), qid) for name, qid, _ in (p.split("\t") for p in printed)
+    ]
     gm = next(line for line in lines if line.measure == "gm_map")
     assert gm.value == pytest.approx(0.01, rel=1e-12)
     assert next(line for line in lines if line.measure == "relstring_20" and line.query_id == "q3").value == "'>0<'"
@@ -128,7 +153,10 @@ def test_metrics_given_are_printed_with_their_spelling_and_runid_num_q_only_when
     ]
     asked = [p5, Metric("num_q"), Metric("runid")]
     assert format_trec_eval(report, metrics=asked).splitlines() == [
-        "runid                 \tall\tsys", "num_q                 \tall\t3", "P_5                   \tall\t0.2000"]
+        "runid                 \tall\tsys",
+        "num_q                 \tall\t3",
+        "P_5                   \tall\t0.2000",
+    ]
 
 
 def test_a_metric_given_that_the_report_lacks_is_refused():
@@ -178,8 +206,12 @@ def test_text_metrics_are_kept_apart_from_the_float_tables():
     assert report.per_query["value"].dtype == np.float64
     assert list(report.summary["metric"]) == ["precision@5"]
     assert report.texts("sys", "relstring@20").tolist() == ["10-.", "", ">0<"]
-    assert report.per_query_text.to_dict("records")[0] == {"run": "sys", "query_id": "q1", "metric": "relstring@20",
-                                                          "text": "10-."}
+    assert report.per_query_text.to_dict("records")[0] == {
+        "run": "sys",
+        "query_id": "q1",
+        "metric": "relstring@20",
+        "text": "10-.",
+    }
     with pytest.raises(KeyError, match="Report.texts"):
         report.values("sys", "relstring@20")
 
@@ -200,15 +232,20 @@ def test_evaluate_keeps_a_text_kernel_s_strings_out_of_the_values(monkeypatch):
     from rag_eval.metrics import registry
 
     registry.load_kernels()
-    monkeypatch.setitem(registry.KERNELS, "relstring",
-                        lambda inputs: np.array([f"<{n}>" for n in inputs.matrix.lengths.tolist()], dtype=object))
+    monkeypatch.setitem(
+        registry.KERNELS,
+        "relstring",
+        lambda inputs: np.array([f"<{n}>" for n in inputs.matrix.lengths.tolist()], dtype=object),
+    )
     qrels = rag_eval.Qrels.from_dict({"q1": {"a": 1}, "q2": {"b": 0}})
     run = rag_eval.Run.from_scores({"q1": {"a": 2.0, "c": 1.0}, "q2": {"b": 1.0}}, name="r")
     report = rag_eval.evaluate(qrels, run, ["precision@1", "relstring@3"], conventions="trec_eval")
     assert report.texts("r", "relstring@3").tolist() == ["<2>", "<1>"]
     assert report.values("r", "precision@1").tolist() == [1.0, 0.0]
     assert format_trec_eval(report, per_query=True, runs={"r": run}).splitlines()[:2] == [
-        "P_1                   \tq1\t1.0000", "relstring_3           \tq1\t'<2>'"]
+        "P_1                   \tq1\t1.0000",
+        "relstring_3           \tq1\t'<2>'",
+    ]
 
 
 def test_compare_treats_a_geometric_family_as_a_geometric_mean():
@@ -257,12 +294,26 @@ def test_the_cli_shows_text_metrics_beside_the_numbers(monkeypatch, tmp_path, ca
     from rag_eval.metrics import registry
 
     registry.load_kernels()
-    monkeypatch.setitem(registry.KERNELS, "relstring",
-                        lambda inputs: np.array([f"<{n}>" for n in inputs.matrix.lengths.tolist()], dtype=object))
+    monkeypatch.setitem(
+        registry.KERNELS,
+        "relstring",
+        lambda inputs: np.array([f"<{n}>" for n in inputs.matrix.lengths.tolist()], dtype=object),
+    )
     (tmp_path / "q").write_text("q1 0 a 1\nq2 0 b 1\n")
     (tmp_path / "r").write_text("q1 Q0 a 1 2.0 t\nq1 Q0 c 2 1.0 t\nq2 Q0 b 1 1.0 t\n")
-    argv = ["evaluate", str(tmp_path / "q"), str(tmp_path / "r"), "-m", "P_1", "-m", "relstring@3", "-q", "--no-card",
-            "--judged-threshold", "0"]
+    argv = [
+        "evaluate",
+        str(tmp_path / "q"),
+        str(tmp_path / "r"),
+        "-m",
+        "P_1",
+        "-m",
+        "relstring@3",
+        "-q",
+        "--no-card",
+        "--judged-threshold",
+        "0",
+    ]
     assert main(argv + ["--format", "table"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].split() == ["metric", "precision@1", "relstring@3"]
@@ -300,17 +351,38 @@ def test_a_nan_of_trec_eval_prints_as_trec_eval_prints_it(tmp_path, trec_eval_bi
     (tmp_path / "qrels").write_text("q1 0 a 1\nq1 0 b 0\nq2 0 c 1\n")
     (tmp_path / "run").write_text("q1 Q0 x 1 3 t\nq1 Q0 y 2 2 t\nq2 Q0 c 1 1 t\n")
     flags = ["-q", "-J", "-m", "iprec_at_recall..0,.5", "-m", "P.5", "-m", "gm_map", "-m", "11pt_avg"]
-    expected = subprocess.run([str(trec_eval_binary), *flags, str(tmp_path / "qrels"), str(tmp_path / "run")],
-                              capture_output=True, text=True, check=True).stdout
+    expected = subprocess.run(
+        [str(trec_eval_binary), *flags, str(tmp_path / "qrels"), str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert main(["evaluate", str(tmp_path / "qrels"), str(tmp_path / "run"), "--format", "trec_eval",
-                     "--conventions", "trec_eval", "--no-card", *flags]) == 0
+        assert (
+            main(
+                [
+                    "evaluate",
+                    str(tmp_path / "qrels"),
+                    str(tmp_path / "run"),
+                    "--format",
+                    "trec_eval",
+                    "--conventions",
+                    "trec_eval",
+                    "--no-card",
+                    *flags,
+                ]
+            )
+            == 0
+        )
     printed = capsys.readouterr().out
     assert printed == expected
     assert "iprec_at_recall_0.00  \tq1\t  -nan" in printed.splitlines()
     assert "iprec_at_recall_0.00  \tall\t  -nan" in printed.splitlines()
     report = _report({"judged@10": [1.0, np.nan, 0.5]})
     assert format_trec_eval(report, metrics=[parse_metric("judged@10")], per_query=True).splitlines() == [
-        "judged@10             \tq1\t1.0000", "judged@10             \tq2\tnan", "judged@10             \tq3\t0.5000",
-        "judged@10             \tall\t0.7500"]
+        "judged@10             \tq1\t1.0000",
+        "judged@10             \tq2\tnan",
+        "judged@10             \tq3\t0.5000",
+        "judged@10             \tall\t0.7500",
+    ]

@@ -62,8 +62,23 @@ from .conftest import ROOT
 
 NUM_PAIRS = 240
 CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)  # trec_eval's default cutoffs of P, recall, ndcg_cut, map_cut
-TREC_MEASURES = ["runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "Rprec", "bpref", "recip_rank", "P",
-                 "recall", "ndcg", "ndcg_cut", "map_cut", "success"]
+TREC_MEASURES = [
+    "runid",
+    "num_q",
+    "num_ret",
+    "num_rel",
+    "num_rel_ret",
+    "map",
+    "Rprec",
+    "bpref",
+    "recip_rank",
+    "P",
+    "recall",
+    "ndcg",
+    "ndcg_cut",
+    "map_cut",
+    "success",
+]
 METRICS = (
     ["num_ret", "num_rel", "num_rel_ret", "map", "Rprec", "bpref", "recip_rank", "ndcg"]
     + [f"{name}_{k}" for name in ("P", "recall", "ndcg_cut", "map_cut") for k in CUTOFFS]
@@ -185,7 +200,9 @@ def make_pair(seed: int) -> Pair:
         for doc, score, rank in zip(docs, scores, ranks):
             sep = "\t" if rng.random() < 0.1 else " "
             extra = " extra" if rng.random() < 0.02 else ""
-            lines.append(sep.join([qid, str(rng.choice(["Q0", "0"])), doc, str(rank), score, str(rng.choice(tags))]) + extra)
+            lines.append(
+                sep.join([qid, str(rng.choice(["Q0", "0"])), doc, str(rank), score, str(rng.choice(tags))]) + extra
+            )
     if rng.random() < 0.7:  # queries interleaved
         lines = [lines[i] for i in rng.permutation(len(lines))]
     qrels_lines = [(q, d, g) for q, judged in judgements.items() for d, g in judged.items()]
@@ -256,8 +273,9 @@ def test_the_data_has_what_every_trec_eval_measure_needs(pairs):
     """For all_trec's measures: results judged -1 (pooled but unjudged: infAP, relstring's '.', unj) and judged
     <= -2 (relstring's '<'), queries judged only -1 or only non-relevant, rankings that -J empties (every result
     unjudged) or -c supplies empty (qrels-only queries), and score ties."""
-    counts = dict.fromkeys(["-1 retrieved", "<= -2 retrieved", "> 9 retrieved", "no relevant", "only -1",
-                            "-J empties", "ties"], 0)
+    counts = dict.fromkeys(
+        ["-1 retrieved", "<= -2 retrieved", "> 9 retrieved", "no relevant", "only -1", "-J empties", "ties"], 0
+    )
     for files in pairs:
         judged: dict[str, dict[str, int]] = {}
         for q, d, g in files.pair.qrels_lines:
@@ -272,8 +290,9 @@ def test_the_data_has_what_every_trec_eval_measure_needs(pairs):
         counts["> 9 retrieved"] += any(g is not None and g > 9 for g in retrieved)
         counts["no relevant"] += any(q in ranked and max(grades.values()) < 1 for q, grades in judged.items())
         counts["only -1"] += any(set(grades.values()) == {-1} for grades in judged.values())
-        counts["-J empties"] += any(q in judged and all(judged[q].get(d, -1) < 0 for d, _ in results)
-                                    for q, results in ranked.items())
+        counts["-J empties"] += any(
+            q in judged and all(judged[q].get(d, -1) < 0 for d, _ in results) for q, results in ranked.items()
+        )
         counts["ties"] += any(len({s for _, s in results}) < len(results) for results in ranked.values())
     assert min(counts.values()) >= 5 and counts["-1 retrieved"] >= 100 and counts["no relevant"] >= 100, counts
 
@@ -316,7 +335,9 @@ def bit_differences(exact: str, ours: list[TrecEvalLine], label: str) -> list[st
         if isinstance(line.value, str):
             same = value == line.value
         else:  # trec_eval's 0/0 (-J emptying a ranking) is NaN: printed -nan, any NaN of rag_eval's is the same
-            same = value is not None and (float(value) == line.value or math.isnan(float(value)) and math.isnan(line.value))
+            same = value is not None and (
+                float(value) == line.value or (math.isnan(float(value)) and math.isnan(line.value))
+            )
         if not same:
             out.append(f"{label}: {line.measure} {line.query_id}: trec_eval {value}, rag_eval {line.value!r}")
     if len(ours) != len(theirs):
@@ -333,8 +354,11 @@ def differences(expected: str, ours: str, label: str) -> list[str]:
         return {(p[0].strip(), p[1]): p[2] for p in (line.split("\t") for line in text.splitlines())}
 
     theirs, mine = by_key(expected), by_key(ours)
-    out = [f"{label}: {m} {q}: trec_eval {theirs.get((m, q))!r}, rag_eval {mine.get((m, q))!r}"
-           for m, q in sorted(set(theirs) | set(mine)) if theirs.get((m, q)) != mine.get((m, q))]
+    out = [
+        f"{label}: {m} {q}: trec_eval {theirs.get((m, q))!r}, rag_eval {mine.get((m, q))!r}"
+        for m, q in sorted(set(theirs) | set(mine))
+        if theirs.get((m, q)) != mine.get((m, q))
+    ]
     return out or [f"{label}: the same lines in another order"]
 
 
@@ -352,8 +376,13 @@ def test_every_line_agrees_with_trec_eval(trec_eval_binary, trec_eval_exact_bina
     inexact: list[str] = []
     lines = all_lines = 0
     with ThreadPoolExecutor(max_workers=2) as pool:
-        jobs = [(pool.submit(trec_eval_output, trec_eval_binary, flags, f.trec_qrels[complete], f.run),
-                 pool.submit(trec_eval_output, trec_eval_exact_binary, flags, f.trec_qrels[complete], f.run)) for f in pairs]
+        jobs = [
+            (
+                pool.submit(trec_eval_output, trec_eval_binary, flags, f.trec_qrels[complete], f.run),
+                pool.submit(trec_eval_output, trec_eval_exact_binary, flags, f.trec_qrels[complete], f.run),
+            )
+            for f in pairs
+        ]
         for files, (expected, exact) in zip(pairs, jobs):
             text, ours = rag_eval_report(flags, files.qrels[complete], files.run)
             label = f"pair {files.pair.seed} [{flag_set}]"
@@ -376,15 +405,38 @@ def test_a_gain_table_gives_trec_eval_values(trec_eval_exact_binary, pairs):
     for flag_set, flags in FLAG_SETS.items():
         complete = "-c" in flags
         with ThreadPoolExecutor(max_workers=2) as pool:
-            jobs = [pool.submit(subprocess.run, [str(trec_eval_exact_binary), "-q", *flags, "-m", "runid", "-m", "num_q",
-                                                 "-m", "ndcg.1=3,2=9,4=4.5", str(f.trec_qrels[complete]), str(f.run)],
-                                capture_output=True, text=True) for f in pairs]
+            jobs = [
+                pool.submit(
+                    subprocess.run,
+                    [
+                        str(trec_eval_exact_binary),
+                        "-q",
+                        *flags,
+                        "-m",
+                        "runid",
+                        "-m",
+                        "num_q",
+                        "-m",
+                        "ndcg.1=3,2=9,4=4.5",
+                        str(f.trec_qrels[complete]),
+                        str(f.run),
+                    ],
+                    capture_output=True,
+                    text=True,
+                )
+                for f in pairs
+            ]
             for files, job in zip(pairs, jobs):
                 qrels, run = _read(files.qrels[complete], files.run)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", NearMissIds)
-                    report = rag_eval.evaluate(qrels, {"run": run}, ["ndcg(gains=1:3;2:9;4:4.5)"],
-                                               conventions=conventions_for(flags), judged_threshold=0)
+                    report = rag_eval.evaluate(
+                        qrels,
+                        {"run": run},
+                        ["ndcg(gains=1:3;2:9;4:4.5)"],
+                        conventions=conventions_for(flags),
+                        judged_threshold=0,
+                    )
                 ours = trec_eval_lines(report, qrels=qrels, runs={"run": run}, per_query=True)
                 compared += len(ours)
                 problems += bit_differences(job.result().stdout, ours, f"pair {files.pair.seed} [{flag_set}]")
@@ -401,12 +453,26 @@ def test_the_command_line_prints_what_trec_eval_prints(trec_eval_binary, pairs, 
     problems = []
     for seed in CLI_PAIRS:
         files = pairs[seed]
-        args = [sys.executable, "-m", "rag_eval.cli", "evaluate", str(files.qrels[complete]), str(files.run),
-                "--format", "trec_eval", "--conventions", "trec_eval", "-q", "--no-card", *flags]
+        args = [
+            sys.executable,
+            "-m",
+            "rag_eval.cli",
+            "evaluate",
+            str(files.qrels[complete]),
+            str(files.run),
+            "--format",
+            "trec_eval",
+            "--conventions",
+            "trec_eval",
+            "-q",
+            "--no-card",
+            *flags,
+        ]
         for metric in ["runid", "num_q", *METRICS]:  # runid and num_q are printed when asked, as trec_eval does
             args += ["-m", metric]
-        done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=120,
-                              env=os.environ | {"PYTHONWARNINGS": "ignore"})
+        done = subprocess.run(
+            args, capture_output=True, text=True, cwd=ROOT, timeout=120, env=os.environ | {"PYTHONWARNINGS": "ignore"}
+        )
         assert done.returncode == 0, done.stderr
         expected = trec_eval_output(trec_eval_binary, flags, files.trec_qrels[complete], files.run)
         problems += differences(expected, done.stdout, f"pair {seed} [{flag_set}] via the CLI")
@@ -422,12 +488,35 @@ def test_the_command_line_prints_what_trec_eval_prints(trec_eval_binary, pairs, 
 # [0, 1]; a gain for grade 0), with utility's 4th weight (trec_eval without -N: a collection of 0 documents).
 MEASURE_LISTS = {
     "all_trec": ["all_trec"],
-    "params": ["all_trec", "P.5,7,3", "iprec_at_recall..10,.20", "Rprec_mult.5.0,0.2", "utility.2,-1,0,0",
-               "11pt_avg..25,.5,.75", "ndcg.1=3,2=9", "rbp.p=0.5", "relstring.20", "recall.20,2000",
-               "success.2,5,20", "ndcg_cut.3,20", "map_cut.2,50", "relative_P.2,7", "unj.1,3", "set_F.0.5",
-               "rbp_resid.p=0.95"],
-    "gains": ["runid", "num_q", "G.1=2,2=5", "ndcg_rel.1=0.5,3=7", "Rndcg.2=4,4=1", "rbp.p=0.95,1=1,2=4",
-              "ndcg.0=1,2=3", "utility.2,-1,0,0.5"],
+    "params": [
+        "all_trec",
+        "P.5,7,3",
+        "iprec_at_recall..10,.20",
+        "Rprec_mult.5.0,0.2",
+        "utility.2,-1,0,0",
+        "11pt_avg..25,.5,.75",
+        "ndcg.1=3,2=9",
+        "rbp.p=0.5",
+        "relstring.20",
+        "recall.20,2000",
+        "success.2,5,20",
+        "ndcg_cut.3,20",
+        "map_cut.2,50",
+        "relative_P.2,7",
+        "unj.1,3",
+        "set_F.0.5",
+        "rbp_resid.p=0.95",
+    ],
+    "gains": [
+        "runid",
+        "num_q",
+        "G.1=2,2=5",
+        "ndcg_rel.1=0.5,3=7",
+        "Rndcg.2=4,4=1",
+        "rbp.p=0.95,1=1,2=4",
+        "ndcg.0=1,2=3",
+        "utility.2,-1,0,0.5",
+    ],
 }
 # which pairs each list runs on, under every flag set: all_trec on all of them, the others on a share (time)
 MEASURE_PAIRS = {"all_trec": slice(None), "params": slice(0, None, 2), "gains": slice(1, None, 4)}
@@ -437,8 +526,9 @@ def _m_args(measures: list[str]) -> list[str]:
     return [arg for m in measures for arg in ("-m", m)]
 
 
-def trec_eval_measures_output(binary: Path, flags: list[str], measures: list[str], qrels: Path, run: Path, *,
-                              per_query: bool = True) -> str:
+def trec_eval_measures_output(
+    binary: Path, flags: list[str], measures: list[str], qrels: Path, run: Path, *, per_query: bool = True
+) -> str:
     args = [str(binary), *(["-q"] if per_query else []), *flags, *_m_args(measures), str(qrels), str(run)]
     done = subprocess.run(args, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, f"{shlex.join(args)}: exit {done.returncode}: {done.stderr}"
@@ -448,8 +538,19 @@ def trec_eval_measures_output(binary: Path, flags: list[str], measures: list[str
 def cli_output(flags: list[str], measures: list[str], qrels: Path, run: Path, *, per_query: bool = True) -> str:
     """``rag-eval evaluate QRELS RUN --format trec_eval --conventions trec_eval -q FLAGS -m ...``, in-process (a
     subprocess costs ~0.5 s a start; one pair in a subprocess is checked below)."""
-    argv = ["evaluate", str(qrels), str(run), "--format", "trec_eval", "--conventions", "trec_eval",
-            *(["-q"] if per_query else []), "--no-card", *flags, *_m_args(measures)]
+    argv = [
+        "evaluate",
+        str(qrels),
+        str(run),
+        "--format",
+        "trec_eval",
+        "--conventions",
+        "trec_eval",
+        *(["-q"] if per_query else []),
+        "--no-card",
+        *flags,
+        *_m_args(measures),
+    ]
     out, err = io.StringIO(), io.StringIO()
     with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         warnings.simplefilter("default", RagEvalWarning)  # the CLI prints them on stderr: rightly warned here
@@ -463,8 +564,10 @@ def _by_measure(problems: list[tuple[str, str]]) -> str:
     counts: dict[str, list[str]] = {}
     for measure, text in problems:
         counts.setdefault(measure, []).append(text)
-    return "\n".join(f"{measure}: {len(texts)} lines differ, e.g. {texts[0]}"
-                     for measure, texts in sorted(counts.items(), key=lambda kv: -len(kv[1])))
+    return "\n".join(
+        f"{measure}: {len(texts)} lines differ, e.g. {texts[0]}"
+        for measure, texts in sorted(counts.items(), key=lambda kv: -len(kv[1]))
+    )
 
 
 def printout_differences(expected: str, ours: str, label: str) -> list[tuple[str, str]]:
@@ -477,12 +580,20 @@ def printout_differences(expected: str, ours: str, label: str) -> list[tuple[str
         return {(p[0].strip(), p[1]): p[2] for p in (line.split("\t") for line in text.splitlines())}
 
     theirs, mine = by_key(expected), by_key(ours)
-    out = [(m, f"{label}: {m} {q}: trec_eval {theirs.get((m, q))!r}, rag_eval {mine.get((m, q))!r}")
-           for m, q in sorted(set(theirs) | set(mine)) if theirs.get((m, q)) != mine.get((m, q))]
+    out = [
+        (m, f"{label}: {m} {q}: trec_eval {theirs.get((m, q))!r}, rag_eval {mine.get((m, q))!r}")
+        for m, q in sorted(set(theirs) | set(mine))
+        if theirs.get((m, q)) != mine.get((m, q))
+    ]
     if not out:
         first = next(i for i, (a, b) in enumerate(zip(expected.splitlines(), ours.splitlines())) if a != b)
-        out = [("<order>", f"{label}: the same lines in another order, first at line {first + 1}: trec_eval "
-                f"{expected.splitlines()[first]!r}, rag_eval {ours.splitlines()[first]!r}")]
+        out = [
+            (
+                "<order>",
+                f"{label}: the same lines in another order, first at line {first + 1}: trec_eval "
+                f"{expected.splitlines()[first]!r}, rag_eval {ours.splitlines()[first]!r}",
+            )
+        ]
     return out
 
 
@@ -498,15 +609,18 @@ def test_every_trec_eval_measure_prints_as_trec_eval_prints_it(trec_eval_binary,
     problems: list[tuple[str, str]] = []
     lines = 0
     with ThreadPoolExecutor(max_workers=1) as pool:
-        jobs = [pool.submit(trec_eval_measures_output, trec_eval_binary, flags, arguments, f.trec_qrels[complete],
-                            f.run) for f in chosen]
+        jobs = [
+            pool.submit(trec_eval_measures_output, trec_eval_binary, flags, arguments, f.trec_qrels[complete], f.run)
+            for f in chosen
+        ]
         for files, job in zip(chosen, jobs):
             ours = cli_output(flags, arguments, files.qrels[complete], files.run)
             theirs = job.result()
             problems += printout_differences(theirs, ours, f"pair {files.pair.seed} [{flag_set}]")
             lines += theirs.count("\n")
-    assert not problems, (f"{len(problems)} printed lines differ (-m {' -m '.join(arguments)}):\n"
-                          + _by_measure(problems))
+    assert not problems, f"{len(problems)} printed lines differ (-m {' -m '.join(arguments)}):\n" + _by_measure(
+        problems
+    )
     assert lines > len(chosen) * (40 if measures != "gains" else 8)  # every measure's lines, most queries'
 
 
@@ -516,8 +630,9 @@ def test_without_q_only_the_all_lines_print_as_trec_eval_prints_them(trec_eval_b
     for flag_set, flags in FLAG_SETS.items():
         complete = "-c" in flags
         for files in pairs[5::12]:
-            theirs = trec_eval_measures_output(trec_eval_binary, flags, ["all_trec"], files.trec_qrels[complete],
-                                               files.run, per_query=False)
+            theirs = trec_eval_measures_output(
+                trec_eval_binary, flags, ["all_trec"], files.trec_qrels[complete], files.run, per_query=False
+            )
             ours = cli_output(flags, ["all_trec"], files.qrels[complete], files.run, per_query=False)
             assert "\tall\t" in theirs and all("\tall\t" in line for line in theirs.splitlines())
             problems += printout_differences(theirs, ours, f"pair {files.pair.seed} [{flag_set}]")
@@ -536,14 +651,19 @@ def test_every_trec_eval_measure_is_trec_eval_s_double(trec_eval_exact_binary, p
     compared = 0
     chosen = pairs[::8]
     with ThreadPoolExecutor(max_workers=1) as pool:
-        jobs = [pool.submit(trec_eval_measures_output, trec_eval_exact_binary, flags, arguments,
-                            f.trec_qrels[complete], f.run) for f in chosen]
+        jobs = [
+            pool.submit(
+                trec_eval_measures_output, trec_eval_exact_binary, flags, arguments, f.trec_qrels[complete], f.run
+            )
+            for f in chosen
+        ]
         for files, job in zip(chosen, jobs):
             qrels, run = _read(files.qrels[complete], files.run)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", NearMissIds)
-                report = rag_eval.evaluate(qrels, {"run": run}, metrics, conventions=conventions_for(flags),
-                                           judged_threshold=0)
+                report = rag_eval.evaluate(
+                    qrels, {"run": run}, metrics, conventions=conventions_for(flags), judged_threshold=0
+                )
             ours = trec_eval_lines(report, qrels=qrels, runs={"run": run}, per_query=True, metrics=metrics)
             compared += len(ours)
             problems += bit_differences(job.result(), ours, f"pair {files.pair.seed} [{flag_set}]")
@@ -554,23 +674,43 @@ def test_every_trec_eval_measure_is_trec_eval_s_double(trec_eval_exact_binary, p
 def test_all_trec_in_a_subprocess_prints_what_trec_eval_prints(trec_eval_binary, pairs):
     """One pair through the real command (``python -m rag_eval.cli``), as a user runs it."""
     files, flags = pairs[42], FLAG_SETS["-c -M 20 -l 2"]
-    args = [sys.executable, "-m", "rag_eval.cli", "evaluate", str(files.qrels[True]), str(files.run), "--format",
-            "trec_eval", "--conventions", "trec_eval", "-q", "--no-card", *flags, *_m_args(MEASURE_LISTS["params"])]
-    done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=120,
-                          env=os.environ | {"PYTHONWARNINGS": "ignore"})
+    args = [
+        sys.executable,
+        "-m",
+        "rag_eval.cli",
+        "evaluate",
+        str(files.qrels[True]),
+        str(files.run),
+        "--format",
+        "trec_eval",
+        "--conventions",
+        "trec_eval",
+        "-q",
+        "--no-card",
+        *flags,
+        *_m_args(MEASURE_LISTS["params"]),
+    ]
+    done = subprocess.run(
+        args, capture_output=True, text=True, cwd=ROOT, timeout=120, env=os.environ | {"PYTHONWARNINGS": "ignore"}
+    )
     assert done.returncode == 0, done.stderr
-    expected = trec_eval_measures_output(trec_eval_binary, flags, MEASURE_LISTS["params"], files.trec_qrels[True],
-                                         files.run)
+    expected = trec_eval_measures_output(
+        trec_eval_binary, flags, MEASURE_LISTS["params"], files.trec_qrels[True], files.run
+    )
     assert not printout_differences(expected, done.stdout, "pair 42"), _by_measure(
-        printout_differences(expected, done.stdout, "pair 42"))
+        printout_differences(expected, done.stdout, "pair 42")
+    )
 
 
 # ----- the default preset: the same values per query, where its definitions are trec_eval's --------------------
 
 # nDCG with linear gain (the default's is exponential); bpref left out (the default counts a grade below 0 as judged
 # non-relevant, trec_eval as unjudged, which bpref and -J tell apart: those flag sets are left out too)
-DEFAULT_METRICS = ["ndcg(gain=linear)" if m == "ndcg" else m.replace("ndcg_cut_", "ndcg(gain=linear)@")
-                   for m in METRICS if m != "bpref"]
+DEFAULT_METRICS = [
+    "ndcg(gain=linear)" if m == "ndcg" else m.replace("ndcg_cut_", "ndcg(gain=linear)@")
+    for m in METRICS
+    if m != "bpref"
+]
 
 
 @pytest.mark.parametrize("flag_set", [f for f in FLAG_SETS if "-J" not in FLAG_SETS[f]], ids=_id)
@@ -580,13 +720,17 @@ def test_the_default_preset_gives_trec_eval_values_per_query(trec_eval_exact_bin
     flags = FLAG_SETS[flag_set]
     complete = "-c" in flags
     conventions = rag_eval.Conventions().replace(
-        **{k: v for k, v in conventions_for(flags).model_dump().items() if k in TREC_EVAL_FLAGS})
+        **{k: v for k, v in conventions_for(flags).model_dump().items() if k in TREC_EVAL_FLAGS}
+    )
     problems = []
     compared = 0
     for files in pairs[::3]:
         exact = trec_eval_output(trec_eval_exact_binary, flags, files.trec_qrels[complete], files.run)
-        theirs = {(p[0].strip(), p[1]): float(p[2]) for p in (line.split("\t") for line in exact.splitlines())
-                  if p[1] != "all"}
+        theirs = {
+            (p[0].strip(), p[1]): float(p[2])
+            for p in (line.split("\t") for line in exact.splitlines())
+            if p[1] != "all"
+        }
         qrels, run = _read(files.qrels[complete], files.run)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NearMissIds)
@@ -599,8 +743,10 @@ def test_the_default_preset_gives_trec_eval_values_per_query(trec_eval_exact_bin
             if line.query_id != "all":
                 compared += 1
                 if theirs.get((line.measure, line.query_id)) != line.value:
-                    problems.append(f"pair {files.pair.seed} [{flag_set}] {line.measure} {line.query_id}: "
-                                    f"trec_eval {theirs.get((line.measure, line.query_id))!r}, rag_eval {line.value!r}")
+                    problems.append(
+                        f"pair {files.pair.seed} [{flag_set}] {line.measure} {line.query_id}: "
+                        f"trec_eval {theirs.get((line.measure, line.query_id))!r}, rag_eval {line.value!r}"
+                    )
             elif metric is not None and not metric.summed:
                 assert line.value == summary.loc[str(metric), "mean"]
     assert compared > 10_000 and not problems, f"{len(problems)} differ, e.g.:\n" + "\n".join(problems[:25])
@@ -638,7 +784,10 @@ def test_a_mean_is_added_in_query_order_as_trec_eval_does(p20_over_1000_queries)
     values = rag_eval.evaluate(qrels, run, ["P_20"], conventions="trec_eval").values(run.name, "P_20").to_numpy()
     assert math.fsum(values) == 301.05 and f"{math.fsum(values) / 1000:.4f}" == "0.3010"  # the exact mean
     trec = rag_eval.evaluate(qrels, run, ["P_20"], conventions="trec_eval")
-    assert format_trec_eval(trec, qrels=qrels, runs={run.name: run}).splitlines()[-1] == "P_20                  \tall\t0.3011"
+    assert (
+        format_trec_eval(trec, qrels=qrels, runs={run.name: run}).splitlines()[-1]
+        == "P_20                  \tall\t0.3011"
+    )
     # the summary under trec_eval's conventions shows trec_eval's mean too (its sum added in query order)
     one_by_one = 0.0
     for v in values.tolist():
@@ -646,13 +795,18 @@ def test_a_mean_is_added_in_query_order_as_trec_eval_does(p20_over_1000_queries)
     assert trec.summary["sum"].iloc[0] == one_by_one and trec.summary["mean"].iloc[0] == one_by_one / 1000
     assert f"{trec.summary['mean'].iloc[0]:.4f}" == "0.3011"
     default = rag_eval.evaluate(qrels, run, ["P_20"], conventions=rag_eval.Conventions(gain="linear"))
-    assert format_trec_eval(default, qrels=qrels, runs={run.name: run}).splitlines()[-1] == "P_20                  \tall\t0.3010"
+    assert (
+        format_trec_eval(default, qrels=qrels, runs={run.name: run}).splitlines()[-1]
+        == "P_20                  \tall\t0.3010"
+    )
     assert f"{default.summary['mean'].iloc[0]:.4f}" == "0.3010"  # the default's all line is its summary's mean
 
 
 def test_trec_eval_prints_that_mean_so(trec_eval_binary, p20_over_1000_queries):
     qrels_path, run_path = p20_over_1000_queries
-    done = subprocess.run([str(trec_eval_binary), "-m", "P.20", str(qrels_path), str(run_path)], capture_output=True, text=True)
+    done = subprocess.run(
+        [str(trec_eval_binary), "-m", "P.20", str(qrels_path), str(run_path)], capture_output=True, text=True
+    )
     assert done.stdout == "P_20                  \tall\t0.3011\n"
 
 
@@ -662,28 +816,49 @@ C_L2_RUN = ["q1 Q0 d1 1 2.5 first", "q2 Q0 d3 1 1e0 middle", "q1 Q0 d9 2 1.5 las
 
 def test_num_rel_all_line_under_c_counts_grades_above_0_whatever_l(tmp_path):
     """Per query num_rel counts grades >= 2 (1, 0, 1); the all line counts the qrels' grades > 0: 4."""
-    qrels, run = rag_eval.Qrels.from_trec(_write(tmp_path / "qrels", C_L2_QRELS)), rag_eval.Run.from_trec(_write(tmp_path / "run", C_L2_RUN))
+    qrels, run = (
+        rag_eval.Qrels.from_trec(_write(tmp_path / "qrels", C_L2_QRELS)),
+        rag_eval.Run.from_trec(_write(tmp_path / "run", C_L2_RUN)),
+    )
     conventions = rag_eval.metrics.PRESETS["trec_eval"].replace(missing_run="zero", relevance_threshold=2)
     report = rag_eval.evaluate(qrels, run, ["num_rel", "num_rel_ret", "P_5"], conventions=conventions)
-    assert format_trec_eval(report, qrels=qrels, runs={run.name: run}, per_query=True) == "".join(f"{line}\n" for line in [
-        "num_rel               \tq1\t1", "num_rel_ret           \tq1\t1", "P_5                   \tq1\t0.2000",
-        "num_rel               \tq2\t0", "num_rel_ret           \tq2\t0", "P_5                   \tq2\t0.0000",
-        "num_rel               \tq3\t1", "num_rel_ret           \tq3\t0", "P_5                   \tq3\t0.0000",
-        "runid                 \tall\tlast", "num_q                 \tall\t3",
-        "num_rel               \tall\t4", "num_rel_ret           \tall\t1", "P_5                   \tall\t0.0667",
-    ])
+    assert format_trec_eval(report, qrels=qrels, runs={run.name: run}, per_query=True) == "".join(
+        f"{line}\n"
+        for line in [
+            "num_rel               \tq1\t1",
+            "num_rel_ret           \tq1\t1",
+            "P_5                   \tq1\t0.2000",
+            "num_rel               \tq2\t0",
+            "num_rel_ret           \tq2\t0",
+            "P_5                   \tq2\t0.0000",
+            "num_rel               \tq3\t1",
+            "num_rel_ret           \tq3\t0",
+            "P_5                   \tq3\t0.0000",
+            "runid                 \tall\tlast",
+            "num_q                 \tall\t3",
+            "num_rel               \tall\t4",
+            "num_rel_ret           \tall\t1",
+            "P_5                   \tall\t0.0667",
+        ]
+    )
     with pytest.raises(ValueError, match="pass qrels="):  # never the sum in its place
         format_trec_eval(report, runs={run.name: run})
     # without -c, or under the default conventions, the all line is the sum of the per-query values
-    for conv in (conventions.replace(missing_run="skip"), rag_eval.Conventions(missing_run="zero", relevance_threshold=2)):
+    for conv in (
+        conventions.replace(missing_run="skip"),
+        rag_eval.Conventions(missing_run="zero", relevance_threshold=2),
+    ):
         lines = format_trec_eval(rag_eval.evaluate(qrels, run, ["num_rel"], conventions=conv), qrels=qrels).splitlines()
         assert lines[-1] == f"num_rel               \tall\t{1 if conv.missing_run == 'skip' else 2}"
 
 
 def test_trec_eval_counts_num_rel_so(trec_eval_binary, tmp_path):
     qrels, run = _write(tmp_path / "qrels", C_L2_QRELS), _write(tmp_path / "run", C_L2_RUN)
-    done = subprocess.run([str(trec_eval_binary), "-c", "-l", "2", "-m", "runid", "-m", "num_rel", str(qrels), str(run)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [str(trec_eval_binary), "-c", "-l", "2", "-m", "runid", "-m", "num_rel", str(qrels), str(run)],
+        capture_output=True,
+        text=True,
+    )
     assert done.stdout == "runid                 \tall\tlast\nnum_rel               \tall\t4\n"
 
 
@@ -712,7 +887,9 @@ def test_a_huge_gain_table_scores_a_perfect_ranking_1(conventions):
     log2(3) no longer overflows to inf (inf / inf was NaN; trec_eval itself prints 0.0000 there)."""
     qrels = rag_eval.Qrels.from_dict({"q": {"a": 1, "b": 1, "c": 1, "x": 0}})
     perfect = rag_eval.Run.from_ranking({"q": ["a", "b", "c", "x"]})
-    report = rag_eval.evaluate(qrels, perfect, ["ndcg(gains=1:1e308)@5", "ndcg(gains=1:1e308)"], conventions=conventions)
+    report = rag_eval.evaluate(
+        qrels, perfect, ["ndcg(gains=1:1e308)@5", "ndcg(gains=1:1e308)"], conventions=conventions
+    )
     assert report.per_query["value"].tolist() == [1.0, 1.0]
     worse = rag_eval.Run.from_ranking({"q": ["x", "a", "b", "c"]})
     huge = rag_eval.evaluate(qrels, worse, ["ndcg(gains=1:1e308)@5"], conventions=conventions).per_query["value"]
@@ -721,6 +898,10 @@ def test_a_huge_gain_table_scores_a_perfect_ranking_1(conventions):
     # a power of two scales exactly: the same doubles as the unscaled sums, as trec_eval computes them
     exact = rag_eval.evaluate(qrels, worse, ["ndcg(gains=1:1125899906842624)@5"], conventions=conventions)  # 2^50
     assert exact.per_query["value"].tolist() == plain.tolist()
-    two = rag_eval.evaluate(rag_eval.Qrels.from_dict({"q": {"a": 2, "b": 1}}), rag_eval.Run.from_ranking({"q": ["b", "a"]}),
-                            ["ndcg(gain=linear)"], conventions=conventions).per_query["value"]
+    two = rag_eval.evaluate(
+        rag_eval.Qrels.from_dict({"q": {"a": 2, "b": 1}}),
+        rag_eval.Run.from_ranking({"q": ["b", "a"]}),
+        ["ndcg(gain=linear)"],
+        conventions=conventions,
+    ).per_query["value"]
     assert two.tolist() == [(1.0 / math.log2(2) + 2.0 / math.log2(3)) / (2.0 / math.log2(2) + 1.0 / math.log2(3))]

@@ -26,7 +26,9 @@ def _warning_calls(tree: ast.AST):
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
         if name != "warn":
             continue
-        category = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "category"), None)
+        category = (
+            node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "category"), None)
+        )
         yield node.lineno, (ast.unparse(category) if category is not None else None)
 
 

@@ -15,10 +15,42 @@ import re
 from ..data.collection import Chunk
 
 MODULES = (
-    "pathlib", "os", "os.path", "shutil", "json", "csv", "re", "datetime", "collections", "itertools", "functools",
-    "subprocess", "logging", "argparse", "asyncio", "threading", "typing", "dataclasses", "random", "math",
-    "statistics", "time", "tempfile", "glob", "urllib.parse", "hashlib", "sqlite3", "string", "textwrap", "enum",
-    "contextlib", "zipfile", "copy", "heapq", "bisect", "uuid",
+    "pathlib",
+    "os",
+    "os.path",
+    "shutil",
+    "json",
+    "csv",
+    "re",
+    "datetime",
+    "collections",
+    "itertools",
+    "functools",
+    "subprocess",
+    "logging",
+    "argparse",
+    "asyncio",
+    "threading",
+    "typing",
+    "dataclasses",
+    "random",
+    "math",
+    "statistics",
+    "time",
+    "tempfile",
+    "glob",
+    "urllib.parse",
+    "hashlib",
+    "sqlite3",
+    "string",
+    "textwrap",
+    "enum",
+    "contextlib",
+    "zipfile",
+    "copy",
+    "heapq",
+    "bisect",
+    "uuid",
 )
 MAX_WORDS = 120
 # where a module's public functions are implemented, besides the module itself
@@ -55,7 +87,9 @@ def _documented(module, name: str):
             yield f"{name}.{member}", inspect.cleandoc(doc)
         if inspect.isclass(obj):
             for attr, value in sorted(vars(obj).items()):
-                if attr.startswith("_") or not callable(value) and not isinstance(value, (property, classmethod, staticmethod)):
+                if attr.startswith("_") or (
+                    not callable(value) and not isinstance(value, (property, classmethod, staticmethod))
+                ):
                     continue
                 inner = value.__func__ if isinstance(value, (classmethod, staticmethod)) else value
                 doc = inner.__doc__ if isinstance(inner.__doc__, str) else None

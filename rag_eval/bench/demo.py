@@ -87,9 +87,19 @@ def pool(depth: int = 10, systems: tuple[str, ...] = ("bm25", "dense"), cache_di
         for q, outcome in result.stages[result.final_stage].outcomes.items():
             pooled[q].update(dict.fromkeys(h.doc_id for h in (outcome.hits or ())[:depth]))
     return [
-        {"query_id": q, "question": collection.queries[q],
-         "candidates": [{"chunk_id": d, "title": corpus[d].title, "text": corpus[d].text, "text_hash": text_hash(corpus[d].text)}
-                        for d in ids]}
+        {
+            "query_id": q,
+            "question": collection.queries[q],
+            "candidates": [
+                {
+                    "chunk_id": d,
+                    "title": corpus[d].title,
+                    "text": corpus[d].text,
+                    "text_hash": text_hash(corpus[d].text),
+                }
+                for d in ids
+            ],
+        }
         for q, ids in pooled.items()
     ]
 
@@ -107,11 +117,17 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
     out = Path(args.out)
     cache = out / "cache"
     collection, counts = demo_collection()
-    print(f"corpus: {len(collection.corpus)} chunks from the docstrings of this Python's standard library; "
-          f"{len(collection.queries)} questions", file=sys.stderr)
+    print(
+        f"corpus: {len(collection.corpus)} chunks from the docstrings of this Python's standard library; "
+        f"{len(collection.queries)} questions",
+        file=sys.stderr,
+    )
     if counts["changed"]:
-        print(f"{counts['changed']} of {counts['kept'] + counts['changed']} labelled chunks read differently in this "
-              f"Python {platform.python_version()} than when judged: they count as unjudged", file=sys.stderr)
+        print(
+            f"{counts['changed']} of {counts['kept'] + counts['changed']} labelled chunks read differently in this "
+            f"Python {platform.python_version()} than when judged: they count as unjudged",
+            file=sys.stderr,
+        )
     parts = Parts(collection, cache)
     pipeline = build(DEMO_PIPELINE, collection, depth=DEMO_DEPTH, budget=DEMO_BUDGET, parts=parts)
     prefetch(pipeline, parts, list(collection.queries.values()))
@@ -126,12 +142,21 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
         "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
         "wall time": f"{wall:.1f} s",
     }
-    path = write_report_folder(out, report, {DEMO_PIPELINE: result}, collection.qrels,
-                               title="rag_eval demo: bm25 >> MiniLM rerank on Python's docs", facts=facts,
-                               plots=not args.no_plots)
+    path = write_report_folder(
+        out,
+        report,
+        {DEMO_PIPELINE: result},
+        collection.qrels,
+        title="rag_eval demo: bm25 >> MiniLM rerank on Python's docs",
+        facts=facts,
+        plots=not args.no_plots,
+    )
     summary = report.summary
-    print(summary[["stage", "metric", "mean", "ci_low", "ci_high", "n", "n_nan", "n_failed"]].to_string(
-        index=False, float_format=lambda v: f"{v:.3f}"))
+    print(
+        summary[["stage", "metric", "mean", "ci_low", "ci_high", "n", "n_nan", "n_failed"]].to_string(
+            index=False, float_format=lambda v: f"{v:.3f}"
+        )
+    )
     print(f"report: {path.resolve()}")
     return 0
 

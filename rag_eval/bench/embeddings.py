@@ -77,7 +77,9 @@ class Encoder:
     def _encode(self, texts: list[str]) -> np.ndarray:
         model = self.model
         with self._lock:  # the model is not reentrant
-            vectors = model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False)
+            vectors = model.encode(
+                texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+            )
         return np.asarray(vectors, dtype=np.float32)
 
     def prefetch(self, texts: Sequence[str]) -> None:

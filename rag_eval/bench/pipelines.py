@@ -78,7 +78,9 @@ class Parts:
         return langchain.reranker(_similarity_compressor(self), name="minilm-rerank", version=MODEL_NAME)
 
 
-def build(name: str, collection: Collection, *, depth: int, budget: int | str, cache_dir=None, parts: Parts | None = None) -> Pipeline:
+def build(
+    name: str, collection: Collection, *, depth: int, budget: int | str, cache_dir=None, parts: Parts | None = None
+) -> Pipeline:
     """A built-in pipeline (see :data:`BUILTIN`) or a user's ``package.module:function`` one."""
     if ":" in name:
         return _user_pipeline(name, collection, depth=depth, budget=budget, cache_dir=cache_dir)
@@ -91,7 +93,9 @@ def build(name: str, collection: Collection, *, depth: int, budget: int | str, c
         return Pipeline(parts.dense(depth), depth=depth, budget=budget)
     if name == "bm25>>dense":
         return Pipeline(parts.bm25(depth), parts.rerank(), depth=depth, budget=budget)
-    return Pipeline(fuse(parts.bm25(depth), parts.dense(depth), method="rrf", k=60, name="hybrid"), depth=depth, budget=budget)
+    return Pipeline(
+        fuse(parts.bm25(depth), parts.dense(depth), method="rrf", k=60, name="hybrid"), depth=depth, budget=budget
+    )
 
 
 def prefetch(pipeline: Pipeline, parts: Parts | None, queries: Sequence[str]) -> None:
@@ -143,7 +147,7 @@ def _matrix_store_class():
     documents = _require("langchain_core.documents")
 
     class MatrixInMemoryVectorStore(vectorstores.InMemoryVectorStore):
-        def _similarity_search_with_score_by_vector(self, embedding, k=4, filter=None):  # noqa: A002
+        def _similarity_search_with_score_by_vector(self, embedding, k=4, filter=None):
             if filter is not None:
                 return super()._similarity_search_with_score_by_vector(embedding, k, filter)
             docs = list(self.store.values())
@@ -159,8 +163,11 @@ def _matrix_store_class():
             similarity = cached[1] @ (query / (np.linalg.norm(query) or 1.0))
             top_k_idx = similarity.argsort()[::-1][:k]
             return [
-                (documents.Document(id=docs[i]["id"], page_content=docs[i]["text"], metadata=docs[i]["metadata"]),
-                 float(similarity[i]), docs[i]["vector"])
+                (
+                    documents.Document(id=docs[i]["id"], page_content=docs[i]["text"], metadata=docs[i]["metadata"]),
+                    float(similarity[i]),
+                    docs[i]["vector"],
+                )
                 for i in top_k_idx
             ]
 

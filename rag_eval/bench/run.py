@@ -23,20 +23,31 @@ from .._version import __version__
 
 
 def build_parser(prog: str = "benchmarks/run.py") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="Run pipelines on a BEIR-layout collection and write a report folder.")
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Run pipelines on a BEIR-layout collection and write a report folder."
+    )
     add_arguments(parser)
     return parser
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dataset", required=True, help="a BEIR-layout folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
-    parser.add_argument("--pipeline", action="append", dest="pipelines", metavar="NAME",
-                        help="bm25, dense, bm25>>dense, hybrid, or package.module:function (repeatable; default: the four built-ins)")
+    parser.add_argument(
+        "--dataset", required=True, help="a BEIR-layout folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv"
+    )
+    parser.add_argument(
+        "--pipeline",
+        action="append",
+        dest="pipelines",
+        metavar="NAME",
+        help="bm25, dense, bm25>>dense, hybrid, or package.module:function (repeatable; default: the four built-ins)",
+    )
     parser.add_argument("--depth", type=int, default=100, help="candidates asked of the first stage (default 100)")
     parser.add_argument("--budget", default="5", help="chunks (e.g. 5) or tokens (e.g. 512tok) the generator receives")
     parser.add_argument("--split", default="test", help="qrels split (default test)")
     parser.add_argument("--limit-queries", type=int, default=None, help="only the first N queries (default all)")
-    parser.add_argument("--cache", default=None, help="cache folder for embeddings and stage outputs (default OUT/cache)")
+    parser.add_argument(
+        "--cache", default=None, help="cache folder for embeddings and stage outputs (default OUT/cache)"
+    )
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--out", default=None, help="report folder (default bench-out/<dataset name>)")
     parser.add_argument("--no-plots", action="store_true")
@@ -66,7 +77,10 @@ def run(args: argparse.Namespace, *, command: str) -> int:
         cache = Path(args.cache) if args.cache else out / "cache"
         names = args.pipelines or list(BUILTIN)
         parts = Parts(collection, cache)
-        pipelines = {name: build(name, collection, depth=args.depth, budget=budget, cache_dir=cache, parts=parts) for name in names}
+        pipelines = {
+            name: build(name, collection, depth=args.depth, budget=budget, cache_dir=cache, parts=parts)
+            for name in names
+        }
     except (InputError, ValueError, ImportError) as exc:
         print(f"rag-eval bench: error: {exc}", file=sys.stderr)
         return 2
@@ -85,10 +99,21 @@ def run(args: argparse.Namespace, *, command: str) -> int:
         "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
         "wall time": f"{wall:.1f} s (including encoding and indexing; cached parts are read, not recomputed)",
     }
-    path = write_report_folder(out, report, results, collection.qrels, title=f"rag_eval benchmark: {collection.name}",
-                               facts=facts, plots=not args.no_plots)
+    path = write_report_folder(
+        out,
+        report,
+        results,
+        collection.qrels,
+        title=f"rag_eval benchmark: {collection.name}",
+        facts=facts,
+        plots=not args.no_plots,
+    )
     shown = report.summary
-    columns = [c for c in ("run", "stage", "metric", "mean", "ci_low", "ci_high", "n", "n_nan", "n_failed") if c in shown.columns]
+    columns = [
+        c
+        for c in ("run", "stage", "metric", "mean", "ci_low", "ci_high", "n", "n_nan", "n_failed")
+        if c in shown.columns
+    ]
     print(shown[columns].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     print(f"report: {path}")
     return 0

@@ -39,7 +39,9 @@ class Columns:
         return len(self.query_codes)
 
 
-GRADE_LIMIT = 2**29  # grades beyond +-GRADE_LIMIT are refused (no scale needs them; the grade matrix's sentinel lies past)
+GRADE_LIMIT = (
+    2**29
+)  # grades beyond +-GRADE_LIMIT are refused (no scale needs them; the grade matrix's sentinel lies past)
 
 
 def read_table(file: InputFile, kind: Kind, *, packed: bool = False) -> Columns:
@@ -85,13 +87,16 @@ def _read_lines(file: InputFile, kind: Kind) -> Columns:
             if grade is None:
                 raise file.error(f"field 4 is {parts[3]!r}, not an integer grade", number)
             if abs(grade) >= GRADE_LIMIT:
-                raise file.error(f"grade {grade} is out of range (grades must lie within +-{GRADE_LIMIT})",
-                                 number)
+                raise file.error(f"grade {grade} is out of range (grades must lie within +-{GRADE_LIMIT})", number)
             values.append(grade)
     dtype = np.float64 if kind == "run" else np.int64
     return Columns(
-        np.array(codes, dtype=np.int64), list(index), np.array(docs, dtype=object) if docs else np.empty(0, object),
-        np.array(values, dtype=dtype), tag, None,
+        np.array(codes, dtype=np.int64),
+        list(index),
+        np.array(docs, dtype=object) if docs else np.empty(0, object),
+        np.array(values, dtype=dtype),
+        tag,
+        None,
     )
 
 

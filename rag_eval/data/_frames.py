@@ -53,8 +53,10 @@ def frame_column(
     first = present[0]
     for other in present[1:]:
         if not frame[first].equals(frame[other]):
-            raise InputError(f"columns {first!r} and {other!r} both name one field and hold different values: "
-                             "keep one of them", source=where)
+            raise InputError(
+                f"columns {first!r} and {other!r} both name one field and hold different values: keep one of them",
+                source=where,
+            )
     return first
 
 
@@ -70,8 +72,10 @@ def record_key(record: Mapping[str, Any], candidates: tuple[str, ...], noun: str
     value = record[present[0]]
     for other in present[1:]:
         if record[other] != value or type(record[other]) is not type(value):
-            raise InputError(f"keys {present[0]!r} and {other!r} both name one field and hold different values "
-                             f"({value!r} and {record[other]!r})")
+            raise InputError(
+                f"keys {present[0]!r} and {other!r} both name one field and hold different values "
+                f"({value!r} and {record[other]!r})"
+            )
     return value
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numbers
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -53,8 +54,14 @@ class IdCheck:
         self.converted.append(what)
 
     def array(
-        self, values: np.ndarray, what: str, *, groups: np.ndarray | Sequence[str] | None = None,
-        group_names: Sequence[str] | None = None, unit: str | None = None, labels: Sequence[int] | None = None,
+        self,
+        values: np.ndarray,
+        what: str,
+        *,
+        groups: np.ndarray | Sequence[str] | None = None,
+        group_names: Sequence[str] | None = None,
+        unit: str | None = None,
+        labels: Sequence[int] | None = None,
         line: bool = False,
     ) -> np.ndarray:
         """``values`` (an object array) with every id a plain str.
@@ -100,8 +107,9 @@ class IdCheck:
             for i, text in enumerate(out.tolist()):
                 if text in first:
                     a, b = values[first[text]], values[i]
-                    raise InputError(f"{context}{what}s {a!r} and {b!r} are the same id once converted to str",
-                                     source=self.where)
+                    raise InputError(
+                        f"{context}{what}s {a!r} and {b!r} are the same id once converted to str", source=self.where
+                    )
                 first[text] = i
         return out.tolist()
 
@@ -120,12 +128,16 @@ class IdCheck:
                     group = codes[i] if group_names is None else group_names[codes[i]]
                     context = f"query {group!r}: "
                 if unit is None:
-                    raise InputError(f"{context}{what}s {values[j]!r} and {values[i]!r} are the same id once "
-                                     "converted to str", source=self.where)
+                    raise InputError(
+                        f"{context}{what}s {values[j]!r} and {values[i]!r} are the same id once converted to str",
+                        source=self.where,
+                    )
                 at_j = labels[j] if labels is not None else j
                 at_i = labels[i] if labels is not None else i
-                problem = (f"{context}{what}s {values[j]!r} ({unit} {at_j}) and {values[i]!r} ({unit} {at_i}) are "
-                           "the same id once converted to str")
+                problem = (
+                    f"{context}{what}s {values[j]!r} ({unit} {at_j}) and {values[i]!r} ({unit} {at_i}) are "
+                    "the same id once converted to str"
+                )
                 raise InputError(problem, source=self.where, line=at_i if line else None)
 
 
@@ -156,12 +168,15 @@ def check_writable(ids, what: str, where: str | None, fmt: str = "trec", *, star
     values = list(ids)
     if fmt == "trec" and all(type(v) is str for v in values):  # the common case, checked in one pass
         joined = "\x00".join(values)
-        if not _TREC_SPACE.search(joined) and "\x00\x00" not in f"\x00{joined}\x00" and not (
-            starts_line and ("\x00#" in f"\x00{joined}")
+        if (
+            not _TREC_SPACE.search(joined)
+            and "\x00\x00" not in f"\x00{joined}\x00"
+            and not (starts_line and ("\x00#" in f"\x00{joined}"))
         ):
             return
     for value in values:
         reason = unwritable_reason(value, fmt, starts_line=starts_line)
         if reason is not None:
-            raise InputError(f"{what} {value!r} {reason}: it cannot be written to a {fmt} file and read back",
-                             source=where)
+            raise InputError(
+                f"{what} {value!r} {reason}: it cannot be written to a {fmt} file and read back", source=where
+            )

@@ -15,10 +15,11 @@ import os
 import re
 import threading
 import warnings
+from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import InputError, RagEvalWarning
 
@@ -153,9 +154,7 @@ def decode_input(spath: str, raw: bytes) -> InputFile:
             data.decode("utf-8")
         except UnicodeDecodeError as exc:
             line = line_of_offset(data, exc.start)
-            raise InputError(
-                f"not valid UTF-8 (byte 0x{data[exc.start]:02x})", source=spath, line=line
-            ) from None
+            raise InputError(f"not valid UTF-8 (byte 0x{data[exc.start]:02x})", source=spath, line=line) from None
     return InputFile(spath, data, ascii, digest)
 
 

@@ -25,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
-SCORE_TEXT = re.compile(r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?)")
+SCORE_TEXT = re.compile(
+    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?)"
+)
 GRADE_TEXT = re.compile(r"[+-]?[0-9]+(?:\.0*)?")
 NAN_TEXT = re.compile(r"[+-]?nan", re.IGNORECASE)
 

@@ -47,7 +47,9 @@ class Collection:
         qrels_path = root / "qrels" / f"{split}.tsv"
         for path in (root / "corpus.jsonl", root / "queries.jsonl", qrels_path):
             if not path.exists():
-                raise InputError("missing (a BEIR folder holds corpus.jsonl, queries.jsonl, qrels/<split>.tsv)", source=str(path))
+                raise InputError(
+                    "missing (a BEIR folder holds corpus.jsonl, queries.jsonl, qrels/<split>.tsv)", source=str(path)
+                )
         records, ids = _records(root / "corpus.jsonl")
         corpus = {
             i: Chunk(str(r.get("title") or ""), str(r.get("text") or ""), r.get("metadata") or {})
@@ -59,12 +61,18 @@ class Collection:
         queries = {i: str(r["text"]) for i, r in zip(ids, records) if i in judged}
         missing = judged.difference(queries)
         if missing:
-            raise InputError(f"{len(missing)} judged queries have no text, e.g. {sorted(missing)[:3]}", source=str(root / "queries.jsonl"))
+            raise InputError(
+                f"{len(missing)} judged queries have no text, e.g. {sorted(missing)[:3]}",
+                source=str(root / "queries.jsonl"),
+            )
         judged_docs = {d for q in qrels.query_ids for d in qrels[q]}
         absent = sorted(judged_docs.difference(corpus))
         if absent:
-            warn(f"{qrels_path}: {len(absent)} judged doc id(s) are not in corpus.jsonl (e.g. {absent[0]!r}); "
-                 "no retriever can return them, so recall stays below 1 on their queries", JudgedDocsNotInCorpus)
+            warn(
+                f"{qrels_path}: {len(absent)} judged doc id(s) are not in corpus.jsonl (e.g. {absent[0]!r}); "
+                "no retriever can return them, so recall stays below 1 on their queries",
+                JudgedDocsNotInCorpus,
+            )
         return cls(root.name, corpus, queries, qrels)
 
     def limit(self, n: int | None) -> Collection:

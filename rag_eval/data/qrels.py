@@ -38,7 +38,7 @@ GRADE_COLUMNS = ("grade", "relevance", "label", "score")
 class Qrels:
     """Graded judgements per query. Immutable; build it with one of the ``from_*`` constructors."""
 
-    __slots__ = ("_judgements", "source", "__dict__")
+    __slots__ = ("__dict__", "_judgements", "source")
 
     def __init__(self, judgements: Mapping[str, Mapping[str, int]], *, source: Source | None = None) -> None:
         """Judgements as ``{query_id: {doc_id: grade}}`` (the form pytrec_eval takes); validated and copied."""
@@ -134,8 +134,9 @@ class Qrels:
         with IdCheck(file.path) as ids:
             qids = ids.array(_objects(queries), "query id", unit="line", labels=numbers, line=True)
             uniq, codes = _factorize(qids)
-            docs_arr = ids.array(_objects(docs), "doc id", groups=codes, group_names=uniq, unit="line",
-                                 labels=numbers, line=True)
+            docs_arr = ids.array(
+                _objects(docs), "doc id", groups=codes, group_names=uniq, unit="line", labels=numbers, line=True
+            )
         return cls._from_columns(file, uniq, codes, docs_arr, np.array(grades, np.int64))
 
     @classmethod
@@ -184,8 +185,14 @@ class Qrels:
 
     @classmethod
     def _from_columns(
-        cls, file: InputFile | None, query_ids: list[str], codes: np.ndarray, docs: np.ndarray, grades: np.ndarray,
-        *, where: str | None = None,
+        cls,
+        file: InputFile | None,
+        query_ids: list[str],
+        codes: np.ndarray,
+        docs: np.ndarray,
+        grades: np.ndarray,
+        *,
+        where: str | None = None,
     ) -> Qrels:
         order = np.argsort(codes, kind="stable")
         bounds = np.searchsorted(codes[order], np.arange(len(query_ids) + 1))
@@ -208,7 +215,10 @@ class Qrels:
         where = where or (file.path if file else "DataFrame")
         if duplicates:
             detail = f"; {len(conflicts)} with conflicting grades, e.g. {conflicts[0]}" if conflicts else ""
-            warn(f"{where}: {duplicates} duplicate judgement(s) of the same document for a query; kept the first{detail}", DuplicateJudgement)
+            warn(
+                f"{where}: {duplicates} duplicate judgement(s) of the same document for a query; kept the first{detail}",
+                DuplicateJudgement,
+            )
         qrels = cls.__new__(cls)
         qrels._judgements = judgements
         qrels.source = Source.of(file) if file else None
@@ -268,8 +278,13 @@ class Qrels:
         check_writable(self._judgements, "query id", where)
         for q, judged in self._judgements.items():
             check_writable(judged, f"query {q!r}: doc id", where, starts_line=False)
-        write_output(path, ("".join(f"{q} 0 {d} {g}\n" for d, g in judged.items()).encode("utf-8")
-                            for q, judged in self._judgements.items()))
+        write_output(
+            path,
+            (
+                "".join(f"{q} 0 {d} {g}\n" for d, g in judged.items()).encode("utf-8")
+                for q, judged in self._judgements.items()
+            ),
+        )
 
     # ----- for the metric engine ----------------------------------------------------------------------------
     @property
@@ -293,8 +308,10 @@ def _check_grades(file: InputFile, grades: np.ndarray, first_row: int = 0) -> No
     """Refuse a grade beyond +-GRADE_LIMIT, naming its line (``first_row``: data rows before the first grade)."""
     out = np.flatnonzero(np.abs(grades) >= GRADE_LIMIT) if len(grades) else []
     if len(out):
-        raise file.error(f"grade {grades[out[0]]} is out of range (grades must lie within +-{GRADE_LIMIT})",
-                         line_number(file, int(out[0]) + first_row))
+        raise file.error(
+            f"grade {grades[out[0]]} is out of range (grades must lie within +-{GRADE_LIMIT})",
+            line_number(file, int(out[0]) + first_row),
+        )
 
 
 def _parse_grade(text: str, file: InputFile, number: int) -> int:
@@ -326,8 +343,10 @@ def _validated(judgements: Mapping[str, Mapping[str, int]], where: str) -> dict[
                     per_query[d] = grade
             if per_query and (max(per_query.values()) >= GRADE_LIMIT or min(per_query.values()) <= -GRADE_LIMIT):
                 d, g = next((d, g) for d, g in per_query.items() if abs(g) >= GRADE_LIMIT)
-                raise InputError(f"query {qid!r}, doc {d!r}: grade {g} is out of range "
-                                 f"(grades must lie within +-{GRADE_LIMIT})", source=where)
+                raise InputError(
+                    f"query {qid!r}, doc {d!r}: grade {g} is out of range (grades must lie within +-{GRADE_LIMIT})",
+                    source=where,
+                )
             out[qid] = per_query
     return out
 
@@ -368,6 +387,7 @@ def _frame_grades(column, name: str, where: str) -> np.ndarray:
         big = np.flatnonzero(np.abs(grades.astype(np.float64)) >= GRADE_LIMIT)
         if len(big):
             i = int(big[0])
-            raise InputError(f"row {i}: grade {grades[i]} is out of range (grades must lie within +-{GRADE_LIMIT})",
-                             source=where)
+            raise InputError(
+                f"row {i}: grade {grades[i]} is out of range (grades must lie within +-{GRADE_LIMIT})", source=where
+            )
     return grades.astype(np.int64)

@@ -84,8 +84,11 @@ def search_rows(
     segment) steps (in C when rag_eval._speedups is built)."""
     if _accel.speedups is not None and sorted_values.dtype == np.float64:
         return _accel.speedups.search_segments(
-            np.ascontiguousarray(sorted_values), np.ascontiguousarray(starts, np.int64),
-            np.ascontiguousarray(ends, np.int64), np.ascontiguousarray(needles, np.float64), side == "right",
+            np.ascontiguousarray(sorted_values),
+            np.ascontiguousarray(starts, np.int64),
+            np.ascontiguousarray(ends, np.int64),
+            np.ascontiguousarray(needles, np.float64),
+            side == "right",
         )
     lo, hi = starts.copy(), ends.copy()
     last = len(sorted_values) - 1
@@ -114,9 +117,7 @@ def tie_groups(offsets: np.ndarray, ranked_scores: np.ndarray) -> tuple[np.ndarr
     return starts, ends
 
 
-def break_ties(
-    perm: np.ndarray, starts: np.ndarray, ends: np.ndarray, doc_ids: np.ndarray, rule: str
-) -> np.ndarray:
+def break_ties(perm: np.ndarray, starts: np.ndarray, ends: np.ndarray, doc_ids: np.ndarray, rule: str) -> np.ndarray:
     """Reorder each tie group ``perm[starts[g]:ends[g]]`` by ``rule``; returns a new permutation."""
     if rule not in TIE_RULES:
         raise ValueError(f"unknown tie rule {rule!r}; choose one of {sorted(TIE_RULES)}")
@@ -124,9 +125,7 @@ def break_ties(
     if len(starts) == 0:
         return perm
     lengths = ends - starts
-    positions = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(
-        lengths.sum()
-    )
+    positions = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(lengths.sum())
     entries = perm[positions]
     group = np.repeat(np.arange(len(starts)), lengths)
     if rule == "input_order":

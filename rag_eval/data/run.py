@@ -45,7 +45,18 @@ SCORE_COLUMNS = ("score",)
 class Run:
     """Ranked results per query. Immutable; build it with one of the ``from_*`` constructors."""
 
-    __slots__ = ("name", "source", "notes", "tag", "_query_ids", "_offsets", "_doc_ids", "_scores", "_by_score", "_memo")
+    __slots__ = (
+        "_by_score",
+        "_doc_ids",
+        "_memo",
+        "_offsets",
+        "_query_ids",
+        "_scores",
+        "name",
+        "notes",
+        "source",
+        "tag",
+    )
 
     def __init__(self) -> None:
         raise TypeError("build a Run with Run.from_scores, Run.from_ranking, Run.from_trec, ... (see help(Run))")
@@ -89,7 +100,10 @@ class Run:
 
     @classmethod
     def from_ranking(
-        cls, ranking: Mapping[str, Sequence[str] | Sequence[tuple[str, float]] | Mapping[str, float]], *, name: str = "run"
+        cls,
+        ranking: Mapping[str, Sequence[str] | Sequence[tuple[str, float]] | Mapping[str, float]],
+        *,
+        name: str = "run",
     ) -> Run:
         """From ``{query_id: [doc_id, ...]}`` in ranked order, what a retriever returned. Each item may also be a
         ``(doc_id, score)`` pair, or the value a ``{doc_id: score}`` mapping in ranked order; scores are kept as
@@ -144,8 +158,14 @@ class Run:
         if nan.any():
             raise file.error("field 5 (the score) is NaN", line_number(file, int(np.flatnonzero(nan)[0])))
         run = cls._from_rows(
-            name or file.name, cols.query_ids, cols.query_codes, cols.doc_ids, cols.values, by_score=True,
-            file=file, repeats=cols.repeats,
+            name or file.name,
+            cols.query_ids,
+            cols.query_codes,
+            cols.doc_ids,
+            cols.values,
+            by_score=True,
+            file=file,
+            repeats=cols.repeats,
         )
         run.tag = cols.tag
         return run
@@ -188,8 +208,9 @@ class Run:
         with IdCheck(file.path) as ids:
             qids = ids.array(_objects(queries), "query id", unit="line", labels=numbers, line=True)
             codes, uniq = _factorize(qids)
-            docs_arr = ids.array(_objects(docs), "doc id", groups=codes, group_names=uniq, unit="line",
-                                 labels=numbers, line=True)
+            docs_arr = ids.array(
+                _objects(docs), "doc id", groups=codes, group_names=uniq, unit="line", labels=numbers, line=True
+            )
         scores = np.array(values, dtype=np.float64) if values else None
         return cls._from_rows(name or file.name, uniq, codes, docs_arr, scores, by_score=order == "score", file=file)
 
@@ -240,8 +261,16 @@ class Run:
     # ----- internal construction ----------------------------------------------------------------------------
     @classmethod
     def _from_rows(
-        cls, name: str, query_ids: list[str], codes: np.ndarray, docs: np.ndarray, scores: np.ndarray | None,
-        *, by_score: bool, file: InputFile | None, repeats: list[int] | None = None,
+        cls,
+        name: str,
+        query_ids: list[str],
+        codes: np.ndarray,
+        docs: np.ndarray,
+        scores: np.ndarray | None,
+        *,
+        by_score: bool,
+        file: InputFile | None,
+        repeats: list[int] | None = None,
     ) -> Run:
         """Rows in any query order (stably grouped here, keeping each query's rows in file order).
 
@@ -272,8 +301,17 @@ class Run:
 
     @classmethod
     def _build(
-        cls, name: str, query_ids: list[str], lengths: np.ndarray, docs: np.ndarray, scores: np.ndarray | None,
-        *, by_score: bool, source: Source | None, dedupe: bool, suspects: np.ndarray | None = None,
+        cls,
+        name: str,
+        query_ids: list[str],
+        lengths: np.ndarray,
+        docs: np.ndarray,
+        scores: np.ndarray | None,
+        *,
+        by_score: bool,
+        source: Source | None,
+        dedupe: bool,
+        suspects: np.ndarray | None = None,
     ) -> Run:
         offsets = np.zeros(len(lengths) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
@@ -297,7 +335,10 @@ class Run:
             if keep is not None:
                 dropped = len(docs) - int(keep.sum())
                 where = source.path if source else name
-                warn(f"{where}: {dropped} repeated doc id(s) within a query kept once, at the first position", DuplicateResult)
+                warn(
+                    f"{where}: {dropped} repeated doc id(s) within a query kept once, at the first position",
+                    DuplicateResult,
+                )
                 notes.append(f"{dropped} repeated doc id(s) within a query kept once, at the first position")
                 query = np.repeat(np.arange(len(lengths)), lengths)
                 lengths = np.bincount(query[keep], minlength=len(lengths)).astype(np.int64)
@@ -389,7 +430,11 @@ class Run:
             and np.array_equal(self.doc_ids, other.doc_ids)
             and (
                 (self._scores is None and other._scores is None)
-                or (self._scores is not None and other._scores is not None and np.array_equal(self._scores, other._scores))
+                or (
+                    self._scores is not None
+                    and other._scores is not None
+                    and np.array_equal(self._scores, other._scores)
+                )
             )
         )
 
@@ -466,13 +511,19 @@ class Run:
         check_writable(dict.fromkeys(docs), "doc id", where, starts_line=False)
         reason = unwritable_reason(tag, starts_line=False)
         if reason is not None:
-            raise InputError(f"run tag {tag!r} {reason}: it cannot be written to a trec file and read back",
-                             source=where)
+            raise InputError(
+                f"run tag {tag!r} {reason}: it cannot be written to a trec file and read back", source=where
+            )
         o = self._offsets.tolist()
-        write_output(path, (
-            "".join(f"{q} Q0 {docs[j]} {j - o[i] + 1} {values[j]!r} {tag}\n" for j in range(o[i], o[i + 1]))
-            .encode("utf-8") for i, q in enumerate(self._query_ids)
-        ))
+        write_output(
+            path,
+            (
+                "".join(f"{q} Q0 {docs[j]} {j - o[i] + 1} {values[j]!r} {tag}\n" for j in range(o[i], o[i + 1])).encode(
+                    "utf-8"
+                )
+                for i, q in enumerate(self._query_ids)
+            ),
+        )
 
 
 def _factorize(ids: np.ndarray) -> tuple[np.ndarray, list[str]]:

@@ -94,7 +94,11 @@ def _span_problem(doc_id, start, end, grade, query_id, answer, unit) -> str | No
     if unit is not None and (not isinstance(unit, str) or not unit):
         return f"query {query_id!r}, doc {doc_id!r}: unit {unit!r} is not a non-empty str"
     if start is None and end is None:
-        return None if answer is not None else f"query {query_id!r}, doc {doc_id!r}: a span needs start and end, or an answer"
+        return (
+            None
+            if answer is not None
+            else f"query {query_id!r}, doc {doc_id!r}: a span needs start and end, or an answer"
+        )
     for what, value in (("start", start), ("end", end)):
         if value is None:
             return f"query {query_id!r}, doc {doc_id!r}: {what} is missing (give both start and end)"
@@ -105,8 +109,10 @@ def _span_problem(doc_id, start, end, grade, query_id, answer, unit) -> str | No
     if end <= start:
         return f"query {query_id!r}, doc {doc_id!r}: end {end} is not after start {start} (offsets are [start, end))"
     if answer is not None and len(answer) != end - start:
-        return (f"query {query_id!r}, doc {doc_id!r}: answer {answer!r} has {len(answer)} characters but "
-                f"[{start}, {end}) spans {end - start}")
+        return (
+            f"query {query_id!r}, doc {doc_id!r}: answer {answer!r} has {len(answer)} characters but "
+            f"[{start}, {end}) spans {end - start}"
+        )
     return None
 
 
@@ -129,8 +135,10 @@ class ChunkRef:
                 if isinstance(value, bool) or not isinstance(value, int):
                     raise InputError(f"{what} {value!r} is not an integer", source="chunk map")
             if self.start < 0 or self.end <= self.start:
-                raise InputError(f"offsets [{self.start}, {self.end}) in document {self.doc_id!r} are not a range "
-                                 f"0 <= start < end", source="chunk map")
+                raise InputError(
+                    f"offsets [{self.start}, {self.end}) in document {self.doc_id!r} are not a range 0 <= start < end",
+                    source="chunk map",
+                )
 
 
 @dataclass(frozen=True)
@@ -151,8 +159,12 @@ class SpanLabels:
     __slots__ = ("_queries", "source")
 
     def __init__(
-        self, spans: Iterable[Span] = (), *, docs: Mapping[str, Mapping[str, int]] | None = None,
-        chunks: Mapping[str, Mapping[str, int]] | None = None, source: Source | None = None,
+        self,
+        spans: Iterable[Span] = (),
+        *,
+        docs: Mapping[str, Mapping[str, int]] | None = None,
+        chunks: Mapping[str, Mapping[str, int]] | None = None,
+        source: Source | None = None,
     ) -> None:
         """``spans``: :class:`Span` objects; ``docs``: ``{query_id: {doc_id: grade}}``; ``chunks``:
         ``{query_id: {chunk_id: grade}}``."""
@@ -168,7 +180,9 @@ class SpanLabels:
                 raise TypeError(f"{kind}s must be a mapping {{query_id: {{{kind}_id: grade}}}}")
             for qid, judged in given.items():
                 if not isinstance(judged, Mapping):
-                    raise InputError(f"query {qid!r}: {kind} labels must be a mapping {kind}_id -> grade", source="SpanLabels")
+                    raise InputError(
+                        f"query {qid!r}: {kind} labels must be a mapping {kind}_id -> grade", source="SpanLabels"
+                    )
                 for item, grade in judged.items():
                     builder.label(kind, qid, item, grade, None)
         self._queries = builder.build()
@@ -294,8 +308,10 @@ class SpanLabels:
         """One line of counts, for the metric card."""
         docs = sum(len(q.docs) for q in self._queries.values())
         chunks = sum(len(q.chunks) for q in self._queries.values())
-        return (f"{len(self)} queries: {self.num_spans} answer spans in {self.num_units} answer units, "
-                f"{docs} document-level and {chunks} chunk-level labels")
+        return (
+            f"{len(self)} queries: {self.num_spans} answer spans in {self.num_units} answer units, "
+            f"{docs} document-level and {chunks} chunk-level labels"
+        )
 
     def __repr__(self) -> str:
         origin = f" from {self.source.path!r}" if self.source and self.source.path else ""
@@ -333,26 +349,37 @@ class SpanLabels:
                     continue
                 text = texts.get(span.doc_id)
                 if text is None:
-                    raise InputError(f"query {qid!r}: document {span.doc_id!r} is not among the texts given", source=where)
+                    raise InputError(
+                        f"query {qid!r}: document {span.doc_id!r} is not among the texts given", source=where
+                    )
                 if span.start is not None:
                     if text[span.start : span.end] != span.answer:
                         raise InputError(
                             f"query {qid!r}: answer {span.answer!r} is not at [{span.start}, {span.end}) of document "
-                            f"{span.doc_id!r} (found {text[span.start : span.end]!r})", source=where)
+                            f"{span.doc_id!r} (found {text[span.start : span.end]!r})",
+                            source=where,
+                        )
                     spans.append(span)
                     continue
                 first = text.find(span.answer)
                 if first < 0:
-                    raise InputError(f"query {qid!r}: answer {span.answer!r} not found in document {span.doc_id!r}",
-                                     source=where)
+                    raise InputError(
+                        f"query {qid!r}: answer {span.answer!r} not found in document {span.doc_id!r}", source=where
+                    )
                 if text.find(span.answer, first + 1) >= 0:
-                    repeated.append(f"query {qid!r}: {span.answer!r} occurs {text.count(span.answer)} times in "
-                                    f"{span.doc_id!r}")
-                spans.append(Span(span.doc_id, first, first + len(span.answer), span.grade, qid, span.answer, span.unit))
+                    repeated.append(
+                        f"query {qid!r}: {span.answer!r} occurs {text.count(span.answer)} times in {span.doc_id!r}"
+                    )
+                spans.append(
+                    Span(span.doc_id, first, first + len(span.answer), span.grade, qid, span.answer, span.unit)
+                )
             queries[qid] = _QueryLabels(tuple(_unique(spans)), q.docs, q.chunks)
         if repeated:
-            warn(f"{where}: {len(repeated)} answer string(s) occur more than once in their document; the first "
-                 f"occurrence was used (e.g. {repeated[0]}); give offsets where it is not the answer", AmbiguousAnswer)
+            warn(
+                f"{where}: {len(repeated)} answer string(s) occur more than once in their document; the first "
+                f"occurrence was used (e.g. {repeated[0]}); give offsets where it is not the answer",
+                AmbiguousAnswer,
+            )
         labels = SpanLabels.__new__(SpanLabels)
         labels._queries = queries
         labels.source = self.source
@@ -387,38 +414,57 @@ class _Builder:
         key = (span.doc_id, span.start, span.end) if span.start is not None else (span.doc_id, span.answer)
         kept = self.spans[span.query_id].setdefault(key, span)
         if kept is not span and (kept.grade != span.grade or kept.unit != span.unit):
-            self.conflicts.append(f"query {span.query_id!r} span {span.unit_id}: the first kept"
-                                  + (f" (line {line})" if line else ""))
+            self.conflicts.append(
+                f"query {span.query_id!r} span {span.unit_id}: the first kept" + (f" (line {line})" if line else "")
+            )
         if span.unit is not None:
             grade = self.unit_grades.setdefault((span.query_id, span.unit), span.grade)
             if grade != span.grade:
                 raise InputError(
                     f"query {span.query_id!r}: the spans of unit {span.unit!r} have grades {grade} and {span.grade} "
-                    f"(alternatives of one unit share a grade)", source=self.where, line=line)
+                    f"(alternatives of one unit share a grade)",
+                    source=self.where,
+                    line=line,
+                )
 
     def label(self, kind: str, qid: Any, item: Any, grade: Any, line: int | None) -> None:
         for what, value in (("query id", qid), (f"{kind} id", item)):
             if not isinstance(value, str) or not value:
                 raise InputError(f"{what} {value!r} is not a non-empty str", source=self.where, line=line)
-        if isinstance(grade, bool) or not (isinstance(grade, numbers.Integral) or (isinstance(grade, float) and grade.is_integer())):
-            raise InputError(f"query {qid!r}, {kind} {item!r}: grade {grade!r} is not an integer", source=self.where, line=line)
+        if isinstance(grade, bool) or not (
+            isinstance(grade, numbers.Integral) or (isinstance(grade, float) and grade.is_integer())
+        ):
+            raise InputError(
+                f"query {qid!r}, {kind} {item!r}: grade {grade!r} is not an integer", source=self.where, line=line
+            )
         grade = int(grade)
         if abs(grade) >= GRADE_LIMIT:
-            raise InputError(f"query {qid!r}, {kind} {item!r}: grade {grade} is out of range (grades must lie within "
-                             f"+-{GRADE_LIMIT})", source=self.where, line=line)
+            raise InputError(
+                f"query {qid!r}, {kind} {item!r}: grade {grade} is out of range (grades must lie within "
+                f"+-{GRADE_LIMIT})",
+                source=self.where,
+                line=line,
+            )
         self._query(qid)
         kept = self.labels[qid][kind].setdefault(item, grade)
         if kept != grade:
-            self.conflicts.append(f"query {qid!r} {kind} {item!r}: {kept} kept, {grade} dropped"
-                                  + (f" (line {line})" if line else ""))
+            self.conflicts.append(
+                f"query {qid!r} {kind} {item!r}: {kept} kept, {grade} dropped" + (f" (line {line})" if line else "")
+            )
 
     def build(self) -> dict[str, _QueryLabels]:
         if self.conflicts:
-            warn(f"{self.where}: {len(self.conflicts)} repeated label(s) with another grade or unit; kept the first "
-                 f"(e.g. {self.conflicts[0]})", DuplicateJudgement)
+            warn(
+                f"{self.where}: {len(self.conflicts)} repeated label(s) with another grade or unit; kept the first "
+                f"(e.g. {self.conflicts[0]})",
+                DuplicateJudgement,
+            )
         return {
-            q: _QueryLabels(tuple(self.spans[q].values()), MappingProxyType(self.labels[q]["doc"]),
-                            MappingProxyType(self.labels[q]["chunk"]))
+            q: _QueryLabels(
+                tuple(self.spans[q].values()),
+                MappingProxyType(self.labels[q]["doc"]),
+                MappingProxyType(self.labels[q]["chunk"]),
+            )
             for q in self.spans
         }
 

@@ -50,8 +50,17 @@ from ..errors import HarnessError, InputError, TornLine
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DEFAULT_SCALE", "Agreement", "Judgement", "JudgementLog", "Kappa", "Merged", "cohen_kappa", "merge",
-           "write_qrels"]
+__all__ = [
+    "DEFAULT_SCALE",
+    "Agreement",
+    "Judgement",
+    "JudgementLog",
+    "Kappa",
+    "Merged",
+    "cohen_kappa",
+    "merge",
+    "write_qrels",
+]
 
 DEFAULT_SCALE = (0, 3)
 Resolve = Literal["median", "max", "min"]
@@ -80,8 +89,14 @@ class Judgement:
             raise _BadRecord(problem)
 
     def to_json(self) -> str:
-        record: dict[str, Any] = {"query_id": self.query_id, "doc_id": self.doc_id, "grade": self.grade,
-                                  "assessor": self.assessor, "time": self.time, "scale": list(self.scale)}
+        record: dict[str, Any] = {
+            "query_id": self.query_id,
+            "doc_id": self.doc_id,
+            "grade": self.grade,
+            "assessor": self.assessor,
+            "time": self.time,
+            "scale": list(self.scale),
+        }
         if self.pool is not None:
             record["pool"] = dict(self.pool)
         return json.dumps(record, ensure_ascii=False)
@@ -127,8 +142,12 @@ class JudgementLog:
                 raise InputError(f"cannot read: {exc.strerror or exc}", source=os.fspath(path)) from None
             log._judgements, torn, _ = _parse(data, os.fspath(path))
             if torn:
-                warnings.warn(f"{path}: the last line is cut short (a kill while writing?) and is ignored; "
-                              "it is cut off before the next judgement is written", TornLine, stacklevel=2)
+                warnings.warn(
+                    f"{path}: the last line is cut short (a kill while writing?) and is ignored; "
+                    "it is cut off before the next judgement is written",
+                    TornLine,
+                    stacklevel=2,
+                )
         return log
 
     # ----- reading ------------------------------------------------------------------------------------------
@@ -172,8 +191,15 @@ class JudgementLog:
     ) -> Judgement:
         """Write one judgement (one line, flushed and fsync'd) and return it. ``pool`` is a pool's
         provenance (``Pool.provenance``); its id, depth, strategy and systems are recorded."""
-        judgement = Judgement(query_id, doc_id, grade, assessor, time or _now(), scale,
-                              None if pool is None else {k: pool[k] for k in _POOL_KEYS if k in pool})
+        judgement = Judgement(
+            query_id,
+            doc_id,
+            grade,
+            assessor,
+            time or _now(),
+            scale,
+            None if pool is None else {k: pool[k] for k in _POOL_KEYS if k in pool},
+        )
         line = (judgement.to_json() + "\n").encode()
         with self._lock:
             try:
@@ -181,9 +207,11 @@ class JudgementLog:
                     append(self.path, line, whole=_is_whole_record)
             except OSError as exc:
                 cause = exc.strerror or str(exc) or type(exc).__name__
-                error = HarnessError(f"judgement log {self.path}: cannot store the judgement of query {query_id!r}, "
-                                     f"doc {doc_id!r}: {cause}; it is not in the log (every earlier one is): free "
-                                     "some space or make the folder writable, then judge it again")
+                error = HarnessError(
+                    f"judgement log {self.path}: cannot store the judgement of query {query_id!r}, "
+                    f"doc {doc_id!r}: {cause}; it is not in the log (every earlier one is): free "
+                    "some space or make the folder writable, then judge it again"
+                )
                 error.errno = exc.errno  # type: ignore[attr-defined] - the cause, for a server's status code
                 raise error from None
             self._judgements.append(judgement)
@@ -233,16 +261,29 @@ class Kappa:
         import pandas as pd
 
         return pd.DataFrame(
-            [{"assessor_a": a.assessors[0], "assessor_b": a.assessors[1], "n": a.n, "observed": a.observed,
-              "kappa": a.kappa, "binary_kappa": a.binary_kappa, "reason": a.reason} for a in self.pairwise],
+            [
+                {
+                    "assessor_a": a.assessors[0],
+                    "assessor_b": a.assessors[1],
+                    "n": a.n,
+                    "observed": a.observed,
+                    "kappa": a.kappa,
+                    "binary_kappa": a.binary_kappa,
+                    "reason": a.reason,
+                }
+                for a in self.pairwise
+            ],
             columns=["assessor_a", "assessor_b", "n", "observed", "kappa", "binary_kappa", "reason"],
         )
 
     def __repr__(self) -> str:
         if self.value is None:
             return f"Kappa(None: {self.reason})"
-        return (f"Kappa({self.value:.3f} on grades, {self.binary:.3f} at grade >= {self.threshold}, "
-                f"n={self.n})" if self.binary is not None else f"Kappa({self.value:.3f}, n={self.n})")
+        return (
+            f"Kappa({self.value:.3f} on grades, {self.binary:.3f} at grade >= {self.threshold}, n={self.n})"
+            if self.binary is not None
+            else f"Kappa({self.value:.3f}, n={self.n})"
+        )
 
 
 @dataclass(frozen=True)
@@ -269,8 +310,12 @@ class Merged:
             if pair in self.base:
                 values.add(self.base[pair])
             if len(values) > 1:
-                row: dict[str, Any] = {"query_id": pair[0], "doc_id": pair[1],
-                                       "grade": self.qrels[pair[0]][pair[1]], "qrels": self.base.get(pair)}
+                row: dict[str, Any] = {
+                    "query_id": pair[0],
+                    "doc_id": pair[1],
+                    "grade": self.qrels[pair[0]][pair[1]],
+                    "qrels": self.base.get(pair),
+                }
                 row.update(by_assessor)
                 rows.append(row)
         columns = ["query_id", "doc_id", "grade", "qrels", *self.assessors]
@@ -283,12 +328,23 @@ class Merged:
     def kappa(self) -> Kappa:
         """Cohen's kappa on the pairs judged by two assessors (see :class:`Kappa`)."""
         if len(self.assessors) < 2:
-            return Kappa(None, None, 0, self.threshold,
-                         reason=f"{len(self.assessors)} assessor(s): kappa needs two who judged the same pairs")
+            return Kappa(
+                None,
+                None,
+                0,
+                self.threshold,
+                reason=f"{len(self.assessors)} assessor(s): kappa needs two who judged the same pairs",
+            )
         pairwise = tuple(self._agreement(a, b) for a, b in combinations(self.assessors, 2))
         if len(self.assessors) > 2:
-            return Kappa(None, None, 0, self.threshold, pairwise,
-                         reason=f"{len(self.assessors)} assessors: see .pairwise for every two of them")
+            return Kappa(
+                None,
+                None,
+                0,
+                self.threshold,
+                pairwise,
+                reason=f"{len(self.assessors)} assessors: see .pairwise for every two of them",
+            )
         only = pairwise[0]
         return Kappa(only.kappa, only.binary_kappa, only.n, self.threshold, pairwise, only.reason)
 
@@ -302,14 +358,24 @@ class Merged:
         observed = sum(p == q for p, q in both) / len(both)
         reason = None
         if math.isnan(kappa) or math.isnan(binary):
-            reason = (f"on the {len(both)} pair(s) {a} and {b} both judged, chance agreement is 1 (every grade "
-                      "the same category), so kappa is undefined")
-        return Agreement((a, b), len(both), observed, None if math.isnan(kappa) else kappa,
-                         None if math.isnan(binary) else binary, reason)
+            reason = (
+                f"on the {len(both)} pair(s) {a} and {b} both judged, chance agreement is 1 (every grade "
+                "the same category), so kappa is undefined"
+            )
+        return Agreement(
+            (a, b),
+            len(both),
+            observed,
+            None if math.isnan(kappa) else kappa,
+            None if math.isnan(binary) else binary,
+            reason,
+        )
 
     def __repr__(self) -> str:
-        return (f"Merged({self.qrels!r}, {len(self.assessors)} assessor(s), {len(self.conflicts)} conflict(s), "
-                f"{self.kappa!r})")
+        return (
+            f"Merged({self.qrels!r}, {len(self.assessors)} assessor(s), {len(self.conflicts)} conflict(s), "
+            f"{self.kappa!r})"
+        )
 
 
 def merge(
@@ -352,8 +418,14 @@ def merge(
     for (q, d), by_assessor in grades.items():
         if (q, d) not in base:
             merged.setdefault(q, {})[d] = _combine(list(by_assessor.values()), resolve)
-    return Merged(Qrels.from_dict(merged), {p: dict(sorted(g.items())) for p, g in grades.items()}, base,
-                  assessors, resolve, threshold)
+    return Merged(
+        Qrels.from_dict(merged),
+        {p: dict(sorted(g.items())) for p, g in grades.items()},
+        base,
+        assessors,
+        resolve,
+        threshold,
+    )
 
 
 def cohen_kappa(a: Sequence[int], b: Sequence[int]) -> float:
@@ -414,8 +486,12 @@ def _parse_time(text: str) -> datetime:
 
 
 def _check_scale(scale: Sequence[int]) -> tuple[int, int]:
-    if (not isinstance(scale, (tuple, list)) or len(scale) != 2
-            or any(not isinstance(v, int) or isinstance(v, bool) for v in scale) or scale[0] >= scale[1]):
+    if (
+        not isinstance(scale, (tuple, list))
+        or len(scale) != 2
+        or any(not isinstance(v, int) or isinstance(v, bool) for v in scale)
+        or scale[0] >= scale[1]
+    ):
         raise _BadRecord(f"scale must be two ints (lowest, highest grade), lowest < highest, not {scale!r}")
     return (scale[0], scale[1])
 
@@ -427,7 +503,9 @@ def _problem(j: Judgement) -> str | None:
         if not isinstance(value, str) or not value.strip():
             return f"{name} must be a non-empty string, not {value!r}"
     if j.assessor != j.assessor.strip() or j.assessor in RESERVED_NAMES:
-        return f"assessor {j.assessor!r} is not a usable name (no surrounding spaces; not one of {sorted(RESERVED_NAMES)})"
+        return (
+            f"assessor {j.assessor!r} is not a usable name (no surrounding spaces; not one of {sorted(RESERVED_NAMES)})"
+        )
     if not isinstance(j.grade, int) or isinstance(j.grade, bool):
         return f"grade {j.grade!r} is not an integer"
     low, high = j.scale

@@ -71,8 +71,12 @@ class PoolItem:
             if not isinstance(system, str) or not system:
                 raise InputError(f"{where}: system {system!r} is not a non-empty str")
             check_int(rank, f"{where}: the rank by {system!r}", high=None)
-        if isinstance(self.rrf, bool) or not isinstance(self.rrf, numbers.Real) or not math.isfinite(self.rrf) \
-                or self.rrf < 0:
+        if (
+            isinstance(self.rrf, bool)
+            or not isinstance(self.rrf, numbers.Real)
+            or not math.isfinite(self.rrf)
+            or self.rrf < 0
+        ):
             raise InputError(f"{where}: rrf must be a finite number >= 0, not {self.rrf!r}")
         for name in ("query", "text"):
             value = getattr(self, name)
@@ -106,8 +110,9 @@ class Pool:
             raise InputError(f"pool strategy must be 'depth' or 'rrf', not {self.strategy!r}")
         if not isinstance(self.systems, tuple) or any(not isinstance(n, str) or not n for n in self.systems):
             raise InputError(f"pool systems must be a tuple of non-empty str, not {self.systems!r}")
-        object.__setattr__(self, "already_judged", check_int(self.already_judged, "pool already_judged", low=0,
-                                                             high=None))
+        object.__setattr__(
+            self, "already_judged", check_int(self.already_judged, "pool already_judged", low=0, high=None)
+        )
         if not isinstance(self.id, str):
             raise InputError(f"pool id must be a str, not {self.id!r}")
         if not isinstance(self.items, tuple) or any(not isinstance(i, PoolItem) for i in self.items):
@@ -123,8 +128,10 @@ class Pool:
         return iter(self.items)
 
     def __repr__(self) -> str:
-        return (f"Pool({len(self.items)} items, {len(self.query_ids)} queries, depth={self.depth}, "
-                f"strategy={self.strategy!r}, systems={list(self.systems)}, id={self.id!r})")
+        return (
+            f"Pool({len(self.items)} items, {len(self.query_ids)} queries, depth={self.depth}, "
+            f"strategy={self.strategy!r}, systems={list(self.systems)}, id={self.id!r})"
+        )
 
     @property
     def query_ids(self) -> list[str]:
@@ -133,8 +140,13 @@ class Pool:
     @property
     def provenance(self) -> dict[str, Any]:
         """What a judgement records about the pool it came from."""
-        return {"id": self.id, "depth": self.depth, "strategy": self.strategy, "systems": list(self.systems),
-                "already_judged": self.already_judged}
+        return {
+            "id": self.id,
+            "depth": self.depth,
+            "strategy": self.strategy,
+            "systems": list(self.systems),
+            "already_judged": self.already_judged,
+        }
 
     def _fingerprint(self) -> str:
         digest = hashlib.sha256(json.dumps([self.depth, self.strategy, list(self.systems)]).encode())
@@ -159,17 +171,29 @@ class Pool:
         if any(i.text is not None for i in self.items):
             columns["text"] = [i.text for i in self.items]
         columns["rrf"] = [i.rrf for i in self.items]
-        return pd.DataFrame({name: pd.Series(values, dtype=object) for name, values in columns.items()}
-                            | {"rrf": pd.Series(columns["rrf"], dtype=float)})
+        return pd.DataFrame(
+            {name: pd.Series(values, dtype=object) for name, values in columns.items()}
+            | {"rrf": pd.Series(columns["rrf"], dtype=float)}
+        )
 
     def to_jsonl(self, path: str | os.PathLike[str]) -> None:
         """One JSON object per item, with the pool's provenance on every line. Every id round-trips: a Pool holds no
         id that a JSON line or the TREC qrels of its labelling could not give back (see the module doc)."""
         provenance = self.provenance
         lines = [
-            json.dumps({"query_id": i.query_id, "doc_id": i.doc_id, "systems": list(i.systems),
-                        "ranks": dict(i.ranks), "rrf": i.rrf, "query": i.query, "text": i.text,
-                        "pool": provenance}, ensure_ascii=False)
+            json.dumps(
+                {
+                    "query_id": i.query_id,
+                    "doc_id": i.doc_id,
+                    "systems": list(i.systems),
+                    "ranks": dict(i.ranks),
+                    "rrf": i.rrf,
+                    "query": i.query,
+                    "text": i.text,
+                    "pool": provenance,
+                },
+                ensure_ascii=False,
+            )
             for i in self.items
         ]
         _write_atomically(Path(path), "".join(line + "\n" for line in lines))
@@ -180,11 +204,24 @@ class Pool:
 
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["query_id", "doc_id", "systems", "ranks", "rrf", "query", "text", "pool_id", "depth",
-                         "strategy"])
+        writer.writerow(
+            ["query_id", "doc_id", "systems", "ranks", "rrf", "query", "text", "pool_id", "depth", "strategy"]
+        )
         for i in self.items:
-            writer.writerow([i.query_id, i.doc_id, ";".join(i.systems), json.dumps(dict(i.ranks)), repr(i.rrf),
-                             i.query or "", i.text or "", self.id, self.depth, self.strategy])
+            writer.writerow(
+                [
+                    i.query_id,
+                    i.doc_id,
+                    ";".join(i.systems),
+                    json.dumps(dict(i.ranks)),
+                    repr(i.rrf),
+                    i.query or "",
+                    i.text or "",
+                    self.id,
+                    self.depth,
+                    self.strategy,
+                ]
+            )
         _write_atomically(Path(path), out.getvalue())
 
     @classmethod
@@ -205,16 +242,25 @@ class Pool:
             if header is None:
                 header = provenance
             elif provenance != header:
-                raise file.error(f"pool {provenance.get('id')!r} differs from line 1's {header.get('id')!r}: "
-                                 "one file holds one pool", number)
+                raise file.error(
+                    f"pool {provenance.get('id')!r} differs from line 1's {header.get('id')!r}: "
+                    "one file holds one pool",
+                    number,
+                )
             if (item.query_id, item.doc_id) in seen:
                 raise file.error(f"query {item.query_id!r}, doc {item.doc_id!r} is pooled twice", number)
             seen.add((item.query_id, item.doc_id))
             items.append(item)
         assert header is not None  # read_input refuses a file without content lines
         try:
-            return cls(tuple(items), header["depth"], header["strategy"], tuple(header["systems"]),
-                       already_judged=header.get("already_judged") or 0, id=header["id"])
+            return cls(
+                tuple(items),
+                header["depth"],
+                header["strategy"],
+                tuple(header["systems"]),
+                already_judged=header.get("already_judged") or 0,
+                id=header["id"],
+            )
         except InputError as exc:
             raise file.error(f"field 'pool': {exc}", 1) from None
 
@@ -278,15 +324,19 @@ def pool(
 # ----- helpers --------------------------------------------------------------------------------------------------
 
 
-def _systems(runs: Systems, depth: int) -> tuple[dict[str, dict[str, list[str]]], dict[str, str], dict[str, str | None]]:
+def _systems(
+    runs: Systems, depth: int
+) -> tuple[dict[str, dict[str, list[str]]], dict[str, str], dict[str, str | None]]:
     """``{system: {query: top-depth doc ids}}`` with the query and chunk texts that pipeline results carry."""
     if isinstance(runs, (Run, PipelineResult)):
         runs = [runs]
     if isinstance(runs, Mapping):
         named = list(runs.items())
     elif isinstance(runs, Sequence) and not isinstance(runs, (str, bytes)):
-        named = [(r.name if isinstance(r, Run) else repr(r.pipeline) if isinstance(r, PipelineResult) else "?", r)
-                 for r in runs]
+        named = [
+            (r.name if isinstance(r, Run) else repr(r.pipeline) if isinstance(r, PipelineResult) else "?", r)
+            for r in runs
+        ]
     else:
         raise TypeError("runs must be a list of Runs or pipeline results, or a {name: run or result} mapping")
     if not named:

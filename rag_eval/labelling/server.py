@@ -79,10 +79,15 @@ def parse_scale(text: str) -> tuple[int, int]:
 
 def check_scale(scale: object) -> tuple[int, int]:
     """A labelling scale: two ints ``(low, high)``, ``0 <= low < high <= 9`` (one key per grade, no bool)."""
-    if (not isinstance(scale, (tuple, list)) or len(scale) != 2
-            or any(isinstance(v, bool) or not isinstance(v, int) for v in scale)
-            or not 0 <= scale[0] < scale[1] <= 9):
-        raise InputError(f"scale {scale!r}: expected two ints (low, high) with 0 <= low < high <= 9 (one key per grade)")
+    if (
+        not isinstance(scale, (tuple, list))
+        or len(scale) != 2
+        or any(isinstance(v, bool) or not isinstance(v, int) for v in scale)
+        or not 0 <= scale[0] < scale[1] <= 9
+    ):
+        raise InputError(
+            f"scale {scale!r}: expected two ints (low, high) with 0 <= low < high <= 9 (one key per grade)"
+        )
     return (scale[0], scale[1])
 
 
@@ -102,8 +107,9 @@ class LabellingSession:
     """One assessor labelling one pool into one qrels file. Thread-safe; every judgement is on disk when
     :meth:`judge` returns."""
 
-    def __init__(self, pool: Pool, out: str | os.PathLike[str], *, assessor: str,
-                 scale: tuple[int, int] = (0, 3)) -> None:
+    def __init__(
+        self, pool: Pool, out: str | os.PathLike[str], *, assessor: str, scale: tuple[int, int] = (0, 3)
+    ) -> None:
         if not isinstance(pool, Pool):  # a Pool holds only ids that a TREC qrels line gives back (pool.py)
             raise TypeError(f"pool must be a Pool (rag_eval.pool or Pool.read), not {type(pool).__name__}")
         self.pool = pool
@@ -111,8 +117,12 @@ class LabellingSession:
         self.log_path = log_path_for(self.out)
         self.assessor = assessor
         self.scale = check_scale(scale)
-        if (not isinstance(assessor, str) or not assessor or assessor != assessor.strip()
-                or assessor in ("query_id", "doc_id", "grade", "qrels")):
+        if (
+            not isinstance(assessor, str)
+            or not assessor
+            or assessor != assessor.strip()
+            or assessor in ("query_id", "doc_id", "grade", "qrels")
+        ):
             raise InputError(f"--assessor {assessor!r} is not a usable name")
         self._lock = threading.Lock()
         remove_temporaries(self.out)  # left by a server killed while replacing OUT
@@ -155,16 +165,24 @@ class LabellingSession:
         if after is not None and not 0 <= after < n:
             raise RequestError(HTTPStatus.BAD_REQUEST, f"after={after} is not an item index (0..{n - 1})")
         with self._lock:
-            order = range(n) if after is None else [*range(after + 1, n), *range(0, after + 1)]
+            order = range(n) if after is None else [*range(after + 1, n), *range(after + 1)]
             following = next((i for i in order if i not in self.judged), None)
             judged = len(self.judged)
         provenance = {k: v for k, v in self.pool.provenance.items() if k in ("id", "depth", "strategy", "systems")}
         low, high = self.scale
         return {
-            "pool": provenance, "assessor": self.assessor, "scale": [low, high],
+            "pool": provenance,
+            "assessor": self.assessor,
+            "scale": [low, high],
             "grades": [{"grade": g, "label": self._grade_word(g)} for g in range(low, high + 1)],
-            "total": n, "judged": judged, "remaining": n - judged, "next": following, "done": judged == n,
-            "queries": len(self.by_query), "out": str(self.out), "log": str(self.log_path),
+            "total": n,
+            "judged": judged,
+            "remaining": n - judged,
+            "next": following,
+            "done": judged == n,
+            "queries": len(self.by_query),
+            "out": str(self.out),
+            "log": str(self.log_path),
         }
 
     def _grade_word(self, grade: int) -> str:
@@ -193,8 +211,15 @@ class LabellingSession:
                 if grade is None and other.doc_id in base:
                     grade, source = base[other.doc_id], "qrels"
                 if grade is not None:
-                    context.append({"index": j, "doc_id": other.doc_id, "grade": grade, "by": source,
-                                    "text": None if other.text is None else other.text[:SNIPPET]})
+                    context.append(
+                        {
+                            "index": j,
+                            "doc_id": other.doc_id,
+                            "grade": grade,
+                            "by": source,
+                            "text": None if other.text is None else other.text[:SNIPPET],
+                        }
+                    )
             pooled = {self.pool.items[j].doc_id for j in self.by_query[item.query_id]}
             for doc, grade in base.items():
                 if doc not in pooled:
@@ -202,10 +227,20 @@ class LabellingSession:
             others = dict(self.others.get(pair, {}))
         queries = list(self.by_query)
         return {
-            "index": i, "query_id": item.query_id, "doc_id": item.doc_id, "query": item.query, "text": item.text,
-            "ranks": dict(item.ranks), "query_number": queries.index(item.query_id) + 1, "queries": len(queries),
-            "grade": mine, "qrels_grade": base.get(item.doc_id), "locked": item.doc_id in base,
-            "others": others, "context": context[:CONTEXT_LIMIT], "context_more": max(0, len(context) - CONTEXT_LIMIT),
+            "index": i,
+            "query_id": item.query_id,
+            "doc_id": item.doc_id,
+            "query": item.query,
+            "text": item.text,
+            "ranks": dict(item.ranks),
+            "query_number": queries.index(item.query_id) + 1,
+            "queries": len(queries),
+            "grade": mine,
+            "qrels_grade": base.get(item.doc_id),
+            "locked": item.doc_id in base,
+            "others": others,
+            "context": context[:CONTEXT_LIMIT],
+            "context_more": max(0, len(context) - CONTEXT_LIMIT),
         }
 
     # ----- writing ------------------------------------------------------------------------------------------
@@ -213,7 +248,7 @@ class LabellingSession:
         """Record ``{"index": N, "grade": G}`` (``query_id`` and ``doc_id`` optional, checked against item N;
         or the pair alone): to the log, then to OUT. Returns the judgement and the state after item N."""
         if not isinstance(body, dict):
-            raise RequestError(HTTPStatus.BAD_REQUEST, "expected a JSON object {\"index\": N, \"grade\": G}")
+            raise RequestError(HTTPStatus.BAD_REQUEST, 'expected a JSON object {"index": N, "grade": G}')
         i = self._index_of(body)
         grade = body.get("grade")
         low, high = self.scale
@@ -224,13 +259,21 @@ class LabellingSession:
         item = self.pool.items[i]
         with self._lock:
             if item.doc_id in self.base.get(item.query_id, {}):
-                raise RequestError(HTTPStatus.CONFLICT,
-                                   f"query {item.query_id!r}, doc {item.doc_id!r} is graded "
-                                   f"{self.base[item.query_id][item.doc_id]} in {self.out}; the page does not "
-                                   "change the grades it started from")
+                raise RequestError(
+                    HTTPStatus.CONFLICT,
+                    f"query {item.query_id!r}, doc {item.doc_id!r} is graded "
+                    f"{self.base[item.query_id][item.doc_id]} in {self.out}; the page does not "
+                    "change the grades it started from",
+                )
             try:
-                judgement = self.log.append(item.query_id, item.doc_id, grade, assessor=self.assessor,
-                                            scale=self.scale, pool=self.pool.provenance)
+                judgement = self.log.append(
+                    item.query_id,
+                    item.doc_id,
+                    grade,
+                    assessor=self.assessor,
+                    scale=self.scale,
+                    pool=self.pool.provenance,
+                )
             except HarnessError as exc:  # not stored: the page says so, the item stays unjudged
                 raise RequestError(_storage_status(exc), f"not saved: {exc}") from None
             self.mine[(item.query_id, item.doc_id)] = grade
@@ -238,9 +281,11 @@ class LabellingSession:
             try:
                 self._write_out()
             except InputError as exc:  # the grade is in the log (kept); OUT catches up on the next write or start
-                raise RequestError(_storage_status(exc),
-                                   f"the grade is saved in {self.log_path}, but {self.out} could not be rewritten "
-                                   f"({exc.problem}); it is brought up to date once space is freed") from None
+                raise RequestError(
+                    _storage_status(exc),
+                    f"the grade is saved in {self.log_path}, but {self.out} could not be rewritten "
+                    f"({exc.problem}); it is brought up to date once space is freed",
+                ) from None
         return {"judgement": json.loads(judgement.to_json()), "index": i, "state": self.state(after=i)}
 
     def _index_of(self, body: dict[str, Any]) -> int:
@@ -252,8 +297,9 @@ class LabellingSession:
                 raise RequestError(HTTPStatus.BAD_REQUEST, "query_id and doc_id must both be strings")
             found = self.index.get(pair)  # type: ignore[arg-type]
             if found is None:
-                raise RequestError(HTTPStatus.BAD_REQUEST,
-                                   f"query {pair[0]!r}, doc {pair[1]!r} is not in pool {self.pool.id}")
+                raise RequestError(
+                    HTTPStatus.BAD_REQUEST, f"query {pair[0]!r}, doc {pair[1]!r} is not in pool {self.pool.id}"
+                )
             if index is not None and index != found:
                 raise RequestError(HTTPStatus.BAD_REQUEST, f"item {index!r} is not query {pair[0]!r}, doc {pair[1]!r}")
             return found
@@ -290,8 +336,9 @@ class LabellingServer(ThreadingHTTPServer):
         self.hosts = frozenset({f"127.0.0.1:{self.port}", f"localhost:{self.port}"})
         self.origins = frozenset(f"http://{h}" for h in self.hosts)
         page = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
-        self.page = (page.replace("__RAG_EVAL_TOKEN__", self.token).replace("__RAG_EVAL_NONCE__", self.nonce)
-                     .encode("utf-8"))
+        self.page = (
+            page.replace("__RAG_EVAL_TOKEN__", self.token).replace("__RAG_EVAL_NONCE__", self.nonce).encode("utf-8")
+        )
 
     @property
     def url(self) -> str:
@@ -327,13 +374,13 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: the terminal shows progress only
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._respond("GET")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._respond("POST")
 
     def _respond(self, method: str) -> None:
@@ -342,16 +389,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._watchdog.cancel()  # all of the request is here: what it asks for may take its time
         try:
             if self._expired:
-                raise RequestError(HTTPStatus.REQUEST_TIMEOUT, "the request did not arrive within "
-                                   f"{self.server.request_timeout:g} s")
+                raise RequestError(
+                    HTTPStatus.REQUEST_TIMEOUT, f"the request did not arrive within {self.server.request_timeout:g} s"
+                )
             status, payload = self._route(method)
         except RequestError as exc:
             status, payload = exc.status, {"error": exc.message}
         except InputError as exc:
             status, payload = HTTPStatus.INTERNAL_SERVER_ERROR, {"error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - a request never kills its thread silently: the page is told
-            status, payload = HTTPStatus.INTERNAL_SERVER_ERROR, {
-                "error": f"the server failed on this request ({type(exc).__name__}: {exc}); nothing was saved"}
+            status, payload = (
+                HTTPStatus.INTERNAL_SERVER_ERROR,
+                {"error": f"the server failed on this request ({type(exc).__name__}: {exc}); nothing was saved"},
+            )
         if not self._body_read:  # the body is not (all) read: the connection cannot carry another request
             self.close_connection = True
         if isinstance(payload, bytes):
@@ -424,8 +474,10 @@ class _Handler(BaseHTTPRequestHandler):
                 pieces.append(piece)
                 got += len(piece)
         except TimeoutError:
-            raise RequestError(HTTPStatus.REQUEST_TIMEOUT, f"the body did not arrive within "
-                               f"{self.server.request_timeout:g} s ({got} of {length} bytes)") from None
+            raise RequestError(
+                HTTPStatus.REQUEST_TIMEOUT,
+                f"the body did not arrive within {self.server.request_timeout:g} s ({got} of {length} bytes)",
+            ) from None
         finally:
             self.connection.settimeout(self.server.request_timeout)
         self._watchdog.cancel()
@@ -444,10 +496,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
         if page:
             nonce = self.server.nonce
-            self.send_header("Content-Security-Policy",
-                             f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; "
-                             "connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; "
-                             "frame-ancestors 'none'")
+            self.send_header(
+                "Content-Security-Policy",
+                f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; "
+                "connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; "
+                "frame-ancestors 'none'",
+            )
         self.end_headers()
         if status != HTTPStatus.NO_CONTENT:
             self.wfile.write(body)
@@ -475,8 +529,15 @@ def _storage_status(exc: Exception) -> int:
     return HTTPStatus.INSUFFICIENT_STORAGE if full else HTTPStatus.INTERNAL_SERVER_ERROR
 
 
-def serve(pool_path: str | os.PathLike[str], out: str | os.PathLike[str], *, assessor: str, port: int = 0,
-          scale: tuple[int, int] = (0, 3), stdout: IO[str] | None = None) -> int:
+def serve(
+    pool_path: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    assessor: str,
+    port: int = 0,
+    scale: tuple[int, int] = (0, 3),
+    stdout: IO[str] | None = None,
+) -> int:
     """Label ``pool_path`` into ``out`` until Ctrl-C (what ``rag-eval label`` runs)."""
     stdout = stdout or sys.stdout
     pool = Pool.read(pool_path)
@@ -500,8 +561,11 @@ def _serve(pool: Pool, out: Path, *, assessor: str, port: int, scale: tuple[int,
     except OSError as exc:
         raise InputError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
     state = session.state()
-    print(f"rag-eval: labelling {state['total']} items of pool {pool.id} at {server.url} (Ctrl-C to stop)",
-          file=stdout, flush=True)
+    print(
+        f"rag-eval: labelling {state['total']} items of pool {pool.id} at {server.url} (Ctrl-C to stop)",
+        file=stdout,
+        flush=True,
+    )
     if state["done"]:
         print(f"rag-eval: every item is judged already; {out} is up to date", file=stdout, flush=True)
     try:
@@ -512,7 +576,10 @@ def _serve(pool: Pool, out: Path, *, assessor: str, port: int, scale: tuple[int,
         server.server_close()
     state = session.state()
     conflicts = len(session.merged().conflicts)
-    print(f"rag-eval: {state['judged']} of {state['total']} judged; qrels in {out}, judgements in "
-          f"{session.log_path}" + (f"; {conflicts} conflicting pair(s) between assessors" if conflicts else ""),
-          file=stdout, flush=True)
+    print(
+        f"rag-eval: {state['judged']} of {state['total']} judged; qrels in {out}, judgements in "
+        f"{session.log_path}" + (f"; {conflicts} conflicting pair(s) between assessors" if conflicts else ""),
+        file=stdout,
+        flush=True,
+    )
     return 0

@@ -6,4 +6,13 @@ from .conventions import PRESETS, Conventions
 from .grammar import Metric, parse_metric, parse_metrics
 from .projection import Projection, ProjectionRules, project
 
-__all__ = ["PRESETS", "Conventions", "Metric", "Projection", "ProjectionRules", "parse_metric", "parse_metrics", "project"]
+__all__ = [
+    "PRESETS",
+    "Conventions",
+    "Metric",
+    "Projection",
+    "ProjectionRules",
+    "parse_metric",
+    "parse_metrics",
+    "project",
+]

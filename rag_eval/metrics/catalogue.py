@@ -34,9 +34,13 @@ FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
         Family("recall", "relevant in the top k / all relevant of the query (R)", "required", _RANKED, "recall"),
-        Family("precision", "relevant in the top k / k (k even when fewer than k are returned)", "required", _RANKED, "P"),
+        Family(
+            "precision", "relevant in the top k / k (k even when fewer than k are returned)", "required", _RANKED, "P"
+        ),
         Family("hit", "1 if any relevant is in the top k, else 0", "required", _RANKED, "success"),
-        Family("mrr", "1 / rank of the first relevant (0 if none, or none in the top k)", "optional", _RANKED, "recip_rank"),
+        Family(
+            "mrr", "1 / rank of the first relevant (0 if none, or none in the top k)", "optional", _RANKED, "recip_rank"
+        ),
         Family(
             "ndcg",
             "DCG / ideal DCG: gain(grade) discounted by log2(rank + 1); the ideal ranks every judged grade of the "
@@ -45,7 +49,9 @@ FAMILIES: dict[str, Family] = {
             frozenset({"gain", "gains", "rel", "ties"}),
             "ndcg",
         ),
-        Family("ap", "average precision: sum of precision at each relevant rank (top k) / R", "optional", _RANKED, "map"),
+        Family(
+            "ap", "average precision: sum of precision at each relevant rank (top k) / R", "optional", _RANKED, "map"
+        ),
         Family("r_precision", "relevant in the top R / R", "none", _RANKED, "Rprec"),
         Family(
             "bpref",
@@ -67,76 +73,198 @@ FAMILIES: dict[str, Family] = {
         ),
         Family("recall_ceiling", "min(k, R) / R: the most recall@k can be", "required", _REL, None),
         Family("num_rel", "R: judged relevant documents of the query", "none", _REL, "num_rel", summed=True),
-        Family("num_ret", "results returned (after any -M cut and condensing)", "none", frozenset(), "num_ret", summed=True),
+        Family(
+            "num_ret", "results returned (after any -M cut and condensing)", "none", frozenset(), "num_ret", summed=True
+        ),
         Family("num_rel_ret", "relevant results returned", "none", _REL, "num_rel_ret", summed=True),
         # --- the rest of trec_eval's -m all_trec (trec_eval 10.0, m_*.c); kernels in kernels_*.py ---
-        Family("gm_map", "AP per query; over queries the geometric mean, each value floored at 1e-5 "
-               "(trec_eval's MIN_GEO_MEAN)", "none", _REL, "gm_map", aggregate="geometric"),
-        Family("gm_bpref", "bpref per query; over queries the geometric mean, floored at 1e-5", "none", _REL,
-               "gm_bpref", aggregate="geometric"),
-        Family("infap", "inferred AP (Yilmaz & Aslam 2006) from a sampled pool: grade -1 is pooled but not "
-               "judged (m_infap.c)", "none", _RANKED, "infAP"),
-        Family("iprec_at_recall", "interpolated precision at recall level `level` (0..1): the highest precision "
-               "at any rank whose recall is >= level, with recall counted as c = lround(level x R) relevant "
-               "(halves away from 0; m_iprec_at_recall.c): 0 if fewer than c are retrieved, the best precision "
-               "anywhere if c is 0; an empty ranking 0 (NaN where trec_eval divides 0 by 0: a ranking -J emptied, "
-               "under conventions that follow trec_eval)", "none", frozenset({"rel", "level", "ties"}), "iprec_at_recall"),
-        Family("11pt_avg", "mean interpolated precision (as iprec_at_recall, NaN likewise) over the recall levels "
-               "`levels` (in [0, 1], sorted, no repeat; default 0, .1, ..., 1), added from the last level as "
-               "m_11pt_avg.c does",
-               "none", frozenset({"rel", "levels"}), "11pt_avg"),
-        Family("rprec_mult", "precision at rank (long)(mult x R + 0.9), truncated as C does (m_Rprec_mult.c): a "
-               "ranking shorter than that counts as filled with non-relevant; 0 for a query with no relevant", "none",
-               frozenset({"rel", "mult"}), "Rprec_mult"),
-        Family("utility", "w1 x relevant retrieved + w2 x non-relevant retrieved + w3 x relevant not retrieved + "
-               "w4 x non-relevant not retrieved (`weights=w1;w2;w3;w4`, default 1;-1;0;0). The collection's size "
-               "is taken as 0, as trec_eval without -N does, so non-relevant not retrieved = relevant retrieved - "
-               "retrieved - R (negative: w4 rewards nothing real). Under conventions that follow trec_eval, a query "
-               "missing from the run (-c) is measured as trec_eval does: on one phantom non-relevant result (gone "
-               "under -J), and reset to 0 when the weights are not typed (trec_eval's name plain 'utility')", "none",
-               frozenset({"rel", "weights"}), "utility"),
-        Family("g", "normalised gain G (m_G.c): each retrieved gain over log2(2 + ideal - cumulative gain), "
-               "normalised by the ideal", "none", frozenset({"gains", "rel"}), "G"),
+        Family(
+            "gm_map",
+            "AP per query; over queries the geometric mean, each value floored at 1e-5 (trec_eval's MIN_GEO_MEAN)",
+            "none",
+            _REL,
+            "gm_map",
+            aggregate="geometric",
+        ),
+        Family(
+            "gm_bpref",
+            "bpref per query; over queries the geometric mean, floored at 1e-5",
+            "none",
+            _REL,
+            "gm_bpref",
+            aggregate="geometric",
+        ),
+        Family(
+            "infap",
+            "inferred AP (Yilmaz & Aslam 2006) from a sampled pool: grade -1 is pooled but not judged (m_infap.c)",
+            "none",
+            _RANKED,
+            "infAP",
+        ),
+        Family(
+            "iprec_at_recall",
+            "interpolated precision at recall level `level` (0..1): the highest precision "
+            "at any rank whose recall is >= level, with recall counted as c = lround(level x R) relevant "
+            "(halves away from 0; m_iprec_at_recall.c): 0 if fewer than c are retrieved, the best precision "
+            "anywhere if c is 0; an empty ranking 0 (NaN where trec_eval divides 0 by 0: a ranking -J emptied, "
+            "under conventions that follow trec_eval)",
+            "none",
+            frozenset({"rel", "level", "ties"}),
+            "iprec_at_recall",
+        ),
+        Family(
+            "11pt_avg",
+            "mean interpolated precision (as iprec_at_recall, NaN likewise) over the recall levels "
+            "`levels` (in [0, 1], sorted, no repeat; default 0, .1, ..., 1), added from the last level as "
+            "m_11pt_avg.c does",
+            "none",
+            frozenset({"rel", "levels"}),
+            "11pt_avg",
+        ),
+        Family(
+            "rprec_mult",
+            "precision at rank (long)(mult x R + 0.9), truncated as C does (m_Rprec_mult.c): a "
+            "ranking shorter than that counts as filled with non-relevant; 0 for a query with no relevant",
+            "none",
+            frozenset({"rel", "mult"}),
+            "Rprec_mult",
+        ),
+        Family(
+            "utility",
+            "w1 x relevant retrieved + w2 x non-relevant retrieved + w3 x relevant not retrieved + "
+            "w4 x non-relevant not retrieved (`weights=w1;w2;w3;w4`, default 1;-1;0;0). The collection's size "
+            "is taken as 0, as trec_eval without -N does, so non-relevant not retrieved = relevant retrieved - "
+            "retrieved - R (negative: w4 rewards nothing real). Under conventions that follow trec_eval, a query "
+            "missing from the run (-c) is measured as trec_eval does: on one phantom non-relevant result (gone "
+            "under -J), and reset to 0 when the weights are not typed (trec_eval's name plain 'utility')",
+            "none",
+            frozenset({"rel", "weights"}),
+            "utility",
+        ),
+        Family(
+            "g",
+            "normalised gain G (m_G.c): each retrieved gain over log2(2 + ideal - cumulative gain), "
+            "normalised by the ideal",
+            "none",
+            frozenset({"gains", "rel"}),
+            "G",
+        ),
         Family("bing", "binary G (m_binG.c): G with gain 1 for every relevant document", "none", _REL, "binG"),
-        Family("ndcg_rel", "nDCG over the top R ranks with ideal DCG also at R (m_ndcg_rel.c)", "none",
-               frozenset({"gains", "rel"}), "ndcg_rel"),
-        Family("rndcg", "nDCG normalised between worst and ideal ranking (m_Rndcg.c)", "none",
-               frozenset({"gains", "rel"}), "Rndcg"),
-        Family("relative_precision", "relevant in the top k / min(k, R) (trec_eval's relative_P)", "required",
-               _REL, "relative_P"),
+        Family(
+            "ndcg_rel",
+            "nDCG over the top R ranks with ideal DCG also at R (m_ndcg_rel.c)",
+            "none",
+            frozenset({"gains", "rel"}),
+            "ndcg_rel",
+        ),
+        Family(
+            "rndcg",
+            "nDCG normalised between worst and ideal ranking (m_Rndcg.c)",
+            "none",
+            frozenset({"gains", "rel"}),
+            "Rndcg",
+        ),
+        Family(
+            "relative_precision",
+            "relevant in the top k / min(k, R) (trec_eval's relative_P)",
+            "required",
+            _REL,
+            "relative_P",
+        ),
         Family("set_precision", "relevant retrieved / retrieved (the whole ranking as a set)", "none", _REL, "set_P"),
         Family("set_relative_precision", "relevant retrieved / min(retrieved, R)", "none", _REL, "set_relative_P"),
         Family("set_recall", "relevant retrieved / R", "none", _REL, "set_recall"),
         Family("set_map", "set_precision x set_recall", "none", _REL, "set_map"),
-        Family("set_f", "(beta + 1) P R / (beta P + R), 0 when nothing relevant is retrieved (`beta` >= 0, "
-               "default 1): trec_eval's set_F.X and ir_measures' SetF(beta=X) both weigh recall by X itself, "
-               "van Rijsbergen's beta squared, so beta=4 is the usual F2", "none",
-               frozenset({"rel", "beta"}), "set_F"),
-        Family("num_nonrel_judged_ret", "judged non-relevant results returned", "none", _REL,
-               "num_nonrel_judged_ret", summed=True),
-        Family("rbp", "rank-biased precision, (1 - p) sum p^(rank-1) x gain (Moffat & Zobel 2008), persistence `p` "
-               "(default 0.9, m_rbp.c; 0 < p < 1); gain = the grade, or `gains=`, divided by the query's largest "
-               "gain when that is above 1 (m_rbp.c); @k: the first k ranks only", "optional",
-               frozenset({"rel", "p", "gains"}), "rbp", citation="Moffat & Zobel, TOIS 27(1), 2008"),
-        Family("rbp_resid", "RBP's residual: what RBP could gain if every unjudged result and every rank past the "
-               "ranking (or past k) had gain 1: p^depth + (1 - p) sum p^(rank-1) over the unjudged ranks; 0 when no "
-               "result is unjudged (m_rbp_resid.c)", "optional", frozenset({"p"}), "rbp_resid",
-               citation="Moffat & Zobel, TOIS 27(1), 2008"),
-        Family("unjudged", "share of the top k with no judgement (a rank past the ranking counts as judged "
-               "non-relevant): trec_eval's unj, divided by k", "required", frozenset(), "unj"),
-        Family("relstring", "the grades of the top k (default 10) as a string: 0-9, '>' above 9, '-' not in the "
-               "pool, '.' pooled but unjudged, '<' other negative grades; per query only", "optional", frozenset(),
-               "relstring", aggregate="none", kind="text"),
-        Family("num_q", "1 per counted query: over queries, the number of queries", "none", frozenset(), "num_q",
-               summed=True),
-        Family("runid", "the run's tag (trec_eval prints the last line's)", "none", frozenset(), "runid",
-               aggregate="none", kind="text"),
+        Family(
+            "set_f",
+            "(beta + 1) P R / (beta P + R), 0 when nothing relevant is retrieved (`beta` >= 0, "
+            "default 1): trec_eval's set_F.X and ir_measures' SetF(beta=X) both weigh recall by X itself, "
+            "van Rijsbergen's beta squared, so beta=4 is the usual F2",
+            "none",
+            frozenset({"rel", "beta"}),
+            "set_F",
+        ),
+        Family(
+            "num_nonrel_judged_ret",
+            "judged non-relevant results returned",
+            "none",
+            _REL,
+            "num_nonrel_judged_ret",
+            summed=True,
+        ),
+        Family(
+            "rbp",
+            "rank-biased precision, (1 - p) sum p^(rank-1) x gain (Moffat & Zobel 2008), persistence `p` "
+            "(default 0.9, m_rbp.c; 0 < p < 1); gain = the grade, or `gains=`, divided by the query's largest "
+            "gain when that is above 1 (m_rbp.c); @k: the first k ranks only",
+            "optional",
+            frozenset({"rel", "p", "gains"}),
+            "rbp",
+            citation="Moffat & Zobel, TOIS 27(1), 2008",
+        ),
+        Family(
+            "rbp_resid",
+            "RBP's residual: what RBP could gain if every unjudged result and every rank past the "
+            "ranking (or past k) had gain 1: p^depth + (1 - p) sum p^(rank-1) over the unjudged ranks; 0 when no "
+            "result is unjudged (m_rbp_resid.c)",
+            "optional",
+            frozenset({"p"}),
+            "rbp_resid",
+            citation="Moffat & Zobel, TOIS 27(1), 2008",
+        ),
+        Family(
+            "unjudged",
+            "share of the top k with no judgement (a rank past the ranking counts as judged "
+            "non-relevant): trec_eval's unj, divided by k",
+            "required",
+            frozenset(),
+            "unj",
+        ),
+        Family(
+            "relstring",
+            "the grades of the top k (default 10) as a string: 0-9, '>' above 9, '-' not in the "
+            "pool, '.' pooled but unjudged, '<' other negative grades; per query only",
+            "optional",
+            frozenset(),
+            "relstring",
+            aggregate="none",
+            kind="text",
+        ),
+        Family(
+            "num_q",
+            "1 per counted query: over queries, the number of queries",
+            "none",
+            frozenset(),
+            "num_q",
+            summed=True,
+        ),
+        Family(
+            "runid",
+            "the run's tag (trec_eval prints the last line's)",
+            "none",
+            frozenset(),
+            "runid",
+            aggregate="none",
+            kind="text",
+        ),
         # --- beyond trec_eval ---
-        Family("err", "expected reciprocal rank (Chapelle et al. 2009): sum over ranks of (1/rank) x R_r x "
-               "prod_{i<r} (1 - R_i), R_g = (2^g - 1) / 2^max_grade; `max_grade` defaults to the qrels' largest",
-               "optional", frozenset({"rel", "max_grade", "ties"}), None, citation="Chapelle, Metzler, Zhang & Grinspan, CIKM 2009"),
-        Family("nerr", "ERR / ERR of the ideal ranking of the query's judgements", "optional",
-               frozenset({"rel", "max_grade", "ties"}), None, citation="Chapelle et al., CIKM 2009"),
+        Family(
+            "err",
+            "expected reciprocal rank (Chapelle et al. 2009): sum over ranks of (1/rank) x R_r x "
+            "prod_{i<r} (1 - R_i), R_g = (2^g - 1) / 2^max_grade; `max_grade` defaults to the qrels' largest",
+            "optional",
+            frozenset({"rel", "max_grade", "ties"}),
+            None,
+            citation="Chapelle, Metzler, Zhang & Grinspan, CIKM 2009",
+        ),
+        Family(
+            "nerr",
+            "ERR / ERR of the ideal ranking of the query's judgements",
+            "optional",
+            frozenset({"rel", "max_grade", "ties"}),
+            None,
+            citation="Chapelle et al., CIKM 2009",
+        ),
     )
 }
 

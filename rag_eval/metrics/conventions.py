@@ -31,7 +31,7 @@ def _an_int(value: Any) -> Any:
 StrictInt = Annotated[int, BeforeValidator(_an_int)]
 
 
-__all__ = ["Conventions", "PRESETS", "TREC_EVAL_FLAGS", "follows_trec_eval", "resolve_conventions"]
+__all__ = ["PRESETS", "TREC_EVAL_FLAGS", "Conventions", "follows_trec_eval", "resolve_conventions"]
 
 
 class Conventions(BaseModel):
@@ -46,7 +46,10 @@ class Conventions(BaseModel):
         "given. A run built from a given order is never re-sorted.",
     )
     relevance_threshold: StrictInt = Field(
-        1, ge=1, lt=GRADE_LIMIT, description="Lowest grade that counts as relevant for the binary metrics (trec_eval -l)."
+        1,
+        ge=1,
+        lt=GRADE_LIMIT,
+        description="Lowest grade that counts as relevant for the binary metrics (trec_eval -l).",
     )
     gain: Literal["exp", "linear"] = Field(
         "exp", description="nDCG gain of a grade g > 0: 'exp' = 2^g - 1, 'linear' = g (trec_eval)."
@@ -77,7 +80,9 @@ class Conventions(BaseModel):
         "out; either way every summary row of a pipeline report shows n_failed.",
     )
     max_depth: StrictInt | None = Field(
-        None, ge=1, le=MAX_CUTOFF,
+        None,
+        ge=1,
+        le=MAX_CUTOFF,
         description="Only the top N of each ranking are evaluated, after ranking (trec_eval -M N).",
     )
 
@@ -135,4 +140,3 @@ def follows_trec_eval(conventions: Conventions) -> bool:
     preset = PRESETS["trec_eval"].model_dump()
     given = conventions.model_dump()
     return all(given[key] == value for key, value in preset.items() if key not in TREC_EVAL_FLAGS)
-

@@ -95,28 +95,55 @@ _IRM_PARAMS: dict[str, tuple[str, ...]] = {
     "infAP": ("rel",),
     "ERR": ("cutoff",),
 }
-_IRM_ALIASES = {"MAP": "AP", "BPref": "Bpref", "NDCG": "nDCG", "Precision": "P", "Recall": "R", "RPrec": "Rprec",
-                "MRR": "RR"}
+_IRM_ALIASES = {
+    "MAP": "AP",
+    "BPref": "Bpref",
+    "NDCG": "nDCG",
+    "Precision": "P",
+    "Recall": "R",
+    "RPrec": "Rprec",
+    "MRR": "RR",
+}
 # accepted by ir_measures, not computable by rag_eval: why
 _IRM_REFUSED = {
     "RBP": "ir_measures computes RBP through cwl_eval (graded, or binary with rel=), whose gain rule rag_eval has "
-           "not checked against it; rag_eval's rbp(p=...) is trec_eval's (gains normalised to [0, 1])",
-    **{n: "ir_measures counts it over the queries the run has only (pytrec_eval skips the others, and ir_measures "
-          "scores them 0), so its value depends on the run's coverage, not on one metric's definition: evaluate "
-          f"rag_eval's {c} with Conventions(missing_run='skip') to get ir_measures' number"
-       for n, c in (("NumRel", "num_rel"), ("NumQ", "num_q"))},
+    "not checked against it; rag_eval's rbp(p=...) is trec_eval's (gains normalised to [0, 1])",
+    **{
+        n: "ir_measures counts it over the queries the run has only (pytrec_eval skips the others, and ir_measures "
+        "scores them 0), so its value depends on the run's coverage, not on one metric's definition: evaluate "
+        f"rag_eval's {c} with Conventions(missing_run='skip') to get ir_measures' number"
+        for n, c in (("NumRel", "num_rel"), ("NumQ", "num_q"))
+    },
     "IPrec": "ir_measures computes it through pytrec_eval, which is trec_eval 9's code: the recall level r of R "
-             "relevant documents needs (long)(r x R + 0.9) of them there, lround(r x R) in trec_eval 10.0 and "
-             "rag_eval's iprec_at_recall (they differ when r x R has a fraction in [0.1, 0.5))",
+    "relevant documents needs (long)(r x R + 0.9) of them there, lround(r x R) in trec_eval 10.0 and "
+    "rag_eval's iprec_at_recall (they differ when r x R has a fraction in [0.1, 0.5))",
     "Compat": "rag_eval has no compatibility (RBO against an ideal ranking) measure",
     "Accuracy": "rag_eval has no pairwise accuracy measure",
-    "BPM": "rag_eval has no Bejeweled Player Model", "SDCG": "rag_eval has no scaled DCG",
-    "INST": "rag_eval has no INST", "INSQ": "rag_eval has no INSQ",
-    **{n: "rag_eval has no C/W/L NERR variants (its nerr is ERR normalised by the ideal ERR)"
-       for n in ("NERR8", "NERR9", "NERR10", "NERR11")},
-    **{n: "rag_eval has no diversity (intent-aware) measures: they need subtopic judgements"
-       for n in ("ERR_IA", "nERR_IA", "alpha_DCG", "α_DCG", "alpha_nDCG", "α_nDCG", "NRBP", "nNRBP", "AP_IA",
-                 "MAP_IA", "P_IA", "StRecall")},
+    "BPM": "rag_eval has no Bejeweled Player Model",
+    "SDCG": "rag_eval has no scaled DCG",
+    "INST": "rag_eval has no INST",
+    "INSQ": "rag_eval has no INSQ",
+    **{
+        n: "rag_eval has no C/W/L NERR variants (its nerr is ERR normalised by the ideal ERR)"
+        for n in ("NERR8", "NERR9", "NERR10", "NERR11")
+    },
+    **{
+        n: "rag_eval has no diversity (intent-aware) measures: they need subtopic judgements"
+        for n in (
+            "ERR_IA",
+            "nERR_IA",
+            "alpha_DCG",
+            "α_DCG",
+            "alpha_nDCG",
+            "α_nDCG",
+            "NRBP",
+            "nNRBP",
+            "AP_IA",
+            "MAP_IA",
+            "P_IA",
+            "StRecall",
+        )
+    },
 }
 IR_MEASURES_NAMES = tuple(sorted([*_IRM_PARAMS, *_IRM_ALIASES, *_IRM_REFUSED], key=str.lower))
 _IRM_DEFAULT_REL = {"NumRelRet": 1}
@@ -126,8 +153,9 @@ def _literal(node: ast.expr, what: str, shown: str) -> Any:
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        raise InputError(f"ir_measures metric {shown!r}: {what} is not a literal value (e.g. 2, 0.5, 'exp-log2', "
-                         "{0: 0, 1: 1})") from None
+        raise InputError(
+            f"ir_measures metric {shown!r}: {what} is not a literal value (e.g. 2, 0.5, 'exp-log2', {{0: 0, 1: 1}})"
+        ) from None
 
 
 def _split_ir_measures(text: str, shown: str) -> tuple[str, dict[str, Any], Any]:
@@ -135,8 +163,10 @@ def _split_ir_measures(text: str, shown: str) -> tuple[str, dict[str, Any], Any]
     try:
         node = ast.parse(text.strip(), mode="eval").body
     except (SyntaxError, ValueError, MemoryError, RecursionError):
-        raise InputError(f"cannot read ir_measures metric {shown!r} (expected e.g. 'nDCG@10', 'P(rel=2)@5' or "
-                         "\"nDCG(dcg='exp-log2')@10\")") from None
+        raise InputError(
+            f"cannot read ir_measures metric {shown!r} (expected e.g. 'nDCG@10', 'P(rel=2)@5' or "
+            "\"nDCG(dcg='exp-log2')@10\")"
+        ) from None
     at = None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
         at = _literal(node.right, "the value after '@'", shown)
@@ -173,8 +203,10 @@ def _ir_measures(text: str) -> Metric:
     shown = _shown(text)
     name, params, at = _split_ir_measures(text, shown)
     if name in _IRM_REFUSED:
-        raise InputError(f"ir_measures metric {shown!r}: ir_measures accepts it, but rag_eval cannot compute it: "
-                         f"{_IRM_REFUSED[name]}")
+        raise InputError(
+            f"ir_measures metric {shown!r}: ir_measures accepts it, but rag_eval cannot compute it: "
+            f"{_IRM_REFUSED[name]}"
+        )
     name = _IRM_ALIASES.get(name, name)
     if name not in _IRM_PARAMS:
         # aliases first, so that a canonical name wins where both differ only by case (NDCG, nDCG)
@@ -189,15 +221,18 @@ def _ir_measures(text: str) -> Metric:
     for key in params:
         if key not in allowed:
             takes = ", ".join(allowed) if allowed else "no parameters"
-            raise InputError(f"ir_measures metric {shown!r}: ir_measures' {name} has no parameter {key!r} "
-                             f"(it takes {takes})")
+            raise InputError(
+                f"ir_measures metric {shown!r}: ir_measures' {name} has no parameter {key!r} (it takes {takes})"
+            )
     judged_only = params.pop("judged_only", False)
     if not isinstance(judged_only, bool):
         raise InputError(f"ir_measures metric {shown!r}: judged_only must be True or False, not {judged_only!r}")
     if judged_only:
-        raise InputError(f"ir_measures metric {shown!r}: judged_only=True is trec_eval's -J, which rag_eval applies "
-                         "to a whole evaluation: drop it from the name and evaluate with "
-                         "Conventions(unjudged='remove')")
+        raise InputError(
+            f"ir_measures metric {shown!r}: judged_only=True is trec_eval's -J, which rag_eval applies "
+            "to a whole evaluation: drop it from the name and evaluate with "
+            "Conventions(unjudged='remove')"
+        )
     k = _int(params["cutoff"], "the cutoff", shown) if "cutoff" in params else None
     rel = str(_int(params.get("rel", _IRM_DEFAULT_REL.get(name, 1)), "rel", shown))
     return _IRM_BUILD[name](k, rel, params, shown)
@@ -216,27 +251,31 @@ def _irm_ndcg(k: int | None, rel: str, params: dict[str, Any], shown: str) -> Me
     gains = params.get("gains")
     if dcg == "exp-log2":
         if gains is not None:
-            raise InputError(f"ir_measures metric {shown!r}: no ir_measures provider computes dcg='exp-log2' with "
-                             "gains=; rag_eval does not guess what it would mean")
+            raise InputError(
+                f"ir_measures metric {shown!r}: no ir_measures provider computes dcg='exp-log2' with "
+                "gains=; rag_eval does not guess what it would mean"
+            )
         if k is None:
-            raise InputError(f"ir_measures metric {shown!r}: without a cutoff ir_measures computes dcg='exp-log2' "
-                             "through ranx, whose tie order rag_eval does not reproduce beyond 15 results; give a "
-                             "cutoff (gdeval computes it then), e.g. \"nDCG(dcg='exp-log2')@10\", or use the ranx "
-                             "dialect's 'ndcg_burges'")
+            raise InputError(
+                f"ir_measures metric {shown!r}: without a cutoff ir_measures computes dcg='exp-log2' "
+                "through ranx, whose tie order rag_eval does not reproduce beyond 15 results; give a "
+                "cutoff (gdeval computes it then), e.g. \"nDCG(dcg='exp-log2')@10\", or use the ranx "
+                "dialect's 'ndcg_burges'"
+            )
         # gdeval.pl: gain 2^grade - 1, ties by doc id descending, printed to 5 decimals (ir_measures reads that)
         return Metric("ndcg", k, (("gain", "exp"), ("ties", _TREC)))
     out = [("gain", "linear"), ("ties", _TREC)]  # pytrec_eval: trec_eval's ndcg, gain = grade
     if gains is not None:
         if not isinstance(gains, dict) or not gains:
-            raise InputError(f"ir_measures metric {shown!r}: gains must be a non-empty dict grade -> gain, e.g. "
-                             "{0: 0, 1: 1, 2: 3}")
+            raise InputError(
+                f"ir_measures metric {shown!r}: gains must be a non-empty dict grade -> gain, e.g. {{0: 0, 1: 1, 2: 3}}"
+            )
         parts = []
         for grade, gain in gains.items():
             g = _int(grade, "a gains grade", shown, low=-(2**29) + 1)
             parts.append(f"{g}:{_number(gain, f'the gain of grade {g}', shown)}")
         out.append(("gains", ";".join(parts)))  # pytrec_eval maps the listed grades; the others keep their grade
     return Metric("ndcg", k, tuple(out))
-
 
 
 def _irm_set_p(k: int | None, rel: str, params: dict[str, Any], shown: str, relative: bool = False) -> Metric:
@@ -248,8 +287,9 @@ def _irm_set_p(k: int | None, rel: str, params: dict[str, Any], shown: str, rela
 
 def _irm_err(k: int | None, rel: str, params: dict[str, Any], shown: str) -> Metric:
     if k is None:
-        raise InputError(f"ir_measures metric {shown!r}: ir_measures computes ERR only with a cutoff (through "
-                         "gdeval), e.g. 'ERR@20'")
+        raise InputError(
+            f"ir_measures metric {shown!r}: ir_measures computes ERR only with a cutoff (through gdeval), e.g. 'ERR@20'"
+        )
     # gdeval.pl: R = (2^grade - 1) / 2^4 ($MAX_JUDGMENT = 4; it refuses larger grades), ties by doc id descending
     return Metric("err", k, (("max_grade", "4"), ("ties", _TREC)))
 
@@ -273,10 +313,12 @@ _IRM_BUILD: dict[str, _Build] = {
     "Bpref": lambda k, rel, p, s: Metric("bpref", None, (("rel", rel), ("ties", _TREC))),
     # the judged provider: sorted by (-score, doc_id), divided by min(k, returned) (since 0.3.1), and a query
     # missing from the run is 0 (ir_measures' default value); no cutoff = the whole ranking
-    "Judged": lambda k, rel, p, s: Metric("judged", MAX_CUTOFF if k is None else k,
-                                          (("empty", "zero"), ("per", "returned"), ("ties", _DOC_ID))),
-    "NumRet": lambda k, rel, p, s: (Metric("num_rel_ret", None, (("rel", rel),)) if "rel" in p
-                                    else Metric("num_ret", None)),
+    "Judged": lambda k, rel, p, s: Metric(
+        "judged", MAX_CUTOFF if k is None else k, (("empty", "zero"), ("per", "returned"), ("ties", _DOC_ID))
+    ),
+    "NumRet": lambda k, rel, p, s: (
+        Metric("num_rel_ret", None, (("rel", rel),)) if "rel" in p else Metric("num_ret", None)
+    ),
     "NumRelRet": lambda k, rel, p, s: Metric("num_rel_ret", None, (("rel", rel),)),
     "SetP": _irm_set_p,
     "SetRelP": lambda k, rel, p, s: _irm_set_p(k, rel, p, s, relative=True),
@@ -295,14 +337,28 @@ _IRM_BUILD: dict[str, _Build] = {
 _RANX_FORM = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_\-]*?)(?:(?P<sep>[@.])(?P<k>[0-9]+))?(?:-l(?P<rel>[0-9]+))?$")
 _RANX_REFUSED = {
     "hits": "ranx's hits is a count of relevant results averaged over queries; rag_eval's count, num_rel_ret, is "
-            "summed over queries (use num_rel_ret, or precision@k x k per query)",
+    "summed over queries (use num_rel_ret, or precision@k x k per query)",
     "dcg": "rag_eval has no unnormalised DCG (use ndcg(gain=linear))",
     "dcg_burges": "rag_eval has no unnormalised DCG (use ndcg(gain=exp))",
     "rbp": "ranx's rbp weights each result by its raw grade (values above 1 with graded judgements); rag_eval's "
-           "rbp(p=...) is trec_eval's, with gains normalised to [0, 1]: they agree on binary judgements only",
+    "rbp(p=...) is trec_eval's, with gains normalised to [0, 1]: they agree on binary judgements only",
 }
-_RANX_KNOWN = ("hits", "hit_rate", "precision", "recall", "f1", "r-precision", "mrr", "map", "dcg", "dcg_burges",
-               "ndcg", "ndcg_burges", "bpref", "rbp")
+_RANX_KNOWN = (
+    "hits",
+    "hit_rate",
+    "precision",
+    "recall",
+    "f1",
+    "r-precision",
+    "mrr",
+    "map",
+    "dcg",
+    "dcg_burges",
+    "ndcg",
+    "ndcg_burges",
+    "bpref",
+    "rbp",
+)
 RANX_NAMES = _RANX_KNOWN
 
 
@@ -315,11 +371,13 @@ def _ranx(text: str) -> Metric:
     if name not in _RANX_KNOWN:
         raise InputError(f"unknown ranx metric {shown!r}{_closest(name, list(_RANX_KNOWN))}")
     if name in _RANX_REFUSED:
-        raise InputError(f"ranx metric {shown!r}: ranx accepts it, but rag_eval cannot compute it: "
-                         f"{_RANX_REFUSED[name]}")
+        raise InputError(
+            f"ranx metric {shown!r}: ranx accepts it, but rag_eval cannot compute it: {_RANX_REFUSED[name]}"
+        )
     if match["sep"] == ".":
-        raise InputError(f"ranx metric {shown!r}: ranx reads '.' only in rbp's persistence; write '{name}@"
-                         f"{match['k']}'")
+        raise InputError(
+            f"ranx metric {shown!r}: ranx reads '.' only in rbp's persistence; write '{name}@{match['k']}'"
+        )
     k_text, rel_text = match["k"], match["rel"]
     if k_text is not None and len(k_text.lstrip("0")) > 10:
         raise InputError(f"ranx metric {shown!r}: the cutoff must be at most {MAX_CUTOFF}")
@@ -335,8 +393,10 @@ def _ranx(text: str) -> Metric:
         return Metric("recall", cut, binary) if cut else Metric("set_recall", None, (("rel", rel),))
     if name == "f1":
         if cut:
-            raise InputError(f"ranx metric {shown!r}: ranx accepts it, but rag_eval cannot compute it: rag_eval has "
-                             "no F1 at a cutoff (its set_f is F over the whole ranking: ranx's 'f1')")
+            raise InputError(
+                f"ranx metric {shown!r}: ranx accepts it, but rag_eval cannot compute it: rag_eval has "
+                "no F1 at a cutoff (its set_f is F over the whole ranking: ranx's 'f1')"
+            )
         return Metric("set_f", None, (("beta", "1"), ("rel", rel)))
     if name == "hit_rate":  # without k, the whole ranking
         return Metric("hit", cut or MAX_CUTOFF, binary)

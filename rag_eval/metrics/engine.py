@@ -87,8 +87,13 @@ def account_queries(qrels: Qrels, run: Run, conventions: Conventions, exclude: C
 
 
 def evaluate_run(
-    qrels: Qrels, run: Run, metrics: list[Metric], conventions: Conventions, *,
-    cutoffs: Sequence[Mapping[str, int] | None] | None = None, exclude: Collection[str] = (),
+    qrels: Qrels,
+    run: Run,
+    metrics: list[Metric],
+    conventions: Conventions,
+    *,
+    cutoffs: Sequence[Mapping[str, int] | None] | None = None,
+    exclude: Collection[str] = (),
     warn_ids: bool = True,
 ) -> RunValues:
     """Every metric in ``metrics`` for every counted query of ``run``.
@@ -144,8 +149,13 @@ def _check_exp_gain(qrels_grades: np.ndarray, gmap: dict[int, float] | None, met
 
 
 def _compute(
-    matrix: GradeMatrix, metrics: list[Metric], conv: Conventions, stats: QrelsStats, cutoffs: list[np.ndarray | None],
-    run: Run, ranked_with: Callable[[str], GradeMatrix] | None = None,
+    matrix: GradeMatrix,
+    metrics: list[Metric],
+    conv: Conventions,
+    stats: QrelsStats,
+    cutoffs: list[np.ndarray | None],
+    run: Run,
+    ranked_with: Callable[[str], GradeMatrix] | None = None,
 ) -> list[np.ndarray]:
     base = matrix
     rel_cache: dict[tuple[str, int], np.ndarray] = {}
@@ -192,8 +202,9 @@ def _compute(
                 gains_cache[key] = K.scale_gains(K.gain_of(grades, rule, gmap, m.rel), rows, exponents)
             v = K.ndcg(rows, ranks, gains_cache[key], k, stats.ideal(rule, gmap, m.rel, k))
         elif fam == "judged":
-            v = K.judged(rows, ranks, k, matrix.lengths, per=m.param.get("per", "returned"),
-                         empty=m.param.get("empty", "nan"))
+            v = K.judged(
+                rows, ranks, k, matrix.lengths, per=m.param.get("per", "returned"), empty=m.param.get("empty", "nan")
+            )
         elif fam == "recall_ceiling":
             v = K.recall_ceiling(stats.num_relevant(t), k)
         elif fam == "num_rel":

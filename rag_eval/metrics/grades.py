@@ -105,7 +105,9 @@ def build_grade_matrix(run: Run, qrels: Qrels, query_ids: list[str], conventions
     return GradeMatrix(lengths, rows, ranks, cell_grades, p_rows[order], p_ranks[order], p_grades[order])
 
 
-def _lookup(doc_ids: np.ndarray | PackedIds, offsets: np.ndarray, judgements: list[dict[str, int] | None]) -> np.ndarray:
+def _lookup(
+    doc_ids: np.ndarray | PackedIds, offsets: np.ndarray, judgements: list[dict[str, int] | None]
+) -> np.ndarray:
     """Grade of every entry (UNJUDGED where the query's judgements do not name the doc, or are None).
 
     Joined one query at a time: each query's small judgement dict stays in cache, which measured 8x faster
@@ -125,8 +127,12 @@ def _lookup(doc_ids: np.ndarray | PackedIds, offsets: np.ndarray, judgements: li
 
 
 def _score_ranks(
-    offsets: np.ndarray, scores: np.ndarray, ids_at: Callable[[np.ndarray], np.ndarray], cells: np.ndarray,
-    rows: np.ndarray, rule: str,
+    offsets: np.ndarray,
+    scores: np.ndarray,
+    ids_at: Callable[[np.ndarray], np.ndarray],
+    cells: np.ndarray,
+    rows: np.ndarray,
+    rule: str,
 ) -> np.ndarray:
     """0-based rank of each judged entry ``cells`` (in query ``rows``) in its query's ranking by score.
 

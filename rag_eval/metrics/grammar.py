@@ -53,7 +53,9 @@ __all__ = ["MAX_CUTOFF", "Metric", "check_int", "parse_metric", "parse_metrics",
 MAX_CUTOFF = 10**9  # the largest cutoff (and depth, budget, -M): far beyond any ranking, and exact in int64 and float64
 GRADE_LIMIT = 2**29  # grades lie strictly within +-GRADE_LIMIT (rag_eval.data's limit): so do rel= and gains= grades
 
-_FORM = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9_\-.]*?)\s*(?:\((?P<params>[^()]*)\))?\s*(?:@\s*(?P<k>[^@\s]+))?\s*$")
+_FORM = re.compile(
+    r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9_\-.]*?)\s*(?:\((?P<params>[^()]*)\))?\s*(?:@\s*(?P<k>[^@\s]+))?\s*$"
+)
 _TREC_CUT = re.compile(r"^(?P<base>.+?)[_.](?P<k>-?[0-9]+)$")
 _TREC_ODD_CUT = re.compile(r"^(?P<base>.+?)[_.](?P<k>-?[0-9][0-9_]*)$")  # P_1_0: a cutoff spelled with '_'
 _INT = re.compile(r"-?[0-9]+")  # ASCII only: \d and int() take any Unicode digit, int() also '_'
@@ -93,7 +95,9 @@ class Metric:
             if not isinstance(key, str) or not isinstance(value, str):
                 raise InputError(f"metric {self.family!r}: parameter {key!r}={value!r}: names and values are str")
         text = ",".join(f"{key}={value}" for key, value in pairs)
-        object.__setattr__(self, "params", _params(text, self.family, f"{self.family}({text})" if text else self.family))
+        object.__setattr__(
+            self, "params", _params(text, self.family, f"{self.family}({text})" if text else self.family)
+        )
         if self.family == "relstring" and self.k == RELSTRING_DEFAULT:  # trec_eval's default length: one metric
             object.__setattr__(self, "k", None)
         if self.spelling is not None and not isinstance(self.spelling, str):
@@ -147,8 +151,12 @@ class Metric:
         """
         fam = FAMILIES[self.family]
         params = self.param
-        if (fam.trec_name is None or "rel" in params or params.get("gain") == "exp"
-                or params.get("ties", "trec_eval") != "trec_eval"):
+        if (
+            fam.trec_name is None
+            or "rel" in params
+            or params.get("gain") == "exp"
+            or params.get("ties", "trec_eval") != "trec_eval"
+        ):
             return str(self)  # what trec_eval cannot compute has no trec_eval name
         if self.family == "mrr" and self.k is not None:
             return str(self)
@@ -173,8 +181,9 @@ class Metric:
 
 
 # trec_eval's "s_double_p_double" and "s_double_p_pair" measures: the name is printed with the parameters as typed
-_PRINTED_AS_TYPED = frozenset({"11pt_avg", "utility", "set_f", "relstring", "rbp", "rbp_resid", "ndcg", "ndcg_rel",
-                               "rndcg", "g"})
+_PRINTED_AS_TYPED = frozenset(
+    {"11pt_avg", "utility", "set_f", "relstring", "rbp", "rbp_resid", "ndcg", "ndcg_rel", "rndcg", "g"}
+)
 
 
 def _trec_params(family: str, params: dict[str, str], k: int | None) -> str:
@@ -217,8 +226,9 @@ def parse_metric(text: str | Metric, dialect: str | None = None) -> Metric:
             from .dialects import parse_foreign
 
             return parse_foreign(text, dialect)
-        raise InputError(f"unknown metric dialect {dialect!r}; choose one of {', '.join(DIALECTS)} (or none: "
-                         "rag_eval's own grammar)")
+        raise InputError(
+            f"unknown metric dialect {dialect!r}; choose one of {', '.join(DIALECTS)} (or none: rag_eval's own grammar)"
+        )
     try:
         return _parse(text)
     except InputError as first:
@@ -252,8 +262,10 @@ def _parse(text: str) -> Metric:
     if family is None:
         odd = _TREC_ODD_CUT.match(match["name"])
         if odd and _family(odd["base"].lower()) is not None:
-            raise InputError(f"metric {shown!r}: cutoff {odd['k']!r} is not a plain decimal integer (ASCII digits "
-                             f"only; trec_eval's cutoff is the digits after the last '_', e.g. '{odd['base']}_10')")
+            raise InputError(
+                f"metric {shown!r}: cutoff {odd['k']!r} is not a plain decimal integer (ASCII digits "
+                f"only; trec_eval's cutoff is the digits after the last '_', e.g. '{odd['base']}_10')"
+            )
     if family is None:
         raise InputError(f"unknown metric {shown!r}{_suggest(name)}")
     fam = FAMILIES[family]
@@ -330,8 +342,9 @@ def _check_cutoff(k: int, whole: str, text: str | None = None) -> int:
     if k <= 0:
         raise InputError(f"metric {whole!r}: the cutoff must be 1 or more, not {_short(text or str(k))}")
     if k > MAX_CUTOFF:
-        raise InputError(f"metric {whole!r}: the cutoff must be at most {MAX_CUTOFF} (10^9), not "
-                         f"{_short(text or str(k))}")
+        raise InputError(
+            f"metric {whole!r}: the cutoff must be at most {MAX_CUTOFF} (10^9), not {_short(text or str(k))}"
+        )
     return k
 
 
@@ -384,8 +397,10 @@ def _decimal(text: str, what: str | None, whole: str, *, subject: str = "metric"
     if text.lstrip("+-").lower() in ("inf", "infinity", "nan"):
         raise InputError(f"{where}{text!r} must be a finite number")
     if not _DECIMAL.fullmatch(text):
-        raise InputError(f"{where}{text!r} is not a plain decimal number (ASCII digits, an optional '-', '.' and "
-                         "exponent: no '_', hex, inf or nan)")
+        raise InputError(
+            f"{where}{text!r} is not a plain decimal number (ASCII digits, an optional '-', '.' and "
+            "exponent: no '_', hex, inf or nan)"
+        )
     value = float(text)
     if math.isinf(value):
         raise InputError(f"{where}{text!r} is beyond the largest double (about 1.8e308)")
@@ -395,15 +410,28 @@ def _decimal(text: str, what: str | None, whole: str, *, subject: str = "metric"
 _CHOICES = {"ties": ("trec_eval", "doc_id", "input_order"), "per": ("returned", "k"), "empty": ("nan", "zero")}
 
 
-def _in_range(value: float, what: str, whole: str, text: str, *, low: float, high: float | None = None,
-              low_open: bool = False, high_open: bool = False, why: str = "") -> None:
+def _in_range(
+    value: float,
+    what: str,
+    whole: str,
+    text: str,
+    *,
+    low: float,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    why: str = "",
+) -> None:
     bad = value < low or (low_open and value == low)
     if high is not None:
         bad = bad or value > high or (high_open and value == high)
     if bad:
         lo, hi = "(" if low_open else "[", ")" if high_open else "]"
-        span = f"in {lo}{_number(low)}, {_number(high)}{hi}" if high is not None else (
-            f"{'above' if low_open else 'at least'} {_number(low)}")
+        span = (
+            f"in {lo}{_number(low)}, {_number(high)}{hi}"
+            if high is not None
+            else (f"{'above' if low_open else 'at least'} {_number(low)}")
+        )
         raise InputError(f"metric {whole!r}: {what} must be {span}, not {text}{why}")
 
 
@@ -419,8 +447,10 @@ def _param_value(key: str, value: str, whole: str) -> str:
         if rel < 1:
             raise InputError(f"metric {whole!r}: rel must be 1 or more, not {_short(value)}")
         if rel >= GRADE_LIMIT:
-            raise InputError(f"metric {whole!r}: rel must be below {GRADE_LIMIT} (grades lie within "
-                             f"+-{GRADE_LIMIT}), not {_short(value)}")
+            raise InputError(
+                f"metric {whole!r}: rel must be below {GRADE_LIMIT} (grades lie within "
+                f"+-{GRADE_LIMIT}), not {_short(value)}"
+            )
         return str(rel)
     if key == "gain":
         if value.lower() not in ("exp", "linear"):
@@ -439,24 +469,49 @@ def _param_value(key: str, value: str, whole: str) -> str:
         return ";".join(_number(v) for v in sorted(levels))
     if key == "mult":
         mult = _decimal(value, "mult", whole)
-        _in_range(mult, "mult", whole, value, low=0.0, low_open=True, high=float(MAX_MULT),
-                  why=" (a multiple of R, the number of relevant documents)")
+        _in_range(
+            mult,
+            "mult",
+            whole,
+            value,
+            low=0.0,
+            low_open=True,
+            high=float(MAX_MULT),
+            why=" (a multiple of R, the number of relevant documents)",
+        )
         return _number(mult)
     if key == "weights":
         parts = value.split(";")
         if len(parts) != 4:
-            raise InputError(f"metric {whole!r}: weights={value!r} must be exactly 4 numbers w1;w2;w3;w4 (relevant "
-                             f"retrieved, non-relevant retrieved, relevant missed, non-relevant missed), not {len(parts)}")
+            raise InputError(
+                f"metric {whole!r}: weights={value!r} must be exactly 4 numbers w1;w2;w3;w4 (relevant "
+                f"retrieved, non-relevant retrieved, relevant missed, non-relevant missed), not {len(parts)}"
+            )
         return ";".join(_number(_decimal(v.strip(), "a weight", whole)) for v in parts)
     if key == "beta":
         beta = _decimal(value, "beta", whole)
-        _in_range(beta, "beta", whole, value, low=0.0,
-                  why=" (the weight of recall: van Rijsbergen's beta squared, as trec_eval's set_F)")
+        _in_range(
+            beta,
+            "beta",
+            whole,
+            value,
+            low=0.0,
+            why=" (the weight of recall: van Rijsbergen's beta squared, as trec_eval's set_F)",
+        )
         return _number(beta)
     if key == "p":
         p = _decimal(value, "p", whole)
-        _in_range(p, "p", whole, value, low=0.0, high=1.0, low_open=True, high_open=True,
-                  why=" (RBP's persistence: the chance of going on to the next rank)")
+        _in_range(
+            p,
+            "p",
+            whole,
+            value,
+            low=0.0,
+            high=1.0,
+            low_open=True,
+            high_open=True,
+            why=" (RBP's persistence: the chance of going on to the next rank)",
+        )
         return _number(p)
     if key == "max_grade":
         grade = read_int(value, f"metric {whole!r}: max_grade", low=1, high=MAX_GRADE_LIMIT)
@@ -468,22 +523,31 @@ def _param_value(key: str, value: str, whole: str) -> str:
     for part in filter(None, (p.strip() for p in value.split(";"))):
         grade, sep, gain = (x.strip() for x in part.partition(":"))
         if sep and gain.lstrip("+-").lower() in ("inf", "infinity", "nan"):
-            raise InputError(f"metric {whole!r}: gains entry {part!r}: a gain must be a finite number, not {gain!r} "
-                             "(an infinite or NaN gain makes nDCG NaN)")
+            raise InputError(
+                f"metric {whole!r}: gains entry {part!r}: a gain must be a finite number, not {gain!r} "
+                "(an infinite or NaN gain makes nDCG NaN)"
+            )
         if not sep or not _INT.fullmatch(grade) or not _DECIMAL.fullmatch(gain):
-            raise InputError(f"metric {whole!r}: gains entry {part!r} should read grade:gain, e.g. 2:9 (plain "
-                             "ASCII decimal numbers: no '_', hex, inf or nan)")
+            raise InputError(
+                f"metric {whole!r}: gains entry {part!r} should read grade:gain, e.g. 2:9 (plain "
+                "ASCII decimal numbers: no '_', hex, inf or nan)"
+            )
         g = int(grade) if len(grade.lstrip("-").lstrip("0")) <= 30 else GRADE_LIMIT
         if abs(g) >= GRADE_LIMIT:
-            raise InputError(f"metric {whole!r}: gains entry {part!r}: grade {_short(grade)} is out of range "
-                             f"(grades lie within +-{GRADE_LIMIT})")
+            raise InputError(
+                f"metric {whole!r}: gains entry {part!r}: grade {_short(grade)} is out of range "
+                f"(grades lie within +-{GRADE_LIMIT})"
+            )
         v = float(gain)
         if math.isinf(v):
-            raise InputError(f"metric {whole!r}: gains entry {part!r}: the gain {gain} is beyond the largest "
-                             "double (about 1.8e308), so it is infinite and nDCG would be NaN")
+            raise InputError(
+                f"metric {whole!r}: gains entry {part!r}: the gain {gain} is beyond the largest "
+                "double (about 1.8e308), so it is infinite and nDCG would be NaN"
+            )
         if v < 0:
-            raise InputError(f"metric {whole!r}: gains entry {part!r}: a gain must be 0 or more (a negative gain "
-                             "takes nDCG below 0)")
+            raise InputError(
+                f"metric {whole!r}: gains entry {part!r}: a gain must be 0 or more (a negative gain takes nDCG below 0)"
+            )
         if g in pairs:
             raise InputError(f"metric {whole!r}: gains entry {part!r} is repeated (grade {g} is given twice)")
         pairs[g] = v + 0.0  # -0.0 is 0

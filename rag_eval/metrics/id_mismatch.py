@@ -57,7 +57,8 @@ def warn_near_misses(run: Run, qrels: Qrels, run_only: list[str], missing: list[
         warnings.warn(
             f"run {run.name!r}: {len(queries)} query id(s) match a qrels id only after stripping whitespace or "
             f"leading zeros (e.g. run {a!r} vs qrels {b!r}); they are different ids, so those queries score 0",
-            NearMissIds, stacklevel=5,
+            NearMissIds,
+            stacklevel=5,
         )
     docs = doc_near_misses(run, qrels, unjudged) if unjudged else []
     if docs:
@@ -65,5 +66,6 @@ def warn_near_misses(run: Run, qrels: Qrels, run_only: list[str], missing: list[
         warnings.warn(
             f"run {run.name!r}: on {len(docs)} query(ies) with no judged result, doc ids match judged ones only "
             f"after stripping whitespace or leading zeros (e.g. query {q!r}: run {a!r} vs qrels {b!r})",
-            NearMissIds, stacklevel=5,
+            NearMissIds,
+            stacklevel=5,
         )

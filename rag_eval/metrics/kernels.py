@@ -123,8 +123,9 @@ def ndcg(rows: np.ndarray, ranks: np.ndarray, gains: np.ndarray, k: Cutoff, idea
     return _safe_div(dcg(rows, ranks, gains, k, len(ideal)), ideal)
 
 
-def judged(rows: np.ndarray, ranks: np.ndarray, k: Cutoff, lengths: np.ndarray, *, per: str = "returned",
-           empty: str = "nan") -> np.ndarray:
+def judged(
+    rows: np.ndarray, ranks: np.ndarray, k: Cutoff, lengths: np.ndarray, *, per: str = "returned", empty: str = "nan"
+) -> np.ndarray:
     """Share of the top min(k, returned) results that have a judgement; NaN (0/0) when that top is empty (an
     empty ranking, or a per-query cutoff of 0): nothing there is judged or unjudged.
 

@@ -128,9 +128,16 @@ def _at_cutoffs(
     return out
 
 
-def interpolated_precision(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, R: np.ndarray,
-                           levels: tuple[float, ...], empty: np.ndarray | None = None, *,
-                           best: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+def interpolated_precision(
+    rows: np.ndarray,
+    ranks: np.ndarray,
+    rel: np.ndarray,
+    R: np.ndarray,
+    levels: tuple[float, ...],
+    empty: np.ndarray | None = None,
+    *,
+    best: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
     """``[queries x levels]`` interpolated precision at each recall level, as trec_eval's iprec_at_recall (whose
     levels are sorted, so each level's value is that of the module docstring); NaN at a level whose cutoff is
     below 1 where ``empty`` (trec_eval's 0 / 0 for an empty ranking). ``best``: :func:`_best_precision_after`
@@ -146,9 +153,16 @@ def interpolated_precision(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray,
     return out
 
 
-def eleven_point_average(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, R: np.ndarray,
-                         levels: tuple[float, ...], empty: np.ndarray | None = None, *,
-                         best: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+def eleven_point_average(
+    rows: np.ndarray,
+    ranks: np.ndarray,
+    rel: np.ndarray,
+    R: np.ndarray,
+    levels: tuple[float, ...],
+    empty: np.ndarray | None = None,
+    *,
+    best: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
     """trec_eval's 11pt_avg at ``levels`` in the order given: the interpolated precisions added from the last
     level to the first, divided by the number of levels (``m_11pt_avg.c``).
 
@@ -243,8 +257,9 @@ def _cached_best(
 def _eleven_point_average(ki: KernelInputs) -> np.ndarray:
     levels = decimals(ki, "levels", DEFAULT_LEVELS)
     rows, ranks, rel, _, R = _inputs(ki)
-    return eleven_point_average(rows, ranks, rel, R, levels, trec_eval_empty(ki),
-                                best=_cached_best(ki, rows, ranks, rel))
+    return eleven_point_average(
+        rows, ranks, rel, R, levels, trec_eval_empty(ki), best=_cached_best(ki, rows, ranks, rel)
+    )
 
 
 @kernel("rprec_mult")

@@ -21,6 +21,7 @@ nERR divides by the ERR of the ideal ordering of the query's judgements at the s
 from __future__ import annotations
 
 import math
+
 import numpy as np
 
 from ..data.qrels import Qrels
@@ -113,8 +114,9 @@ def _powers(p: float, length: int) -> np.ndarray:
     return np.cumprod(out)
 
 
-def _sequential_row_sums(table: np.ndarray, lengths: np.ndarray, skip_rows: np.ndarray, skip_ranks: np.ndarray
-                         ) -> np.ndarray:
+def _sequential_row_sums(
+    table: np.ndarray, lengths: np.ndarray, skip_rows: np.ndarray, skip_ranks: np.ndarray
+) -> np.ndarray:
     """Per row r, ``table[0] + table[1] + ... + table[lengths[r] - 1]`` added in order, leaving out the positions
     ``(skip_rows, skip_ranks)``: dense blocks of rows of similar length, each accumulated along the row."""
     n = len(lengths)
@@ -232,10 +234,14 @@ class TrecGains:
                 here = self.levels == levels
                 if levels > LEVEL_TABLE_LIMIT:
                     query = getattr(stats, "query_ids", None)
-                    where = f"metric {str(ki.metric)!r}: query {query[int(np.flatnonzero(here)[0])]!r}" if query else (
-                        f"metric {str(ki.metric)!r}")
-                    walk_place[here[q]], top[here], table_max[here] = self._big_table(levels, gmap, rel, g[here[q]],
-                                                                                      where)
+                    where = (
+                        f"metric {str(ki.metric)!r}: query {query[int(np.flatnonzero(here)[0])]!r}"
+                        if query
+                        else (f"metric {str(ki.metric)!r}")
+                    )
+                    walk_place[here[q]], top[here], table_max[here] = self._big_table(
+                        levels, gmap, rel, g[here[q]], where
+                    )
                     continue
                 walk, first, largest = _walk_table(levels, gmap, rel)
                 cells = here[q]
@@ -268,8 +274,9 @@ class TrecGains:
         return out
 
     @staticmethod
-    def _big_table(levels: int, gmap: dict[int, float] | None, rel: int | None, grades: np.ndarray, where: str
-                   ) -> tuple[np.ndarray, float, float]:
+    def _big_table(
+        levels: int, gmap: dict[int, float] | None, rel: int | None, grades: np.ndarray, where: str
+    ) -> tuple[np.ndarray, float, float]:
         """A table too long to sort level by level (a grade of LEVEL_TABLE_LIMIT or more): exact where
         trec_eval's comparator is a true order on it, every gain a whole number below 2^31 (then no two gains
         closer than 1 compare equal, and no difference overflows the int). Equal gains may be walked in any order:
@@ -308,8 +315,9 @@ def _ideal_prefix(tg: TrecGains, values: np.ndarray) -> tuple[np.ndarray, np.nda
     return prefix, total
 
 
-def _at_rank(prefix: np.ndarray, query: np.ndarray, count: np.ndarray, rows: np.ndarray, ranks: np.ndarray
-             ) -> np.ndarray:
+def _at_rank(
+    prefix: np.ndarray, query: np.ndarray, count: np.ndarray, rows: np.ndarray, ranks: np.ndarray
+) -> np.ndarray:
     """The ideal running sum at rank ``min(rank, count - 1)`` of each cell's query (0 where the query has none)."""
     start = np.cumsum(count) - count
     has = count[rows] > 0
@@ -549,4 +557,3 @@ def nerr(ki: KernelInputs) -> np.ndarray:
     """ERR over the ERR of the ideal ordering of the query's judgements at the same k (0 with no relevant)."""
     top = _max_grade(ki)
     return K._safe_div(err(ki), _ideal_err(ki, top))
-

@@ -74,7 +74,8 @@ def infap(ki: KernelInputs) -> np.ndarray:
     nr, u = nonrel_above[is_rel], pooled_above[is_rel]
     with np.errstate(divide="ignore", invalid="ignore"):
         term = 1.0 / (j + 1.0) + (j / (j + 1.0)) * ((r + nr + u) / j) * (
-            (r + INFAP_EPSILON) / ((r + nr).astype(np.float64) + 2 * INFAP_EPSILON))
+            (r + INFAP_EPSILON) / ((r + nr).astype(np.float64) + 2 * INFAP_EPSILON)
+        )
     term = np.where(j == 0, 1.0, term)
     total = np.bincount(rows[is_rel], weights=term, minlength=n)
     R = ki.stats.num_relevant(ki.threshold)

@@ -101,10 +101,12 @@ class ProjectionRules:
             cover = f"overlaps it by >= {self.min_overlap_chars} characters (capped at the span's length)"
         else:
             cover = f"holds >= {self.min_overlap_share:.0%} of it"
-        return (f"projected onto chunks: a chunk covers an answer span when it {cover} ({self.threshold}); each answer "
-                f"unit, document label and chunk label is credited once, to the best-ranked chunk matching it (one "
-                f"unit per chunk); later chunks matching only credited units are wasted, judged non-relevant; "
-                f"ties={self.ties}")
+        return (
+            f"projected onto chunks: a chunk covers an answer span when it {cover} ({self.threshold}); each answer "
+            f"unit, document label and chunk label is credited once, to the best-ranked chunk matching it (one "
+            f"unit per chunk); later chunks matching only credited units are wasted, judged non-relevant; "
+            f"ties={self.ties}"
+        )
 
 
 class QueryCounts(NamedTuple):
@@ -148,8 +150,10 @@ class Projection:
     def describe(self) -> str:
         t = self.totals()
         share = f"{t.covered / t.units:.1%}" if t.units else "n/a"
-        return (f"projection: {t.units} relevant units, {t.covered} credited in the ranking ({share}), "
-                f"{t.wasted} wasted positions of {t.positions}")
+        return (
+            f"projection: {t.units} relevant units, {t.covered} credited in the ranking ({share}), "
+            f"{t.wasted} wasted positions of {t.positions}"
+        )
 
     def to_frame(self) -> pd.DataFrame:
         """One row per position: ``query_id, rank, chunk_id, id`` (in the projected run), ``status``."""
@@ -157,13 +161,15 @@ class Projection:
 
         lengths = np.diff(self.run.offsets)
         starts = np.repeat(self.run.offsets[:-1], lengths)
-        return pd.DataFrame({
-            "query_id": np.repeat(np.array(self.run.query_ids, dtype=object), lengths),
-            "rank": np.arange(self.run.num_entries) - starts + 1,
-            "chunk_id": self.chunk_ids,
-            "id": self.run.doc_ids,
-            "status": np.array(STATUSES, dtype=object)[self.status],
-        })
+        return pd.DataFrame(
+            {
+                "query_id": np.repeat(np.array(self.run.query_ids, dtype=object), lengths),
+                "rank": np.arange(self.run.num_entries) - starts + 1,
+                "chunk_id": self.chunk_ids,
+                "id": self.run.doc_ids,
+                "status": np.array(STATUSES, dtype=object)[self.status],
+            }
+        )
 
     def __repr__(self) -> str:
         return f"Projection({self.run.name!r}, {self.rules.threshold}, {self.describe().removeprefix('projection: ')})"
@@ -259,16 +265,26 @@ def project(
         positive = [u for u, g in units.items() if g > 0]
         counts[qid] = QueryCounts(len(positive), sum(u in credited for u in positive), wasted, len(items))
     if missing:
-        warn(f"{run_name}: {missing} position(s) hold a chunk that is not in the chunk map, for queries with document "
-             f"or span labels: they match no document or span and count as unjudged", UnmappedChunks)
+        warn(
+            f"{run_name}: {missing} position(s) hold a chunk that is not in the chunk map, for queries with document "
+            f"or span labels: they match no document or span and count as unjudged",
+            UnmappedChunks,
+        )
     if no_offsets:
-        warn(f"{run_name}: {no_offsets} position(s) hold a chunk without character offsets from a document with answer "
-             f"spans: it cannot cover a span (give the chunk map start and end)", UnmappedChunks)
+        warn(
+            f"{run_name}: {no_offsets} position(s) hold a chunk without character offsets from a document with answer "
+            f"spans: it cannot cover a span (give the chunk map start and end)",
+            UnmappedChunks,
+        )
     run = Run.from_ranking(out_ranking, name=run_name)
     if len(chunk_column) != run.num_entries:  # cannot happen: every position has its own id
         raise AssertionError("projection lost a position")
     projection = Projection(
-        run=run, qrels=Qrels.from_dict(judgements), rules=rules, counts=counts, labels=labels,
+        run=run,
+        qrels=Qrels.from_dict(judgements),
+        rules=rules,
+        counts=counts,
+        labels=labels,
         chunk_ids=np.array(chunk_column, dtype=object) if chunk_column else np.empty(0, object),
         status=np.array(status_column, dtype=np.int8),
     )
@@ -292,7 +308,9 @@ def _units(labels: SpanLabels, qid: str, rules: ProjectionRules):
             if item in units:
                 raise InputError(
                     f"query {qid!r}: {item!r} names two labels (a {'chunk' if kind == 1 else 'document'} and an answer "
-                    f"unit or chunk): ids must be distinct within a query to be projected", source="SpanLabels")
+                    f"unit or chunk): ids must be distinct within a query to be projected",
+                    source="SpanLabels",
+                )
             units[item] = grade
             kinds[item] = (kind, i)
     return units, by_doc, kinds
@@ -302,7 +320,9 @@ def _chunk_refs(chunks: Mapping[str, Any] | None) -> dict[str, ChunkRef]:
     if chunks is None:
         return {}
     if not isinstance(chunks, Mapping):
-        raise TypeError(f"chunks must be a mapping {{chunk_id: ChunkRef(doc_id, start, end)}}, not {type(chunks).__name__}")
+        raise TypeError(
+            f"chunks must be a mapping {{chunk_id: ChunkRef(doc_id, start, end)}}, not {type(chunks).__name__}"
+        )
     out: dict[str, ChunkRef] = {}
     for chunk, ref in chunks.items():
         if not isinstance(chunk, str):
@@ -316,7 +336,9 @@ def _chunk_refs(chunks: Mapping[str, Any] | None) -> dict[str, ChunkRef]:
             elif isinstance(ref, (tuple, list)) and len(ref) in (1, 3):
                 out[chunk] = ChunkRef(*ref)
             else:
-                raise InputError(f"expected ChunkRef(doc_id, start, end), (doc_id, start, end) or a doc id, got {ref!r}")
+                raise InputError(
+                    f"expected ChunkRef(doc_id, start, end), (doc_id, start, end) or a doc id, got {ref!r}"
+                )
         except InputError as exc:
             raise InputError(f"chunk {chunk!r}: {exc.problem}", source="chunk map") from None
     return out
@@ -330,7 +352,9 @@ def _rankings(ranking: Any, ties: str) -> tuple[dict[str, list[tuple[str, float 
             out[qid] = ranking.ranking(qid, ties=ties)  # (chunk_id, score), score None without scores
         return out, ranking.name
     if not isinstance(ranking, Mapping):
-        raise TypeError(f"ranking must be a Run or a mapping {{query_id: [chunk_id, ...]}}, not {type(ranking).__name__}")
+        raise TypeError(
+            f"ranking must be a Run or a mapping {{query_id: [chunk_id, ...]}}, not {type(ranking).__name__}"
+        )
     out = {}
     for qid, items in ranking.items():
         if not isinstance(qid, str):
@@ -344,11 +368,13 @@ def _rankings(ranking: Any, ties: str) -> tuple[dict[str, list[tuple[str, float 
             else:
                 chunk, score = item, None
             if not isinstance(chunk, str):
-                raise InputError(f"query {qid!r}: chunk id {chunk!r} is a {type(chunk).__name__}, not a str",
-                                 source="ranking")
+                raise InputError(
+                    f"query {qid!r}: chunk id {chunk!r} is a {type(chunk).__name__}, not a str", source="ranking"
+                )
             pairs.append((chunk, score))
         out[qid] = pairs
     if len({s is None for pairs in out.values() for _, s in pairs}) > 1:
-        raise InputError("mixes bare chunk ids and (chunk_id, score) pairs: give scores for every chunk or none",
-                         source="ranking")
+        raise InputError(
+            "mixes bare chunk ids and (chunk_id, score) pairs: give scores for every chunk or none", source="ranking"
+        )
     return out, "projection"

@@ -33,7 +33,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import InputError, TrecEvalParameterTruncated, TrecEvalParametersIgnored
+from ..errors import InputError, TrecEvalParametersIgnored, TrecEvalParameterTruncated
 from .grammar import MAX_CUTOFF, Metric, _decimal, _number
 
 __all__ = ["NICKNAMES", "TREC_MEASURES", "TrecMeasure", "is_trec_eval_measure", "trec_eval_metrics", "trec_eval_name"]
@@ -65,8 +65,9 @@ TREC_MEASURES: tuple[TrecMeasure, ...] = (
     TrecMeasure("Rprec", "r_precision", "single"),
     TrecMeasure("bpref", "bpref", "single"),
     TrecMeasure("recip_rank", "mrr", "single"),
-    TrecMeasure("iprec_at_recall", "iprec_at_recall", "cut_double",
-                (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)),
+    TrecMeasure(
+        "iprec_at_recall", "iprec_at_recall", "cut_double", (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+    ),
     TrecMeasure("P", "precision", "cut_long", _CUT),
     TrecMeasure("relstring", "relstring", "p_double"),
     TrecMeasure("recall", "recall", "cut_long", _CUT),
@@ -100,18 +101,76 @@ _ORDER = {m.name: i for i, m in enumerate(TREC_MEASURES)}
 
 # measures.c's nicknames
 NICKNAMES: dict[str, tuple[str, ...]] = {
-    "official": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref",
-                 "recip_rank", "iprec_at_recall", "P"),
-    "set": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "utility", "set_P", "set_recall",
-            "set_relative_P", "set_map", "set_F"),
-    "all_trec": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref",
-                 "recip_rank", "iprec_at_recall", "P", "relstring", "recall", "unj", "rbp", "rbp_resid", "infAP",
-                 "gm_bpref", "utility", "11pt_avg", "ndcg", "relative_P", "Rprec_mult", "success", "map_cut",
-                 "ndcg_cut", "ndcg_rel", "Rndcg", "binG", "G", "set_P", "set_recall", "set_relative_P", "set_map",
-                 "set_F", "num_nonrel_judged_ret"),
+    "official": (
+        "runid",
+        "num_q",
+        "num_ret",
+        "num_rel",
+        "num_rel_ret",
+        "map",
+        "gm_map",
+        "Rprec",
+        "bpref",
+        "recip_rank",
+        "iprec_at_recall",
+        "P",
+    ),
+    "set": (
+        "runid",
+        "num_q",
+        "num_ret",
+        "num_rel",
+        "num_rel_ret",
+        "utility",
+        "set_P",
+        "set_recall",
+        "set_relative_P",
+        "set_map",
+        "set_F",
+    ),
+    "all_trec": (
+        "runid",
+        "num_q",
+        "num_ret",
+        "num_rel",
+        "num_rel_ret",
+        "map",
+        "gm_map",
+        "Rprec",
+        "bpref",
+        "recip_rank",
+        "iprec_at_recall",
+        "P",
+        "relstring",
+        "recall",
+        "unj",
+        "rbp",
+        "rbp_resid",
+        "infAP",
+        "gm_bpref",
+        "utility",
+        "11pt_avg",
+        "ndcg",
+        "relative_P",
+        "Rprec_mult",
+        "success",
+        "map_cut",
+        "ndcg_cut",
+        "ndcg_rel",
+        "Rndcg",
+        "binG",
+        "G",
+        "set_P",
+        "set_recall",
+        "set_relative_P",
+        "set_map",
+        "set_F",
+        "num_nonrel_judged_ret",
+    ),
 }
 _OTHER_INPUT_NICKNAMES = {
-    "all_prefs": "preference files (trec_eval -R prefs)", "prefs": "preference files (trec_eval -R prefs)",
+    "all_prefs": "preference files (trec_eval -R prefs)",
+    "prefs": "preference files (trec_eval -R prefs)",
     "qrels_jg": "judgement groups (trec_eval -R qrels_jg)",
 }
 _OUT_OF_SCOPE = {
@@ -142,12 +201,15 @@ def trec_eval_metrics(args: Sequence[str], *, pin_gain: bool = True) -> list[Met
             raise TypeError(f"a trec_eval -m argument is a str, not {type(arg).__name__}")
         name, dot, params = arg.strip().partition(".")
         if dot and not params:
-            raise InputError(f"trec_eval measure {arg!r}: nothing after the '.' (write {name!r} for its default "
-                             f"parameters, or e.g. '{name}.10')")
+            raise InputError(
+                f"trec_eval measure {arg!r}: nothing after the '.' (write {name!r} for its default "
+                f"parameters, or e.g. '{name}.10')"
+            )
         if name in NICKNAMES:
             if dot:
-                raise InputError(f"trec_eval measure {arg!r}: the nickname {name!r} takes no parameters (trec_eval "
-                                 "ignores them)")
+                raise InputError(
+                    f"trec_eval measure {arg!r}: the nickname {name!r} takes no parameters (trec_eval ignores them)"
+                )
             marked.update(NICKNAMES[name])
             continue
         measure = _measure(name, arg)
@@ -161,8 +223,12 @@ def trec_eval_metrics(args: Sequence[str], *, pin_gain: bool = True) -> list[Met
                 ignored.append(arg)
     if ignored:
         firsts = ", ".join(dict.fromkeys(f"-m {given[_measure(a.partition('.')[0], a).name][1]}" for a in ignored))
-        warnings.warn(f"trec_eval uses a measure's first parameter list only: {', '.join('-m ' + a for a in ignored)} "
-                      f"ignored (kept {firsts})", TrecEvalParametersIgnored, stacklevel=2)
+        warnings.warn(
+            f"trec_eval uses a measure's first parameter list only: {', '.join('-m ' + a for a in ignored)} "
+            f"ignored (kept {firsts})",
+            TrecEvalParametersIgnored,
+            stacklevel=2,
+        )
     out: list[Metric] = []
     for name in sorted(marked, key=_ORDER.__getitem__):
         params, arg = given.get(name, (None, name))
@@ -173,8 +239,13 @@ def trec_eval_metrics(args: Sequence[str], *, pin_gain: bool = True) -> list[Met
 def is_trec_eval_measure(name: str) -> bool:
     """Whether ``name`` (before any ``.PARAMS``) is one of trec_eval's measures or nicknames, including those out
     of scope (which :func:`trec_eval_metrics` refuses, saying why)."""
-    return (name in NICKNAMES or name.lower() in _BY_LOWER or name in _OTHER_INPUT_NICKNAMES or name in _OUT_OF_SCOPE
-            or name.startswith("prefs_"))
+    return (
+        name in NICKNAMES
+        or name.lower() in _BY_LOWER
+        or name in _OTHER_INPUT_NICKNAMES
+        or name in _OUT_OF_SCOPE
+        or name.startswith("prefs_")
+    )
 
 
 def trec_eval_name(text: str, *, pin_gain: bool = True) -> Metric:
@@ -196,17 +267,20 @@ def trec_eval_printed(text: str, *, pin_gain: bool = True) -> Metric | None:
         if lower == base:
             params = None
         elif lower.startswith(base + "_") and measure.kind != "single":
-            params = stripped[len(base) + 1:]
+            params = stripped[len(base) + 1 :]
         else:
             continue
         if params is None and measure.kind in ("cut_long", "cut_double"):
             example = f"{measure.name}_{_number(measure.defaults[0]) if measure.kind == 'cut_double' else 10}"
-            raise InputError(f"trec_eval measure name {text!r}: trec_eval prints {measure.name} with its cutoff, "
-                             f"e.g. {example!r}")
+            raise InputError(
+                f"trec_eval measure name {text!r}: trec_eval prints {measure.name} with its cutoff, e.g. {example!r}"
+            )
         metrics = _metrics(measure, params, stripped, printed=True, pin_gain=pin_gain)
         if len(metrics) != 1:
-            raise InputError(f"trec_eval measure name {text!r} names {len(metrics)} measures; trec_eval prints "
-                             f"one value per name, e.g. '{measure.name}_{params.split(',')[0] if params else ''}'")
+            raise InputError(
+                f"trec_eval measure name {text!r} names {len(metrics)} measures; trec_eval prints "
+                f"one value per name, e.g. '{measure.name}_{params.split(',')[0] if params else ''}'"
+            )
         return metrics[0]
     return None
 
@@ -216,8 +290,10 @@ def _measure(name: str, arg: str) -> TrecMeasure:
     if measure is not None:
         return measure
     if name in _OTHER_INPUT_NICKNAMES:
-        raise InputError(f"trec_eval measure {arg!r}: the nickname {name!r} needs {_OTHER_INPUT_NICKNAMES[name]}, "
-                         "which rag_eval does not read (out of scope)")
+        raise InputError(
+            f"trec_eval measure {arg!r}: the nickname {name!r} needs {_OTHER_INPUT_NICKNAMES[name]}, "
+            "which rag_eval does not read (out of scope)"
+        )
     if name in _OUT_OF_SCOPE or name.startswith("prefs_"):
         why = _OUT_OF_SCOPE.get(name, "it needs preference files")
         raise InputError(f"trec_eval measure {arg!r}: rag_eval does not compute {name} ({why})")
@@ -252,8 +328,10 @@ def _metrics(measure: TrecMeasure, params: str | None, arg: str, *, printed: boo
             values = sorted(_double(v, arg) for v in params.split(","))
             for a, b in zip(values, values[1:]):
                 if a == b:
-                    raise InputError(f"trec_eval measure {arg!r}: the cutoff {_number(a)} is given twice "
-                                     "(trec_eval: duplicate cutoffs detected)")
+                    raise InputError(
+                        f"trec_eval measure {arg!r}: the cutoff {_number(a)} is given twice "
+                        "(trec_eval: duplicate cutoffs detected)"
+                    )
         key = "level" if family == "iprec_at_recall" else "mult"
         return [Metric(family, None, ((key, _param(family, key, _number(v), arg)),)) for v in values]
     if params is None:
@@ -277,11 +355,12 @@ def _longs(params: str, arg: str, printed: bool) -> list[int]:
     truncated: list[str] = []
     for item in params.split(","):
         head = _LONG.match(item)
-        rest = item[head.end():] if head else item
+        rest = item[head.end() :] if head else item
         if head is None or (rest and (printed or not _FRACTION.fullmatch(rest))):
-            raise InputError(f"trec_eval measure {arg!r}: cutoff {item!r} is not a plain decimal integer (ASCII "
-                             "digits 0-9; trec_eval's atol would read " + (f"{int(head.group())}" if head else "0") +
-                             ")")
+            raise InputError(
+                f"trec_eval measure {arg!r}: cutoff {item!r} is not a plain decimal integer (ASCII "
+                "digits 0-9; trec_eval's atol would read " + (f"{int(head.group())}" if head else "0") + ")"
+            )
         if rest:
             truncated.append(item)
         digits = head.group().strip().lstrip("+-").lstrip("0")
@@ -291,16 +370,23 @@ def _longs(params: str, arg: str, printed: bool) -> list[int]:
         values.append(value)
     values.sort()
     if values[0] <= 0:
-        raise InputError(f"trec_eval measure {arg!r}: a cutoff must be 1 or more, not {values[0]} (trec_eval: "
-                         "Negative cutoff detected)")
+        raise InputError(
+            f"trec_eval measure {arg!r}: a cutoff must be 1 or more, not {values[0]} (trec_eval: "
+            "Negative cutoff detected)"
+        )
     for a, b in zip(values, values[1:]):
         if a == b:
-            raise InputError(f"trec_eval measure {arg!r}: the cutoff {a} is given twice (trec_eval: duplicate "
-                             "cutoffs detected)")
+            raise InputError(
+                f"trec_eval measure {arg!r}: the cutoff {a} is given twice (trec_eval: duplicate cutoffs detected)"
+            )
     if truncated:
         read = ", ".join(str(int(_LONG.match(t).group())) for t in truncated)  # type: ignore[union-attr]
-        warnings.warn(f"trec_eval measure {arg!r}: cutoff {', '.join(repr(t) for t in truncated)} read as trec_eval "
-                      f"reads it (atol): {read}", TrecEvalParameterTruncated, stacklevel=4)
+        warnings.warn(
+            f"trec_eval measure {arg!r}: cutoff {', '.join(repr(t) for t in truncated)} read as trec_eval "
+            f"reads it (atol): {read}",
+            TrecEvalParameterTruncated,
+            stacklevel=4,
+        )
     return values
 
 
@@ -308,8 +394,9 @@ def _double(item: str, arg: str) -> float:
     """A number of a ``-m`` argument as atof reads it where that is unambiguous (spaces around it and a ``+``
     allowed), else the grammar's one number rule refuses it."""
     text = item.strip()
-    return _decimal(text[1:] if text.startswith("+") and text[1:2] != "-" else text, None, arg,
-                    subject="trec_eval measure")
+    return _decimal(
+        text[1:] if text.startswith("+") and text[1:2] != "-" else text, None, arg, subject="trec_eval measure"
+    )
 
 
 def _p_double(measure: TrecMeasure, params: str, arg: str, printed: bool) -> Metric:
@@ -323,8 +410,10 @@ def _p_double(measure: TrecMeasure, params: str, arg: str, printed: bool) -> Met
     values = [_double(v, arg) for v in items]
     if family == "utility":
         if len(values) != 4:
-            raise InputError(f"trec_eval measure {arg!r}: utility takes exactly 4 coefficients (relevant retrieved, "
-                             f"non-relevant retrieved, relevant missed, non-relevant missed), not {len(values)}")
+            raise InputError(
+                f"trec_eval measure {arg!r}: utility takes exactly 4 coefficients (relevant retrieved, "
+                f"non-relevant retrieved, relevant missed, non-relevant missed), not {len(values)}"
+            )
         text = ";".join(_number(v) for v in values)
         return Metric(family, None, (("weights", _param(family, "weights", text, arg)),), spelling=params)
     if family == "set_f":
@@ -334,9 +423,11 @@ def _p_double(measure: TrecMeasure, params: str, arg: str, printed: bool) -> Met
     # 11pt_avg: levels in increasing order (trec_eval's interpolation walks them so)
     for a, b in zip(values, values[1:]):
         if b < a:
-            raise InputError(f"trec_eval measure {arg!r}: 11pt_avg's levels must increase (trec_eval's "
-                             f"interpolation walks them in order, and gives {_number(a)} before {_number(b)} another "
-                             "value): sort them")
+            raise InputError(
+                f"trec_eval measure {arg!r}: 11pt_avg's levels must increase (trec_eval's "
+                f"interpolation walks them in order, and gives {_number(a)} before {_number(b)} another "
+                "value): sort them"
+            )
     text = ";".join(_number(v) for v in values)
     return Metric(family, None, (("levels", _param(family, "levels", text, arg)),), spelling=params)
 
@@ -348,8 +439,9 @@ def _p_pair(measure: TrecMeasure, params: str, arg: str, pinned: tuple[tuple[str
     for item in params.split(","):
         name, eq, value = item.partition("=")
         if not eq or not name or not value or "=" in value:
-            raise InputError(f"trec_eval measure {arg!r}: {item!r} should read name=value (trec_eval: malformed "
-                             "pair parameters)")
+            raise InputError(
+                f"trec_eval measure {arg!r}: {item!r} should read name=value (trec_eval: malformed pair parameters)"
+            )
         if re.fullmatch(r"[+-]?[0-9]+", name):
             gains.append(f"{int(name)}:{_number(_double(value, arg))}")
         elif name == "p" and family in ("rbp", "rbp_resid"):
@@ -358,8 +450,10 @@ def _p_pair(measure: TrecMeasure, params: str, arg: str, pinned: tuple[tuple[str
             extra.append(("p", _number(_double(value, arg))))
         else:
             takes = "p=persistence and grade=gain pairs" if family in ("rbp", "rbp_resid") else "grade=gain pairs"
-            raise InputError(f"trec_eval measure {arg!r}: unknown parameter {name!r} ({measure.name} takes {takes}; "
-                             "trec_eval ignores any other name)")
+            raise InputError(
+                f"trec_eval measure {arg!r}: unknown parameter {name!r} ({measure.name} takes {takes}; "
+                "trec_eval ignores any other name)"
+            )
     pairs = list(extra) + ([("gains", ";".join(gains))] if gains else [])
     try:
         return Metric(family, None, tuple(pairs) + pinned, spelling=params)

@@ -1,7 +1,9 @@
 """Layer 4, the reports: ``evaluate``, the Report it returns, the metric card, summaries with spread."""
 
 from .card import MetricCard
+from .compare import Comparison, compare
 from .evaluate import DEFAULT_METRICS, evaluate
 from .report import Report
+from .trec_eval import format_trec_eval
 
-__all__ = ["DEFAULT_METRICS", "MetricCard", "Report", "evaluate"]
+__all__ = ["DEFAULT_METRICS", "Comparison", "MetricCard", "Report", "compare", "evaluate", "format_trec_eval"]

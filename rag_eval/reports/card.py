@@ -30,9 +30,11 @@ def metric_notes_of(metrics: list[str], *, max_grade: int | None = None) -> list
             continue
         family = FAMILIES[metric.family]
         if family.aggregate == "geometric":
-            notes.append(f"{name}: averaged over queries by the geometric mean of the per-query values, each floored "
-                         "at 1e-5 (trec_eval's MIN_GEO_MEAN); the summary's interval is the mean log's, exponentiated, "
-                         "and its sum is NaN")
+            notes.append(
+                f"{name}: averaged over queries by the geometric mean of the per-query values, each floored "
+                "at 1e-5 (trec_eval's MIN_GEO_MEAN); the summary's interval is the mean log's, exponentiated, "
+                "and its sum is NaN"
+            )
         elif family.kind == "text":
             notes.append(f"{name}: one string per query (Report.texts), not averaged")
         elif metric.family in ("err", "nerr") and "max_grade" not in metric.param:
@@ -89,15 +91,28 @@ class MetricCard(BaseModel):
 
     @classmethod
     def build(
-        cls, conventions: Conventions, metrics: list[str], inputs: list[InputRecord], queries: list[QueryRecord],
-        pipeline: dict[str, Any] | None = None, judged: list[dict[str, Any]] | None = None,
-        judged_threshold: float | None = None, notes: list[str] | None = None,
+        cls,
+        conventions: Conventions,
+        metrics: list[str],
+        inputs: list[InputRecord],
+        queries: list[QueryRecord],
+        pipeline: dict[str, Any] | None = None,
+        judged: list[dict[str, Any]] | None = None,
+        judged_threshold: float | None = None,
+        notes: list[str] | None = None,
         metric_notes: list[str] | None = None,
     ) -> MetricCard:
         preset = next((name for name, c in PRESETS.items() if c == conventions), None)
         return cls(
-            conventions=conventions, preset=preset, metrics=metrics, inputs=inputs, queries=queries, pipeline=pipeline,
-            judged=judged or [], judged_threshold=judged_threshold, notes=notes or [],
+            conventions=conventions,
+            preset=preset,
+            metrics=metrics,
+            inputs=inputs,
+            queries=queries,
+            pipeline=pipeline,
+            judged=judged or [],
+            judged_threshold=judged_threshold,
+            notes=notes or [],
             metric_notes=metric_notes if metric_notes is not None else metric_notes_of(metrics),
         )
 
@@ -113,7 +128,9 @@ class MetricCard(BaseModel):
         ]
         lines.extend(f"  metric {n}" for n in self.metric_notes)
         if conv.unjudged == "remove":
-            lines.append("  condensed lists (Sakai 2007): unjudged items are removed from each ranking before measuring")
+            lines.append(
+                "  condensed lists (Sakai 2007): unjudged items are removed from each ranking before measuring"
+            )
         if self.judged:
             low = self.judged_threshold
             shown = []
@@ -125,8 +142,11 @@ class MetricCard(BaseModel):
                     continue
                 flag = ", below threshold: lower bound" if low is not None and share < low else ""
                 shown.append(f"{who} {j['metric']} {share:.1%} (n={j['n']}{flag})")  # the summary's mean and n
-            lines.append(f"  judged share (threshold {low:g}): " + "; ".join(shown) if low is not None
-                         else "  judged share: " + "; ".join(shown))
+            lines.append(
+                f"  judged share (threshold {low:g}): " + "; ".join(shown)
+                if low is not None
+                else "  judged share: " + "; ".join(shown)
+            )
         lines.extend(f"  warning: {n}" for n in self.notes)
         if self.comparison:
             c = self.comparison
@@ -139,8 +159,10 @@ class MetricCard(BaseModel):
             shares = {k: v for k, v in c.get("unjudged_share", {}).items() if v is not None}
             at = c.get("unjudged_at") or {}
             if shares:
-                lines.append("  unjudged share: " + ", ".join(
-                    f"{k} {v:.1%}" + (f" (1 - {at[k]})" if at.get(k) else "") for k, v in shares.items()))
+                lines.append(
+                    "  unjudged share: "
+                    + ", ".join(f"{k} {v:.1%}" + (f" (1 - {at[k]})" if at.get(k) else "") for k, v in shares.items())
+                )
         if self.pipeline:
             every = self.pipeline.get("all") or [self.pipeline]
             for p in every:

@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .card import MetricCard
-from .report import Report
+from .report import Report, is_geometric_metric
 from .statistics import CORRECTIONS, TESTS, correct, effect_size, p_value, paired_bootstrap_ci
-from .report import is_geometric_metric
 from .summary import MIN_GEO_MEAN, bootstrap_means, summarize_geometric, summarize_values
 
 if TYPE_CHECKING:
@@ -39,8 +38,24 @@ if TYPE_CHECKING:
 __all__ = ["Comparison", "compare"]
 
 PAIR_COLUMNS = [
-    "system", "baseline", "metric", "n", "n_nan", "n_unpaired", "mean", "baseline_mean", "diff", "ci_low", "ci_high",
-    "p_value", "p_adjusted", "rejected", "effect_size", "wins", "ties", "losses",
+    "system",
+    "baseline",
+    "metric",
+    "n",
+    "n_nan",
+    "n_unpaired",
+    "mean",
+    "baseline_mean",
+    "diff",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "p_adjusted",
+    "rejected",
+    "effect_size",
+    "wins",
+    "ties",
+    "losses",
 ]
 SYSTEM_COLUMNS = ["system", "metric", "mean", "std", "median", "ci_low", "ci_high", "n", "n_nan"]
 
@@ -76,25 +91,38 @@ class Comparison:
 
     def __str__(self) -> str:
         shown = self._shown()
-        head = (f"against {self.settings['baseline']!r}: {self.settings['test']} test, {self.settings['correction']} correction, "
-                f"* = significant at alpha {self.alpha}")
+        head = (
+            f"against {self.settings['baseline']!r}: {self.settings['test']} test, {self.settings['correction']} correction, "
+            f"* = significant at alpha {self.alpha}"
+        )
         return head + "\n" + shown.to_string(index=False, float_format=lambda v: f"{v:.4f}")
 
     def _repr_html_(self) -> str:
-        return f"<p>{str(self).splitlines()[0]}</p>" + self._shown().to_html(index=False, float_format=lambda v: f"{v:.4f}")
+        return f"<p>{str(self).splitlines()[0]}</p>" + self._shown().to_html(
+            index=False, float_format=lambda v: f"{v:.4f}"
+        )
 
     def to_markdown(self) -> str:
         shown = self._shown()
         lines = ["| " + " | ".join(shown.columns) + " |", "|" + "---|" * len(shown.columns)]
         for row in shown.itertuples(index=False):
             lines.append("| " + " | ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in row) + " |")
-        return "\n".join(lines) + f"\n\n* significant at alpha {self.alpha} after {self.settings['correction']} correction\n"
+        return (
+            "\n".join(lines)
+            + f"\n\n* significant at alpha {self.alpha} after {self.settings['correction']} correction\n"
+        )
 
     def to_latex(self) -> str:
         shown = self._shown()
-        cells = lambda row: " & ".join((f"{v:.4f}" if isinstance(v, float) else str(v)).replace("_", r"\_") for v in row)  # noqa: E731
-        lines = [r"\begin{tabular}{" + "l" * 2 + "r" * (len(shown.columns) - 2) + "}", r"\hline",
-                 " & ".join(c.replace("_", r"\_") for c in shown.columns) + r" \\", r"\hline"]
+        cells = lambda row: " & ".join(
+            (f"{v:.4f}" if isinstance(v, float) else str(v)).replace("_", r"\_") for v in row
+        )
+        lines = [
+            r"\begin{tabular}{" + "l" * 2 + "r" * (len(shown.columns) - 2) + "}",
+            r"\hline",
+            " & ".join(c.replace("_", r"\_") for c in shown.columns) + r" \\",
+            r"\hline",
+        ]
         lines += [cells(row) + r" \\" for row in shown.itertuples(index=False)]
         lines += [r"\hline", r"\end{tabular}"]
         return "\n".join(lines) + "\n"
@@ -110,8 +138,15 @@ class Comparison:
         err = np.vstack([frame["diff"] - frame["ci_low"], frame["ci_high"] - frame["diff"]])
         for filled in (True, False):
             pick = frame["rejected"].to_numpy() == filled
-            ax.errorbar(frame["diff"][pick], y[pick], xerr=err[:, pick], fmt="o", capsize=3,
-                        mfc=None if filled else "white", label="significant" if filled else "not significant")
+            ax.errorbar(
+                frame["diff"][pick],
+                y[pick],
+                xerr=err[:, pick],
+                fmt="o",
+                capsize=3,
+                mfc=None if filled else "white",
+                label="significant" if filled else "not significant",
+            )
         ax.axvline(0, color="grey", linewidth=0.8)
         ax.set_yticks(y, [f"{s}: {m}" for s, m in zip(frame["system"], frame["metric"])], fontsize=8)
         ax.set_xlabel(f"difference from {self.settings['baseline']}")
@@ -125,8 +160,15 @@ def _p(value: float) -> str:
 
 def compare(
     reports: Report | str | os.PathLike[str] | Sequence[Report | str | os.PathLike[str]],
-    *, baseline: str | None = None, metrics: Sequence[str] | None = None, test: str = "randomization",
-    correction: str = "holm", alpha: float = 0.05, resamples: int = 1000, permutations: int = 10000, seed: int = 0,
+    *,
+    baseline: str | None = None,
+    metrics: Sequence[str] | None = None,
+    test: str = "randomization",
+    correction: str = "holm",
+    alpha: float = 0.05,
+    resamples: int = 1000,
+    permutations: int = 10000,
+    seed: int = 0,
     confidence: float = 0.95,
 ) -> Comparison:
     """Compare every system of ``reports`` with ``baseline`` (see the module's docstring).
@@ -143,11 +185,16 @@ def compare(
         raise ValueError(f"alpha must lie in (0, 1), not {alpha}")
     import pandas as pd
 
-    loaded = [r if isinstance(r, Report) else Report.load(r) for r in ([reports] if isinstance(reports, (Report, str, os.PathLike)) else reports)]
+    loaded = [
+        r if isinstance(r, Report) else Report.load(r)
+        for r in ([reports] if isinstance(reports, (Report, str, os.PathLike)) else reports)
+    ]
     frames = [r.per_query for r in loaded]
     per_query = pd.concat(frames, ignore_index=True)
     if "stage" in per_query.columns:
-        per_query["system"] = np.where(per_query["stage"].isna(), per_query["run"], per_query["run"] + "/" + per_query["stage"].fillna(""))
+        per_query["system"] = np.where(
+            per_query["stage"].isna(), per_query["run"], per_query["run"] + "/" + per_query["stage"].fillna("")
+        )
     else:
         per_query["system"] = per_query["run"]
     systems = list(dict.fromkeys(per_query["system"]))
@@ -155,7 +202,11 @@ def compare(
         raise ValueError(f"nothing to compare: one system ({systems})")
     base = _resolve(baseline, systems) if baseline is not None else systems[0]
     available = {s: set(per_query.loc[per_query["system"] == s, "metric"]) for s in systems}
-    wanted = list(metrics) if metrics is not None else [m for m in dict.fromkeys(per_query["metric"]) if all(m in a for a in available.values())]
+    wanted = (
+        list(metrics)
+        if metrics is not None
+        else [m for m in dict.fromkeys(per_query["metric"]) if all(m in a for a in available.values())]
+    )
     if not wanted:
         raise ValueError("no metric is measured for every system: name the metrics to compare (metrics=[...])")
     for m in wanted:
@@ -164,8 +215,10 @@ def compare(
     twice = per_query.duplicated(["system", "metric", "query_id"])
     if twice.any():
         s, m, q = per_query.loc[twice, ["system", "metric", "query_id"]].iloc[0]
-        raise ValueError(f"system {s!r} has two values of {m!r} for query {q!r}: two reports name a system alike; "
-                         "give the runs distinct names")
+        raise ValueError(
+            f"system {s!r} has two values of {m!r} for query {q!r}: two reports name a system alike; "
+            "give the runs distinct names"
+        )
     values = per_query.pivot(index=["system", "metric"], columns="query_id", values="value")
     counted = per_query.assign(counted=True).pivot(index=["system", "metric"], columns="query_id", values="counted")
     counted = counted.notna()  # a query the system was measured on (its value may be NaN: 0/0)
@@ -178,7 +231,9 @@ def compare(
             v = values.loc[(s, m)][counted.loc[(s, m)]].to_numpy(dtype=np.float64)
             summarize = summarize_geometric if is_geometric_metric(m) else summarize_values
             stats = summarize(v[:, None], resamples=resamples, confidence=confidence, seed=seed)
-            system_rows.append([s, m] + [stats[c][0] for c in ("mean", "std", "median", "ci_low", "ci_high", "n", "n_nan")])
+            system_rows.append(
+                [s, m] + [stats[c][0] for c in ("mean", "std", "median", "ci_low", "ci_high", "n", "n_nan")]
+            )
     pair_rows = []
     for s in systems:
         if s == base:
@@ -202,18 +257,42 @@ def compare(
                 low, high = paired_bootstrap_ci(diff, resamples=resamples, confidence=confidence, seed=seed)
                 mean_x, mean_y = (float(x.mean()), float(y.mean())) if len(x) else (np.nan, np.nan)
             p = p_value(test, x, y, permutations=permutations, seed=seed)
-            pair_rows.append([
-                s, base, m, len(diff), nan, unpaired, mean_x, mean_y,
-                (mean_x - mean_y if geometric else float(diff.mean())) if len(diff) else np.nan, low, high, p, np.nan, False, effect_size(diff),
-                int((diff > 0).sum()), int((diff == 0).sum()), int((diff < 0).sum()),
-            ])
+            pair_rows.append(
+                [
+                    s,
+                    base,
+                    m,
+                    len(diff),
+                    nan,
+                    unpaired,
+                    mean_x,
+                    mean_y,
+                    (mean_x - mean_y if geometric else float(diff.mean())) if len(diff) else np.nan,
+                    low,
+                    high,
+                    p,
+                    np.nan,
+                    False,
+                    effect_size(diff),
+                    int((diff > 0).sum()),
+                    int((diff == 0).sum()),
+                    int((diff < 0).sum()),
+                ]
+            )
     table = pd.DataFrame(pair_rows, columns=PAIR_COLUMNS)
     table["p_adjusted"] = correct(table["p_value"].to_numpy(), correction)
     table["rejected"] = table["p_adjusted"] < alpha
     comparison = {
-        "baseline": base, "systems": systems, "metrics": wanted, "test": test, "correction": correction,
-        "alpha": alpha, "confidence": confidence, "bootstrap_resamples": resamples,
-        "permutations": permutations if test == "randomization" else None, "seed": seed,
+        "baseline": base,
+        "systems": systems,
+        "metrics": wanted,
+        "test": test,
+        "correction": correction,
+        "alpha": alpha,
+        "confidence": confidence,
+        "bootstrap_resamples": resamples,
+        "permutations": permutations if test == "randomization" else None,
+        "seed": seed,
         "hypotheses": int(table["p_value"].notna().sum()),
         "geometric": [m for m in wanted if is_geometric_metric(m)],
         "pipelines": [r.card.pipeline for r in loaded if r.card.pipeline],
@@ -224,8 +303,9 @@ def compare(
     return Comparison(table, pd.DataFrame(system_rows, columns=SYSTEM_COLUMNS), card)
 
 
-def _geometric_pair(x_log: np.ndarray, y_log: np.ndarray, resamples: int, confidence: float,
-                    seed: int) -> tuple[float, float, float, float]:
+def _geometric_pair(
+    x_log: np.ndarray, y_log: np.ndarray, resamples: int, confidence: float, seed: int
+) -> tuple[float, float, float, float]:
     """Geometric means of two paired columns of logs, and a paired percentile bootstrap interval of their
     difference (the same resampled queries for both)."""
     if not len(x_log):

@@ -16,11 +16,18 @@ from ..metrics.grammar import Metric, parse_metrics
 from ..stages.result import PipelineResult
 from .card import InputRecord, MetricCard, QueryRecord, metric_notes_of
 from .judged import (
-    JUDGED_THRESHOLD, JudgedShare, ceiling, cutoffs_of, judged_metrics, mean_share, shares_frame, warn_low,
+    JUDGED_THRESHOLD,
+    JudgedShare,
+    ceiling,
+    cutoffs_of,
+    judged_metrics,
+    mean_share,
+    shares_frame,
+    warn_low,
 )
-from .systematic import announce_overlap, issue_rows, query_overlap
 from .projected import evaluate_projections, projections_of
 from .report import Report, RunScores
+from .systematic import announce_overlap, issue_rows, query_overlap
 
 __all__ = ["DEFAULT_METRICS", "evaluate"]
 
@@ -58,14 +65,17 @@ def evaluate(
         raise ValueError(f"judged_threshold must lie in [0, 1], not {judged_threshold!r}")
     projections = projections_of(runs)
     if projections is not None:  # each judged by its own qrels, made from the labels given as ``qrels``
-        return evaluate_projections(qrels, projections, metrics, conventions=conventions,
-                                    judged_threshold=judged_threshold)
+        return evaluate_projections(
+            qrels, projections, metrics, conventions=conventions, judged_threshold=judged_threshold
+        )
     conv = resolve_conventions(conventions)
     if not isinstance(qrels, Qrels):
         if isinstance(qrels, Mapping):
             qrels = Qrels.from_dict(qrels)
         else:
-            raise TypeError(f"qrels must be a Qrels or a {{query_id: {{doc_id: grade}}}} mapping, not {type(qrels).__name__}")
+            raise TypeError(
+                f"qrels must be a Qrels or a {{query_id: {{doc_id: grade}}}} mapping, not {type(qrels).__name__}"
+            )
     pipelines = _pipeline_results(runs)
     if pipelines is not None:
         from .stages import evaluate_pipelines
@@ -73,7 +83,9 @@ def evaluate(
         chosen = None if metrics is None else (list(metrics) if isinstance(metrics, (list, tuple)) else [metrics])
         return evaluate_pipelines(qrels, pipelines, chosen, conv, judged_threshold)
     named = _named_runs(runs)
-    metric_list = parse_metrics(list(metrics) if isinstance(metrics, (list, tuple)) else (metrics or list(DEFAULT_METRICS)))
+    metric_list = parse_metrics(
+        list(metrics) if isinstance(metrics, (list, tuple)) else (metrics or list(DEFAULT_METRICS))
+    )
     if not metric_list:
         raise ValueError("no metrics requested")
     blocks: list[RunScores] = []
@@ -93,27 +105,41 @@ def evaluate(
             given = evaluate_run(qrels, run, extra, conv.replace(unjudged="keep"), warn_ids=False).values
             at = dict(zip(cutoffs, given))
             own = [at[m.k] if m.family == "judged" else v for m, v in zip(metric_list, result.values)]
-        shares += [JudgedShare(name, None, str(k), *mean_share(column), ceiling(qrels, result.account.counted, k))
-                   for k, column in zip(cutoffs, given)]
+        shares += [
+            JudgedShare(name, None, str(k), *mean_share(column), ceiling(qrels, result.account.counted, k))
+            for k, column in zip(cutoffs, given)
+        ]
         # the text metrics (relstring, runid: one str per query) apart, so that the values stay a float matrix
         numbers = [j for j, m in enumerate(metric_list) if FAMILIES[m.family].kind != "text"]
         texts = {str(metric_list[j]): [str(t) for t in own[j].tolist()] for j in range(n) if j not in numbers}
         counted = len(result.account.counted)
-        matrix = np.column_stack([own[j] for j in numbers]) if counted and numbers else np.zeros((counted, len(numbers)))
-        blocks.append(RunScores(result.account.counted, matrix, name, None, [str(metric_list[j]) for j in numbers],
-                                texts=texts))
+        matrix = (
+            np.column_stack([own[j] for j in numbers]) if counted and numbers else np.zeros((counted, len(numbers)))
+        )
+        blocks.append(
+            RunScores(result.account.counted, matrix, name, None, [str(metric_list[j]) for j in numbers], texts=texts)
+        )
         account = result.account
         records.append(
-            QueryRecord(run=name, counted=len(account.counted), left_out=account.left_out, counted_as_zero=account.zeroed)
+            QueryRecord(
+                run=name, counted=len(account.counted), left_out=account.left_out, counted_as_zero=account.zeroed
+            )
         )
     inputs = [_record("qrels", Path(qrels.source.path).name if qrels.source else "qrels", qrels.source)]
     inputs += [_record("run", name, run.source, run.ranked_by, list(run.notes)) for name, run in named.items()]
     notes = announce_overlap(query_overlap(qrels, {name: run.query_ids for name, run in named.items()}), stacklevel=2)
     notes += warn_low(shares, judged_threshold, stacklevel=3)
     names = [str(m) for m in metric_list]
-    card = MetricCard.build(conv, names, inputs, records, judged=[s.record() for s in shares],
-                            judged_threshold=judged_threshold, notes=notes,
-                            metric_notes=metric_notes_of(names, max_grade=_largest_grade(qrels, metric_list)))
+    card = MetricCard.build(
+        conv,
+        names,
+        inputs,
+        records,
+        judged=[s.record() for s in shares],
+        judged_threshold=judged_threshold,
+        notes=notes,
+        metric_notes=metric_notes_of(names, max_grade=_largest_grade(qrels, metric_list)),
+    )
     issues = issue_rows(notes, ["run", "query_id", "issue"])
     return Report(blocks, metric_list, card, {"judged": shares_frame(shares), "issues": issues})
 
@@ -165,6 +191,10 @@ def _named_runs(runs: Run | Sequence[Run] | Mapping[str, Run]) -> dict[str, Run]
 
 def _record(role, name, source, ranked_by=None, notes=None) -> InputRecord:
     return InputRecord(
-        role=role, name=name, path=source.path if source else None, sha256=source.sha256 if source else None,
-        ranked_by=ranked_by, notes=notes or [],
+        role=role,
+        name=name,
+        path=source.path if source else None,
+        sha256=source.sha256 if source else None,
+        ranked_by=ranked_by,
+        notes=notes or [],
     )

@@ -74,7 +74,7 @@ def mean_share(judged: np.ndarray) -> tuple[float, int]:
     are: the summary's ``mean`` and ``n`` of the same values."""
     judged = np.asarray(judged, dtype=float)
     shares = judged[~np.isnan(judged)]
-    return (float(shares.mean()) if len(shares) else float("nan")), int(len(shares))
+    return (float(shares.mean()) if len(shares) else float("nan")), len(shares)
 
 
 def judged_share(
@@ -86,8 +86,9 @@ def judged_share(
     if isinstance(cutoff, int):
         result = evaluate_run(qrels, run, [Metric("judged", cutoff)], plain, exclude=exclude, warn_ids=False)
     else:
-        result = evaluate_run(qrels, run, [Metric("judged", None)], plain, cutoffs=[dict(cutoff)], exclude=exclude,
-                              warn_ids=False)
+        result = evaluate_run(
+            qrels, run, [Metric("judged", None)], plain, cutoffs=[dict(cutoff)], exclude=exclude, warn_ids=False
+        )
     return mean_share(result.values[0])
 
 
@@ -131,22 +132,29 @@ def warn_low(shares: Sequence[JudgedShare], threshold: float, *, stacklevel: int
 
     if len(low) == 1:
         s = low[0]
-        line = (f"{who(s)}: {s.metric} is {s.share:.3f}, below {threshold:g}: its scores are lower bounds (pool its "
-                "results with rag_eval.pool, label them, and evaluate again)")
+        line = (
+            f"{who(s)}: {s.metric} is {s.share:.3f}, below {threshold:g}: its scores are lower bounds (pool its "
+            "results with rag_eval.pool, label them, and evaluate again)"
+        )
     else:
         shown = "; ".join(f"{who(s)}: {s.metric} {s.share:.3f}" for s in low[:3])
         more = f"; ... ({len(low) - 3} more)" if len(low) > 3 else ""
-        line = (f"judged share below {threshold:g} for {len(low)} of {len(worst)} systems (stages), the lowest first: "
-                f"{shown}{more}: their scores are lower bounds (pool their results with rag_eval.pool, label them, "
-                "and evaluate again)")
+        line = (
+            f"judged share below {threshold:g} for {len(low)} of {len(worst)} systems (stages), the lowest first: "
+            f"{shown}{more}: their scores are lower bounds (pool their results with rag_eval.pool, label them, "
+            "and evaluate again)"
+        )
     capped = [s for s in low if s.ceiling == s.ceiling and s.ceiling < threshold]
     if capped:
         s = capped[0]
         which = "" if len(low) == 1 else f" for {len(capped)} of them"
-        line += (f"; the qrels judge too few documents per query to reach it{which}: even a perfect system's "
-                 f"{s.metric} is at most {s.ceiling:.3f}" + (f" ({who(s)})" if len(low) > 1 else "")
-                 + ", as with sparse qrels such as BEIR's; condensed lists (Conventions(unjudged='remove')) measure "
-                 "judged documents only")
+        line += (
+            f"; the qrels judge too few documents per query to reach it{which}: even a perfect system's "
+            f"{s.metric} is at most {s.ceiling:.3f}"
+            + (f" ({who(s)})" if len(low) > 1 else "")
+            + ", as with sparse qrels such as BEIR's; condensed lists (Conventions(unjudged='remove')) measure "
+            "judged documents only"
+        )
     warnings.warn(line, LowJudgedShare, stacklevel=stacklevel)
     return [line]
 

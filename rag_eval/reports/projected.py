@@ -35,15 +35,21 @@ def projections_of(runs: object) -> dict[str, Projection] | None:
         named: dict[str, Projection] = {}
         for p in runs:
             if p.name in named:
-                raise ValueError(f"two projections are named {p.name!r}; pass a {{name: projection}} mapping to name them")
+                raise ValueError(
+                    f"two projections are named {p.name!r}; pass a {{name: projection}} mapping to name them"
+                )
             named[p.name] = p
         return named
     return None
 
 
 def evaluate_projections(
-    labels: Any, projections: Mapping[str, Projection], metrics: str | Metric | Sequence[str | Metric] | None,
-    *, conventions: Conventions | str = "default", **options: Any,
+    labels: Any,
+    projections: Mapping[str, Projection],
+    metrics: str | Metric | Sequence[str | Metric] | None,
+    *,
+    conventions: Conventions | str = "default",
+    **options: Any,
 ) -> Report:
     """One Report over several projections of the same ``labels`` (see the module's docstring). ``options``:
     further keyword arguments of :func:`rag_eval.evaluate`, passed on for each projection."""
@@ -57,8 +63,9 @@ def evaluate_projections(
     for name, p in projections.items():
         if p.labels is not labels and p.labels != labels:
             raise ValueError(f"projection {name!r} was projected from other labels than the ones given")
-    reports = [evaluate(p.qrels, {name: p.run}, metrics, conventions=conventions, **options)
-               for name, p in projections.items()]
+    reports = [
+        evaluate(p.qrels, {name: p.run}, metrics, conventions=conventions, **options) for name, p in projections.items()
+    ]
     return _merged(labels, reports)
 
 
@@ -68,9 +75,14 @@ def _merged(labels: SpanLabels, reports: list[Report]) -> Report:
     cards = [r.card.model_dump() for r in reports]
     source = labels.source
     record = InputRecord(
-        role="labels", name=source.path.rsplit("/", 1)[-1] if source else "span labels",
-        path=source.path if source else None, sha256=source.sha256 if source else None,
-        notes=[labels.describe(), "each run is measured against the qrels of its own projection (ids = relevance units)"],
+        role="labels",
+        name=source.path.rsplit("/", 1)[-1] if source else "span labels",
+        path=source.path if source else None,
+        sha256=source.sha256 if source else None,
+        notes=[
+            labels.describe(),
+            "each run is measured against the qrels of its own projection (ids = relevance units)",
+        ],
     )
     merged: dict[str, Any] = dict(cards[0])
     merged["inputs"] = [record.model_dump()] + [i for c in cards for i in c["inputs"] if i["role"] != "qrels"]

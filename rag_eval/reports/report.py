@@ -85,13 +85,19 @@ class Report:
     """
 
     def __init__(
-        self, blocks: list[RunScores], metrics: list[Metric | str], card: MetricCard,
+        self,
+        blocks: list[RunScores],
+        metrics: list[Metric | str],
+        card: MetricCard,
         tables: dict[str, pd.DataFrame] | None = None,
     ) -> None:
         names = [str(m) for m in metrics]
         self._blocks = [
-            b if b.metrics else RunScores(b.query_ids, b.values, b.run, b.stage, [n for n in names if n not in b.texts], b.n_failed,
-                           b.texts)
+            b
+            if b.metrics
+            else RunScores(
+                b.query_ids, b.values, b.run, b.stage, [n for n in names if n not in b.texts], b.n_failed, b.texts
+            )
             for b in blocks
         ]
         self._metrics = names
@@ -147,8 +153,12 @@ class Report:
         import pandas as pd
 
         columns = (STAGE_PER_QUERY_COLUMNS if self.staged else PER_QUERY_COLUMNS)[:-1] + ["text"]
-        rows = [(b.run, b.stage, q, m, t) for b in self._blocks for m, texts in b.texts.items()
-                for q, t in zip(b.query_ids, texts)]
+        rows = [
+            (b.run, b.stage, q, m, t)
+            for b in self._blocks
+            for m, texts in b.texts.items()
+            for q, t in zip(b.query_ids, texts)
+        ]
         frame = pd.DataFrame(rows, columns=["run", "stage", "query_id", "metric", "text"], dtype=object)
         return frame[columns]
 
@@ -195,18 +205,22 @@ class Report:
         sequential = follows_trec_eval(self._card.conventions)  # trec_eval's mean, in its order of operations
         rows = []
         for b in self._blocks:
-            stats = summarize_values(b.values, resamples=resamples, confidence=confidence, seed=seed,
-                                     sequential=sequential)
+            stats = summarize_values(
+                b.values, resamples=resamples, confidence=confidence, seed=seed, sequential=sequential
+            )
             geometric = [j for j, m in enumerate(b.metrics) if is_geometric_metric(m)]
             if geometric:  # gm_map, gm_bpref: a geometric mean of the values floored at 1e-5 (see summary.py)
-                gm = summarize_geometric(b.values[:, geometric], resamples=resamples, confidence=confidence,
-                                         seed=seed, sequential=sequential)
+                gm = summarize_geometric(
+                    b.values[:, geometric], resamples=resamples, confidence=confidence, seed=seed, sequential=sequential
+                )
                 for key, column in gm.items():
                     stats[key] = stats[key].astype(np.result_type(stats[key], column))
                     stats[key][geometric] = column
             for j, metric in enumerate(b.metrics):
                 row = {"run": b.run, "stage": b.stage, "metric": metric, "n_failed": b.n_failed}
-                row.update({c: stats[c][j] for c in ("mean", "sum", "std", "median", "ci_low", "ci_high", "n", "n_nan")})
+                row.update(
+                    {c: stats[c][j] for c in ("mean", "sum", "std", "median", "ci_low", "ci_high", "n", "n_nan")}
+                )
                 rows.append([row[c] for c in columns])
         frame = pd.DataFrame(rows, columns=columns)
         return frame.astype({c: np.int64 for c in ("n", "n_failed", "n_nan") if c in columns})
@@ -306,8 +320,9 @@ class Report:
     def _repr_html_(self) -> str:
         keys = ["run", "stage"] if self.staged else ["run"]
         table = self.summary[keys + ["metric", "mean", "ci_low", "ci_high", "n", "n_nan"]]
-        return (f"<p>rag_eval report ({self.card.preset or 'custom'} conventions)</p>"
-                + table.to_html(index=False, float_format=lambda v: f"{v:.4f}"))
+        return f"<p>rag_eval report ({self.card.preset or 'custom'} conventions)</p>" + table.to_html(
+            index=False, float_format=lambda v: f"{v:.4f}"
+        )
 
     # ----- persistence --------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -320,8 +335,9 @@ class Report:
         meta[_CARD_KEY] = self._card.model_dump_json().encode()
         meta[_BLOCKS_KEY] = json.dumps([b.describe() for b in self._blocks]).encode()
         meta[_TABLES_KEY] = json.dumps({k: v.to_json(orient="split") for k, v in self._tables.items()}).encode()
-        meta[_TEXTS_KEY] = json.dumps([{"run": b.run, "stage": b.stage, "texts": b.texts}
-                                       for b in self._blocks if b.texts]).encode()
+        meta[_TEXTS_KEY] = json.dumps(
+            [{"run": b.run, "stage": b.stage, "texts": b.texts} for b in self._blocks if b.texts]
+        ).encode()
         pq.write_table(table.replace_schema_metadata(meta), path)
 
     @classmethod
@@ -353,11 +369,15 @@ class Report:
         described = _described_blocks(meta[_BLOCKS_KEY], where)
         values = _values_by_key(table, described, where)
         texts = _described_texts(meta.get(_TEXTS_KEY, b"[]"), described, card, where)
-        blocks = [RunScores(values=v, texts=texts.get((d["run"], d["stage"]), {}), **d) for d, v in zip(described, values)]
+        blocks = [
+            RunScores(values=v, texts=texts.get((d["run"], d["stage"]), {}), **d) for d, v in zip(described, values)
+        ]
         _check_counted(card, blocks, where)
         try:
-            tables = {k: pd.read_json(io.StringIO(v), orient="split")
-                      for k, v in json.loads(meta.get(_TABLES_KEY, b"{}")).items()}
+            tables = {
+                k: pd.read_json(io.StringIO(v), orient="split")
+                for k, v in json.loads(meta.get(_TABLES_KEY, b"{}")).items()
+            }
         except (ValueError, TypeError, AttributeError) as exc:
             raise InputError(f"its pipeline tables do not parse ({' '.join(str(exc).split())})", source=where) from None
         return cls(blocks, card.metrics, card, tables)
@@ -389,10 +409,15 @@ def _described_blocks(raw: bytes, where: str) -> list[dict[str, Any]]:
     seen: set[tuple[str, str | None]] = set()
     out = []
     for i, d in enumerate(described):
-        ok = (isinstance(d, dict) and set(d) == {"query_ids", "run", "stage", "metrics", "n_failed"}
-              and isinstance(d["run"], str) and (d["stage"] is None or isinstance(d["stage"], str))
-              and isinstance(d["n_failed"], int) and not isinstance(d["n_failed"], bool)
-              and all(isinstance(d[k], list) and all(isinstance(x, str) for x in d[k]) for k in ("query_ids", "metrics")))
+        ok = (
+            isinstance(d, dict)
+            and set(d) == {"query_ids", "run", "stage", "metrics", "n_failed"}
+            and isinstance(d["run"], str)
+            and (d["stage"] is None or isinstance(d["stage"], str))
+            and isinstance(d["n_failed"], int)
+            and not isinstance(d["n_failed"], bool)
+            and all(isinstance(d[k], list) and all(isinstance(x, str) for x in d[k]) for k in ("query_ids", "metrics"))
+        )
         if not ok:
             raise InputError(f"block {i} of its metadata (rag_eval.blocks) is malformed", source=where)
         who = f"run {d['run']!r}" + (f", stage {d['stage']!r}" if d["stage"] is not None else "")
@@ -407,28 +432,43 @@ def _described_blocks(raw: bytes, where: str) -> list[dict[str, Any]]:
     return out
 
 
-def _described_texts(raw: bytes, described: list[dict[str, Any]], card: MetricCard,
-                     where: str) -> dict[tuple[str, str | None], dict[str, list[str]]]:
+def _described_texts(
+    raw: bytes, described: list[dict[str, Any]], card: MetricCard, where: str
+) -> dict[tuple[str, str | None], dict[str, list[str]]]:
     """The text metrics' values a saved report's metadata holds, checked: each for a listed block, a metric of
     the card that is not among the block's numbers, one str per query of the block."""
     listed = _metadata_list(raw, "its text values (metadata rag_eval.texts) do not parse", where)
     blocks = {(d["run"], d["stage"]): d for d in described}
     out: dict[tuple[str, str | None], dict[str, list[str]]] = {}
     for i, entry in enumerate(listed):
-        ok = (isinstance(entry, dict) and set(entry) == {"run", "stage", "texts"} and isinstance(entry["run"], str)
-              and (entry["stage"] is None or isinstance(entry["stage"], str)) and isinstance(entry["texts"], dict)
-              and (entry["run"], entry["stage"]) in blocks)
+        ok = (
+            isinstance(entry, dict)
+            and set(entry) == {"run", "stage", "texts"}
+            and isinstance(entry["run"], str)
+            and (entry["stage"] is None or isinstance(entry["stage"], str))
+            and isinstance(entry["texts"], dict)
+            and (entry["run"], entry["stage"]) in blocks
+        )
         if not ok or (entry["run"], entry["stage"]) in out:
-            raise InputError(f"entry {i} of its text values (metadata rag_eval.texts) is malformed, repeated or names "
-                             "a block its metadata does not list", source=where)
+            raise InputError(
+                f"entry {i} of its text values (metadata rag_eval.texts) is malformed, repeated or names "
+                "a block its metadata does not list",
+                source=where,
+            )
         d = blocks[(entry["run"], entry["stage"])]
         for metric, values in entry["texts"].items():
             if metric not in card.metrics or metric in d["metrics"]:
-                raise InputError(f"its text values name metric {metric!r}, which the card does not list as text",
-                                 source=where)
-            if not isinstance(values, list) or len(values) != len(d["query_ids"]) or not all(isinstance(v, str) for v in values):
-                raise InputError(f"the text values of {metric!r} (run {d['run']!r}) are not one str per query",
-                                 source=where)
+                raise InputError(
+                    f"its text values name metric {metric!r}, which the card does not list as text", source=where
+                )
+            if (
+                not isinstance(values, list)
+                or len(values) != len(d["query_ids"])
+                or not all(isinstance(v, str) for v in values)
+            ):
+                raise InputError(
+                    f"the text values of {metric!r} (run {d['run']!r}) are not one str per query", source=where
+                )
         out[(entry["run"], entry["stage"])] = dict(entry["texts"])
     return out
 
@@ -467,7 +507,11 @@ def _values_by_key(table, described: list[dict[str, Any]], where: str) -> list[n
 
     def shown(key: tuple[str, str | None, str, str]) -> str:
         run, stage, query, metric = key
-        return f"run {run!r}" + (f", stage {stage!r}" if stage is not None else "") + f", query {query!r}, metric {metric!r}"
+        return (
+            f"run {run!r}"
+            + (f", stage {stage!r}" if stage is not None else "")
+            + f", query {query!r}, metric {metric!r}"
+        )
 
     rows = list(zip(keys[0], stages, keys[1], keys[2]))
     index = dict(zip(rows, range(len(rows))))
@@ -487,8 +531,12 @@ def _values_by_key(table, described: list[dict[str, Any]], where: str) -> list[n
         listed = {(d["run"], d["stage"]): (set(d["query_ids"]), set(d["metrics"])) for d in described}
         for run, stage, query, metric in rows:
             if (run, stage) not in listed:
-                raise InputError(f"a row of run {run!r}" + (f", stage {stage!r}" if stage is not None else "")
-                                 + " that its metadata does not list", source=where)
+                raise InputError(
+                    f"a row of run {run!r}"
+                    + (f", stage {stage!r}" if stage is not None else "")
+                    + " that its metadata does not list",
+                    source=where,
+                )
             queries, metrics = listed[(run, stage)]
             if metric not in metrics:
                 raise InputError(f"a row of an unknown metric ({shown((run, stage, query, metric))})", source=where)
@@ -503,5 +551,6 @@ def _check_counted(card: MetricCard, blocks: list[RunScores], where: str) -> Non
         counted = counted_of(card, b.run, b.stage)
         if counted is not None and counted != len(b.query_ids):
             who = f"run {b.run!r}" + (f", stage {b.stage!r}" if b.stage is not None else "")
-            raise InputError(f"{who} holds {len(b.query_ids)} queries but its metric card says {counted} were "
-                             "counted", source=where)
+            raise InputError(
+                f"{who} holds {len(b.query_ids)} queries but its metric card says {counted} were counted", source=where
+            )

@@ -38,11 +38,18 @@ from ..metrics.grammar import Metric, parse_metric
 from ..stages.result import Finding, PipelineResult, StageOutput, announce
 from .card import InputRecord, MetricCard, QueryRecord
 from .judged import JUDGED_THRESHOLD, JudgedShare, ceiling, judged_share, shares_frame, warn_low
-from .systematic import announce_overlap, issue_rows, query_overlap
 from .report import Report, RunScores
+from .systematic import announce_overlap, issue_rows, query_overlap
 
 FIRST_STAGE_METRICS = ("recall@depth", "recall@budget", "precision@budget", "hit@budget", "recall_ceiling@budget")
-RERANKER_METRICS = ("ndcg@budget", "mrr@budget", "recall@budget", "precision@budget", "rerank_gain@budget", "cand_ndcg@budget")
+RERANKER_METRICS = (
+    "ndcg@budget",
+    "mrr@budget",
+    "recall@budget",
+    "precision@budget",
+    "rerank_gain@budget",
+    "cand_ndcg@budget",
+)
 LOSS_METRICS = ("loss.never_retrieved", "loss.below_depth", "loss.reranked_out", "loss.failed", "loss.delivered")
 FATES = ("never_retrieved", "below_depth", "reranked_out", "failed", "delivered")
 _SYMBOLIC = re.compile(r"^(?P<base>.+)@(?P<k>budget|depth)$", re.IGNORECASE)
@@ -58,15 +65,24 @@ class _Spec:
 
 
 def evaluate_pipelines(
-    qrels: Qrels, results: Mapping[str, PipelineResult], metrics: Sequence[str | Metric] | None, conv: Conventions,
+    qrels: Qrels,
+    results: Mapping[str, PipelineResult],
+    metrics: Sequence[str | Metric] | None,
+    conv: Conventions,
     judged_threshold: float = JUDGED_THRESHOLD,
 ) -> Report:
     import pandas as pd
 
     blocks: list[RunScores] = []
     records: list[QueryRecord] = []
-    inputs = [InputRecord(role="qrels", name="qrels", path=qrels.source.path if qrels.source else None,
-                          sha256=qrels.source.sha256 if qrels.source else None)]
+    inputs = [
+        InputRecord(
+            role="qrels",
+            name="qrels",
+            path=qrels.source.path if qrels.source else None,
+            sha256=qrels.source.sha256 if qrels.source else None,
+        )
+    ]
     tables: dict[str, list[pd.DataFrame]] = {"latency": [], "failures": [], "issues": [], "loss_items": []}
     names: list[str] = []
     described = []
@@ -84,15 +100,24 @@ def evaluate_pipelines(
             block, account = judge.block(run_name, stage, out, specs)
             blocks.append(block)
             names.extend(s.name for s in specs)
-            records.append(QueryRecord(
-                run=f"{run_name} / {stage}" if len(results) > 1 else stage, counted=len(account.counted),
-                left_out=account.left_out, counted_as_zero=account.zeroed,
-            ))
-            notes = [f"{out.role}", f"fingerprint {out.fingerprint}" + (f" (covers {out.covers})" if out.covers else "")]
+            records.append(
+                QueryRecord(
+                    run=f"{run_name} / {stage}" if len(results) > 1 else stage,
+                    counted=len(account.counted),
+                    left_out=account.left_out,
+                    counted_as_zero=account.zeroed,
+                )
+            )
+            notes = [
+                f"{out.role}",
+                f"fingerprint {out.fingerprint}" + (f" (covers {out.covers})" if out.covers else ""),
+            ]
             starved = judge.starved(out)
             if starved:
-                note = (f"{len(starved)} query(ies) deliver no chunk: the first chunk alone exceeds the "
-                        f"{result.pipeline.budget.tokens}-token budget (e.g. {starved[0]!r}); they score 0 at the budget")
+                note = (
+                    f"{len(starved)} query(ies) deliver no chunk: the first chunk alone exceeds the "
+                    f"{result.pipeline.budget.tokens}-token budget (e.g. {starved[0]!r}); they score 0 at the budget"
+                )
                 warnings.warn(f"stage {stage!r}: {note}", StarvedBudget, stacklevel=3)
                 notes.append(note)
             mended = sum(len(o.issues) > 0 for o in out.outcomes.values())
@@ -100,30 +125,55 @@ def evaluate_pipelines(
                 notes.append(f"{mended} query(ies) with an issue in a usable answer: see Report.issues")
             if out.failures:
                 notes.append(f"failed on {len(out.failures)} query(ies): see Report.failures")
-            inputs.append(InputRecord(role="stage", name=f"{run_name} / {stage}" if len(results) > 1 else stage, notes=notes))
+            inputs.append(
+                InputRecord(role="stage", name=f"{run_name} / {stage}" if len(results) > 1 else stage, notes=notes)
+            )
         issues = result.issues
         if found:  # a systematic problem: a row of its own, without a query
-            issues = pd.concat([issues, pd.DataFrame([(f.stage, None, f.message) for f in found], columns=issues.columns)],
-                               ignore_index=True)
-        tables_of_run = (("latency", result.latency), ("failures", result.failures), ("issues", issues),
-                         ("loss_items", judge.loss_items))
+            issues = pd.concat(
+                [issues, pd.DataFrame([(f.stage, None, f.message) for f in found], columns=issues.columns)],
+                ignore_index=True,
+            )
+        tables_of_run = (
+            ("latency", result.latency),
+            ("failures", result.failures),
+            ("issues", issues),
+            ("loss_items", judge.loss_items),
+        )
         for key, table in tables_of_run:
             tables[key].append(table.assign(run=run_name) if len(results) > 1 else table)
         p = result.pipeline
-        described.append({"run": run_name, "structure": repr(p), "depth": p.depth, "budget": str(p.budget),
-                          "stages": {s: o.role for s, o in result.stages.items()}})
+        described.append(
+            {
+                "run": run_name,
+                "structure": repr(p),
+                "depth": p.depth,
+                "budget": str(p.budget),
+                "stages": {s: o.role for s, o in result.stages.items()},
+            }
+        )
     pipeline = described[0] | {"all": described}
     lines = announce(findings, stacklevel=3)  # at the caller of evaluate
-    notes = lines + announce_overlap(query_overlap(qrels, {name: r.query_ids for name, r in results.items()}),
-                                     stacklevel=3)
+    notes = lines + announce_overlap(
+        query_overlap(qrels, {name: r.query_ids for name, r in results.items()}), stacklevel=3
+    )
     low = warn_low(shares, judged_threshold, stacklevel=4)
-    card = MetricCard.build(conv, list(dict.fromkeys(names)), inputs, records, pipeline=pipeline,
-                            judged=[s.record() for s in shares], judged_threshold=judged_threshold, notes=notes + low)
+    card = MetricCard.build(
+        conv,
+        list(dict.fromkeys(names)),
+        inputs,
+        records,
+        pipeline=pipeline,
+        judged=[s.record() for s in shares],
+        judged_threshold=judged_threshold,
+        notes=notes + low,
+    )
     merged = {k: pd.concat(v, ignore_index=True) if v else pd.DataFrame() for k, v in tables.items()}
-    report_level = notes[len(lines):] + low  # the stage-level lines have their rows already
+    report_level = notes[len(lines) :] + low  # the stage-level lines have their rows already
     if report_level:
-        merged["issues"] = pd.concat([merged["issues"], issue_rows(report_level, list(merged["issues"].columns))],
-                                     ignore_index=True)
+        merged["issues"] = pd.concat(
+            [merged["issues"], issue_rows(report_level, list(merged["issues"].columns))], ignore_index=True
+        )
     merged["judged"] = shares_frame(shares)
     return Report(blocks, list(dict.fromkeys(names)), card, merged)
 
@@ -209,8 +259,10 @@ class _PipelineJudge:
         engine = [(j, s) for j, s in enumerate(specs) if s.metric is not None]
         for _, s in engine:  # a stage's table holds numbers: relstring and runid are one string per query
             if FAMILIES[s.metric.family].kind == "text":
-                raise InputError(f"metric {s.name!r} is one string per query, which a pipeline report's stage "
-                                 "tables cannot hold: evaluate a stage's ranking as a run (Report.texts) instead")
+                raise InputError(
+                    f"metric {s.name!r} is one string per query, which a pipeline report's stage "
+                    "tables cannot hold: evaluate a stage's ranking as a run (Report.texts) instead"
+                )
         metrics, cutoffs = [], []
         for _, s in engine:
             k = self._cutoff(out, s.cut)
@@ -224,8 +276,15 @@ class _PipelineJudge:
         columns = list(result.values)
         as_given = [i for i, m in enumerate(metrics) if m.family == "judged"]
         if as_given and self.conv.unjudged == "remove":  # judged@k is measured on the ranking as given
-            plain = evaluate_run(self.qrels, run, [metrics[i] for i in as_given], self.conv.replace(unjudged="keep"),
-                                 cutoffs=[cutoffs[i] for i in as_given], exclude=exclude, warn_ids=False)
+            plain = evaluate_run(
+                self.qrels,
+                run,
+                [metrics[i] for i in as_given],
+                self.conv.replace(unjudged="keep"),
+                cutoffs=[cutoffs[i] for i in as_given],
+                exclude=exclude,
+                warn_ids=False,
+            )
             for i, column in zip(as_given, plain.values):
                 columns[i] = column
         counted = result.account.counted
@@ -247,9 +306,16 @@ class _PipelineJudge:
         exclude = failed if self.conv.failed == "exclude" else ()
         cuts = ["budget"] if out.role == "reranker" else ["budget", "depth"]
         ran = [q for q in out.outcomes if q not in exclude]
-        return [JudgedShare(run_name, stage, cut, *judged_share(self.qrels, run, self._cutoff(out, cut), self.conv,
-                                                                exclude=exclude),
-                            ceiling(self.qrels, ran, self._cutoff(out, cut))) for cut in cuts]
+        return [
+            JudgedShare(
+                run_name,
+                stage,
+                cut,
+                *judged_share(self.qrels, run, self._cutoff(out, cut), self.conv, exclude=exclude),
+                ceiling(self.qrels, ran, self._cutoff(out, cut)),
+            )
+            for cut in cuts
+        ]
 
     # ----- the stage-aware metrics --------------------------------------------------------------------------
     def _previous(self, stage: str) -> StageOutput:
@@ -268,8 +334,13 @@ class _PipelineJudge:
         run, _ = self._run(out)
         k = self._cutoff(out, "budget")
         metric = Metric("recall", k if isinstance(k, int) else None)
-        result = evaluate_run(self.qrels, run, [metric], self.conv.replace(missing_run="zero", failed="zero"),
-                              cutoffs=[None if isinstance(k, int) else k])
+        result = evaluate_run(
+            self.qrels,
+            run,
+            [metric],
+            self.conv.replace(missing_run="zero", failed="zero"),
+            cutoffs=[None if isinstance(k, int) else k],
+        )
         values = dict(zip(result.account.counted, result.values[0]))
         return np.array([values.get(q, 0.0) for q in counted])
 
@@ -322,15 +393,22 @@ class _PipelineJudge:
             tail_failed = tail is not None and tail.failed  # it, or a stage before it, failed on the query
             candidates = set() if head is None or head_failed else {h.doc_id for h in head.hits}
             below = set() if head is None or head_failed else set(head.beyond_depth)
-            delivered = (set() if tail is None or tail_failed
-                         else {h.doc_id for h in tail.hits[: delivered_n.get(q, 0)]})
+            delivered = set() if tail is None or tail_failed else {h.doc_id for h in tail.hits[: delivered_n.get(q, 0)]}
             counts = dict.fromkeys(FATES, 0)
             for doc, grade in relevant.items():
                 # a candidate that a failed reranker never ranked, or anything when the first stage failed, was
                 # lost to the failure, not ranked out
-                fate = ("delivered" if doc in delivered else "failed" if head_failed
-                        else ("failed" if tail_failed else "reranked_out") if doc in candidates
-                        else "below_depth" if doc in below else "never_retrieved")
+                fate = (
+                    "delivered"
+                    if doc in delivered
+                    else "failed"
+                    if head_failed
+                    else ("failed" if tail_failed else "reranked_out")
+                    if doc in candidates
+                    else "below_depth"
+                    if doc in below
+                    else "never_retrieved"
+                )
                 counts[fate] += 1
                 items.append((q, doc, grade, fate))
             for fate in FATES:

@@ -118,7 +118,7 @@ def correct(p_values: np.ndarray, method: str) -> np.ndarray:
     if method == "holm":
         adjusted = np.maximum.accumulate((m - np.arange(m)) * ranked)
     elif method == "bh":
-        adjusted = np.minimum.accumulate((m / np.arange(m, 0, -1) * ranked[::-1]))[::-1]
+        adjusted = np.minimum.accumulate(m / np.arange(m, 0, -1) * ranked[::-1])[::-1]
     else:
         raise ValueError(f"unknown correction {method!r}; choose one of {CORRECTIONS}")
     result = np.empty(m)

@@ -14,7 +14,20 @@ import numpy as np
 MIN_GEO_MEAN = 1e-5  # trec_eval's floor under each value of a geometric mean (trec_eval.h): log(0) is -inf
 
 SUMMARY_COLUMNS = ["run", "metric", "mean", "sum", "std", "median", "ci_low", "ci_high", "n", "n_nan"]
-STAGE_SUMMARY_COLUMNS = ["run", "stage", "metric", "mean", "sum", "std", "median", "ci_low", "ci_high", "n", "n_failed", "n_nan"]
+STAGE_SUMMARY_COLUMNS = [
+    "run",
+    "stage",
+    "metric",
+    "mean",
+    "sum",
+    "std",
+    "median",
+    "ci_low",
+    "ci_high",
+    "n",
+    "n_failed",
+    "n_nan",
+]
 
 
 def bootstrap_means(values: np.ndarray, *, resamples: int, seed: int, batch: int = 100) -> np.ndarray:
@@ -70,8 +83,9 @@ def summarize_geometric(
     floored = np.where(np.isnan(values), np.nan, np.maximum(values, MIN_GEO_MEAN))
     logs = np.log(floored)
     if sequential:  # trec_eval calls the C library's log value by value: so do we, to print its digits
-        logs = np.array([[math.log(v) if v == v else v for v in row] for row in floored.tolist()],
-                        dtype=np.float64).reshape(values.shape)
+        logs = np.array(
+            [[math.log(v) if v == v else v for v in row] for row in floored.tolist()], dtype=np.float64
+        ).reshape(values.shape)
     out = summarize_values(logs, resamples=resamples, confidence=confidence, seed=seed, sequential=sequential)
     plain = summarize_values(floored, resamples=1, confidence=confidence, seed=seed)
     if sequential:
@@ -84,11 +98,21 @@ def summarize_geometric(
     return out
 
 
-def _summarize(values: np.ndarray, resamples: int, confidence: float, seed: int, sequential: bool) -> dict[str, np.ndarray]:
+def _summarize(
+    values: np.ndarray, resamples: int, confidence: float, seed: int, sequential: bool
+) -> dict[str, np.ndarray]:
     n, m = values.shape
     nan = np.full(m, np.nan)
     if n == 0:
-        return {"mean": nan, "sum": np.zeros(m), "std": nan, "median": nan, "ci_low": nan, "ci_high": nan, "n": np.zeros(m, np.int64)}
+        return {
+            "mean": nan,
+            "sum": np.zeros(m),
+            "std": nan,
+            "median": nan,
+            "ci_low": nan,
+            "ci_high": nan,
+            "n": np.zeros(m, np.int64),
+        }
     means = bootstrap_means(values, resamples=resamples, seed=seed)
     alpha = 1 - confidence
     low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2], axis=0)

@@ -48,14 +48,18 @@ def query_overlap(qrels: Qrels, runs: Mapping[str, Sequence[str]]) -> str | None
         mine = set(ids)
         absent = [q for q in judged if q not in mine]
         if not shared:
-            parts.append(f"run {name!r} shares no query with the qrels (run: {len(ids)} queries, e.g. "
-                         f"{_examples(ids)}; qrels: {len(judged)} queries, e.g. {_examples(judged)}): the wrong split, "
-                         "or ids spelled another way? Every score is 0 or left out")
+            parts.append(
+                f"run {name!r} shares no query with the qrels (run: {len(ids)} queries, e.g. "
+                f"{_examples(ids)}; qrels: {len(judged)} queries, e.g. {_examples(judged)}): the wrong split, "
+                "or ids spelled another way? Every score is 0 or left out"
+            )
         else:
-            parts.append(f"run {name!r} holds only {len(set(shared))} of the qrels' {len(judged)} judged queries "
-                         f"({len(set(shared)) / len(judged):.1%}, under {QUERY_OVERLAP:.0%}; e.g. qrels "
-                         f"{_examples(absent)} are not in the run, which has {len(ids)} queries, e.g. {_examples(ids)}): "
-                         "the wrong split? The others score 0 or are left out")
+            parts.append(
+                f"run {name!r} holds only {len(set(shared))} of the qrels' {len(judged)} judged queries "
+                f"({len(set(shared)) / len(judged):.1%}, under {QUERY_OVERLAP:.0%}; e.g. qrels "
+                f"{_examples(absent)} are not in the run, which has {len(ids)} queries, e.g. {_examples(ids)}): "
+                "the wrong split? The others score 0 or are left out"
+            )
     if not parts:
         return None
     return "; ".join(parts)
@@ -73,4 +77,6 @@ def issue_rows(lines: Sequence[str], columns: Sequence[str]):
     """``Report.issues`` rows for report-level lines: no query (and no stage unless the line names one)."""
     import pandas as pd
 
-    return pd.DataFrame([{c: (line if c == "issue" else None) for c in columns} for line in lines], columns=list(columns))
+    return pd.DataFrame(
+        [{c: (line if c == "issue" else None) for c in columns} for line in lines], columns=list(columns)
+    )

@@ -62,17 +62,56 @@ from .report import Report
 from .summary import MIN_GEO_MEAN
 
 __all__ = [
-    "MEASURE_TABLE", "TREC_EVAL_FLAGS", "TrecEvalLine", "follows_trec_eval", "format_trec_eval",
-    "trec_eval_geometric_mean", "trec_eval_lines", "trec_eval_mean",
+    "MEASURE_TABLE",
+    "TREC_EVAL_FLAGS",
+    "TrecEvalLine",
+    "follows_trec_eval",
+    "format_trec_eval",
+    "trec_eval_geometric_mean",
+    "trec_eval_lines",
+    "trec_eval_mean",
 ]
 
 # trec_eval 10.0's measure table (measures.c, te_trec_measures), less the measures that need other input
 # (preference files, judgement groups, yaap) and dcg/ideal_dcg (in no nickname): the order trec_eval prints in
 MEASURE_TABLE = (
-    "runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
-    "iprec_at_recall", "P", "relstring", "recall", "infAP", "gm_bpref", "Rprec_mult", "utility", "11pt_avg", "binG",
-    "G", "ndcg", "ndcg_rel", "Rndcg", "ndcg_cut", "map_cut", "relative_P", "success", "set_P", "set_relative_P",
-    "set_recall", "set_map", "set_F", "num_nonrel_judged_ret", "rbp", "rbp_resid", "unj",
+    "runid",
+    "num_q",
+    "num_ret",
+    "num_rel",
+    "num_rel_ret",
+    "map",
+    "gm_map",
+    "Rprec",
+    "bpref",
+    "recip_rank",
+    "iprec_at_recall",
+    "P",
+    "relstring",
+    "recall",
+    "infAP",
+    "gm_bpref",
+    "Rprec_mult",
+    "utility",
+    "11pt_avg",
+    "binG",
+    "G",
+    "ndcg",
+    "ndcg_rel",
+    "Rndcg",
+    "ndcg_cut",
+    "map_cut",
+    "relative_P",
+    "success",
+    "set_P",
+    "set_relative_P",
+    "set_recall",
+    "set_map",
+    "set_F",
+    "num_nonrel_judged_ret",
+    "rbp",
+    "rbp_resid",
+    "unj",
 )
 _POSITION = {name: i for i, name in enumerate(MEASURE_TABLE)}
 _SUMMARY_ONLY = frozenset({"gm_map", "gm_bpref", "num_q", "runid"})  # te_print_single_meas_empty
@@ -121,7 +160,11 @@ class _Column(NamedTuple):
 
 
 def trec_eval_lines(
-    report: Report, *, qrels: Qrels | None = None, runs: Mapping[str, Run] | None = None, per_query: bool = False,
+    report: Report,
+    *,
+    qrels: Qrels | None = None,
+    runs: Mapping[str, Run] | None = None,
+    per_query: bool = False,
     metrics: Sequence[Metric] | None = None,
 ) -> list[TrecEvalLine]:
     """The lines :func:`format_trec_eval` prints, with their values at full precision, in the same order."""
@@ -136,7 +179,11 @@ def trec_eval_lines(
 
 
 def format_trec_eval(
-    report: Report, *, qrels: Qrels | None = None, runs: Mapping[str, Run] | None = None, per_query: bool = False,
+    report: Report,
+    *,
+    qrels: Qrels | None = None,
+    runs: Mapping[str, Run] | None = None,
+    per_query: bool = False,
     metrics: Sequence[Metric] | None = None,
 ) -> str:
     """The report as trec_eval prints it (``trec_eval -q`` with ``per_query``), one block per run.
@@ -163,8 +210,10 @@ def _blocks(report, qrels, runs, metrics):
         raise ValueError("trec_eval's format has no pipeline stages: evaluate runs, or use another format")
     conventions = report.card.conventions
     trec = follows_trec_eval(conventions)
-    columns = [c._replace(as_c=trec and _measure(c.metric, c.name) is not None)
-               for c in _columns(report, metrics, conventions.gain)]
+    columns = [
+        c._replace(as_c=trec and _measure(c.metric, c.name) is not None)
+        for c in _columns(report, metrics, conventions.gain)
+    ]
     always_header = metrics is None  # runid and num_q, as before metrics= existed
     if always_header:
         columns = [c for c in columns if c.metric.family not in ("runid", "num_q")]
@@ -204,7 +253,11 @@ def _blocks(report, qrels, runs, metrics):
                 continue
             column = values if c.as_c else values[~np.isnan(values)]  # trec_eval adds a NaN in: its mean is NaN
             if aggregate == "sum":
-                total = judged_relevant if judged_relevant is not None and _is_plain(c.metric, "num_rel") else float(column.sum())
+                total = (
+                    judged_relevant
+                    if judged_relevant is not None and _is_plain(c.metric, "num_rel")
+                    else float(column.sum())
+                )
             elif not trec:
                 total = means[(name, c.column)]
             elif aggregate == "geometric":

@@ -11,6 +11,18 @@ from .result import Outcome, PipelineResult, StageOutput
 from .stage import Reranker, Retriever, Stage
 
 __all__ = [
-    "Budget", "Fusion", "Hit", "Outcome", "Pipeline", "PipelineResult", "Reranker", "Retriever", "Stage",
-    "StageCache", "StageOutput", "chunk_map", "count_tokens", "fuse",
+    "Budget",
+    "Fusion",
+    "Hit",
+    "Outcome",
+    "Pipeline",
+    "PipelineResult",
+    "Reranker",
+    "Retriever",
+    "Stage",
+    "StageCache",
+    "StageOutput",
+    "chunk_map",
+    "count_tokens",
+    "fuse",
 ]

@@ -38,8 +38,10 @@ class Budget:
 
     def __post_init__(self) -> None:
         if (self.chunks is None) == (self.tokens is None):
-            raise InputError(f"a budget is a number of chunks or of tokens, exactly one of them: not "
-                             f"chunks={self.chunks!r}, tokens={self.tokens!r}")
+            raise InputError(
+                f"a budget is a number of chunks or of tokens, exactly one of them: not "
+                f"chunks={self.chunks!r}, tokens={self.tokens!r}"
+            )
         field = "chunks" if self.chunks is not None else "tokens"
         object.__setattr__(self, field, check_int(getattr(self, field), f"a budget of {field}"))
 
@@ -78,7 +80,9 @@ class Budget:
                 if type(size) is not int or size < 0:
                     size = check_int(size, f"the tokenizer's count for hit {hit.doc_id!r}", low=0, high=None)
             else:
-                raise InputError(f"hit {hit.doc_id!r} has neither text nor a token count: a token budget cannot count it")
+                raise InputError(
+                    f"hit {hit.doc_id!r} has neither text nor a token count: a token budget cannot count it"
+                )
             used += size
             if used > self.tokens:
                 return i

@@ -74,7 +74,9 @@ class StageCache:
             warnings.warn(
                 f"cache {self.directory}: its {len(old)} file(s) were written under an older key scheme (one that "
                 "did not cover the code a stage calls): they are not reused, every stage is computed again; delete "
-                "them when convenient", OldCacheKeys, stacklevel=3,
+                "them when convenient",
+                OldCacheKeys,
+                stacklevel=3,
             )
         try:  # said once: the directory now carries the current scheme (a read-only one cannot, and need not)
             atomic_write(marker, json.dumps({"key_scheme": SCHEME}).encode() + b"\n")
@@ -127,7 +129,9 @@ class StageStore:
         if damaged:
             warnings.warn(
                 f"cache {self.path}: {damaged} damaged line(s) dropped (cut short by a kill, or not a record of "
-                "this stage); their queries are recomputed", TornLine, stacklevel=2,
+                "this stage); their queries are recomputed",
+                TornLine,
+                stacklevel=2,
             )
 
     def get(self, query_id: str, query_hash: str) -> dict[str, Any] | None:
@@ -139,16 +143,20 @@ class StageStore:
         try:
             line = (json.dumps(record, ensure_ascii=False) + "\n").encode()
         except (TypeError, ValueError) as exc:  # the runner converts metadata first: this is rag_eval's own bug
-            raise HarnessError(f"cache {self.path}: cannot encode the record of query {record.get('query_id')!r} "
-                               f"as JSON ({exc})") from None
+            raise HarnessError(
+                f"cache {self.path}: cannot encode the record of query {record.get('query_id')!r} as JSON ({exc})"
+            ) from None
         with self._lock:
             try:
                 with file_lock(self._lock_path, exclusive=True):
                     append(self.path, line)  # whole, fsync'd; a torn tail cut first, a failed append cut back
             except OSError as exc:
                 if not self.path.parent.is_dir():
-                    raise harness_error(self.path.parent, "the cache directory was removed during the run (what "
-                                        "was stored in it is gone)", exc) from None
+                    raise harness_error(
+                        self.path.parent,
+                        "the cache directory was removed during the run (what was stored in it is gone)",
+                        exc,
+                    ) from None
                 raise harness_error(self.path, "cannot store a result", exc) from None
             self._entries[(record["query_id"], record["query_hash"])] = record
 
@@ -176,8 +184,10 @@ def _parse(data: bytes) -> tuple[list[dict[str, Any]], int]:
 
 def _is_record(record: Any) -> bool:
     return (
-        isinstance(record, dict) and isinstance(record.get("hits"), dict)
-        and isinstance(record.get("query_id"), str) and isinstance(record.get("query_hash"), str)
+        isinstance(record, dict)
+        and isinstance(record.get("hits"), dict)
+        and isinstance(record.get("query_id"), str)
+        and isinstance(record.get("query_hash"), str)
     )
 
 
@@ -197,8 +207,9 @@ def harness_error(path: Path, what: str, exc: OSError) -> HarnessError:
         errno.EROFS: "the file system is read-only: pass another cache=",
         errno.ENOENT: "pass a cache directory that stays in place during the run, then run again",
     }.get(exc.errno, "check the cache directory, then run again: stored results are reused")
-    return HarnessError(f"cache {path}: {what}: {cause}; {advice} (this is not the stage's fault: nothing of the "
-                        "run was scored)")
+    return HarnessError(
+        f"cache {path}: {what}: {cause}; {advice} (this is not the stage's fault: nothing of the run was scored)"
+    )
 
 
 def json_metadata(metadata: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -210,13 +221,15 @@ def json_metadata(metadata: Mapping[str, Any], where: str) -> dict[str, Any]:
 def _str_keys(metadata: Mapping[str, Any], where: str):
     for key, value in metadata.items():
         if not isinstance(key, str):
-            raise InputError(f"metadata key {key!r} is a {type(key).__name__}, not a str (the cache stores JSON "
-                             "objects)", source=where)
+            raise InputError(
+                f"metadata key {key!r} is a {type(key).__name__}, not a str (the cache stores JSON objects)",
+                source=where,
+            )
         yield key, value
 
 
 def _json_value(value: Any, where: str) -> Any:
-    if value is None or isinstance(value, (str, bool, int)) and type(value) in (str, bool, int):
+    if value is None or (isinstance(value, (str, bool, int)) and type(value) in (str, bool, int)):
         return value
     if type(value) is float:
         return value
@@ -240,7 +253,8 @@ def _json_value(value: Any, where: str) -> Any:
     raise InputError(
         f"the value is a {type(value).__module__}.{type(value).__qualname__}, which the cache cannot store as JSON "
         "(it keeps str, numbers, bools, None, lists and str-keyed dicts; NumPy scalars become numbers, datetimes ISO "
-        "strings): convert it in the stage", source=where,
+        "strings): convert it in the stage",
+        source=where,
     )
 
 

@@ -33,7 +33,9 @@ END_KEYS = ("end_char", "end_char_idx")
 
 
 def chunk_map(
-    source: PipelineResult | StageOutput | Mapping[str, Iterable[Hit]] | Iterable[Hit], *, doc_key: str | None = None,
+    source: PipelineResult | StageOutput | Mapping[str, Iterable[Hit]] | Iterable[Hit],
+    *,
+    doc_key: str | None = None,
 ) -> dict[str, ChunkRef]:
     """``{chunk_id: ChunkRef(doc_id, start, end)}`` for the hits of ``source``: a pipeline result (every stage),
     one stage's output, ``{query_id: hits}`` or hits. ``doc_key``: the metadata key holding the source document
@@ -52,7 +54,9 @@ def chunk_map(
     if seen and not out:
         raise InputError(
             f"no hit carries a source document id in its metadata (looked for {', '.join(map(repr, keys))}); "
-            "name the key with doc_key=", source="hits")
+            "name the key with doc_key=",
+            source="hits",
+        )
     return out
 
 

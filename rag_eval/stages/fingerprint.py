@@ -86,6 +86,7 @@ def fingerprint(value: Any, *, stage: str, ignore: frozenset[str] = frozenset())
 
 # -- where a module comes from ----------------------------------------------------------------------------------
 
+
 @functools.cache
 def _installed_roots() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
@@ -152,6 +153,7 @@ def _module_of(value: Any) -> str | None:
 
 # -- big known objects, hashed once per process --------------------------------------------------------------
 
+
 class _Memo:
     """Digests of weak-referenceable objects by identity, forgotten when the object is collected."""
 
@@ -203,11 +205,22 @@ def _loads(code: types.CodeType) -> tuple[tuple[str, ...], tuple[tuple[str, int]
 
 def _definition(value: Any) -> bool:
     """Code rather than data: a function, class, method or builtin (named as code, not as data, on the card)."""
-    return isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
-                              functools.partial, staticmethod, classmethod))
+    return isinstance(
+        value,
+        (
+            type,
+            types.FunctionType,
+            types.BuiltinFunctionType,
+            types.MethodType,
+            functools.partial,
+            staticmethod,
+            classmethod,
+        ),
+    )
 
 
 # -- the describer ---------------------------------------------------------------------------------------------
+
 
 class _Describer:
     def __init__(self, stage: str, ignore: frozenset[str] = frozenset()) -> None:
@@ -248,7 +261,8 @@ class _Describer:
             f"cannot cache this stage: {path} {what}, which rag_eval cannot describe exactly (only code, plain data, arrays, frames, collections, qrels, runs and objects of "
             "pure-Python classes are); a key from a partial description could reuse another configuration's "
             "results. Pass version='...' to the stage (and change it whenever that object changes), or run "
-            "without cache=", source=f"stage {self.stage!r}",
+            "without cache=",
+            source=f"stage {self.stage!r}",
         )
 
     def _installed(self, module: str, name: str) -> None:
@@ -433,9 +447,7 @@ class _Describer:
             member._put(b"re", name.encode())
             if name == "Run":
                 ids = value.doc_id_column
-                member.describe(
-                    [value.name, value._query_ids, value._offsets, value._scores, value._by_score], path
-                )
+                member.describe([value.name, value._query_ids, value._offsets, value._scores, value._by_score], path)
                 if isinstance(ids, np.ndarray):
                     member.describe(ids, path)
                 else:  # PackedIds: the UTF-8 blob and its offsets
@@ -508,7 +520,9 @@ class _Describer:
         for name, level in imports:  # `import x` inside the function: the module it gets
             self._put(b"i", f"{level}:{name}".encode())
             try:
-                absolute = importlib.util.resolve_name("." * level + name, namespace.get("__package__")) if level else name
+                absolute = (
+                    importlib.util.resolve_name("." * level + name, namespace.get("__package__")) if level else name
+                )
             except (ImportError, ValueError):
                 absolute = name
             module = sys.modules.get(absolute)
@@ -516,8 +530,11 @@ class _Describer:
                 if _is_installed_module(absolute):
                     self._installed(absolute, "")
                     continue
-                self.refuse(f"the module {absolute!r} imported by {fn.__qualname__}", None,
-                            "is not imported yet (its code is known only once the stage runs)")
+                self.refuse(
+                    f"the module {absolute!r} imported by {fn.__qualname__}",
+                    None,
+                    "is not imported yet (its code is known only once the stage runs)",
+                )
             self._module(module, f"the module {absolute!r} imported by {fn.__qualname__}", attributes)
 
     def _module(self, module: types.ModuleType, path: str, attributes: frozenset[str] | None) -> None:
@@ -556,9 +573,15 @@ class _Describer:
         self._put(b"C", f"{module}:{cls.__qualname__}".encode())
         self.describe(cls.__bases__, f"the bases of {cls.__qualname__}")
         for name, member in cls.__dict__.items():
-            if isinstance(member, types.MemberDescriptorType) or name in _NOT_BEHAVIOUR or (
-                name.startswith("__") and name.endswith("__") and not _definition(member)
-                and not isinstance(member, property)
+            if (
+                isinstance(member, types.MemberDescriptorType)
+                or name in _NOT_BEHAVIOUR
+                or (
+                    name.startswith("__")
+                    and name.endswith("__")
+                    and not _definition(member)
+                    and not isinstance(member, property)
+                )
             ):  # a slot (its value is the instance's state), or what a framework or ABC keeps on the class
                 continue
             self._put(b"a", name.encode())
@@ -602,7 +625,6 @@ class _Describer:
                 continue
             self.describe(item, f"{path}.{name}")
 
-
     def _reduced(self, value: Any, path: str) -> None:
         """An extension object of an installed package by what pickle would store of it (its constructor and
         arguments, and its state): the package promises that this rebuilds it. Refused when it cannot be pickled."""
@@ -613,8 +635,13 @@ class _Describer:
             reduced = value.__reduce_ex__(4)
         except Exception:  # noqa: BLE001 - not picklable (a lock, a file, a client): not describable
             reduced = None
-        if not isinstance(reduced, tuple) or not 2 <= len(reduced) <= 6 or any(
-            item is not None for item in reduced[3:5]  # list or dict items as iterators: not read here
+        if (
+            not isinstance(reduced, tuple)
+            or not 2 <= len(reduced) <= 6
+            or any(
+                item is not None
+                for item in reduced[3:5]  # list or dict items as iterators: not read here
+            )
         ):
             self.refuse(path, value)
         self._put(b"X")
@@ -673,7 +700,9 @@ def _slots(kind: type) -> tuple[str, ...]:
         slots = cls.__dict__.get("__slots__", ())
         for name in (slots,) if isinstance(slots, str) else slots:
             if name not in ("__dict__", "__weakref__") and name not in names:
-                names.append(f"_{cls.__name__.lstrip('_')}{name}" if name.startswith("__") and not name.endswith("__") else name)
+                names.append(
+                    f"_{cls.__name__.lstrip('_')}{name}" if name.startswith("__") and not name.endswith("__") else name
+                )
     return tuple(names)
 
 

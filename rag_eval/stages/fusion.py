@@ -20,7 +20,11 @@ class Fusion(Retriever):
     """
 
     def __init__(
-        self, *retrievers: Retriever, method: str = "rrf", k: int = 60, weights: Sequence[float] | None = None,
+        self,
+        *retrievers: Retriever,
+        method: str = "rrf",
+        k: int = 60,
+        weights: Sequence[float] | None = None,
         name: str | None = None,
     ) -> None:
         if len(retrievers) < 2 or not all(isinstance(r, Retriever) for r in retrievers):
@@ -42,7 +46,9 @@ class Fusion(Retriever):
 
     def config(self) -> dict[str, Any]:
         return {
-            "method": self.method, "k": self.k, "weights": self.weights,
+            "method": self.method,
+            "k": self.k,
+            "weights": self.weights,
             "inputs": [r.fingerprint() for r in self.retrievers],
         }
 
@@ -66,7 +72,12 @@ class Fusion(Retriever):
         return self.combine([r.search(query, k) for r in self.retrievers], k)
 
 
-def fuse(*retrievers: Retriever, method: str = "rrf", k: int = 60, weights: Sequence[float] | None = None,
-         name: str | None = None) -> Fusion:
+def fuse(
+    *retrievers: Retriever,
+    method: str = "rrf",
+    k: int = 60,
+    weights: Sequence[float] | None = None,
+    name: str | None = None,
+) -> Fusion:
     """A first stage fusing ``retrievers``; each is kept and reported as a stage of its own."""
     return Fusion(*retrievers, method=method, k=k, weights=weights, name=name)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from functools import partial
 from collections.abc import Mapping, Sequence
+from functools import partial
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -44,7 +44,11 @@ class Hit(_Fields):
     __slots__ = ()
 
     def __new__(
-        cls, doc_id: str, score: float | None = None, text: str | None = None, tokens: int | None = None,
+        cls,
+        doc_id: str,
+        score: float | None = None,
+        text: str | None = None,
+        tokens: int | None = None,
         metadata: Mapping[str, Any] = _EMPTY,
     ) -> Hit:
         if type(doc_id) is not str or not doc_id:
@@ -82,15 +86,23 @@ class Hit(_Fields):
 
     @classmethod
     def from_json(cls, record: Mapping[str, Any]) -> Hit:
-        return cls(record["doc_id"], record.get("score"), record.get("text"), record.get("tokens"),
-                   record.get("metadata") or _EMPTY)
+        return cls(
+            record["doc_id"],
+            record.get("score"),
+            record.get("text"),
+            record.get("tokens"),
+            record.get("metadata") or _EMPTY,
+        )
 
     @staticmethod
     def to_columns(hits: Sequence[Hit]) -> dict[str, list[Any]]:
         """Hits as JSON-ready columns (what the cache stores): one list per field."""
         return {
-            "doc_id": [h.doc_id for h in hits], "score": [h.score for h in hits], "text": [h.text for h in hits],
-            "tokens": [h.tokens for h in hits], "metadata": [dict(h.metadata) if h.metadata else None for h in hits],
+            "doc_id": [h.doc_id for h in hits],
+            "score": [h.score for h in hits],
+            "text": [h.text for h in hits],
+            "tokens": [h.tokens for h in hits],
+            "metadata": [dict(h.metadata) if h.metadata else None for h in hits],
         }
 
     @classmethod
@@ -106,7 +118,9 @@ class Hit(_Fields):
         return tuple(map(partial(tuple.__new__, cls), zip(doc_ids, scores, texts, tokens, frozen)))
 
     def __repr__(self) -> str:
-        extra = "".join(f", {k}={getattr(self, k)!r}" for k in ("score", "text", "tokens") if getattr(self, k) is not None)
+        extra = "".join(
+            f", {k}={getattr(self, k)!r}" for k in ("score", "text", "tokens") if getattr(self, k) is not None
+        )
         return f"Hit({self.doc_id!r}{extra}{', metadata=...' if self.metadata else ''})"
 
 
@@ -128,8 +142,10 @@ def _token_count(tokens: Any, doc_id: str) -> int:
             raise InputError(f"hit {doc_id!r}: tokens is {tokens!r}: a token count is an int >= 0 or None")
         raise InputError(f"hit {doc_id!r}: tokens must be an int >= 0 or None, not {type(tokens).__name__} {tokens!r}")
     if tokens < 0:
-        raise InputError(f"hit {doc_id!r}: tokens must be 0 or more, not {int(tokens)} (a negative count would let "
-                         "a token budget deliver everything)")
+        raise InputError(
+            f"hit {doc_id!r}: tokens must be 0 or more, not {int(tokens)} (a negative count would let "
+            "a token budget deliver everything)"
+        )
     return int(tokens)
 
 

@@ -1,10 +1,10 @@
 """Pipeline: a first stage with a candidate depth, zero or more rerankers, and the context budget.
 
-    >>> pipe = rag_eval.Pipeline(bm25, minilm_rerank, depth=100, budget=5)
-    >>> pipe
-    bm25 %100 >> minilm-rerank %budget(5)
-    >>> result = pipe.run(queries, cache="cache/")      # every stage's output kept and cached
-    >>> rag_eval.evaluate(qrels, result)                # each stage judged by the metric that fits its job
+>>> pipe = rag_eval.Pipeline(bm25, minilm_rerank, depth=100, budget=5)
+>>> pipe
+bm25 %100 >> minilm-rerank %budget(5)
+>>> result = pipe.run(queries, cache="cache/")      # every stage's output kept and cached
+>>> rag_eval.evaluate(qrels, result)                # each stage judged by the metric that fits its job
 """
 
 from __future__ import annotations
@@ -29,11 +29,18 @@ class Pipeline:
     Every setting is checked here, before anything runs."""
 
     def __init__(
-        self, retriever: Retriever, *rerankers: Reranker, depth: int = 100, budget: int | str | Budget = 5,
-        corpus: Collection[str] | None = None, tokenizer: Callable[[str], int] = count_tokens,
+        self,
+        retriever: Retriever,
+        *rerankers: Reranker,
+        depth: int = 100,
+        budget: int | str | Budget = 5,
+        corpus: Collection[str] | None = None,
+        tokenizer: Callable[[str], int] = count_tokens,
     ) -> None:
         if not isinstance(retriever, Retriever):
-            raise TypeError(f"the first stage must be a Retriever (see rag_eval.adapters), not {type(retriever).__name__}")
+            raise TypeError(
+                f"the first stage must be a Retriever (see rag_eval.adapters), not {type(retriever).__name__}"
+            )
         for r in rerankers:
             if not isinstance(r, Reranker):
                 raise TypeError(f"stages after the first must be Rerankers, not {type(r).__name__} ({r!r})")
@@ -65,9 +72,16 @@ class Pipeline:
         return " >> ".join(parts) + f" %{self.budget}"
 
     def run(
-        self, queries: Mapping[str, str], *, cache: StageCache | str | os.PathLike[str] | None = None,
-        concurrency: int = 1, progress: bool | None = None, retries: int = 0, backoff: float = 0.5,
-        timeout: float | None = None, verify: bool | int = False,
+        self,
+        queries: Mapping[str, str],
+        *,
+        cache: StageCache | str | os.PathLike[str] | None = None,
+        concurrency: int = 1,
+        progress: bool | None = None,
+        retries: int = 0,
+        backoff: float = 0.5,
+        timeout: float | None = None,
+        verify: bool | int = False,
     ) -> PipelineResult:
         """Run every query through every stage, stage by stage; see :func:`rag_eval.stages.runner.run_pipeline`.
 
@@ -87,8 +101,15 @@ class Pipeline:
         if progress is not None and not isinstance(progress, bool):
             raise InputError(f"progress must be True, False or None, not {progress!r}")
         return run_pipeline(
-            self, queries, cache=cache, concurrency=concurrency, progress=progress, retries=retries,
-            backoff=backoff, timeout=timeout, verify=verify,
+            self,
+            queries,
+            cache=cache,
+            concurrency=concurrency,
+            progress=progress,
+            retries=retries,
+            backoff=backoff,
+            timeout=timeout,
+            verify=verify,
         )
 
 

@@ -51,7 +51,8 @@ class StageOutput:
         """The stage's rankings as a Run in the order the stage returned them (failed queries are absent)."""
         ranking = {
             q: [(h.doc_id, h.score if h.score is not None else float("nan")) for h in o.hits]
-            for q, o in self.outcomes.items() if not o.failed
+            for q, o in self.outcomes.items()
+            if not o.failed
         }
         with_scores = all(h.score is not None for o in self.outcomes.values() if not o.failed for h in o.hits)
         if not with_scores:
@@ -99,9 +100,16 @@ def stage_findings(out: StageOutput, depth: int, corpus_size: int | None = None)
     own = [(q, o.error or "failed") for q, o in ran.items() if o.failed]
     if ran and len(own) > FAILING_SHARE * len(ran):
         q, error = own[0]
-        found.append(Finding("failing_stage", out.name, (
-            f"stage {out.name!r} failed on {len(own)} of {len(ran)} queries (first: query {q!r}: {error}); "
-            "those queries score 0 (or are left out, failed='exclude'): see the failures table")))
+        found.append(
+            Finding(
+                "failing_stage",
+                out.name,
+                (
+                    f"stage {out.name!r} failed on {len(own)} of {len(ran)} queries (first: query {q!r}: {error}); "
+                    "those queries score 0 (or are left out, failed='exclude'): see the failures table"
+                ),
+            )
+        )
     if out.role in ("first", "input"):
         answered = [o for o in ran.values() if not o.failed]
         short = Counter(len(o.hits) for o in answered if len(o.hits) < depth and not o.beyond_depth)
@@ -109,10 +117,17 @@ def stage_findings(out: StageOutput, depth: int, corpus_size: int | None = None)
             n, times = short.most_common(1)[0]
             if times > CAPPED_SHARE * len(answered) and (corpus_size is None or n < corpus_size):
                 first = next(q for q, o in ran.items() if not o.failed and len(o.hits) == n and not o.beyond_depth)
-                found.append(Finding("capped_results", out.name, (
-                    f"stage {out.name!r} returned exactly {n} hit(s) for a depth of {depth} on {times} of "
-                    f"{len(answered)} answered queries (e.g. {first!r}): a cap of its own (LangChain's default k=4, "
-                    f"a store's limit?); recall@depth is measured on those {n}")))
+                found.append(
+                    Finding(
+                        "capped_results",
+                        out.name,
+                        (
+                            f"stage {out.name!r} returned exactly {n} hit(s) for a depth of {depth} on {times} of "
+                            f"{len(answered)} answered queries (e.g. {first!r}): a cap of its own (LangChain's default k=4, "
+                            f"a store's limit?); recall@depth is measured on those {n}"
+                        ),
+                    )
+                )
     return found
 
 
@@ -195,7 +210,7 @@ class PipelineResult:
         rows = []
         for name, out in self.stages.items():
             lat = out.latencies()
-            p50, p95 = (np.percentile(lat, [50, 95]) if len(lat) else (np.nan, np.nan))
+            p50, p95 = np.percentile(lat, [50, 95]) if len(lat) else (np.nan, np.nan)
             rows.append((name, float(p50), float(p95), len(lat), out.cache_hits, len(out.failures)))
         return pd.DataFrame(rows, columns=["stage", "p50", "p95", "n", "cache_hits", "failed"])
 

@@ -44,8 +44,16 @@ class StageFault(Exception):
 
 
 def run_pipeline(
-    pipeline, queries: Mapping[str, str], *, cache: StageCache | str | None, concurrency: int, progress: bool | None,
-    retries: int, backoff: float, timeout: float | None, verify: bool | int = False,
+    pipeline,
+    queries: Mapping[str, str],
+    *,
+    cache: StageCache | str | None,
+    concurrency: int,
+    progress: bool | None,
+    retries: int,
+    backoff: float,
+    timeout: float | None,
+    verify: bool | int = False,
 ) -> PipelineResult:
     queries = _checked_queries(queries)
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
@@ -69,7 +77,10 @@ def run_pipeline(
         key = out.fingerprint
         calls = {q: (queries[q], None) for q in queries}
         out.outcomes = _run_stage(
-            stage, calls, store.store(stage.name, key), settings,
+            stage,
+            calls,
+            store.store(stage.name, key),
+            settings,
             call=lambda text, _: stage.search(text, depth),
             acall=(lambda text, _: stage.asearch(text, depth)) if stage.has_async else None,
             check=lambda hits, _: _first_stage_hits(hits, depth, pipeline.corpus),
@@ -90,7 +101,9 @@ def run_pipeline(
             hits = first.combine(rankings, depth)
             kept = {h.doc_id for h in hits}
             beyond = dict.fromkeys(
-                d for o in inputs for d in (*(h.doc_id for h in o.outcomes[q].hits), *o.outcomes[q].beyond_depth)
+                d
+                for o in inputs
+                for d in (*(h.doc_id for h in o.outcomes[q].hits), *o.outcomes[q].beyond_depth)
                 if d not in kept
             )
             fused.outcomes[q] = Outcome(tuple(hits), latency=time.perf_counter() - start, beyond_depth=tuple(beyond))
@@ -109,7 +122,10 @@ def run_pipeline(
                 calls[q] = (queries[q], outcome.hits)
         out.outcomes.update(
             _run_stage(
-                reranker, calls, store.store(reranker.name, key), settings,
+                reranker,
+                calls,
+                store.store(reranker.name, key),
+                settings,
                 call=lambda text, hits, r=reranker: r.rerank(text, list(hits)),
                 acall=(lambda text, hits, r=reranker: r.arerank(text, list(hits))) if reranker.has_async else None,
                 check=_reranked_hits,
@@ -124,10 +140,20 @@ def run_pipeline(
 
 class _Settings:
     def __init__(
-        self, concurrency: int, progress: bool | None, retries: int, backoff: float, timeout: float | None, verify: int,
+        self,
+        concurrency: int,
+        progress: bool | None,
+        retries: int,
+        backoff: float,
+        timeout: float | None,
+        verify: int,
     ):
         self.concurrency, self.progress, self.retries, self.backoff, self.timeout = (
-            concurrency, progress, retries, backoff, timeout,
+            concurrency,
+            progress,
+            retries,
+            backoff,
+            timeout,
         )
         self.verify = verify  # computed queries per stage called twice: -1 all, 0 none
 
@@ -181,7 +207,9 @@ def _as_hits(returned: Any) -> tuple[list[Hit], list[str]]:
             repeated.append(hit.doc_id)
     issues = []
     if repeated:
-        issues.append(f"returned {len(repeated)} repeated doc id(s), kept once at the first place (e.g. {repeated[0]!r})")
+        issues.append(
+            f"returned {len(repeated)} repeated doc id(s), kept once at the first place (e.g. {repeated[0]!r})"
+        )
     return unique, issues
 
 
@@ -226,8 +254,14 @@ def _second_answer(first: Sequence[Hit], get_again: Callable[[], Any], check: Ca
 
 
 def _run_stage(
-    stage: Stage, calls: dict[str, tuple[str, tuple[Hit, ...] | None]], store, settings: _Settings, *,
-    call: Callable, acall: Callable | None, check: Callable,
+    stage: Stage,
+    calls: dict[str, tuple[str, tuple[Hit, ...] | None]],
+    store,
+    settings: _Settings,
+    *,
+    call: Callable,
+    acall: Callable | None,
+    check: Callable,
 ) -> dict[str, Outcome]:
     """Every query of ``calls`` through one stage: from the cache where stored, else computed and stored."""
     outcomes: dict[str, Outcome] = {}
@@ -237,8 +271,11 @@ def _run_stage(
         record = store.get(q, qhash)
         if record is not None:
             outcomes[q] = Outcome(
-                Hit.from_columns(record["hits"]), latency=record.get("latency", 0.0), cached=True,
-                beyond_depth=tuple(record.get("beyond_depth", ())), issues=tuple(record.get("issues", ())),
+                Hit.from_columns(record["hits"]),
+                latency=record.get("latency", 0.0),
+                cached=True,
+                beyond_depth=tuple(record.get("beyond_depth", ())),
+                issues=tuple(record.get("issues", ())),
             )
         else:
             todo.append((q, text, given, qhash, settings.verify < 0 or len(todo) < settings.verify))
@@ -255,11 +292,16 @@ def _run_stage(
                 return
             if not result.failed:
                 try:
-                    store.put({
-                        "query_id": q, "query_hash": qhash, "latency": result.latency,
-                        "hits": Hit.to_columns(result.hits), "beyond_depth": list(result.beyond_depth),
-                        **({"issues": list(result.issues)} if result.issues else {}),
-                    })
+                    store.put(
+                        {
+                            "query_id": q,
+                            "query_hash": qhash,
+                            "latency": result.latency,
+                            "hits": Hit.to_columns(result.hits),
+                            "beyond_depth": list(result.beyond_depth),
+                            **({"issues": list(result.issues)} if result.issues else {}),
+                        }
+                    )
                 except BaseException:
                     stopped.set()
                     raise

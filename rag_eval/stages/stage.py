@@ -78,8 +78,7 @@ class Retriever(Stage):
     kind = "retriever"
 
     @abstractmethod
-    def search(self, query: str, k: int) -> Sequence[Hit]:
-        ...
+    def search(self, query: str, k: int) -> Sequence[Hit]: ...
 
     async def asearch(self, query: str, k: int) -> Sequence[Hit]:
         raise NotImplementedError
@@ -94,8 +93,7 @@ class Reranker(Stage):
     kind = "reranker"
 
     @abstractmethod
-    def rerank(self, query: str, hits: Sequence[Hit]) -> Sequence[Hit]:
-        ...
+    def rerank(self, query: str, hits: Sequence[Hit]) -> Sequence[Hit]: ...
 
     async def arerank(self, query: str, hits: Sequence[Hit]) -> Sequence[Hit]:
         raise NotImplementedError
