@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXAMPLES := rag_eval/examples
 
-.PHONY: demo example test browser bench clean
+.PHONY: demo example test test-fast lint browser bench clean
 
 $(STAMP): pyproject.toml setup.py rag_eval/_speedups.c
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ example: $(STAMP)
 ## the labelling page in a headless Chromium)
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
+
+## test-fast: the edit-test loop: the suite without the slow, browser, notebook, SIGKILL and wheel tests
+FAST := not slow and not browser and not notebook and not sigkill and not wheel
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "$(FAST)"
 
 ## browser: Debian's chromium for tests/test_labelling_browser.py, installed only where /usr/bin/chromium is
 ## missing and apt-get exists (as root); a failed install does not stop the tests: that test says what is missing

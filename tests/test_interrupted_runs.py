@@ -106,6 +106,7 @@ def _qrels(faultstages) -> dict[str, dict[str, int]]:
     return {q: {d: rng.randint(0, 3) for d in rng.sample(faultstages.DOCS, 8)} for q in faultstages.QUERIES}
 
 
+@pytest.mark.sigkill
 def test_twenty_random_sigkills_resume_to_the_uninterrupted_report(tmp_path, stages, monkeypatch):
     cache, log = tmp_path / "cache", tmp_path / "calls.log"
     rng = random.Random(2026)

@@ -25,6 +25,8 @@ from rag_eval import Qrels, Run, evaluate
 from rag_eval.ground_truth import JudgementLog, pool
 from rag_eval.labelling.server import log_path_for
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",

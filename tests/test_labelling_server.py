@@ -411,6 +411,7 @@ def _read_line(stream, deadline: float) -> str:
     raise AssertionError("rag-eval label printed nothing")
 
 
+@pytest.mark.sigkill
 def test_the_command_prints_its_address_serves_and_loses_nothing_to_a_kill(tmp_path):
     made, good = make_pool(tmp_path)
     out = tmp_path / "out.qrels"

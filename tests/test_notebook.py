@@ -19,6 +19,8 @@ from rag_eval.stages import Hit, Pipeline, Reranker, Retriever
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.notebook
+
 NOTEBOOK = ROOT / "notebooks" / "compare_stages.ipynb"
 DEMO = ROOT / "demo-report"
 CELL_TIMEOUT = 300

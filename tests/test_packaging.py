@@ -33,6 +33,7 @@ def test_editable_install_maps_adapters_into_the_package():
 
 
 @pytest.mark.slow
+@pytest.mark.wheel
 def test_built_wheel_ships_adapters_as_rag_eval_adapters(tmp_path):
     subprocess.run(
         [

@@ -247,6 +247,7 @@ Pipeline(Slow("slow", version="1"), depth=5).run(queries, cache=sys.argv[1], pro
 """
 
 
+@pytest.mark.sigkill
 def test_a_run_killed_with_sigkill_resumes_without_recomputing(tmp_path, monkeypatch):
     (tmp_path / "slowstage.py").write_text(SLOW_STAGE)
     script = tmp_path / "killable.py"
