@@ -43,10 +43,10 @@ _NOT_CONFIG = frozenset(
 
 def content(value: Any, stage: str, *, also_ignore: frozenset[str] = frozenset()) -> str:
     """The exact fingerprint of a wrapped framework object, everything it holds included (a vector store's vectors
-    and texts, a BM25 index), callbacks and verbosity left out (:mod:`rag_eval.stages.fingerprint`): what the cache
+    and texts, a BM25 index), callbacks and verbosity left out (:mod:`rag_eval.stages._fingerprint`): what the cache
     key adds to :func:`describe`'s readable settings, which leave data out. ``Uncacheable`` (asking for
     ``version=``) when some of it cannot be described exactly (a model, a client)."""
-    from ..stages.fingerprint import fingerprint
+    from ..stages._fingerprint import fingerprint
 
     return fingerprint(value, stage=stage, ignore=(_NOT_CONFIG - {"tags", "metadata"}) | also_ignore).digest
 

@@ -12,7 +12,7 @@ A function may be sync or ``async def``. An async one gives the stage a native a
 ``Pipeline.run(concurrency=N)`` drives on an event loop; a sync one runs on the runner's threads.
 
 The fingerprint (the cache key) covers what decides the function's output, read when a run starts
-(:mod:`rag_eval.stages.fingerprint`): its code object, its defaults and closure, every global it loads, followed
+(:mod:`rag_eval.stages._fingerprint`): its code object, its defaults and closure, every global it loads, followed
 through the user's own modules (a helper edited in the same module changes the key; another stage's function in that
 module does not), and for a bound method or a callable object the object itself; installed packages by name and
 version; data by content (two indexes of the same size differ). An object that cannot be described exactly (a
@@ -28,7 +28,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..stages.fingerprint import Fingerprint, fingerprint
+from ..stages._fingerprint import Fingerprint, fingerprint
 from ..stages.hits import Hit, as_hit
 from ..stages.stage import Reranker, Retriever
 from ._common import map_back, qualified_name, returned_items, run_sync

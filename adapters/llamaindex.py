@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
-from ..stages.fingerprint import Fingerprint, Uncacheable
+from ..stages._fingerprint import Fingerprint, Uncacheable
 from ..stages.hits import Hit
 from ..stages.stage import Reranker, Retriever
 from ._common import describe, jsonable, metadata_copy, read_score, returned_items

@@ -2,8 +2,8 @@
 the runner (concurrency, cache, faults) and its result. Adapters for frameworks live in ``rag_eval.adapters``."""
 
 from .budget import Budget, count_tokens
-from .cache import StageCache
-from .chunk_map import chunk_map
+from ._cache import StageCache
+from ._chunk_refs import chunk_map
 from .fusion import Fusion, fuse
 from .hits import Hit
 from .pipeline import Pipeline

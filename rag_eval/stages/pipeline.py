@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Mapping
 from ..errors import InputError
 from ..metrics.grammar import check_int
 from .budget import Budget, count_tokens
-from .cache import StageCache
+from ._cache import StageCache
 from .fusion import Fusion
 from .result import PipelineResult
 from .stage import Reranker, Retriever
@@ -83,12 +83,12 @@ class Pipeline:
         timeout: float | None = None,
         verify: bool | int = False,
     ) -> PipelineResult:
-        """Run every query through every stage, stage by stage; see :func:`rag_eval.stages.runner.run_pipeline`.
+        """Run every query through every stage, stage by stage; see :func:`rag_eval.stages._runner.run_pipeline`.
 
         ``verify`` calls each stage a second time on every computed query (``True``) or on the first ``verify``
         of them, and records a query whose second answer differs (a nondeterministic stage) in ``issues``.
         """
-        from .runner import run_pipeline
+        from ._runner import run_pipeline
 
         concurrency = check_int(concurrency, "concurrency", high=1024)
         retries = check_int(retries, "retries", low=0, high=1000)

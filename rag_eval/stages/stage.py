@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from .fingerprint import Fingerprint, fingerprint, is_users_class
+from ._fingerprint import Fingerprint, fingerprint, is_users_class
 from .hits import Hit
 
 
@@ -29,7 +29,7 @@ class Stage(ABC):
         return {}
 
     def code(self) -> Fingerprint | None:
-        """What decides this stage's outputs besides :meth:`config` (see :mod:`rag_eval.stages.fingerprint`): for a
+        """What decides this stage's outputs besides :meth:`config` (see :mod:`rag_eval.stages._fingerprint`): for a
         stage class of the user's own, its code, and, when it does not define :meth:`config`, its whole state; None
         for rag_eval's own classes (their config says it all). Raises ``Uncacheable`` when that cannot be described
         exactly."""

@@ -3,7 +3,7 @@
 A query's output is written as soon as it completes, in one ``write`` of one line, so a run killed at any point
 (Ctrl-C, SIGKILL) keeps every query it finished; a line cut short by the kill (or any other damaged line) is
 dropped, with a warning, when the file is next opened, and its query is recomputed. Entries are keyed by query id and a hash of the query text; the file by a fingerprint of the stage's
-configuration and of everything upstream of it (:mod:`rag_eval.stages.fingerprint`). JSON only, no pickle.
+configuration and of everything upstream of it (:mod:`rag_eval.stages._fingerprint`). JSON only, no pickle.
 
 Hits' metadata is stored in JSON types by one rule, applied when the hit reaches the runner (with or without a
 cache, so that a rerun from the cache sees what the first run saw): str, int, float, bool and None as they are;
@@ -15,7 +15,7 @@ removed during the run), a short write, a failing fsync are a :class:`~rag_eval.
 cache and what to do. It stops the run (what was stored before stays stored); a record cut short by it is
 truncated away at once (under the file's exclusive lock) and no temporary file is left.
 
-A directory written by an older key scheme (before :data:`~rag_eval.stages.fingerprint.SCHEME`) holds files that
+A directory written by an older key scheme (before :data:`~rag_eval.stages._fingerprint.SCHEME`) holds files that
 are never found again: this is said once, with an :class:`~rag_eval.errors.OldCacheKeys` warning, and the directory
 is marked with the current scheme (``rag_eval-cache.json``).
 """
@@ -37,7 +37,7 @@ import numpy as np
 
 from .._files import append, atomic_write, file_lock, remove_temporaries
 from ..errors import HarnessError, InputError, OldCacheKeys, TornLine
-from .fingerprint import SCHEME
+from ._fingerprint import SCHEME
 
 MARKER = "rag_eval-cache.json"
 

@@ -31,8 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import HarnessError, InputError
-from .cache import NoCache, StageCache, as_cache, json_metadata, text_hash
-from .fingerprint import Uncacheable
+from ._cache import NoCache, StageCache, as_cache, json_metadata, text_hash
+from ._fingerprint import Uncacheable
 from .fusion import Fusion
 from .hits import Hit, as_hit
 from .result import Outcome, PipelineResult, StageOutput, announce
