@@ -1,4 +1,4 @@
-"""The kernels of kernels_cut.py and kernels_sets.py: interpolated precision (iprec_at_recall, 11pt_avg), cutoffs
+"""The kernels of _kernels_cut.py and _kernels_sets.py: interpolated precision (iprec_at_recall, 11pt_avg), cutoffs
 that are not ranks (rprec_mult, relative_precision), gm_map and gm_bpref per query, and the set measures.
 
 Hand-worked values on tiny inputs (ties, unjudged results, an empty ranking, a query with no relevant, a ranking
@@ -23,12 +23,12 @@ import pytest
 import rag_eval
 from rag_eval.errors import DuplicateJudgement, InputError, NearMissIds
 from rag_eval.metrics import PRESETS
-from rag_eval.metrics.engine import account_queries, evaluate_run
-from rag_eval.metrics.grades import build_grade_matrix
+from rag_eval.metrics._engine import account_queries, evaluate_run
+from rag_eval.metrics._grades import build_grade_matrix
 from rag_eval.metrics.grammar import parse_metric
-from rag_eval.metrics.kernels_cut import DEFAULT_LEVELS, eleven_point_average, interpolated_precision, trec_round
-from rag_eval.metrics.qrels_stats import QrelsStats
-from rag_eval.metrics.registry import KERNELS, KernelInputs, load_kernels
+from rag_eval.metrics._kernels_cut import DEFAULT_LEVELS, eleven_point_average, interpolated_precision, trec_round
+from rag_eval.metrics._qrels_stats import QrelsStats
+from rag_eval.metrics._registry import KERNELS, KernelInputs, load_kernels
 from rag_eval.metrics.trec_eval_measures import trec_eval_metrics
 
 from .test_trec_eval_oracle import FLAG_SETS, _qrels_text, conventions_for, make_pair

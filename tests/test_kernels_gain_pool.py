@@ -1,4 +1,4 @@
-"""The gain and pool kernels (rag_eval/metrics/kernels_gain.py, kernels_pool.py): G, binG, ndcg_rel, Rndcg, rbp,
+"""The gain and pool kernels (rag_eval/metrics/_kernels_gain.py, _kernels_pool.py): G, binG, ndcg_rel, Rndcg, rbp,
 rbp_resid, infAP, unj, relstring, num_q, runid as trec_eval 10.0 computes them, and ERR / nERR.
 
 Hand-worked values on tiny inputs (ties, unjudged and pooled-but-unjudged results, grade -1, an empty ranking, a
@@ -13,7 +13,7 @@ Two things trec_eval does that are easy to miss, each pinned by a test here:
 - under -c, trec_eval measures a query missing from the run on one made-up result not in the pool, then resets
   the measures it names to their empty-ranking values (trec_eval.c: ``relstring``, ``unj*``, ``rbp_resid``). The
   names are compared exactly, so ``relstring_20`` prints ``'-'`` and ``rbp_resid_p=0.95`` prints 1 for such a query;
-  rag_eval does the same under the trec_eval conventions (kernels_pool.made_up_result);
+  rag_eval does the same under the trec_eval conventions (_kernels_pool.made_up_result);
 - m_rbp.c normalises gains with two variables it never initialises (``min``, ``max``). When rbp is asked alone or
   in ``all_trec`` they start at 0 in trec_eval 10.0 as built here, and rag_eval takes them as 0; asked together
   with some other measures (G, ndcg, iprec_at_recall, ...) trec_eval's rbp can read other leftovers from the stack.
@@ -34,10 +34,10 @@ import pytest
 import rag_eval
 from rag_eval.errors import RagEvalWarning
 from rag_eval.metrics import PRESETS
-from rag_eval.metrics.engine import evaluate_run
-from rag_eval.metrics.grades import build_grade_matrix
+from rag_eval.metrics._engine import evaluate_run
+from rag_eval.metrics._grades import build_grade_matrix
 from rag_eval.metrics.grammar import parse_metric
-from rag_eval.metrics.kernels_gain import _add_ones, _glibc_msort, default_max_grade, scan
+from rag_eval.metrics._kernels_gain import _add_ones, _glibc_msort, default_max_grade, scan
 
 from .test_trec_eval_oracle import FLAG_SETS, _qrels_text, conventions_for, make_pair
 

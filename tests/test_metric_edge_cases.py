@@ -258,7 +258,7 @@ ACCOUNT_RUN = {"q1": ["a"], "q2": ["a"], "q4": ["a"], "q5": ["b", "a"]}
 
 def _reasons(left_out: dict[str, list[str]]) -> dict[str, list[str]]:
     """The card's reasons are stable keys; the sentences that explain them live in REASONS."""
-    from rag_eval.metrics.engine import REASONS
+    from rag_eval.metrics._engine import REASONS
 
     assert set(left_out) <= set(REASONS)
     return dict(left_out)

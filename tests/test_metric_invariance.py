@@ -81,7 +81,7 @@ qrels_dicts = strategies.qrels_dicts(QUERIES)
 SCORES = [0.0, 0.5, 1.0, -0.0, -2.5, 1e300]
 score_dicts = strategies.score_dicts(QUERIES, SCORES)
 # new names: no whitespace (so that they could be written to a TREC file), some beyond ASCII, and no "0" (ids
-# that differ only by leading zeros draw a near-miss warning, see rag_eval/metrics/id_mismatch.py)
+# that differ only by leading zeros draw a near-miss warning, see rag_eval/metrics/_id_mismatch.py)
 NAME_ALPHABET = "aZz19_-.:/é中\U0001f600"
 new_names = st.text(NAME_ALPHABET, min_size=1, max_size=6)
 doc_names = st.lists(new_names, min_size=len(DOCS), max_size=len(DOCS), unique=True)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import rag_eval
-from rag_eval.data.ranking import ranked_permutation, score_order, search_rows, sort_rows, strictly_decreasing_scores
+from rag_eval.data._ranking import ranked_permutation, score_order, search_rows, sort_rows, strictly_decreasing_scores
 
 
 def _ragged(seed: int):
@@ -77,7 +77,7 @@ def test_exported_scores_strictly_decrease_and_keep_their_values():
 
 @pytest.mark.parametrize("chunk", [1, 7, 1 << 20])
 def test_tied_judged_results_are_placed_the_same_in_any_chunking(monkeypatch, chunk):
-    from rag_eval.metrics import grades
+    from rag_eval.metrics import _grades as grades
 
     rng = np.random.default_rng(11)
     scores = {f"q{q}": {f"d{d}": float(rng.integers(0, 4)) for d in range(int(rng.integers(1, 30)))} for q in range(25)}
@@ -95,7 +95,7 @@ def test_tied_judged_results_are_placed_the_same_in_any_chunking(monkeypatch, ch
 
 
 def test_grade_matrix_holds_the_grades_in_ranked_order():
-    from rag_eval.metrics.grades import UNJUDGED, build_grade_matrix
+    from rag_eval.metrics._grades import UNJUDGED, build_grade_matrix
 
     run = rag_eval.Run.from_scores({"q1": {"a": 1.0, "b": 3.0, "c": 2.0, "x": 2.0}, "q2": {"a": 5.0}})
     qrels = rag_eval.Qrels.from_dict({"q1": {"a": 2, "b": 0, "c": 1}, "q2": {"z": 1}, "q3": {"a": 1}})

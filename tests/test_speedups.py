@@ -12,7 +12,7 @@ import rag_eval
 from rag_eval import _accel
 from rag_eval.data._columns import read_table
 from rag_eval.data._io import read_input
-from rag_eval.metrics import grades as grades_module
+from rag_eval.metrics import _grades as grades_module
 
 speedups = _accel.speedups
 
@@ -155,7 +155,7 @@ def test_packed_ids_read_the_same_run(tmp_path, monkeypatch, text):
 
 @needs_c
 def test_packed_lookup_equals_lookup():
-    from rag_eval.data.packed import PackedIds
+    from rag_eval.data._packed import PackedIds
 
     rng = np.random.default_rng(3)
     ids = [f"d{d}" if d % 5 else f"dé{d}" for d in rng.integers(0, 60, size=300)]

@@ -229,7 +229,7 @@ def test_text_metrics_survive_save_and_load(tmp_path):
 def test_evaluate_keeps_a_text_kernel_s_strings_out_of_the_values(monkeypatch):
     """evaluate() puts what a kernel of kind "text" returns in the report's texts (a kernel stands in here)."""
     import rag_eval
-    from rag_eval.metrics import registry
+    from rag_eval.metrics import _registry as registry
 
     registry.load_kernels()
     monkeypatch.setitem(
@@ -291,7 +291,7 @@ def test_the_cli_shows_text_metrics_beside_the_numbers(monkeypatch, tmp_path, ca
     import json
 
     from rag_eval.cli import main
-    from rag_eval.metrics import registry
+    from rag_eval.metrics import _registry as registry
 
     registry.load_kernels()
     monkeypatch.setitem(

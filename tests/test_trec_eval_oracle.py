@@ -54,7 +54,7 @@ import pytest
 import rag_eval
 import rag_eval.cli
 from rag_eval.errors import DuplicateJudgement, NearMissIds, RagEvalWarning
-from rag_eval.metrics import kernels as K
+from rag_eval.metrics import _kernels as K
 from rag_eval.metrics.trec_eval_measures import trec_eval_metrics
 from rag_eval.reports.trec_eval import TREC_EVAL_FLAGS, TrecEvalLine, format_trec_eval, trec_eval_lines
 

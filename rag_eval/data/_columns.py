@@ -16,7 +16,7 @@ import numpy as np
 from .. import _accel
 from ._io import InputFile
 from ._numbers import grade_text, is_nan_text, score_text
-from .packed import PackedIds
+from ._packed import PackedIds
 
 Kind = Literal["run", "qrels"]
 _LAYOUT = {"run": "qid Q0 docid rank score tag", "qrels": "qid iter docid grade"}

@@ -6,7 +6,7 @@ are data and are never used to re-sort). The two constructors, :meth:`Run.from_s
 :meth:`Run.from_ranking`, make that choice explicit.
 
 Entries are stored in CSR form (query ``i`` owns entries ``offsets[i]:offsets[i+1]``): the doc ids (an object
-array of str, or, for a run read from a file, :class:`~rag_eval.data.packed.PackedIds`: UTF-8 bytes end to end)
+array of str, or, for a run read from a file, :class:`~rag_eval.data._packed.PackedIds`: UTF-8 bytes end to end)
 and a float array of scores; never a Python object per result beyond the id strings.
 """
 
@@ -27,8 +27,8 @@ from ._frames import MISSING, frame_column, record_key
 from ._ids import IdCheck, check_writable, unwritable_reason
 from ._io import InputFile, PathLike, binary_input, decode_input, read_input, read_raw, warn
 from ._numbers import score_value
-from .packed import PackedIds
-from .ranking import ranked_permutation, strictly_decreasing_scores
+from ._packed import PackedIds
+from ._ranking import ranked_permutation, strictly_decreasing_scores
 from .source import Source
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """What is measured: every metric family, its definition, its parameters and its trec_eval name.
 
-How each is computed lives in :mod:`rag_eval.metrics.kernels`; this module is the documentation and the
+How each is computed lives in :mod:`rag_eval.metrics._kernels`; this module is the documentation and the
 vocabulary the grammar checks names against.
 """
 

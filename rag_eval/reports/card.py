@@ -1,18 +1,22 @@
 """The metric card: what a set of numbers means. Attached to every Report.
 
-It records the conventions, the metrics (canonical names), every input (path and SHA-256 of the file as
-stored, or "in memory"), and for each run the queries counted and those left out, with the reason.
+It records the rag_eval version, the conventions, the metrics (canonical names), every input (path and SHA-256 of
+the file as stored, or "in memory"), for each run the queries counted and those left out, with the reason, and the
+content hashes of what the numbers were computed on (qrels, query set, corpus, conventions, budget: see
+:mod:`rag_eval.reports.hashes`).
 """
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._version import __version__
 from ..metrics.conventions import PRESETS, Conventions
-from ..metrics.engine import REASONS
+from ..metrics._engine import REASONS
+from .hashes import ContentHashes
 
 
 def metric_notes_of(metrics: list[str], *, max_grade: int | None = None) -> list[str]:
@@ -59,7 +63,7 @@ class QueryRecord(BaseModel):
 
     run: str
     counted: int
-    # reason -> query ids; reasons: "run_only", "missing_run", "no_relevant" (see rag_eval.metrics.engine.REASONS)
+    # reason -> query ids; reasons: "run_only", "missing_run", "no_relevant" (see rag_eval.metrics._engine.REASONS)
     left_out: dict[str, list[str]] = Field(default_factory=dict)
     counted_as_zero: dict[str, list[str]] = Field(default_factory=dict)  # counted, but can only score 0
 
@@ -88,6 +92,13 @@ class MetricCard(BaseModel):
     # how a metric is aggregated or parameterised where its name does not say it: a geometric mean (gm_map), text
     # values (relstring), err's max_grade taken from the qrels
     metric_notes: list[str] = Field(default_factory=list)
+    # what the numbers were computed on (None on a card saved before rag_eval 0.2.0): see rag_eval.reports.hashes
+    hashes: ContentHashes | None = None
+
+    @property
+    def budget(self) -> str | None:
+        """The pipelines' context budget (``budget(5)``, ``budget(512tok)``), None for plain runs."""
+        return self.hashes.budget if self.hashes is not None else None
 
     @classmethod
     def build(
@@ -101,6 +112,7 @@ class MetricCard(BaseModel):
         judged_threshold: float | None = None,
         notes: list[str] | None = None,
         metric_notes: list[str] | None = None,
+        hashes: ContentHashes | None = None,
     ) -> MetricCard:
         preset = next((name for name, c in PRESETS.items() if c == conventions), None)
         return cls(
@@ -114,7 +126,23 @@ class MetricCard(BaseModel):
             judged_threshold=judged_threshold,
             notes=notes or [],
             metric_notes=metric_notes if metric_notes is not None else metric_notes_of(metrics),
+            hashes=hashes,
         )
+
+    def __repr__(self) -> str:
+        runs = [q.run for q in self.queries]
+        shown = f", budget={self.budget!r}" if self.budget else ""
+        hashed = f", qrels sha256:{self.hashes.qrels[:12]}" if self.hashes and self.hashes.qrels else ""
+        return (
+            f"MetricCard(rag_eval {self.rag_eval_version}, conventions={self.preset or 'custom'}, "
+            f"metrics={self.metrics}, runs={runs}{shown}{hashed})"
+        )
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{html.escape(self.render())}</pre>"
+
+    def _repr_markdown_(self) -> str:
+        return "```\n" + self.render().replace("```", "` ` `") + "\n```\n"
 
     def render(self) -> str:
         """A short human-readable text (what the CLI prints to stderr)."""
@@ -126,6 +154,8 @@ class MetricCard(BaseModel):
             + ")",
             f"  metrics: {', '.join(self.metrics)}",
         ]
+        if self.hashes is not None:
+            lines.append(f"  content hashes: {self.hashes.render()}")
         lines.extend(f"  metric {n}" for n in self.metric_notes)
         if conv.unjudged == "remove":
             lines.append(

@@ -10,14 +10,14 @@ import numpy as np
 from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import InputError
-from . import kernels as K
+from . import _kernels as K
 from .catalogue import FAMILIES
 from .conventions import Conventions
-from .grades import GradeMatrix, build_grade_matrix
+from ._grades import GradeMatrix, build_grade_matrix
 from .grammar import Metric, gains_map
-from .id_mismatch import warn_near_misses
-from .qrels_stats import QrelsStats
-from .registry import KERNELS, KernelInputs, load_kernels
+from ._id_mismatch import warn_near_misses
+from ._qrels_stats import QrelsStats
+from ._registry import KERNELS, KernelInputs, load_kernels
 
 
 @dataclass
@@ -123,7 +123,7 @@ def evaluate_run(
 
 
 def _warn_id_mismatches(qrels: Qrels, run: Run, account: QueryAccount, matrix: GradeMatrix) -> None:
-    """Warn about ids that differ only by whitespace or leading zeros (see :mod:`.id_mismatch`)."""
+    """Warn about ids that differ only by whitespace or leading zeros (see :mod:`._id_mismatch`)."""
     missing = account.left_out.get("missing_run", []) or account.zeroed.get("missing_run", [])
     has_judged = np.zeros(matrix.num_queries, bool)
     has_judged[matrix.rows] = True

@@ -3,7 +3,7 @@
 trec_eval (form_res_rels.c) sees three kinds of result: judged (a grade >= 0), *pooled but unjudged* (in the qrels
 with a grade below 0) and *not in the pool* (absent from the qrels). Under ``negative_grades="unjudged"`` (the
 trec_eval preset) the grade matrix keeps the second kind apart as its pooled cells
-(:class:`~rag_eval.metrics.grades.GradeMatrix`); under ``"nonrelevant"`` a grade below 0 is a judged grade, so
+(:class:`~rag_eval.metrics._grades.GradeMatrix`); under ``"nonrelevant"`` a grade below 0 is a judged grade, so
 there is no pooled-but-unjudged result. Each kernel follows its m_*.c in trec_eval 10.0.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import kernels as K
+from . import _kernels as K
 from .conventions import follows_trec_eval
-from .registry import KernelInputs, kernel
+from ._registry import KernelInputs, kernel
 
 INFAP_EPSILON = 0.00001  # trec_eval.h
 RELSTRING_DEFAULT = 10  # m_relstring.c: "-m relstring.10"

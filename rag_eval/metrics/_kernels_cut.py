@@ -25,9 +25,9 @@ import math
 import numpy as np
 
 from ..errors import InputError
-from . import kernels as K
+from . import _kernels as K
 from .conventions import follows_trec_eval
-from .registry import KernelInputs, kernel
+from ._registry import KernelInputs, kernel
 
 __all__ = [
     "DEFAULT_LEVELS",
@@ -245,7 +245,7 @@ def _cached_best(
     rule has a matrix of its own), and recomputed for a per-query cutoff."""
     if ki.k is not None:
         return _best_precision_after(rows, ranks, rel, len(ki.matrix.lengths))
-    key = ("kernels_cut.best_precision_after", ki.threshold, id(ki.matrix))
+    key = ("_kernels_cut.best_precision_after", ki.threshold, id(ki.matrix))
     held = ki.stats._cache.get(key)
     if held is None or held[0] is not ki.matrix:
         held = (ki.matrix, _best_precision_after(rows, ranks, rel, len(ki.matrix.lengths)))

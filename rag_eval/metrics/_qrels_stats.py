@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..data.qrels import Qrels
-from . import kernels as K
+from . import _kernels as K
 from .conventions import Conventions
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class QrelsStats:
 
     def gain_exponents(self, rule: str, gains: dict[int, float] | None, rel: int | None) -> np.ndarray:
         """Per query, the binary exponent of its largest judged gain: its gains are scaled by ``2^-e`` before
-        any sum (exact, and nDCG does not change; see :func:`~rag_eval.metrics.kernels.gain_exponents`)."""
+        any sum (exact, and nDCG does not change; see :func:`~rag_eval.metrics._kernels.gain_exponents`)."""
         gain_key = (rule, tuple(sorted(gains.items())) if gains else None, rel)
         if ("scaled", gain_key) not in self._cache:
             judged = K.gain_of(self.grades, rule, gains, rel)

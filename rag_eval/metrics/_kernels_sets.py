@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from . import kernels as K
+from . import _kernels as K
 from .conventions import follows_trec_eval
-from .kernels_cut import cut_ranking, decimals
-from .registry import KernelInputs, kernel
+from ._kernels_cut import cut_ranking, decimals
+from ._registry import KernelInputs, kernel
 
 __all__ = ["DEFAULT_UTILITY_WEIGHTS", "set_f", "utility"]
 

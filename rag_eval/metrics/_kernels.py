@@ -1,6 +1,6 @@
 """How metrics are computed: vectorised kernels over the judged cells of a grade matrix.
 
-Every kernel receives the judged cells of a :class:`~rag_eval.metrics.grades.GradeMatrix` (``rows``,
+Every kernel receives the judged cells of a :class:`~rag_eval.metrics._grades.GradeMatrix` (``rows``,
 0-based ``ranks``, sorted by row then rank) or flags derived from them, the number of queries ``n``, and
 per-query statistics of the qrels; it returns one float per query. A cutoff ``k`` is an int, None (no cutoff),
 or an array with one cutoff per query (a token budget delivers a different number of chunks to each query). Unjudged cells are never relevant and never

@@ -3,7 +3,7 @@
 Conceptually a ``[queries x depth]`` matrix of grades in ranked order, where a result without a judgement is
 unjudged. Almost every cell of a real run is unjudged, so the matrix is stored as its judged cells (row, rank,
 grade; sorted by row, then rank) and the length of each row: every metric is computed from these arrays with
-vectorised operations (:mod:`rag_eval.metrics.kernels`), touching only the judged cells.
+vectorised operations (:mod:`rag_eval.metrics._kernels`), touching only the judged cells.
 
 Under ``negative_grades="unjudged"`` (trec_eval's reading) a result judged below 0 is in the pool but not judged:
 it is not a judged cell, but it is kept apart as a *pooled* cell (``pooled_rows``, ``pooled_ranks``,
@@ -19,9 +19,9 @@ from itertools import repeat
 import numpy as np
 
 from .. import _accel
-from ..data.packed import PackedIds
+from ..data._packed import PackedIds
 from ..data.qrels import Qrels
-from ..data.ranking import score_order, search_rows, sort_rows
+from ..data._ranking import score_order, search_rows, sort_rows
 from ..data.run import Run
 from .conventions import Conventions
 

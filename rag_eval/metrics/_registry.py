@@ -1,4 +1,4 @@
-"""Where the engine finds a family's kernel when it is not one of the engine's own (see :mod:`.engine`).
+"""Where the engine finds a family's kernel when it is not one of the engine's own (see :mod:`._engine`).
 
 A kernel module registers a function per family with :func:`kernel`; the function receives a
 :class:`KernelInputs` and returns one value per counted query: a float64 array, or for a family of kind "text"
@@ -16,10 +16,10 @@ import numpy as np
 if TYPE_CHECKING:
     from ..data.run import Run
     from .conventions import Conventions
-    from .grades import GradeMatrix
+    from ._grades import GradeMatrix
     from .grammar import Metric
-    from .kernels import Cutoff
-    from .qrels_stats import QrelsStats
+    from ._kernels import Cutoff
+    from ._qrels_stats import QrelsStats
 
 __all__ = ["KERNELS", "KERNEL_MODULES", "KernelInputs", "kernel", "load_kernels"]
 
@@ -42,7 +42,7 @@ class KernelInputs(NamedTuple):
 KERNELS: dict[str, Callable[[KernelInputs], np.ndarray]] = {}
 
 # modules of rag_eval.metrics that register kernels, by theme
-KERNEL_MODULES = ("kernels_cut", "kernels_sets", "kernels_gain", "kernels_pool")
+KERNEL_MODULES = ("_kernels_cut", "_kernels_sets", "_kernels_gain", "_kernels_pool")
 _loaded = False
 
 

@@ -26,10 +26,10 @@ import numpy as np
 
 from ..data.qrels import Qrels
 from ..errors import InputError
-from . import kernels as K
+from . import _kernels as K
 from .grammar import gains_map
-from .kernels_pool import made_up_result
-from .registry import KernelInputs, kernel
+from ._kernels_pool import made_up_result
+from ._registry import KernelInputs, kernel
 
 __all__ = ["LEVEL_TABLE_LIMIT", "default_max_grade", "scan"]
 
