@@ -38,7 +38,7 @@ from .errors import InputError
 from .metrics.conventions import PRESETS, resolve_conventions
 from .metrics.grammar import DIALECTS, GRADE_LIMIT, MAX_CUTOFF, Metric, parse_metric, read_int
 from .metrics.trec_eval_measures import is_trec_eval_measure, trec_eval_metrics
-from .reports.evaluate import DEFAULT_METRICS, evaluate
+from .reports import DEFAULT_METRICS, evaluate
 from .reports.report import Report
 from .reports.trec_eval import format_trec_eval
 
@@ -329,7 +329,7 @@ def resolve_metrics(
 
 def _pool(args: argparse.Namespace) -> int:
     from .data.collection import Collection
-    from .ground_truth.pool import pool
+    from .ground_truth import pool
 
     args.depth = read_int(args.depth, "--depth", low=1, high=MAX_CUTOFF)  # plain digits: int() reads 1_0 as 10
     runs = [Run.load(path) for path in args.runs]
@@ -355,7 +355,7 @@ def _pool(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from .ground_truth.judgements import merge, write_qrels
+    from .ground_truth import merge, write_qrels
 
     base = Qrels.load(args.qrels) if args.qrels else None
     merged = merge(base, *args.logs, resolve=args.resolve, threshold=read_int(args.threshold, "--threshold"))

@@ -9,8 +9,7 @@ import math
 import pytest
 
 from rag_eval import InputError, Qrels
-from rag_eval.ground_truth import JudgementLog, cohen_kappa, merge
-from rag_eval.ground_truth.judgements import write_qrels
+from rag_eval.ground_truth import JudgementLog, cohen_kappa, merge, write_qrels
 
 POOL = {"id": "abc123", "depth": 10, "strategy": "depth", "systems": ["bm25", "dense"], "already_judged": 4}
 

@@ -12,7 +12,7 @@ import pytest
 import rag_eval
 from rag_eval import InputError, Run, SpanLabels, project
 from rag_eval.data import ChunkRef, Qrels, Span
-from rag_eval.metrics import ProjectionRules
+from rag_eval.ground_truth import ProjectionRules
 from rag_eval.stages import Pipeline, chunk_map
 
 

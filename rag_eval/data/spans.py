@@ -11,7 +11,7 @@ A chunk id means nothing once a corpus is chunked again; a document id plus char
 
 Spans are grouped into **answer units**: each distinct span is its own unit, unless spans name a ``unit`` in
 common, which makes them alternative answers to one need (SQuAD's several annotators: any one of them answers).
-How labels become relevance for a ranked list of chunks is decided in :mod:`rag_eval.metrics.projection`.
+How labels become relevance for a ranked list of chunks is decided in :mod:`rag_eval.ground_truth.projection`.
 
 Readers: :meth:`SpanLabels.from_jsonl` (one label a line, errors name file and line), :meth:`SpanLabels.from_squad`
 (the ``answers.jsonl`` of a SQuAD folder), :meth:`SpanLabels.from_qrels` (a Qrels read as document-level or

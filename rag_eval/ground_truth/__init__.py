@@ -1,8 +1,13 @@
-"""Building ground truth (layer 4): pool the systems compared, label the pool, merge the judgements into qrels."""
+"""Building ground truth (layer 4): pool the systems compared (:mod:`.pooling`), label the pool into a judgement
+log (:mod:`.judgement_log`), merge the logs into qrels with the assessors' agreement (:mod:`.merging`), write the
+qrels (:mod:`.qrels_writer`); and project labels given on documents and answer spans onto ranked chunks
+(:mod:`.projection`)."""
 
-from .judgements import Agreement, Judgement, JudgementLog, Kappa, Merged, cohen_kappa, merge
-from ..metrics.projection import Projection, ProjectionRules, project  # moves here in issue 14
-from .pool import Pool, PoolItem, pool
+from .judgement_log import Judgement, JudgementLog
+from .merging import Agreement, Kappa, Merged, cohen_kappa, merge
+from .pooling import Pool, PoolItem, pool
+from .projection import Projection, ProjectionRules, QueryCounts, project
+from .qrels_writer import write_qrels
 
 __all__ = [
     "Agreement",
@@ -12,7 +17,12 @@ __all__ = [
     "Merged",
     "Pool",
     "PoolItem",
+    "Projection",
+    "ProjectionRules",
+    "QueryCounts",
     "cohen_kappa",
     "merge",
     "pool",
+    "project",
+    "write_qrels",
 ]

@@ -47,8 +47,7 @@ from urllib.parse import parse_qs, urlsplit
 from .._files import file_lock, remove_temporaries, target_of
 from ..data.qrels import Qrels
 from ..errors import HarnessError, InputError
-from ..ground_truth.judgements import JudgementLog, merge, write_qrels
-from ..ground_truth.pool import Pool
+from ..ground_truth import JudgementLog, Pool, merge, write_qrels
 
 __all__ = ["LabellingServer", "LabellingSession", "RequestError", "check_scale", "log_path_for", "parse_scale", "serve"]
 

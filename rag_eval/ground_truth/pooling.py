@@ -36,7 +36,7 @@ from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import InputError
 from ..metrics.grammar import check_int
-from ..stages.result import PipelineResult
+from ..stages import PipelineResult
 
 if TYPE_CHECKING:
     import pandas as pd

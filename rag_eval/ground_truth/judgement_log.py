@@ -1,0 +1,287 @@
+"""The judgement log: the append-only JSON lines that the labelling page writes, one judgement a line::
+
+    {"query_id": "q1", "doc_id": "d7", "grade": 2, "assessor": "alice", "time": "2026-11-05T09:12:33.481Z",
+     "scale": [0, 3], "pool": {"id": "3f2a...", "depth": 10, "strategy": "depth", "systems": ["bm25", "dense"]}}
+
+Each judgement is one whole line appended and fsync'd before :meth:`JudgementLog.append` returns
+(:func:`rag_eval._files.append`: every write's length checked, a failed append truncated back), so a process killed
+at any moment, or a disk that fills, keeps every judgement it reported as written and never a torn line in the
+middle of the log. A failure to write is a :class:`~rag_eval.errors.HarnessError` naming the log and the cause, and
+the judgement is not in the log. A last line cut short by a kill (no newline, not a whole record) is ignored with a
+warning when the log is read, and cut off before the next append; any other bad line is an
+:class:`~rag_eval.errors.InputError` naming the file and line. A later judgement by the same assessor of the same
+(query, doc) pair supersedes the earlier one: that is how "back" and a new grade work, and the log keeps both.
+
+Merging logs into qrels is :func:`rag_eval.ground_truth.merge` (:mod:`.merging`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .._files import append, file_lock
+from ..errors import HarnessError, InputError, TornLine
+
+__all__ = ["DEFAULT_SCALE", "RESERVED_NAMES", "Judgement", "JudgementLog"]
+
+DEFAULT_SCALE = (0, 3)
+# column names of Merged.conflicts that are not assessors: an assessor may not be called so
+RESERVED_NAMES = frozenset({"query_id", "doc_id", "grade", "qrels"})
+_POOL_KEYS = ("id", "depth", "strategy", "systems")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One line of a log: who graded which pair how, when, on which scale, from which pool."""
+
+    query_id: str
+    doc_id: str
+    grade: int
+    assessor: str
+    time: str  # ISO 8601, UTC, milliseconds: 2026-11-05T09:12:33.481Z
+    scale: tuple[int, int] = DEFAULT_SCALE
+    pool: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        # checked when made (by hand, by append, or from a log line), so a log never holds a grade of True or 2.0
+        object.__setattr__(self, "scale", _check_scale(self.scale))
+        problem = _problem(self)
+        if problem:
+            raise _BadRecord(problem)
+
+    def to_json(self) -> str:
+        record: dict[str, Any] = {
+            "query_id": self.query_id,
+            "doc_id": self.doc_id,
+            "grade": self.grade,
+            "assessor": self.assessor,
+            "time": self.time,
+            "scale": list(self.scale),
+        }
+        if self.pool is not None:
+            record["pool"] = dict(self.pool)
+        return json.dumps(record, ensure_ascii=False)
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return (self.query_id, self.doc_id)
+
+
+class JudgementLog:
+    """An append-only judgement log (JSON lines). :meth:`open` it to append, :meth:`read` it to merge.
+
+    Judgements are kept in file order in :attr:`judgements`; :meth:`latest` gives each assessor's last word
+    on each pair. Several processes may append to one log: each judgement is appended whole under the exclusive
+    lock on ``<log>.lock``, which also covers cutting off a torn last line.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], judgements: Iterable[Judgement] = ()) -> None:
+        self.path = Path(path)
+        self._judgements: list[Judgement] = list(judgements)
+        self._lock = threading.Lock()
+        self._lock_path = self.path.with_name(self.path.name + ".lock")
+
+    # ----- opening ------------------------------------------------------------------------------------------
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> JudgementLog:
+        """Read an existing log; every bad line (but a torn last one, ignored with a warning) names file and line."""
+        if not Path(path).exists():
+            raise InputError("no such file", source=os.fspath(path))
+        return cls.open(path)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> JudgementLog:
+        """Open a log to append to, reading what it holds already; a missing file is an empty log (created by
+        the first :meth:`append`)."""
+        log = cls(path)
+        if log.path.exists():
+            if log.path.is_dir():
+                raise InputError("is a directory, not a file", source=os.fspath(path))
+            try:
+                data = log.path.read_bytes()
+            except OSError as exc:
+                raise InputError(f"cannot read: {exc.strerror or exc}", source=os.fspath(path)) from None
+            log._judgements, torn, _ = _parse(data, os.fspath(path))
+            if torn:
+                warnings.warn(
+                    f"{path}: the last line is cut short (a kill while writing?) and is ignored; "
+                    "it is cut off before the next judgement is written",
+                    TornLine,
+                    stacklevel=2,
+                )
+        return log
+
+    # ----- reading ------------------------------------------------------------------------------------------
+    @property
+    def judgements(self) -> tuple[Judgement, ...]:
+        return tuple(self._judgements)
+
+    def __len__(self) -> int:
+        return len(self._judgements)
+
+    def __iter__(self) -> Iterator[Judgement]:
+        return iter(self.judgements)
+
+    def __repr__(self) -> str:
+        return f"JudgementLog({str(self.path)!r}, {len(self)} judgements, assessors={self.assessors})"
+
+    @property
+    def assessors(self) -> list[str]:
+        return sorted({j.assessor for j in self._judgements})
+
+    def latest(self, assessor: str | None = None) -> dict[tuple[str, str, str], Judgement]:
+        """``{(assessor, query_id, doc_id): judgement}``: each assessor's last judgement of each pair (the later
+        line wins), for one assessor or all."""
+        out: dict[tuple[str, str, str], Judgement] = {}
+        for j in self._judgements:
+            if assessor is None or j.assessor == assessor:
+                out[(j.assessor, j.query_id, j.doc_id)] = j
+        return out
+
+    # ----- writing ------------------------------------------------------------------------------------------
+    def append(
+        self,
+        query_id: str,
+        doc_id: str,
+        grade: int,
+        *,
+        assessor: str,
+        scale: tuple[int, int] = DEFAULT_SCALE,
+        pool: Mapping[str, Any] | None = None,
+        time: str | None = None,
+    ) -> Judgement:
+        """Write one judgement (one line, flushed and fsync'd) and return it. ``pool`` is a pool's
+        provenance (``Pool.provenance``); its id, depth, strategy and systems are recorded."""
+        judgement = Judgement(
+            query_id,
+            doc_id,
+            grade,
+            assessor,
+            time or _now(),
+            scale,
+            None if pool is None else {k: pool[k] for k in _POOL_KEYS if k in pool},
+        )
+        line = (judgement.to_json() + "\n").encode()
+        with self._lock:
+            try:
+                with file_lock(self._lock_path, exclusive=True):
+                    append(self.path, line, whole=_is_whole_record)
+            except OSError as exc:
+                cause = exc.strerror or str(exc) or type(exc).__name__
+                error = HarnessError(
+                    f"judgement log {self.path}: cannot store the judgement of query {query_id!r}, "
+                    f"doc {doc_id!r}: {cause}; it is not in the log (every earlier one is): free "
+                    "some space or make the folder writable, then judge it again"
+                )
+                error.errno = exc.errno  # type: ignore[attr-defined] - the cause, for a server's status code
+                raise error from None
+            self._judgements.append(judgement)
+        return judgement
+
+
+def _is_whole_record(tail: bytes) -> bool:
+    """Whether the bytes after a log's last newline are a whole judgement (written without its newline)."""
+    try:
+        _judgement_of(json.loads(tail.decode("utf-8")))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return False
+    return True
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _parse_time(text: str) -> datetime:
+    when = datetime.fromisoformat(text)
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def _check_scale(scale: Sequence[int]) -> tuple[int, int]:
+    if (
+        not isinstance(scale, (tuple, list))
+        or len(scale) != 2
+        or any(not isinstance(v, int) or isinstance(v, bool) for v in scale)
+        or scale[0] >= scale[1]
+    ):
+        raise _BadRecord(f"scale must be two ints (lowest, highest grade), lowest < highest, not {scale!r}")
+    return (scale[0], scale[1])
+
+
+def _problem(j: Judgement) -> str | None:
+    """What is wrong with a judgement, or None."""
+    for name in ("query_id", "doc_id", "assessor"):
+        value = getattr(j, name)
+        if not isinstance(value, str) or not value.strip():
+            return f"{name} must be a non-empty string, not {value!r}"
+    if j.assessor != j.assessor.strip() or j.assessor in RESERVED_NAMES:
+        return (
+            f"assessor {j.assessor!r} is not a usable name (no surrounding spaces; not one of {sorted(RESERVED_NAMES)})"
+        )
+    if not isinstance(j.grade, int) or isinstance(j.grade, bool):
+        return f"grade {j.grade!r} is not an integer"
+    low, high = j.scale
+    if not low <= j.grade <= high:
+        return f"grade {j.grade} is outside the scale {low}..{high}"
+    try:
+        _parse_time(j.time)
+    except (TypeError, ValueError):
+        return f"time {j.time!r} is not an ISO 8601 time"
+    if j.pool is not None and not isinstance(j.pool.get("id", ""), str):
+        return "pool.id must be a string"
+    return None
+
+
+def _parse(data: bytes, source: str) -> tuple[list[Judgement], bool, bool]:
+    """The judgements of a log file; whether its last line is torn (ignored); whether its last, whole record
+    lacks a newline."""
+    lines = data.split(b"\n")  # the last element is what follows the last newline: empty, or unterminated
+    judgements: list[Judgement] = []
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        unterminated = number == len(lines)
+        try:
+            record = json.loads(raw.decode("utf-8"))
+            judgement = _judgement_of(record)
+        except UnicodeDecodeError as exc:
+            if unterminated:
+                return judgements, True, False
+            raise InputError(f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})", source=source, line=number) from None
+        except (json.JSONDecodeError, _BadRecord) as exc:
+            if unterminated:  # no newline after it: cut short by a kill
+                return judgements, True, False
+            problem = f"not valid JSON ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise InputError(problem, source=source, line=number) from None
+        judgements.append(judgement)
+        if unterminated:
+            return judgements, False, True
+    return judgements, False, False
+
+
+class _BadRecord(InputError):
+    """A judgement that cannot be: raised as is by Judgement and append, given a file and line by a log's reader."""
+
+
+def _judgement_of(record: object) -> Judgement:
+    if not isinstance(record, dict):
+        raise _BadRecord("expected a JSON object (a judgement)")
+    for key in ("query_id", "doc_id", "assessor", "time"):
+        if not isinstance(record.get(key), str):
+            raise _BadRecord(f"field {key!r} is missing or not a string (is this a judgement log?)")
+    grade = record.get("grade")
+    if isinstance(grade, bool) or not isinstance(grade, int):
+        raise _BadRecord(f"grade {grade!r} is not an integer")
+    scale = record.get("scale", list(DEFAULT_SCALE))
+    pool = record.get("pool")
+    if pool is not None and not isinstance(pool, dict):
+        raise _BadRecord("field 'pool' must be an object or null")
+    return Judgement(record["query_id"], record["doc_id"], grade, record["assessor"], record["time"], scale, pool)

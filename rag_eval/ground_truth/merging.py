@@ -1,0 +1,265 @@
+"""Merging judgement logs into qrels, and the assessors' agreement.
+
+:func:`merge` folds qrels and logs (:mod:`.judgement_log`) into new qrels. Where grades differ for a pair, nothing
+is overwritten silently: every such pair is listed in :attr:`Merged.conflicts`, and the grade that goes into the
+qrels is
+
+- the existing qrels grade, where the qrels given to :func:`merge` judge the pair (the labelling page never
+  changes a grade it was not asked for);
+- otherwise the lower median of the assessors' latest grades (``resolve="median"``, the default: with two
+  assessors the lower grade, with three the middle one), or their ``"max"`` or ``"min"``.
+
+:func:`cohen_kappa` measures the assessors' agreement beyond chance on the pairs both judged; :attr:`Merged.kappa`
+gives it on the grades and at the relevance threshold, for every two assessors.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+from itertools import combinations
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..data.qrels import Qrels
+from .judgement_log import RESERVED_NAMES, Judgement, JudgementLog, _parse_time
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["Agreement", "Kappa", "Merged", "cohen_kappa", "merge"]
+
+Resolve = Literal["median", "max", "min"]
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Agreement of two assessors on the pairs both judged: Cohen's kappa on the grades (unweighted) and on
+    relevant/not relevant at the threshold. A kappa is None where it cannot be computed, and ``reason`` says why."""
+
+    assessors: tuple[str, str]
+    n: int  # pairs judged by both
+    observed: float | None  # share of those pairs given the same grade
+    kappa: float | None
+    binary_kappa: float | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Kappa:
+    """Cohen's kappa of the assessors of a merge. With exactly two assessors (who judged some pairs in
+    common) ``value`` and ``binary`` are their kappas; otherwise they are None and ``reason`` says why.
+    ``pairwise`` holds one :class:`Agreement` for every two assessors (the only kappas with three or more)."""
+
+    value: float | None
+    binary: float | None
+    n: int
+    threshold: int
+    pairwise: tuple[Agreement, ...] = ()
+    reason: str | None = None
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per two assessors: ``assessor_a, assessor_b, n, observed, kappa, binary_kappa, reason``."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            [
+                {
+                    "assessor_a": a.assessors[0],
+                    "assessor_b": a.assessors[1],
+                    "n": a.n,
+                    "observed": a.observed,
+                    "kappa": a.kappa,
+                    "binary_kappa": a.binary_kappa,
+                    "reason": a.reason,
+                }
+                for a in self.pairwise
+            ],
+            columns=["assessor_a", "assessor_b", "n", "observed", "kappa", "binary_kappa", "reason"],
+        )
+
+    def __repr__(self) -> str:
+        if self.value is None:
+            return f"Kappa(None: {self.reason})"
+        return (
+            f"Kappa({self.value:.3f} on grades, {self.binary:.3f} at grade >= {self.threshold}, n={self.n})"
+            if self.binary is not None
+            else f"Kappa({self.value:.3f}, n={self.n})"
+        )
+
+
+@dataclass(frozen=True)
+class Merged:
+    """What :func:`merge` returns: the merged ``qrels``, the ``conflicts`` and the assessors' ``kappa``."""
+
+    qrels: Qrels
+    grades: Mapping[tuple[str, str], Mapping[str, int]] = field(repr=False)  # pair -> {assessor: latest grade}
+    base: Mapping[tuple[str, str], int] = field(repr=False)  # pair -> grade in the qrels given
+    assessors: tuple[str, ...]
+    resolve: Resolve
+    threshold: int
+
+    @cached_property
+    def conflicts(self) -> pd.DataFrame:
+        """Every pair whose grades differ (between assessors, or between an assessor and the qrels given):
+        ``query_id, doc_id, grade`` (what went into :attr:`qrels`), ``qrels`` (the grade in the qrels given,
+        or missing), then one column per assessor (missing where that assessor did not judge the pair)."""
+        import pandas as pd
+
+        rows = []
+        for pair, by_assessor in self.grades.items():
+            values = set(by_assessor.values())
+            if pair in self.base:
+                values.add(self.base[pair])
+            if len(values) > 1:
+                row: dict[str, Any] = {
+                    "query_id": pair[0],
+                    "doc_id": pair[1],
+                    "grade": self.qrels[pair[0]][pair[1]],
+                    "qrels": self.base.get(pair),
+                }
+                row.update(by_assessor)
+                rows.append(row)
+        columns = ["query_id", "doc_id", "grade", "qrels", *self.assessors]
+        frame = pd.DataFrame(rows, columns=columns)
+        for name in columns[2:]:
+            frame[name] = frame[name].astype("Int64")
+        return frame
+
+    @cached_property
+    def kappa(self) -> Kappa:
+        """Cohen's kappa on the pairs judged by two assessors (see :class:`Kappa`)."""
+        if len(self.assessors) < 2:
+            return Kappa(
+                None,
+                None,
+                0,
+                self.threshold,
+                reason=f"{len(self.assessors)} assessor(s): kappa needs two who judged the same pairs",
+            )
+        pairwise = tuple(self._agreement(a, b) for a, b in combinations(self.assessors, 2))
+        if len(self.assessors) > 2:
+            return Kappa(
+                None,
+                None,
+                0,
+                self.threshold,
+                pairwise,
+                reason=f"{len(self.assessors)} assessors: see .pairwise for every two of them",
+            )
+        only = pairwise[0]
+        return Kappa(only.kappa, only.binary_kappa, only.n, self.threshold, pairwise, only.reason)
+
+    def _agreement(self, a: str, b: str) -> Agreement:
+        both = [(g[a], g[b]) for g in self.grades.values() if a in g and b in g]
+        if not both:
+            return Agreement((a, b), 0, None, None, None, reason=f"{a} and {b} judged no pair in common")
+        x, y = zip(*both, strict=True)
+        kappa = cohen_kappa(x, y)
+        binary = cohen_kappa([int(v >= self.threshold) for v in x], [int(v >= self.threshold) for v in y])
+        observed = sum(p == q for p, q in both) / len(both)
+        reason = None
+        if math.isnan(kappa) or math.isnan(binary):
+            reason = (
+                f"on the {len(both)} pair(s) {a} and {b} both judged, chance agreement is 1 (every grade "
+                "the same category), so kappa is undefined"
+            )
+        return Agreement(
+            (a, b),
+            len(both),
+            observed,
+            None if math.isnan(kappa) else kappa,
+            None if math.isnan(binary) else binary,
+            reason,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Merged({self.qrels!r}, {len(self.assessors)} assessor(s), {len(self.conflicts)} conflict(s), "
+            f"{self.kappa!r})"
+        )
+
+
+def merge(
+    qrels: Qrels | Mapping[str, Mapping[str, int]] | None,
+    *logs: JudgementLog | str | os.PathLike[str],
+    resolve: Resolve = "median",
+    threshold: int = 1,
+) -> Merged:
+    """Merge judgement logs into ``qrels`` (or into nothing). Each assessor's latest judgement of a pair counts
+    (the later line in a log; across logs, the later ``time``, then the later log given). A pair the qrels judge
+    keeps its qrels grade; otherwise the assessors' grades are combined by ``resolve`` (``"median"``: the lower
+    median). Differences are listed in :attr:`Merged.conflicts`, never resolved silently. ``threshold`` is the
+    lowest relevant grade for the binary kappa."""
+    if resolve not in ("median", "max", "min"):
+        raise ValueError(f"resolve must be 'median', 'max' or 'min', not {resolve!r}")
+    if not isinstance(threshold, int) or isinstance(threshold, bool):
+        raise ValueError(f"threshold must be an int, not {threshold!r}")
+    base_qrels = qrels if qrels is None or isinstance(qrels, Qrels) else Qrels.from_dict(qrels)
+    opened = [log if isinstance(log, JudgementLog) else JudgementLog.read(log) for log in logs]
+
+    latest: dict[tuple[str, str, str], tuple[datetime, int, Judgement]] = {}
+    for order, log in enumerate(opened):
+        for j in log.judgements:
+            key = (j.assessor, j.query_id, j.doc_id)
+            when = _parse_time(j.time)
+            kept = latest.get(key)
+            # a later line of the same log always supersedes; across logs, the later time (ties: the later log)
+            if kept is None or kept[1] == order or (when, order) >= (kept[0], kept[1]):
+                latest[key] = (when, order, j)
+    grades: dict[tuple[str, str], dict[str, int]] = {}
+    for (assessor, q, d), (_, _, j) in latest.items():
+        grades.setdefault((q, d), {})[assessor] = j.grade
+    assessors = tuple(sorted({a for a, _, _ in latest}))
+    clash = RESERVED_NAMES & set(assessors)
+    if clash:
+        raise ValueError(f"assessor name {sorted(clash)[0]!r} is reserved (a column of Merged.conflicts)")
+
+    merged = base_qrels.to_dict() if base_qrels is not None else {}
+    base = {(q, d): g for q, docs in merged.items() for d, g in docs.items()}
+    for (q, d), by_assessor in grades.items():
+        if (q, d) not in base:
+            merged.setdefault(q, {})[d] = _combine(list(by_assessor.values()), resolve)
+    return Merged(
+        Qrels.from_dict(merged),
+        {p: dict(sorted(g.items())) for p, g in grades.items()},
+        base,
+        assessors,
+        resolve,
+        threshold,
+    )
+
+
+def cohen_kappa(a: Sequence[int], b: Sequence[int]) -> float:
+    """Cohen's kappa of two raters' labels of the same items, unweighted: ``(p_o - p_e) / (1 - p_e)``, where
+    ``p_o`` is the share of items given the same label and ``p_e`` the agreement expected by chance from each
+    rater's own label frequencies (Cohen 1960). NaN where ``p_e`` is 1 (both raters gave every item one and the
+    same label: kappa is undefined)."""
+    a, b = list(a), list(b)
+    if len(a) != len(b):
+        raise ValueError(f"the two raters labelled {len(a)} and {len(b)} items; kappa needs the same items")
+    if not a:
+        raise ValueError("kappa needs at least one item labelled by both raters")
+    n = len(a)
+    observed = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    count_a, count_b = Counter(a), Counter(b)
+    expected = sum(count_a[c] * count_b[c] for c in count_a) / (n * n)
+    if expected >= 1.0:
+        return math.nan
+    return (observed - expected) / (1.0 - expected)
+
+
+# ----- helpers --------------------------------------------------------------------------------------------------
+
+
+def _combine(values: list[int], resolve: Resolve) -> int:
+    if resolve == "max":
+        return max(values)
+    if resolve == "min":
+        return min(values)
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2]  # the lower median: an actual grade, the lower one of two
