@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and OUT (TREC qrels: OUT's own judgements merged with the log, rewritten atomically). Starting again "
         "resumes at the first item not judged. See docs/labelling.md.",
     )
-    label.add_argument("pool", help="a pool JSONL file (Pool.to_jsonl)")
+    label.add_argument("pool", help="a pool JSONL file (Pool.save)")
     label.add_argument(
         "--qrels",
         required=True,
@@ -345,7 +345,7 @@ def _pool(args: argparse.Namespace) -> int:
     if str(args.out).endswith(".csv"):
         pooled.to_csv(args.out)
     else:
-        pooled.to_jsonl(args.out)
+        pooled.save(args.out)
     print(
         f"rag-eval: pool {pooled.id}: {len(pooled)} items over {len(pooled.query_ids)} queries from "
         f"{len(names)} runs at depth {args.depth} ({pooled.already_judged} already judged) -> {args.out}",

@@ -20,6 +20,7 @@ __all__ = [
     "InfiniteScore",
     "InputError",
     "JudgedDocsNotInCorpus",
+    "LowJudgedShare",
     "LowQueryOverlap",
     "NearMissIds",
     "OldCacheKeys",
@@ -120,6 +121,10 @@ class FailingStage(RagEvalWarning):
 class CappedResults(RagEvalWarning):
     """A retriever that returns the same number of hits, fewer than the depth asked, on most queries: a cap of its
     own (LangChain's default ``k=4``, a store's limit), which bounds recall@depth."""
+
+
+class LowJudgedShare(RagEvalWarning):
+    """A system's judged share is below the threshold: its scores are lower bounds."""
 
 
 class LowQueryOverlap(RagEvalWarning):

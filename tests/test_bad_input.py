@@ -21,7 +21,7 @@ from rag_eval import Conventions, Hit, InputError, Qrels, Run, _accel, evaluate
 from rag_eval.adapters.functions import retriever
 from rag_eval.cli import main
 from rag_eval.data.collection import Collection
-from rag_eval.reports.judged import LowJudgedShare
+from rag_eval.errors import LowJudgedShare
 from rag_eval.stages import Pipeline
 
 from .conftest import ROOT

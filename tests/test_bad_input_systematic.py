@@ -11,7 +11,7 @@ import pytest
 from rag_eval import Hit, Pipeline, Qrels, Run, evaluate
 from rag_eval.adapters.functions import reranker, retriever
 from rag_eval.errors import CappedResults, FailingStage, LowQueryOverlap, NearMissIds
-from rag_eval.reports.judged import LowJudgedShare
+from rag_eval.errors import LowJudgedShare
 
 QUERIES = {f"q{i:02d}": f"query number {i}" for i in range(30)}
 QRELS = {q: {f"d{i}": 1, f"e{i}": 1} for i, q in enumerate(QUERIES)}  # two relevant per query

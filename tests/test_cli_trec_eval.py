@@ -13,7 +13,7 @@ import pytest
 from rag_eval.cli import main, resolve_metrics
 from rag_eval.errors import TrecEvalParametersIgnored, TrecEvalParameterTruncated
 from rag_eval.metrics.trec_eval_measures import trec_eval_metrics
-from rag_eval.reports.evaluate import DEFAULT_METRICS
+from rag_eval.reports import DEFAULT_METRICS
 
 from .conftest import CONFORMANCE, ROOT, need_shared
 

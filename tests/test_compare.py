@@ -194,7 +194,7 @@ def test_cli_compare(tmp_path, capsys):
 def test_the_card_of_a_comparison_names_every_report_and_the_judged_share_it_used():
     good, poor, _ = _runs()
     first = rag_eval.evaluate(QRELS, {"good": good}, ["mrr", "judged@2"])
-    with pytest.warns(rag_eval.reports.judged.LowJudgedShare):
+    with pytest.warns(rag_eval.errors.LowJudgedShare):
         second = rag_eval.evaluate(QRELS, {"poor": poor}, ["mrr", "judged@2"])
     result = rag_eval.compare([first, second], baseline="poor")
     text = result.card.render()

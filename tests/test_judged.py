@@ -8,7 +8,7 @@ import pytest
 
 from rag_eval import Conventions, Hit, Pipeline, Qrels, Report, Run, evaluate, pool
 from rag_eval.adapters.functions import reranker, retriever
-from rag_eval.reports.judged import LowJudgedShare
+from rag_eval.errors import LowJudgedShare
 
 QRELS = Qrels.from_dict({"q1": {"d1": 2, "d2": 0, "d3": 1}, "q2": {"d7": 1, "d8": 0}})
 # judged@k is the judged share of the top min(k, returned):

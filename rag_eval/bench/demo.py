@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
     parser.add_argument("--out", default="demo-report", help="report folder (default ./demo-report)")
     parser.add_argument("--no-plots", action="store_true")
     args = parser.parse_args(argv)
-    from ..reports.evaluate import evaluate
+    from ..reports import evaluate
     from .outputs import write_report_folder
     from .pipelines import Parts, build, prefetch
 
@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
         title="rag_eval demo: bm25 >> MiniLM rerank on Python's docs",
         facts=facts,
         plots=not args.no_plots,
+        collection=collection,
     )
     summary = report.summary
     print(

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None, *, prog: str = "benchmarks/run.py") -> i
 def run(args: argparse.Namespace, *, command: str) -> int:
     from ..data.collection import Collection
     from ..errors import InputError
-    from ..reports.evaluate import evaluate
+    from ..reports import evaluate
     from .outputs import write_report_folder
     from .pipelines import BUILTIN, Parts, build, prefetch
 
@@ -107,6 +107,7 @@ def run(args: argparse.Namespace, *, command: str) -> int:
         title=f"rag_eval benchmark: {collection.name}",
         facts=facts,
         plots=not args.no_plots,
+        collection=collection,
     )
     shown = report.summary
     columns = [

@@ -2,7 +2,7 @@
 
 from .card import MetricCard
 from .compare import Comparison, compare
-from .evaluate import DEFAULT_METRICS, evaluate
+from .evaluation import DEFAULT_METRICS, evaluate
 from .report import Report
 from .trec_eval import format_trec_eval
 

@@ -1,8 +1,8 @@
 """Evaluating projections: runs of chunks judged with labels given on documents and answer spans.
 
 ``rag_eval.evaluate(labels, {"512": projection_512, "1024": projection_1024}, metrics)`` evaluates each
-:class:`~rag_eval.metrics.projection.Projection` against its own Qrels (its ids are relevance units, the same for
-every chunking of the same labels where the labels are spans or documents) through the ordinary ``evaluate``, and
+:class:`~rag_eval.ground_truth.Projection` against its own Qrels (its ids are relevance units, the same for
+every chunking of the same labels where the labels are spans or documents) as ``evaluate`` measures runs, and
 gathers them in one Report, so that chunkings compare side by side (``rag_eval.compare`` pairs them by query).
 The metric card names the labels (file and SHA-256 where read from one) and, on each run, the projection's rules,
 threshold and counts.
@@ -10,13 +10,14 @@ threshold and counts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from ..data.spans import SpanLabels
+from ..ground_truth import Projection
 from ..metrics.conventions import Conventions
 from ..metrics.grammar import Metric
-from ..metrics.projection import Projection
+from ._runs import evaluate_runs
 from .card import InputRecord, MetricCard
 from .report import Report
 
@@ -44,17 +45,14 @@ def projections_of(runs: object) -> dict[str, Projection] | None:
 
 
 def evaluate_projections(
-    labels: Any,
+    labels: object,
     projections: Mapping[str, Projection],
-    metrics: str | Metric | Sequence[str | Metric] | None,
-    *,
-    conventions: Conventions | str = "default",
-    **options: Any,
+    metrics: list[Metric],
+    conventions: Conventions,
+    judged_threshold: float,
 ) -> Report:
-    """One Report over several projections of the same ``labels`` (see the module's docstring). ``options``:
-    further keyword arguments of :func:`rag_eval.evaluate`, passed on for each projection."""
-    from .evaluate import evaluate
-
+    """One Report over several projections of the same ``labels`` (see the module's docstring), each measured by
+    ``metrics`` under ``conventions``, as :func:`rag_eval.evaluate` measures runs."""
     if not isinstance(labels, SpanLabels):
         raise TypeError(
             "projections carry their own qrels: pass the SpanLabels they were projected from as the first argument, "
@@ -64,7 +62,8 @@ def evaluate_projections(
         if p.labels is not labels and p.labels != labels:
             raise ValueError(f"projection {name!r} was projected from other labels than the ones given")
     reports = [
-        evaluate(p.qrels, {name: p.run}, metrics, conventions=conventions, **options) for name, p in projections.items()
+        evaluate_runs(p.qrels, {name: p.run}, metrics, conventions, judged_threshold, user_frame=3)
+        for name, p in projections.items()
     ]
     return _merged(labels, reports)
 

@@ -13,13 +13,18 @@ a string (relstring, runid) are kept apart from the float tables: :meth:`Report.
 
 from __future__ import annotations
 
+import html
+import io
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._files import write_output
 from ..errors import InputError
 from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import follows_trec_eval
@@ -29,6 +34,11 @@ from .summary import STAGE_SUMMARY_COLUMNS, SUMMARY_COLUMNS, summarize_geometric
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from ..data.collection import Collection
+    from ..data.qrels import Qrels
+    from ..data.run import Run
+    from ..stages.result import PipelineResult
 
 __all__ = ["Report"]
 
@@ -304,7 +314,7 @@ class Report:
         """The judged share of each run (and stage) at the report's cutoffs: ``run, stage, metric, share, n``
         (share = mean judged@k over the ``n`` counted queries whose top k holds something: the summary's mean and
         ``n`` of judged@k). Below the threshold (on the card), that run's scores are lower bounds. See
-        :mod:`rag_eval.reports.judged`."""
+        :mod:`rag_eval.reports._judged`."""
         return self._table("judged")
 
     @property
@@ -313,20 +323,82 @@ class Report:
         never_retrieved, below_depth, reranked_out, failed (a stage failed on its query), delivered)."""
         return self._table("loss_items")
 
+    def _with_card(self, card: MetricCard) -> Report:
+        """The same values under another card (a result folder's, with the corpus fingerprinted)."""
+        return Report(self._blocks, list(self._metrics), card, self._tables)
+
     def __repr__(self) -> str:
         stages = f", stages={self.stages}" if self.staged else ""
-        return f"Report(runs={self.runs}{stages}, metrics={self.metrics})"
+        queries = max((len(b.query_ids) for b in self._blocks), default=0)
+        return f"Report(runs={self.runs}{stages}, metrics={self.metrics}, queries={queries})"
+
+    def _shown(self) -> pd.DataFrame:
+        """The summary as a notebook shows it: keys, mean with its interval, n and n_nan."""
+        keys = ["run", "stage"] if self.staged else ["run"]
+        return self.summary[keys + ["metric", "mean", "ci_low", "ci_high", "n", "n_nan"]]
+
+    def _heading(self) -> str:
+        card = self.card
+        budget = f", {card.budget}" if card.budget else ""
+        return (
+            f"rag_eval {card.rag_eval_version} report: {len(self.runs)} run(s), {len(self.metrics)} metric(s), "
+            f"{card.preset or 'custom'} conventions{budget}"
+        )
 
     def _repr_html_(self) -> str:
-        keys = ["run", "stage"] if self.staged else ["run"]
-        table = self.summary[keys + ["metric", "mean", "ci_low", "ci_high", "n", "n_nan"]]
-        return f"<p>rag_eval report ({self.card.preset or 'custom'} conventions)</p>" + table.to_html(
-            index=False, float_format=lambda v: f"{v:.4f}"
+        """The summary as an HTML table (values escaped by pandas) under a one-line heading (escaped)."""
+        return f"<p>{html.escape(self._heading())}</p>" + self._shown().to_html(
+            index=False, escape=True, float_format=lambda v: f"{v:.4f}"
         )
+
+    def _repr_markdown_(self) -> str:
+        """The summary as a Markdown table, cells escaped (``<``, ``&``, ``|``: Markdown renders raw HTML)."""
+        return markdown_table(self._shown(), heading=self._heading())
 
     # ----- persistence --------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the per-query values to Parquet, with the metric card (and any pipeline tables) in its metadata."""
+        """Write the per-query values to Parquet, with the metric card (its content hashes and budget included) and
+        any pipeline tables in its metadata; whole or not at all (a failed write keeps the file's old content)."""
+        buffer = io.BytesIO()
+        self._save_to(buffer)
+        write_output(path, buffer.getvalue())
+
+    def save_folder(
+        self,
+        folder: str | os.PathLike[str],
+        *,
+        qrels: Qrels | Mapping[str, Mapping[str, int]] | None = None,
+        runs: Mapping[str, Run | PipelineResult] | Run | PipelineResult | None = None,
+        collection: Collection | None = None,
+        title: str | None = None,
+        facts: Mapping[str, Any] | None = None,
+        plots: bool | None = None,
+    ) -> Path:
+        """Write a result folder (``docs/result-folders.md``): the report, its card, summary and per-query tables,
+        ``qrels`` (checked to be those the report was computed on), one TREC file per run or pipeline stage
+        (``runs``: the runs or pipeline results evaluated), pipeline plots, ``report.md`` and a ``manifest.json``
+        with the content hashes and each file's SHA-256. ``collection`` fingerprints the whole corpus. ``plots``:
+        None draws them when matplotlib is installed. Returns the path of ``report.md``. See
+        :func:`rag_eval.reports.result_folder.write_folder`."""
+        from .result_folder import write_folder
+
+        if plots is None:
+            import importlib.util
+
+            plots = importlib.util.find_spec("matplotlib") is not None
+        return write_folder(
+            self, folder, qrels=qrels, runs=runs, collection=collection, title=title, facts=facts, plots=plots
+        )
+
+    @classmethod
+    def load_folder(cls, folder: str | os.PathLike[str]) -> Report:
+        """The report of a result folder written by :meth:`save_folder`, after checking each file against the
+        manifest's SHA-256 (a file changed or missing is an InputError naming it)."""
+        from .result_folder import load_folder
+
+        return load_folder(folder)
+
+    def _save_to(self, path: str | os.PathLike[str] | io.BytesIO) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -345,8 +417,6 @@ class Report:
         """Read a report written by :meth:`save`, each value by its key (run, [stage,] query_id, metric), so that
         rows reordered by another tool land where they belong. A file whose rows do not match its own metadata (a
         key missing, repeated or unknown, a key column of another type) is refused with an InputError naming it."""
-        import io
-
         import pandas as pd
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -381,6 +451,22 @@ class Report:
         except (ValueError, TypeError, AttributeError) as exc:
             raise InputError(f"its pipeline tables do not parse ({' '.join(str(exc).split())})", source=where) from None
         return cls(blocks, card.metrics, card, tables)
+
+
+def markdown_cell(value: object) -> str:
+    """A Markdown table cell: ``&``, ``<``, ``>`` as entities (Markdown renders raw HTML), ``|`` escaped, floats
+    to 4 decimals."""
+    text = f"{value:.4f}" if isinstance(value, float) else str(value)
+    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(frame: pd.DataFrame, *, heading: str | None = None) -> str:
+    """``frame`` as a Markdown table (every cell through :func:`markdown_cell`), under an escaped heading line."""
+    lines = [markdown_cell(heading), ""] if heading else []
+    lines.append("| " + " | ".join(markdown_cell(c) for c in frame.columns) + " |")
+    lines.append("|" + "---|" * len(frame.columns))
+    lines += ["| " + " | ".join(markdown_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines) + "\n"
 
 
 def counted_of(card: MetricCard, run: str, stage: str | None = None) -> int | None:

@@ -1,0 +1,93 @@
+"""``rag_eval.evaluate``: the one entry point. Qrels and runs in, a Report out; inputs are never changed.
+
+This module only dispatches: by the kind of ``runs`` given, to the evaluator of runs (:mod:`._runs`), of pipeline
+results (:mod:`rag_eval.reports.stage_aware`) or of projections (:mod:`rag_eval.reports.projected`). None of them
+imports this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ..data.qrels import Qrels
+from ..data.run import Run
+from ..data.spans import SpanLabels
+from ..ground_truth import Projection
+from ..metrics.conventions import Conventions, resolve_conventions
+from ..metrics.grammar import Metric, parse_metrics
+from ..stages import PipelineResult
+from ._judged import JUDGED_THRESHOLD
+from ._runs import evaluate_runs, named_runs
+from .projected import evaluate_projections, projections_of
+from .report import Report
+from .stage_aware import evaluate_pipelines, pipeline_results
+
+__all__ = ["DEFAULT_METRICS", "evaluate"]
+
+DEFAULT_METRICS = ("ndcg@10", "recall@10", "recall@100", "precision@10", "mrr@10", "ap", "judged@10")
+
+Runs = (
+    Run
+    | Sequence[Run]
+    | Mapping[str, Run]
+    | PipelineResult
+    | Mapping[str, PipelineResult]
+    | Projection
+    | Sequence[Projection]
+    | Mapping[str, Projection]
+)
+
+
+def evaluate(
+    qrels: Qrels | Mapping[str, Mapping[str, int]] | SpanLabels,
+    runs: Runs,
+    metrics: str | Metric | Sequence[str | Metric] | None = None,
+    *,
+    conventions: Conventions | str = "default",
+    judged_threshold: float = JUDGED_THRESHOLD,
+) -> Report:
+    """Measure one or more runs against the qrels.
+
+    ``runs`` is a :class:`Run`, a list of runs (named by ``Run.name``) or a ``{name: run}`` mapping; or what
+    :meth:`Pipeline.run` returned (or a ``{name: result}`` mapping of them), to judge each stage by the metrics
+    that fit its job (see :mod:`rag_eval.reports.stage_aware`; ``@budget`` and ``@depth`` then resolve to the
+    pipeline's); or projections of chunk rankings (:func:`rag_eval.project`, one or a ``{name: projection}``
+    mapping), ``qrels`` then being the :class:`~rag_eval.data.spans.SpanLabels` they were projected from (see
+    :mod:`rag_eval.reports.projected`).
+    ``metrics`` are names in rag_eval's grammar (e.g. ``"ndcg@10"``, ``"P(rel=2)@5"``, trec_eval's ``"P_10"``);
+    by default :data:`DEFAULT_METRICS`. ``conventions`` is a :class:`Conventions` or a preset name
+    (``"default"``, ``"trec_eval"``). Always returns a :class:`Report`.
+
+    The report also carries each run's (and stage's) judged share at the cutoffs it measures (``Report.judged``,
+    on the card too), and warns when one is below ``judged_threshold``: that run's scores are then lower bounds.
+    Systematic problems that would show only as zeros (qrels sharing no query, or under 10% of theirs, with a run;
+    a stage failing on most queries; a retriever capping its results) are each warned once, in one line, and kept
+    in ``Report.issues`` and the card's notes.
+    """
+    if not 0.0 <= judged_threshold <= 1.0:
+        raise ValueError(f"judged_threshold must lie in [0, 1], not {judged_threshold!r}")
+    conv = resolve_conventions(conventions)
+    projections = projections_of(runs)
+    if projections is not None:  # each judged by its own qrels, made from the labels given as ``qrels``
+        return evaluate_projections(qrels, projections, _metric_list(metrics), conv, judged_threshold)
+    if not isinstance(qrels, (Qrels, Mapping)):
+        raise TypeError(
+            f"qrels must be a Qrels or a {{query_id: {{doc_id: grade}}}} mapping, not {type(qrels).__name__}"
+        )
+    judged = qrels if isinstance(qrels, Qrels) else Qrels.from_dict(qrels)
+    pipelines = pipeline_results(runs)
+    if pipelines is not None:
+        chosen = None if metrics is None else ([metrics] if isinstance(metrics, (str, Metric)) else list(metrics))
+        return evaluate_pipelines(judged, pipelines, chosen, conv, judged_threshold)
+    return evaluate_runs(judged, named_runs(runs), _metric_list(metrics), conv, judged_threshold, user_frame=2)
+
+
+def _metric_list(metrics: str | Metric | Sequence[str | Metric] | None) -> list[Metric]:
+    """The metrics asked for, parsed (the default ones for None); at least one."""
+    if metrics is None:
+        metric_list = parse_metrics(list(DEFAULT_METRICS))
+    else:
+        metric_list = parse_metrics(metrics if isinstance(metrics, (str, Metric)) else list(metrics))
+    if not metric_list:
+        raise ValueError("no metrics requested")
+    return metric_list

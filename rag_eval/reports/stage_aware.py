@@ -1,0 +1,431 @@
+"""Stage-aware evaluation: each stage of a pipeline judged by the metric that fits its job.
+
+- a first stage (and each input of a fusion) by recall: ``recall@depth`` (candidate recall, the ceiling for any
+  reranker), ``recall@budget``, ``precision@budget``, ``hit@budget``, ``recall_ceiling@budget``;
+- a reranker by order: ``ndcg@budget``, ``mrr@budget``, ``recall@budget``, ``precision@budget``, plus
+  ``rerank_gain@budget`` (its recall@budget minus that of the same candidates in the previous stage's order) and
+  ``cand_ndcg@budget`` (its nDCG@budget over the best nDCG@budget the candidates it was given allow);
+- the last stage also carries the loss attribution of each query's relevant items, as shares summing to 1:
+  ``loss.never_retrieved``, ``loss.below_depth``, ``loss.reranked_out``, ``loss.failed``, ``loss.delivered`` (item
+  by item in ``Report.loss_items``). ``failed``: the item did not reach the budget because a stage failed on its
+  query, not because a stage ranked it out: every relevant item when the first stage failed, the candidates when a
+  reranker failed (or was not run for it); what the first stage did not return stays ``never_retrieved`` or
+  ``below_depth``.
+
+``@budget`` is the pipeline's budget: a number of chunks, or, with a token budget, the number of chunks n_q each
+query actually delivers (precision@budget is then relevant delivered / n_q, 0 when n_q = 0, and recall_ceiling is
+not reported). A 0/0 value (cand_ndcg without a relevant candidate, loss shares of a query without a relevant item)
+is NaN, left out of the mean, and counted in the summary's ``n_nan``.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..data.qrels import Qrels
+from ..data.run import Run
+from ..errors import InputError, StarvedBudget
+from ..metrics import _kernels as K
+from ..metrics._engine import evaluate_run
+from ..metrics.catalogue import FAMILIES
+from ..metrics.conventions import Conventions
+from ..metrics.grammar import Metric, parse_metric
+from ..stages.result import Finding, PipelineResult, StageOutput, announce
+from ._judged import JUDGED_THRESHOLD, JudgedShare, ceiling, judged_share, shares_frame, warn_low
+from ._systematic import announce_overlap, issue_rows, query_overlap
+from .card import InputRecord, MetricCard, QueryRecord
+from .hashes import content_hashes
+from .report import Report, RunScores
+
+FIRST_STAGE_METRICS = ("recall@depth", "recall@budget", "precision@budget", "hit@budget", "recall_ceiling@budget")
+RERANKER_METRICS = (
+    "ndcg@budget",
+    "mrr@budget",
+    "recall@budget",
+    "precision@budget",
+    "rerank_gain@budget",
+    "cand_ndcg@budget",
+)
+LOSS_METRICS = ("loss.never_retrieved", "loss.below_depth", "loss.reranked_out", "loss.failed", "loss.delivered")
+FATES = ("never_retrieved", "below_depth", "reranked_out", "failed", "delivered")
+_SYMBOLIC = re.compile(r"^(?P<base>.+)@(?P<k>budget|depth)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """One metric to report for a stage: its reported name, and how to compute it."""
+
+    name: str
+    metric: Metric | None  # an engine metric (None: a stage-aware one, by name)
+    cut: str | None  # "budget" / "depth" when the cutoff is symbolic
+
+
+def pipeline_results(runs: object) -> dict[str, PipelineResult] | None:
+    """``{name: result}`` when ``runs`` is a pipeline result (named by its pipeline) or a mapping of them, else
+    None."""
+    if isinstance(runs, PipelineResult):
+        return {repr(runs.pipeline): runs}
+    if isinstance(runs, Mapping) and runs and all(isinstance(r, PipelineResult) for r in runs.values()):
+        return dict(runs)
+    return None
+
+
+def evaluate_pipelines(
+    qrels: Qrels,
+    results: Mapping[str, PipelineResult],
+    metrics: Sequence[str | Metric] | None,
+    conv: Conventions,
+    judged_threshold: float = JUDGED_THRESHOLD,
+) -> Report:
+    import pandas as pd
+
+    blocks: list[RunScores] = []
+    records: list[QueryRecord] = []
+    inputs = [
+        InputRecord(
+            role="qrels",
+            name="qrels",
+            path=qrels.source.path if qrels.source else None,
+            sha256=qrels.source.sha256 if qrels.source else None,
+        )
+    ]
+    tables: dict[str, list[pd.DataFrame]] = {"latency": [], "failures": [], "issues": [], "loss_items": []}
+    names: list[str] = []
+    described = []
+    shares: list[JudgedShare] = []
+    findings: list[Finding] = []
+    for run_name, result in results.items():
+        judge = _PipelineJudge(qrels, result, conv)
+        found = result.findings
+        for f in found:
+            who = f"run {run_name!r}: " if len(results) > 1 else ""
+            findings.append(Finding(f.kind, f.stage, who + f.message))
+        for stage, out in result.stages.items():
+            shares.extend(judge.judged(run_name, stage, out))
+            specs = _specs(metrics, out.role, stage == result.final_stage, result)
+            block, account = judge.block(run_name, stage, out, specs)
+            blocks.append(block)
+            names.extend(s.name for s in specs)
+            records.append(
+                QueryRecord(
+                    run=f"{run_name} / {stage}" if len(results) > 1 else stage,
+                    counted=len(account.counted),
+                    left_out=account.left_out,
+                    counted_as_zero=account.zeroed,
+                )
+            )
+            notes = [
+                f"{out.role}",
+                f"fingerprint {out.fingerprint}" + (f" (covers {out.covers})" if out.covers else ""),
+            ]
+            starved = judge.starved(out)
+            if starved:
+                note = (
+                    f"{len(starved)} query(ies) deliver no chunk: the first chunk alone exceeds the "
+                    f"{result.pipeline.budget.tokens}-token budget (e.g. {starved[0]!r}); they score 0 at the budget"
+                )
+                warnings.warn(f"stage {stage!r}: {note}", StarvedBudget, stacklevel=3)
+                notes.append(note)
+            mended = sum(len(o.issues) > 0 for o in out.outcomes.values())
+            if mended:
+                notes.append(f"{mended} query(ies) with an issue in a usable answer: see Report.issues")
+            if out.failures:
+                notes.append(f"failed on {len(out.failures)} query(ies): see Report.failures")
+            inputs.append(
+                InputRecord(role="stage", name=f"{run_name} / {stage}" if len(results) > 1 else stage, notes=notes)
+            )
+        issues = result.issues
+        if found:  # a systematic problem: a row of its own, without a query
+            issues = pd.concat(
+                [issues, pd.DataFrame([(f.stage, None, f.message) for f in found], columns=issues.columns)],
+                ignore_index=True,
+            )
+        tables_of_run = (
+            ("latency", result.latency),
+            ("failures", result.failures),
+            ("issues", issues),
+            ("loss_items", judge.loss_items),
+        )
+        for key, table in tables_of_run:
+            tables[key].append(table.assign(run=run_name) if len(results) > 1 else table)
+        p = result.pipeline
+        described.append(
+            {
+                "run": run_name,
+                "structure": repr(p),
+                "depth": p.depth,
+                "budget": str(p.budget),
+                "stages": {s: o.role for s, o in result.stages.items()},
+            }
+        )
+    pipeline = described[0] | {"all": described}
+    lines = announce(findings, stacklevel=3)  # at the caller of evaluate
+    notes = lines + announce_overlap(
+        query_overlap(qrels, {name: r.query_ids for name, r in results.items()}), stacklevel=3
+    )
+    low = warn_low(shares, judged_threshold, stacklevel=4)
+    card = MetricCard.build(
+        conv,
+        list(dict.fromkeys(names)),
+        inputs,
+        records,
+        pipeline=pipeline,
+        judged=[s.record() for s in shares],
+        judged_threshold=judged_threshold,
+        notes=notes + low,
+        hashes=content_hashes(qrels, conventions=conv, results=results),
+    )
+    merged = {k: pd.concat(v, ignore_index=True) if v else pd.DataFrame() for k, v in tables.items()}
+    report_level = notes[len(lines) :] + low  # the stage-level lines have their rows already
+    if report_level:
+        merged["issues"] = pd.concat(
+            [merged["issues"], issue_rows(report_level, list(merged["issues"].columns))], ignore_index=True
+        )
+    merged["judged"] = shares_frame(shares)
+    return Report(blocks, list(dict.fromkeys(names)), card, merged)
+
+
+def _specs(metrics: Sequence[str | Metric] | None, role: str, final: bool, result: PipelineResult) -> list[_Spec]:
+    token_budget = result.pipeline.budget.tokens is not None
+    if metrics is None:
+        names = list(RERANKER_METRICS if role == "reranker" else FIRST_STAGE_METRICS)
+        if final:
+            names += LOSS_METRICS
+    else:
+        names = [str(m) for m in metrics]
+    specs = []
+    for name in names:
+        if name in LOSS_METRICS:
+            if final:
+                specs.append(_Spec(name, None, None))
+            continue
+        match = _SYMBOLIC.match(name)
+        base, cut = (match["base"], match["k"].lower()) if match else (name, None)
+        if base in ("rerank_gain", "cand_ndcg"):
+            if cut != "budget":
+                raise ValueError(f"{base} is measured at the budget: write {base}@budget")
+            if role == "reranker":
+                specs.append(_Spec(f"{base}@budget", None, "budget"))
+            continue
+        metric = parse_metric(f"{base}@1" if cut else base)
+        if cut:
+            if metric.family == "recall_ceiling" and token_budget and cut == "budget":
+                continue  # not defined when each query delivers its own number of chunks
+            specs.append(_Spec(f"{str(metric)[: -len('@1')]}@{cut}", metric, cut))
+        else:
+            specs.append(_Spec(str(metric), metric, None))
+    return specs
+
+
+def _dcg(gains: np.ndarray) -> float:
+    """The discounted gains of one ranking added one by one, in rank order (as
+    :func:`rag_eval.metrics._kernels.dcg`)."""
+    weights = K.discounted(gains, np.arange(len(gains)))
+    return float(np.cumsum(weights)[-1]) if len(weights) else 0.0
+
+
+class _PipelineJudge:
+    """Judges the stages of one pipeline result against the qrels."""
+
+    def __init__(self, qrels: Qrels, result: PipelineResult, conv: Conventions) -> None:
+        import pandas as pd
+
+        self.qrels, self.result, self.conv = qrels, result, conv
+        self.pipeline = result.pipeline
+        self.loss_items = pd.DataFrame(columns=["query_id", "doc_id", "grade", "fate"])
+        self._stage_names = list(result.stages)
+
+    def _run(self, out: StageOutput) -> tuple[Run, set[str]]:
+        failed = set(out.failures)
+        ranking = {q: [h.doc_id for h in o.hits] for q, o in out.outcomes.items() if not o.failed}
+        if self.conv.failed == "zero":
+            ranking.update({q: [] for q in failed})  # measured as an empty ranking
+        return Run.from_ranking(ranking, name=out.name), failed
+
+    def _delivered(self, out: StageOutput) -> dict[str, int]:
+        budget, tokenizer = self.pipeline.budget, self.pipeline.tokenizer
+        return {q: budget.cut(o.hits, tokenizer) if not o.failed else 0 for q, o in out.outcomes.items()}
+
+    def starved(self, out: StageOutput) -> list[str]:
+        """Queries with results of which not even the first fits the token budget (none with a chunk budget)."""
+        if self.pipeline.budget.tokens is None:
+            return []
+        delivered = self._delivered(out)
+        return [q for q, o in out.outcomes.items() if not o.failed and o.hits and delivered[q] == 0]
+
+    def _cutoff(self, out: StageOutput, cut: str | None) -> int | dict[str, int] | None:
+        if cut == "depth":
+            return self.pipeline.depth
+        if cut == "budget":
+            budget = self.pipeline.budget
+            return budget.chunks if budget.chunks is not None else self._delivered(out)
+        return None
+
+    def block(self, run_name: str, stage: str, out: StageOutput, specs: list[_Spec]):
+        run, failed = self._run(out)
+        exclude = failed if self.conv.failed == "exclude" else ()
+        engine = [(j, s) for j, s in enumerate(specs) if s.metric is not None]
+        for _, s in engine:  # a stage's table holds numbers: relstring and runid are one string per query
+            if FAMILIES[s.metric.family].kind == "text":
+                raise InputError(
+                    f"metric {s.name!r} is one string per query, which a pipeline report's stage "
+                    "tables cannot hold: evaluate a stage's ranking as a run (Report.texts) instead"
+                )
+        metrics, cutoffs = [], []
+        for _, s in engine:
+            k = self._cutoff(out, s.cut)
+            if isinstance(k, int):
+                metrics.append(Metric(s.metric.family, k, s.metric.params))
+                cutoffs.append(None)
+            else:
+                metrics.append(Metric(s.metric.family, None, s.metric.params) if s.cut else s.metric)
+                cutoffs.append(k)
+        result = evaluate_run(self.qrels, run, metrics, self.conv, cutoffs=cutoffs, exclude=exclude)
+        columns = list(result.values)
+        as_given = [i for i, m in enumerate(metrics) if m.family == "judged"]
+        if as_given and self.conv.unjudged == "remove":  # judged@k is measured on the ranking as given
+            plain = evaluate_run(
+                self.qrels,
+                run,
+                [metrics[i] for i in as_given],
+                self.conv.replace(unjudged="keep"),
+                cutoffs=[cutoffs[i] for i in as_given],
+                exclude=exclude,
+                warn_ids=False,
+            )
+            for i, column in zip(as_given, plain.values, strict=True):
+                columns[i] = column
+        counted = result.account.counted
+        zeroed = sorted(failed.intersection(counted))
+        if zeroed:  # failed="zero": measured as empty rankings, and said so
+            result.account.zeroed["failed"] = zeroed
+        values = np.full((len(counted), len(specs)), np.nan)
+        for (j, _), column in zip(engine, columns, strict=True):
+            values[:, j] = column
+        for j, s in enumerate(specs):
+            if s.metric is None:
+                values[:, j] = self._special(s.name, stage, out, counted)
+        n_failed = len(failed.intersection(self.qrels.query_ids))
+        return RunScores(counted, values, run_name, stage, [s.name for s in specs], n_failed), result.account
+
+    def judged(self, run_name: str, stage: str, out: StageOutput) -> list[JudgedShare]:
+        """The stage's judged share at the budget, and for a first stage (or fusion input) at the depth too."""
+        run, failed = self._run(out)
+        exclude = failed if self.conv.failed == "exclude" else ()
+        cuts = ["budget"] if out.role == "reranker" else ["budget", "depth"]
+        ran = [q for q in out.outcomes if q not in exclude]
+        return [
+            JudgedShare(
+                run_name,
+                stage,
+                cut,
+                *judged_share(self.qrels, run, self._cutoff(out, cut), self.conv, exclude=exclude),
+                ceiling(self.qrels, ran, self._cutoff(out, cut)),
+            )
+            for cut in cuts
+        ]
+
+    # ----- the stage-aware metrics --------------------------------------------------------------------------
+    def _previous(self, stage: str) -> StageOutput:
+        return self.result.stages[self._stage_names[self._stage_names.index(stage) - 1]]
+
+    def _special(self, name: str, stage: str, out: StageOutput, counted: list[str]) -> np.ndarray:
+        if name == "rerank_gain@budget":
+            mine = self._recall_at_budget(out, counted)
+            before = self._recall_at_budget(self._previous(stage), counted)
+            return mine - before
+        if name == "cand_ndcg@budget":
+            return self._candidate_ndcg(out, self._previous(stage), counted)
+        return self._loss(counted)[name.removeprefix("loss.")]
+
+    def _recall_at_budget(self, out: StageOutput, counted: list[str]) -> np.ndarray:
+        run, _ = self._run(out)
+        k = self._cutoff(out, "budget")
+        metric = Metric("recall", k if isinstance(k, int) else None)
+        result = evaluate_run(
+            self.qrels,
+            run,
+            [metric],
+            self.conv.replace(missing_run="zero", failed="zero"),
+            cutoffs=[None if isinstance(k, int) else k],
+        )
+        values = dict(zip(result.account.counted, result.values[0], strict=True))
+        return np.array([values.get(q, 0.0) for q in counted])
+
+    def _grades(self, query: str) -> Mapping[str, int]:
+        return self.qrels[query] if query in self.qrels else {}  # noqa: SIM401 (Qrels has no .get)
+
+    def _gains(self, grades: Sequence[int]) -> np.ndarray:
+        return K.gain_of(np.array(grades, dtype=np.int64), self.conv.gain, None, None)
+
+    def _candidate_ndcg(self, out: StageOutput, given: StageOutput, counted: list[str]) -> np.ndarray:
+        cut = self._cutoff(out, "budget")
+        values = np.full(len(counted), np.nan)
+        for i, q in enumerate(counted):
+            judged = self._grades(q)
+            candidates = given.outcomes.get(q)
+            if candidates is None or candidates.failed:
+                continue  # nothing was given: no best order to compare with
+            b = cut if isinstance(cut, int) else cut.get(q, 0)
+            ideal = np.sort(self._gains([judged.get(h.doc_id, 0) for h in candidates.hits]))[::-1][:b]
+            if not len(ideal) or ideal[0] <= 0:
+                continue  # 0/0: no relevant candidate
+            mine = out.outcomes[q]
+            hits = () if mine.failed else mine.hits[:b]
+            gains = self._gains([judged.get(h.doc_id, 0) for h in hits])
+            # DCG as the engine's nDCG computes it: gains scaled by a power of two, each divided by its log2,
+            # added in rank order; so cand_ndcg is ndcg@budget against the qrels of the candidates alone
+            scale = np.frexp(ideal[0])[1]
+            best = _dcg(np.ldexp(ideal, -scale))
+            values[i] = _dcg(np.ldexp(gains, -scale)) / best if len(gains) else 0.0
+        return values
+
+    def _loss(self, counted: list[str]) -> dict[str, np.ndarray]:
+        if hasattr(self, "_loss_cache"):
+            return self._loss_cache
+        import pandas as pd
+
+        first = self.result.stages[self.result.first_stage]
+        final = self.result.stages[self.result.final_stage]
+        delivered_n = self._delivered(final)
+        t = self.conv.relevance_threshold
+        shares = {fate: np.full(len(counted), np.nan) for fate in FATES}
+        items = []
+        for i, q in enumerate(counted):
+            relevant = {d: g for d, g in self._grades(q).items() if g >= t}
+            if not relevant:
+                continue  # 0/0
+            head = first.outcomes.get(q)
+            tail = final.outcomes.get(q)
+            head_failed = head is not None and head.failed  # a query not run at all (None) failed nowhere
+            tail_failed = tail is not None and tail.failed  # it, or a stage before it, failed on the query
+            candidates = set() if head is None or head_failed else {h.doc_id for h in head.hits}
+            below = set() if head is None or head_failed else set(head.beyond_depth)
+            delivered = set() if tail is None or tail_failed else {h.doc_id for h in tail.hits[: delivered_n.get(q, 0)]}
+            counts = dict.fromkeys(FATES, 0)
+            for doc, grade in relevant.items():
+                # a candidate that a failed reranker never ranked, or anything when the first stage failed, was
+                # lost to the failure, not ranked out
+                fate = (
+                    "delivered"
+                    if doc in delivered
+                    else "failed"
+                    if head_failed
+                    else ("failed" if tail_failed else "reranked_out")
+                    if doc in candidates
+                    else "below_depth"
+                    if doc in below
+                    else "never_retrieved"
+                )
+                counts[fate] += 1
+                items.append((q, doc, grade, fate))
+            for fate in FATES:
+                shares[fate][i] = counts[fate] / len(relevant)
+        self.loss_items = pd.DataFrame(items, columns=["query_id", "doc_id", "grade", "fate"])
+        self._loss_cache = shares
+        return shares
