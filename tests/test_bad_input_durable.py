@@ -106,7 +106,7 @@ def test_a_body_that_never_arrives_is_answered_408_within_the_timeout(tmp_path):
         took, answer = _raw(running, b"")  # a connection that never says anything is closed too
         assert answer == b"" and took < 3.0
         assert running.judge(0, 1)[0] == 200
-        assert [j.grade for j in JudgementLog.read(log_path_for(running.session.out))] == [1]
+        assert [j.grade for j in JudgementLog.load(log_path_for(running.session.out))] == [1]
     finally:
         running.stop()
 
@@ -130,7 +130,7 @@ def test_a_symlinked_qrels_path_is_one_output_with_its_target(tmp_path, capsys):
         running.stop()
     assert link.is_symlink() and os.readlink(link) == str(real)  # written through, not replaced
     assert Qrels.from_trec(real).to_dict() == {"q1": {"zz": 1, made.items[0].doc_id: 2}}
-    assert not log_path_for(link).exists() and [j.grade for j in JudgementLog.read(log_path_for(real))] == [2]
+    assert not log_path_for(link).exists() and [j.grade for j in JudgementLog.load(log_path_for(real))] == [2]
     again = Running(made, real)  # the same output by its own name: resumes where the link left off
     try:
         assert again.request("GET", "/api/state")[1]["judged"] == 1
@@ -210,7 +210,7 @@ def test_a_grade_that_cannot_be_stored_is_answered_507_and_nothing_acknowledged_
         monkeypatch.undo()
         running.stop()
     items = made.items
-    logged = [(j.doc_id, j.grade) for j in JudgementLog.read(log_path_for(out))]  # whole: no warning
+    logged = [(j.doc_id, j.grade) for j in JudgementLog.load(log_path_for(out))]  # whole: no warning
     assert logged == [(items[0].doc_id, 2), (items[2].doc_id, 1), (items[1].doc_id, 3)]
     assert Qrels.from_trec(out).to_dict() == {"q1": {items[0].doc_id: 2, items[1].doc_id: 3, items[2].doc_id: 1}}
     assert [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []

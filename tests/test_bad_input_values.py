@@ -463,7 +463,7 @@ def test_pool_values_are_checked_when_made(tmp_path):
         "pool": {"id": "x", "depth": True, "strategy": "depth", "systems": ["bm25"]},
     }
     path.write_text(json.dumps(record) + "\n")
-    assert error_of(Pool.read, path) == f"{path}:1: field 'pool': pool depth must be an int, not bool True"
+    assert error_of(Pool.load, path) == f"{path}:1: field 'pool': pool depth must be an int, not bool True"
 
 
 def test_judgement_is_checked_when_made():
@@ -510,7 +510,7 @@ def test_labelling_scale_is_checked(tmp_path, capsys):
         )
     assert list(tmp_path.iterdir()) == []  # nothing written
     pool_file = tmp_path / "pool.jsonl"
-    items.to_jsonl(pool_file)
+    items.save(pool_file)
     assert cli_error(capsys, "label", str(pool_file), "--qrels", str(tmp_path / "out.qrels"), "--scale", "0..1_0") == (
         "--scale '0..1_0': expected LOW..HIGH, e.g. 0..3 (one ASCII digit each)"
     )
@@ -603,7 +603,7 @@ def test_pool_file_with_an_id_that_cannot_be_labelled(tmp_path):
         "pool": {"id": "x", "depth": 5, "strategy": "depth", "systems": ["r"]},
     }
     path.write_text(json.dumps(good) + "\n" + json.dumps(good | {"query_id": "#q2"}) + "\n")
-    assert error_of(Pool.read, path) == (
+    assert error_of(Pool.load, path) == (
         f"{path}:2: query id '#q2' starts with '#', so the line would be read back as a comment: it cannot be "
         "labelled into TREC qrels"
     )

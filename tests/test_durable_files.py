@@ -199,7 +199,7 @@ def test_the_judgement_log_on_a_full_disk_refuses_the_grade_and_stays_readable(t
         log.append("q1", "d3", 1, assessor="alice")
     monkeypatch.undo()  # space freed
     log.append("q1", "d4", 0, assessor="alice")
-    assert [(j.doc_id, j.grade) for j in JudgementLog.read(path)] == [("d1", 2), ("d4", 0)]  # no warning: whole
+    assert [(j.doc_id, j.grade) for j in JudgementLog.load(path)] == [("d1", 2), ("d4", 0)]  # no warning: whole
     assert [(j.doc_id, j.grade) for j in log] == [("d1", 2), ("d4", 0)]
     assert merge(None, path).qrels.to_dict() == {"q1": {"d1": 2, "d4": 0}}
 
@@ -211,7 +211,7 @@ def test_a_torn_tail_left_by_another_process_is_cut_before_this_one_appends(tmp_
     with open(path, "ab") as other:  # another process killed mid-line, after this log was opened
         other.write(b'{"query_id": "q1", "doc_id": "TO')
     log.append("q1", "d2", 1, assessor="alice")
-    assert [j.doc_id for j in JudgementLog.read(path)] == ["d1", "d2"]
+    assert [j.doc_id for j in JudgementLog.load(path)] == ["d1", "d2"]
 
 
 @pytest.mark.parametrize("writer", ["qrels", "run", "pool"])
@@ -220,7 +220,7 @@ def test_user_output_files_are_replaced_whole_or_kept(tmp_path, monkeypatch, wri
 
     qrels = Qrels.from_dict({"q1": {"d1": 1, "d2": 0}})
     run = Run.from_ranking({"q1": ["d1", "d2"]}, name="bm25")
-    write = {"qrels": qrels.to_trec, "run": run.to_trec, "pool": pool({"bm25": run}, depth=2).to_jsonl}[writer]
+    write = {"qrels": qrels.to_trec, "run": run.to_trec, "pool": pool({"bm25": run}, depth=2).save}[writer]
     out = tmp_path / "out.txt"
     write(out)
     first = out.read_bytes()

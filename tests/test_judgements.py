@@ -87,7 +87,7 @@ def test_each_append_is_one_whole_line_on_disk_at_once(tmp_path):
     assert j.time.endswith("Z") and "T" in j.time  # ISO 8601, UTC
     log.append("q1", "d2", 0, assessor="alice", pool=POOL)
     assert len(path.read_text().splitlines()) == 2
-    again = JudgementLog.read(path)
+    again = JudgementLog.load(path)
     assert [(x.query_id, x.doc_id, x.grade) for x in again] == [("q1", "d1", 2), ("q1", "d2", 0)]
 
 
@@ -101,7 +101,7 @@ def test_append_refuses_grades_outside_the_scale_and_bad_names(tmp_path):
     with pytest.raises(ValueError, match="assessor"):
         log.append("q1", "d1", 1, assessor=" ")
     log.append("q1", "d1", 4, assessor="alice", scale=(0, 4))  # a wider scale, recorded on the line
-    assert len(JudgementLog.read(tmp_path / "log.jsonl")) == 1
+    assert len(JudgementLog.load(tmp_path / "log.jsonl")) == 1
 
 
 def test_a_later_judgement_by_the_same_assessor_supersedes(tmp_path):
@@ -109,9 +109,9 @@ def test_a_later_judgement_by_the_same_assessor_supersedes(tmp_path):
     log.append("q1", "d1", 3, assessor="alice")
     log.append("q1", "d1", 1, assessor="alice")  # back, then a new grade
     log.append("q1", "d1", 2, assessor="bob")
-    latest = JudgementLog.read(tmp_path / "log.jsonl").latest()
+    latest = JudgementLog.load(tmp_path / "log.jsonl").latest()
     assert {k: j.grade for k, j in latest.items()} == {("alice", "q1", "d1"): 1, ("bob", "q1", "d1"): 2}
-    assert len(JudgementLog.read(tmp_path / "log.jsonl")) == 3  # append-only: both of alice's lines are kept
+    assert len(JudgementLog.load(tmp_path / "log.jsonl")) == 3  # append-only: both of alice's lines are kept
     merged = merge(None, tmp_path / "log.jsonl")
     assert merged.grades[("q1", "d1")] == {"alice": 1, "bob": 2}
 
@@ -127,7 +127,7 @@ def test_a_torn_last_line_is_ignored_with_a_warning_and_cut_off_before_the_next_
     assert [j.doc_id for j in log] == ["d1"]
     log.append("q1", "d3", 1, assessor="alice")
     assert path.read_bytes().count(b"\n") == 2 and b"TORN" not in path.read_bytes()
-    assert [j.doc_id for j in JudgementLog.read(path)] == ["d1", "d3"]  # no warning: the file is whole again
+    assert [j.doc_id for j in JudgementLog.load(path)] == ["d1", "d3"]  # no warning: the file is whole again
 
 
 def test_a_whole_last_record_without_its_newline_is_kept(tmp_path):
@@ -137,7 +137,7 @@ def test_a_whole_last_record_without_its_newline_is_kept(tmp_path):
     log = JudgementLog.open(path)
     assert [j.doc_id for j in log] == ["d1"]
     log.append("q1", "d2", 3, assessor="alice")
-    assert [j.doc_id for j in JudgementLog.read(path)] == ["d1", "d2"]
+    assert [j.doc_id for j in JudgementLog.load(path)] == ["d1", "d2"]
 
 
 @pytest.mark.parametrize(
@@ -164,13 +164,13 @@ def test_a_bad_line_inside_the_log_names_file_and_line(tmp_path, line, problem):
         f.write(line + "\n")
         f.write('{"query_id": "q", "doc_id": "d", "grade": 1, "assessor": "a", "time": "2026-01-01T00:00:00Z"}\n')
     with pytest.raises(InputError, match=problem) as info:
-        JudgementLog.read(path)
+        JudgementLog.load(path)
     assert info.value.source == str(path) and info.value.line == 2
 
 
 def test_reading_a_missing_log_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="no such file"):
-        JudgementLog.read(tmp_path / "nope.jsonl")
+        JudgementLog.load(tmp_path / "nope.jsonl")
 
 
 # ----- merging ------------------------------------------------------------------------------------------------

@@ -134,7 +134,7 @@ def test_pool_label_in_the_browser_kill_resume_and_the_judged_share_rises(browse
         texts={d: f"chunk {d}: text of the chunk" for ranking in (FIRST, SECOND) for r in ranking.values() for d in r},
     )
     pool_path = tmp_path / "pool.jsonl"
-    made.to_jsonl(pool_path)
+    made.save(pool_path)
     out = tmp_path / "qrels.txt"
     out.write_text("q1 0 a1 2\nq2 0 c2 0\nq3 0 zz 1\n")  # the qrels to extend: they are the pooling's `before`
     total = len(made)
@@ -195,9 +195,9 @@ def test_pool_label_in_the_browser_kill_resume_and_the_judged_share_rises(browse
     for index, grade in ((0, 2), (1, 0), (2, 3), (4, 3)):
         expected[items[index].query_id][items[index].doc_id] = grade
     assert Qrels.from_trec(out).to_dict() == expected
-    logged = [(j.doc_id, j.grade, j.assessor) for j in JudgementLog.read(log_path_for(out))]
+    logged = [(j.doc_id, j.grade, j.assessor) for j in JudgementLog.load(log_path_for(out))]
     assert logged == [(items[i].doc_id, g, "tester") for i, g in ((0, 2), (1, 0), (2, 3), (4, 1), (4, 3))]
-    assert all(j.pool["id"] == made.id for j in JudgementLog.read(log_path_for(out)))
+    assert all(j.pool["id"] == made.id for j in JudgementLog.load(log_path_for(out)))
 
     label = Label(pool_path, out)
     try:
@@ -272,5 +272,5 @@ def test_a_grade_the_disk_cannot_take_is_shown_on_the_page_and_kept_once_space_i
         monkeypatch.undo()
         page.close()
         running.stop()
-    assert [(j.doc_id, j.grade) for j in JudgementLog.read(log_path_for(out))] == [(made.items[0].doc_id, 2)]
+    assert [(j.doc_id, j.grade) for j in JudgementLog.load(log_path_for(out))] == [(made.items[0].doc_id, 2)]
     assert Qrels.from_trec(out).to_dict() == {made.items[0].query_id: {made.items[0].doc_id: 2}}

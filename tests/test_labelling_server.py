@@ -39,7 +39,7 @@ def make_pool(tmp_path: Path):
     second = Run.from_ranking({"q1": ["c", "a", "x"], "q2": ["f", "d"]}, name="dense")
     made = pool({"bm25": first, "dense": second}, depth=3, queries=QUERIES, texts=TEXTS)
     path = tmp_path / "pool.jsonl"
-    made.to_jsonl(path)
+    made.save(path)
     return made, path
 
 
@@ -443,7 +443,7 @@ def test_the_command_prints_its_address_serves_and_loses_nothing_to_a_kill(tmp_p
         proc.stdout.close()
         proc.stderr.close()
     assert out.read_text() == "q2 0 d 2\n"
-    assert [(j.assessor, j.doc_id, j.grade) for j in JudgementLog.read(log_path_for(out))] == [("carol", "d", 2)]
+    assert [(j.assessor, j.doc_id, j.grade) for j in JudgementLog.load(log_path_for(out))] == [("carol", "d", 2)]
 
 
 def test_importing_the_labelling_packages_loads_no_http_server():
@@ -533,7 +533,7 @@ def test_a_real_full_disk_mid_labelling_loses_nothing_acknowledged_and_labelling
                 refused.append(i)
             i += 1
         assert refused, "the disk never filled"
-        stored = JudgementLog.read(log)  # readable while full: no torn line (a warning would fail the test)
+        stored = JudgementLog.load(log)  # readable while full: no torn line (a warning would fail the test)
         where = {(item.query_id, item.doc_id): n for n, item in enumerate(made.items)}
         assert {where[(j.query_id, j.doc_id)]: j.grade for j in stored} == acknowledged
         (tmpfs / "filler").unlink()  # space freed

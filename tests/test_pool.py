@@ -114,14 +114,14 @@ def test_jsonl_round_trip_keeps_provenance(tmp_path):
         [BM25, DENSE], depth=2, qrels={"q1": {"d1": 1}}, queries={"q1": "Q"}, texts={"d3": "three"}, strategy="rrf"
     )
     path = tmp_path / "pool.jsonl"
-    p.to_jsonl(path)
+    p.save(path)
     lines = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
     assert len(lines) == len(p)
     assert all(
         line["pool"] == {"id": p.id, "depth": 2, "strategy": "rrf", "systems": ["bm25", "dense"], "already_judged": 1}
         for line in lines
     )
-    assert Pool.read(path) == p
+    assert Pool.load(path) == p
     assert len(p.id) == 12 and p.id != pool([BM25, DENSE], depth=3).id
 
 
@@ -172,25 +172,25 @@ def test_pool_argument_errors():
 def test_bad_pool_file_names_file_and_line(tmp_path, line, problem):
     path = tmp_path / "pool.jsonl"
     p = pool([BM25], depth=1)
-    p.to_jsonl(path)
+    p.save(path)
     path.write_text(path.read_text("utf-8") + line + "\n", "utf-8")
     with pytest.raises(InputError) as info:
-        Pool.read(path)
+        Pool.load(path)
     assert str(info.value).startswith(f"{path}:3: ") and problem in str(info.value)
 
 
 def test_a_pool_file_holds_one_pool(tmp_path):
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    pool([BM25], depth=1).to_jsonl(a)
-    pool([DENSE], depth=1).to_jsonl(b)
+    pool([BM25], depth=1).save(a)
+    pool([DENSE], depth=1).save(b)
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text(a.read_text("utf-8") + b.read_text("utf-8"), "utf-8")
     with pytest.raises(InputError, match=r"mixed.jsonl:3: pool '\w+' differs from line 1's"):
-        Pool.read(mixed)
+        Pool.load(mixed)
     twice = tmp_path / "twice.jsonl"
     twice.write_text(a.read_text("utf-8") * 2, "utf-8")
     with pytest.raises(InputError, match=r"twice.jsonl:3: query 'q1', doc 'd1' is pooled twice"):
-        Pool.read(twice)
+        Pool.load(twice)
 
 
 def test_pool_is_public():
@@ -222,7 +222,7 @@ def test_cli_pool_writes_the_same_pool_as_the_api(tmp_path, capsys):
     err = capsys.readouterr().err
     loaded = [Run.load(r) for r in runs]
     expected = pool({r.tag: r for r in loaded}, depth=5, qrels=Qrels.load(examples / "qrels.txt"), strategy="rrf")
-    assert code == 0 and Pool.read(out) == expected
+    assert code == 0 and Pool.load(out) == expected
     assert err == (
         f"rag-eval: pool {expected.id}: {len(expected)} items over {len(expected.query_ids)} queries from "
         f"2 runs at depth 5 ({expected.already_judged} already judged) -> {out}\n"

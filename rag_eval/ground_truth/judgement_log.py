@@ -76,7 +76,7 @@ class Judgement:
 
 
 class JudgementLog:
-    """An append-only judgement log (JSON lines). :meth:`open` it to append, :meth:`read` it to merge.
+    """An append-only judgement log (JSON lines). :meth:`open` it to append, :meth:`load` it to merge.
 
     Judgements are kept in file order in :attr:`judgements`; :meth:`latest` gives each assessor's last word
     on each pair. Several processes may append to one log: each judgement is appended whole under the exclusive
@@ -91,7 +91,7 @@ class JudgementLog:
 
     # ----- opening ------------------------------------------------------------------------------------------
     @classmethod
-    def read(cls, path: str | os.PathLike[str]) -> JudgementLog:
+    def load(cls, path: str | os.PathLike[str]) -> JudgementLog:
         """Read an existing log; every bad line (but a torn last one, ignored with a warning) names file and line."""
         if not Path(path).exists():
             raise InputError("no such file", source=os.fspath(path))

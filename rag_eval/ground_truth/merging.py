@@ -200,7 +200,7 @@ def merge(
     if not isinstance(threshold, int) or isinstance(threshold, bool):
         raise ValueError(f"threshold must be an int, not {threshold!r}")
     base_qrels = qrels if qrels is None or isinstance(qrels, Qrels) else Qrels.from_dict(qrels)
-    opened = [log if isinstance(log, JudgementLog) else JudgementLog.read(log) for log in logs]
+    opened = [log if isinstance(log, JudgementLog) else JudgementLog.load(log) for log in logs]
 
     latest: dict[tuple[str, str, str], tuple[datetime, int, Judgement]] = {}
     for order, log in enumerate(opened):

@@ -7,11 +7,12 @@ judged on what it put in front of the model. ``strategy="rrf"`` orders each quer
 fusion (sum over systems of ``1 / (k + rank)``, k = 60), so that an assessor who stops early has labelled the
 items most likely to matter; ``strategy="depth"`` orders by best rank, then by how many systems returned it.
 
-A pool is written as JSON lines (one item per line, its provenance on every line, so that a judgement can always
-say which pool it came from) or CSV, and read back with :meth:`Pool.read` by the labelling page.
+A pool is saved as JSON lines (:meth:`Pool.save`: one item per line, its provenance on every line, so that a
+judgement can always say which pool it came from) and loaded back with :meth:`Pool.load` by the labelling page;
+:meth:`Pool.to_csv` is a spreadsheet view for people, not read back.
 
 A pool exists to be labelled into TREC qrels, so every id in it must survive a TREC line: :func:`pool`, a
-:class:`Pool` made by hand and :meth:`Pool.read` refuse an empty id, an id holding whitespace and a query id that
+:class:`Pool` made by hand and :meth:`Pool.load` refuse an empty id, an id holding whitespace and a query id that
 starts with ``#`` (its line would be read back as a comment, and its labels vanish), with an
 :class:`~rag_eval.errors.InputError` naming it, before anything is written. Every other field is checked when a
 :class:`PoolItem` or :class:`Pool` is made.
@@ -176,7 +177,7 @@ class Pool:
             | {"rrf": pd.Series(columns["rrf"], dtype=float)}
         )
 
-    def to_jsonl(self, path: str | os.PathLike[str]) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         """One JSON object per item, with the pool's provenance on every line. Every id round-trips: a Pool holds no
         id that a JSON line or the TREC qrels of its labelling could not give back (see the module doc)."""
         provenance = self.provenance
@@ -225,8 +226,8 @@ class Pool:
         _write_atomically(Path(path), out.getvalue())
 
     @classmethod
-    def read(cls, path: str | os.PathLike[str]) -> Pool:
-        """Read a pool written by :meth:`to_jsonl`; every problem names the file and line."""
+    def load(cls, path: str | os.PathLike[str]) -> Pool:
+        """Read a pool written by :meth:`save`; every problem names the file and line."""
         from ..data._io import read_input
 
         file = read_input(path)

@@ -110,7 +110,7 @@ class LabellingSession:
         self, pool: Pool, out: str | os.PathLike[str], *, assessor: str, scale: tuple[int, int] = (0, 3)
     ) -> None:
         if not isinstance(pool, Pool):  # a Pool holds only ids that a TREC qrels line gives back (pool.py)
-            raise TypeError(f"pool must be a Pool (rag_eval.pool or Pool.read), not {type(pool).__name__}")
+            raise TypeError(f"pool must be a Pool (rag_eval.pool or Pool.load), not {type(pool).__name__}")
         self.pool = pool
         self.out = target_of(out)  # a symlink's target: one file, one log, whichever name it is given by
         self.log_path = log_path_for(self.out)
@@ -539,7 +539,7 @@ def serve(
 ) -> int:
     """Label ``pool_path`` into ``out`` until Ctrl-C (what ``rag-eval label`` runs)."""
     stdout = stdout or sys.stdout
-    pool = Pool.read(pool_path)
+    pool = Pool.load(pool_path)
     given, out = Path(out), target_of(out)  # resolved before locking: a symlink and its target are one output
     if out.is_dir():
         raise InputError("is a directory, not a qrels file", source=str(given))
