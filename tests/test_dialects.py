@@ -16,11 +16,11 @@ import pytest
 from rag_eval.data.qrels import Qrels
 from rag_eval.data.run import Run
 from rag_eval.errors import InputError
+from rag_eval.metrics._engine import evaluate_run
+from rag_eval.metrics._registry import KERNELS, load_kernels
 from rag_eval.metrics.conventions import Conventions
 from rag_eval.metrics.dialects import parse_foreign
-from rag_eval.metrics._engine import evaluate_run
 from rag_eval.metrics.grammar import Metric, parse_metric
-from rag_eval.metrics._registry import KERNELS, load_kernels
 
 # (foreign name, canonical rag_eval metric)
 IR_MEASURES = [

@@ -25,10 +25,10 @@ from rag_eval.errors import DuplicateJudgement, InputError, NearMissIds
 from rag_eval.metrics import PRESETS
 from rag_eval.metrics._engine import account_queries, evaluate_run
 from rag_eval.metrics._grades import build_grade_matrix
-from rag_eval.metrics.grammar import parse_metric
 from rag_eval.metrics._kernels_cut import DEFAULT_LEVELS, eleven_point_average, interpolated_precision, trec_round
 from rag_eval.metrics._qrels_stats import QrelsStats
 from rag_eval.metrics._registry import KERNELS, KernelInputs, load_kernels
+from rag_eval.metrics.grammar import parse_metric
 from rag_eval.metrics.trec_eval_measures import trec_eval_metrics
 
 from .test_trec_eval_oracle import FLAG_SETS, _qrels_text, conventions_for, make_pair

@@ -36,8 +36,8 @@ from rag_eval.errors import RagEvalWarning
 from rag_eval.metrics import PRESETS
 from rag_eval.metrics._engine import evaluate_run
 from rag_eval.metrics._grades import build_grade_matrix
-from rag_eval.metrics.grammar import parse_metric
 from rag_eval.metrics._kernels_gain import _add_ones, _glibc_msort, default_max_grade, scan
+from rag_eval.metrics.grammar import parse_metric
 
 from .test_trec_eval_oracle import FLAG_SETS, _qrels_text, conventions_for, make_pair
 

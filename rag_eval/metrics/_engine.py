@@ -11,13 +11,13 @@ from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import InputError
 from . import _kernels as K
-from .catalogue import FAMILIES
-from .conventions import Conventions
 from ._grades import GradeMatrix, build_grade_matrix
-from .grammar import Metric, gains_map
 from ._id_mismatch import warn_near_misses
 from ._qrels_stats import QrelsStats
 from ._registry import KERNELS, KernelInputs, load_kernels
+from .catalogue import FAMILIES
+from .conventions import Conventions
+from .grammar import Metric, gains_map
 
 
 @dataclass

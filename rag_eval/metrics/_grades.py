@@ -20,8 +20,8 @@ import numpy as np
 
 from .. import _accel
 from ..data._packed import PackedIds
-from ..data.qrels import Qrels
 from ..data._ranking import score_order, search_rows, sort_rows
+from ..data.qrels import Qrels
 from ..data.run import Run
 from .conventions import Conventions
 

@@ -26,8 +26,8 @@ import numpy as np
 
 from ..errors import InputError
 from . import _kernels as K
-from .conventions import follows_trec_eval
 from ._registry import KernelInputs, kernel
+from .conventions import follows_trec_eval
 
 __all__ = [
     "DEFAULT_LEVELS",

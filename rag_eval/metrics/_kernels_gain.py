@@ -27,9 +27,9 @@ import numpy as np
 from ..data.qrels import Qrels
 from ..errors import InputError
 from . import _kernels as K
-from .grammar import gains_map
 from ._kernels_pool import made_up_result
 from ._registry import KernelInputs, kernel
+from .grammar import gains_map
 
 __all__ = ["LEVEL_TABLE_LIMIT", "default_max_grade", "scan"]
 

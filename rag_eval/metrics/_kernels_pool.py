@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _kernels as K
-from .conventions import follows_trec_eval
 from ._registry import KernelInputs, kernel
+from .conventions import follows_trec_eval
 
 INFAP_EPSILON = 0.00001  # trec_eval.h
 RELSTRING_DEFAULT = 10  # m_relstring.c: "-m relstring.10"

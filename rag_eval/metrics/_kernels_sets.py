@@ -13,9 +13,9 @@ import numpy as np
 
 from ..errors import InputError
 from . import _kernels as K
-from .conventions import follows_trec_eval
 from ._kernels_cut import cut_ranking, decimals
 from ._registry import KernelInputs, kernel
+from .conventions import follows_trec_eval
 
 __all__ = ["DEFAULT_UTILITY_WEIGHTS", "set_f", "utility"]
 

@@ -15,11 +15,11 @@ import numpy as np
 
 if TYPE_CHECKING:
     from ..data.run import Run
-    from .conventions import Conventions
     from ._grades import GradeMatrix
-    from .grammar import Metric
     from ._kernels import Cutoff
     from ._qrels_stats import QrelsStats
+    from .conventions import Conventions
+    from .grammar import Metric
 
 __all__ = ["KERNELS", "KERNEL_MODULES", "KernelInputs", "kernel", "load_kernels"]
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import InputError
-from .grammar import MAX_CUTOFF, Metric
+from .grammar import MAX_CUTOFF, Metric, register_dialect
 
 __all__ = ["DIALECTS", "IR_MEASURES_NAMES", "RANX_NAMES", "parse_foreign"]
 
@@ -412,3 +412,7 @@ def _ranx(text: str) -> Metric:
     gain = "linear" if name == "ndcg" else "exp"
     params = [("gain", gain), ("ties", _GIVEN)] + ([("rel", rel)] if rel != "1" else [])
     return Metric("ndcg", cut, tuple(params))
+
+
+register_dialect("ir_measures", _ir_measures)
+register_dialect("ranx", _ranx)

@@ -41,7 +41,7 @@ import difflib
 import math
 import numbers
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -204,6 +204,36 @@ def _trec_params(family: str, params: dict[str, str], k: int | None) -> str:
 
 DIALECTS = ("trec_eval", "ir_measures", "ranx")
 
+# The grammar is the bottom of the metric names: other tools' names are read by the modules above it that know them
+# (trec_eval_measures: trec_eval's names; dialects: ir_measures' and ranx's), each registering its reader here when it
+# is imported. rag_eval.metrics imports both, and Python runs a package's __init__ before any of its modules, so the
+# readers are in place before any parse_metric call; the grammar imports neither (no import circle).
+_DIALECT_READERS: dict[str, Callable[[str], Metric]] = {}
+_PRINTED_READERS: list[Callable[[str], Metric | None]] = []
+
+
+def register_dialect(dialect: str, reader: Callable[[str], Metric]) -> None:
+    """Make ``parse_metric(text, dialect=dialect)`` return ``reader(text)``; ``dialect`` is one of :data:`DIALECTS`,
+    registered once."""
+    if dialect not in DIALECTS or dialect in _DIALECT_READERS:
+        raise RuntimeError(f"metric dialect {dialect!r}: not one of {DIALECTS} or registered twice")
+    _DIALECT_READERS[dialect] = reader
+
+
+def register_printed_names(reader: Callable[[str], Metric | None]) -> None:
+    """Let the grammar read trec_eval's printed names with parameters (``iprec_at_recall_0.10``,
+    ``utility_2,-1,0,0``): ``reader(text)`` is the metric, or None when ``text`` is no such name (registered once)."""
+    if _PRINTED_READERS:
+        raise RuntimeError("trec_eval's printed names are registered twice")
+    _PRINTED_READERS.append(reader)
+
+
+def _registered(dialect: str) -> Callable[[str], Metric]:
+    reader = _DIALECT_READERS.get(dialect)
+    if reader is None:  # only if rag_eval.metrics' __init__ stopped importing the module that registers it
+        raise RuntimeError(f"no reader of metric dialect {dialect!r} is registered (rag_eval.metrics imports them)")
+    return reader
+
 
 def parse_metric(text: str | Metric, dialect: str | None = None) -> Metric:
     """Parse a metric name into its canonical :class:`Metric`; an unknown name fails with a suggestion.
@@ -218,26 +248,18 @@ def parse_metric(text: str | Metric, dialect: str | None = None) -> Metric:
     if not isinstance(text, str):
         raise TypeError(f"a metric name is a str, not {type(text).__name__}")
     if dialect is not None:
-        if dialect == "trec_eval":
-            from .trec_eval_measures import trec_eval_name
-
-            return trec_eval_name(text)
-        if dialect in ("ir_measures", "ranx"):
-            from .dialects import parse_foreign
-
-            return parse_foreign(text, dialect)
+        if dialect in DIALECTS:
+            return _registered(dialect)(text)
         raise InputError(
             f"unknown metric dialect {dialect!r}; choose one of {', '.join(DIALECTS)} (or none: rag_eval's own grammar)"
         )
     try:
         return _parse(text)
     except InputError as first:
-        if "(" in text or "@" in text:
+        if "(" in text or "@" in text or not _PRINTED_READERS:
             raise
-        from .trec_eval_measures import trec_eval_printed
-
         try:  # trec_eval's printed names with parameters: iprec_at_recall_0.10, utility_2,-1,0,0, ndcg_1=3,2=9
-            metric = trec_eval_printed(text, pin_gain=False)
+            metric = _PRINTED_READERS[0](text)
         except InputError as second:  # a trec_eval name with a bad value: its message, rather than "unknown"
             raise (second if first.problem.startswith("unknown metric") else first) from None
         if metric is None:

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import InputError, TrecEvalParametersIgnored, TrecEvalParameterTruncated
-from .grammar import MAX_CUTOFF, Metric, _decimal, _number
+from .grammar import MAX_CUTOFF, Metric, _decimal, _number, register_dialect, register_printed_names
 
 __all__ = ["NICKNAMES", "TREC_MEASURES", "TrecMeasure", "is_trec_eval_measure", "trec_eval_metrics", "trec_eval_name"]
 
@@ -459,3 +459,12 @@ def _p_pair(measure: TrecMeasure, params: str, arg: str, pinned: tuple[tuple[str
         return Metric(family, None, tuple(pairs) + pinned, spelling=params)
     except InputError as exc:
         raise InputError(f"trec_eval measure {arg!r}: {exc.problem.split(': ', 1)[-1]}") from None
+
+
+def _printed_unpinned(text: str) -> Metric | None:
+    """The grammar's reading of a trec_eval printed name: its gain left to the conventions."""
+    return trec_eval_printed(text, pin_gain=False)
+
+
+register_dialect("trec_eval", trec_eval_name)
+register_printed_names(_printed_unpinned)
