@@ -1,7 +1,8 @@
 """rag_eval.adapters: wrap the retrievers and rerankers a user already has as rag_eval stages.
 
 Layer 3 of rag_eval, shipped inside the package as ``rag_eval.adapters`` (this folder is mapped there by
-``pyproject.toml``; it is never a top-level ``adapters`` module). Each framework lives in its own module here,
+``pyproject.toml``; it is never a top-level ``adapters`` module: imported under any other name, it raises
+ImportError). Each framework lives in its own module here,
 imported only when used, so ``import rag_eval`` and ``import rag_eval.adapters`` stay free of LangChain and
 LlamaIndex (each module imports its framework when an adapter is built):
 
@@ -31,6 +32,12 @@ from __future__ import annotations
 
 import importlib
 from typing import Any
+
+if __name__ != "rag_eval.adapters":  # e.g. `import adapters` from the repository root: a second identity
+    raise ImportError(
+        f"this folder is the package rag_eval.adapters, not {__name__!r}: import rag_eval.adapters instead (under "
+        "a second name its modules would define second copies of every class)"
+    )
 
 __all__: list[str] = []
 

@@ -28,9 +28,9 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..stages._fingerprint import Fingerprint, fingerprint
-from ..stages.hits import Hit, as_hit
-from ..stages.stage import Reranker, Retriever
+from ..stages import Fingerprint, Hit, Reranker, Retriever
+from ..stages._fingerprint import fingerprint
+from ..stages.hits import as_hit
 from ._common import map_back, qualified_name, returned_items, run_sync
 
 __all__ = ["FunctionReranker", "FunctionRetriever", "reranker", "retriever"]

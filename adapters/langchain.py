@@ -28,8 +28,9 @@ Rules, each decided here once:
   ``search_type`` and ``search_kwargs``; never the index contents). Pass ``version=`` and change it when the
   indexed documents change.
 
-langchain-core is imported when an adapter is built, not when this module is imported; langchain-classic is
-never imported (its retrievers are recognised by their attributes).
+langchain-core is imported when an adapter is built, not when this module is imported (without it, building one
+raises an ImportError naming ``pip install 'rag-eval-stages[langchain]'``); langchain-classic is never imported
+(its retrievers are recognised by their attributes).
 """
 
 from __future__ import annotations
@@ -39,14 +40,13 @@ from collections.abc import Sequence
 from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
-from ..stages.fusion import fuse
-from ..stages.hits import Hit
-from ..stages.pipeline import Pipeline
-from ..stages.stage import Reranker, Retriever
+from .._optional import require
+from ..stages import Hit, Pipeline, Reranker, Retriever, fuse
 from ._common import content, describe, jsonable, metadata_copy, read_score, returned_items
 
 __all__ = ["LangChainReranker", "LangChainRetriever", "pipeline", "reranker", "retriever"]
 
+FEATURE = "rag_eval.adapters.langchain"  # what the ImportError names when langchain-core is not installed
 POSITION_KEY = "__rag_eval_position__"  # the private metadata tag a reranker's input documents carry
 
 
@@ -280,12 +280,12 @@ class LangChainReranker(Reranker):
         version: str | None = None,
     ) -> None:
         super().__init__(name, version=version)
+        _langchain_core()  # the missing framework first: it is why nothing else can work
         if not callable(getattr(compressor, "compress_documents", None)):
             raise TypeError(
                 f"stage {name!r}: expected a LangChain BaseDocumentCompressor (with compress_documents), "
                 f"not {type(compressor).__name__}"
             )
-        _langchain_core()
         self.compressor = compressor
         self.score_key = score_key
 
@@ -356,12 +356,10 @@ class LangChainReranker(Reranker):
 
 
 def _langchain_core() -> SimpleNamespace:
-    try:
-        from langchain_core.runnables import Runnable
-        from langchain_core.vectorstores import VectorStore
-    except ImportError as exc:  # pragma: no cover - langchain-core is a dependency of rag-eval-harness
-        raise ImportError("rag_eval.adapters.langchain needs langchain-core: pip install langchain-core") from exc
-    return SimpleNamespace(Runnable=Runnable, VectorStore=VectorStore)
+    """langchain-core's classes the adapters recognise; without it, an ImportError naming the ``langchain`` extra."""
+    runnables = require("langchain_core.runnables", extra="langchain", feature=FEATURE)
+    vectorstores = require("langchain_core.vectorstores", extra="langchain", feature=FEATURE)
+    return SimpleNamespace(Runnable=runnables.Runnable, VectorStore=vectorstores.VectorStore)
 
 
 def _k_route(obj: Any, k_param: str | None, name: str) -> tuple[str | None, str | None]:
@@ -444,4 +442,4 @@ def _first_stage(obj: Any, prefix: str, id_key: str | None, score_key: str) -> R
             inputs.append(retriever(r, name=prefix + label, id_key=id_key, score_key=score_key))
     weights = list(obj.weights) if obj.weights else None
     c = getattr(obj, "c", 60)
-    return fuse(*inputs, method="rrf", k=int(c), weights=weights, name=f"{prefix}rrf({','.join(labels)})")
+    return fuse(*inputs, method="rrf", rrf_k=int(c), weights=weights, name=f"{prefix}rrf({','.join(labels)})")

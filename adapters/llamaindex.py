@@ -26,7 +26,8 @@ Rules, each decided here once:
   cache=...)`` refuses with an error naming ``version=`` (without a cache it runs as usual). A postprocessor is
   keyed by its class and settings (its fields).
 
-llama_index is imported when an adapter is built or called, never when this module is imported.
+llama_index is imported when an adapter is built or called, never when this module is imported (without it,
+building one raises an ImportError naming ``pip install 'rag-eval-stages[llamaindex]'``).
 """
 
 from __future__ import annotations
@@ -36,13 +37,13 @@ from collections.abc import Sequence
 from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
-from ..stages._fingerprint import Fingerprint, Uncacheable
-from ..stages.hits import Hit
-from ..stages.stage import Reranker, Retriever
+from .._optional import require
+from ..stages import Fingerprint, Hit, Reranker, Retriever, Uncacheable
 from ._common import describe, jsonable, metadata_copy, read_score, returned_items
 
 __all__ = ["LlamaIndexReranker", "LlamaIndexRetriever", "reranker", "retriever"]
 
+FEATURE = "rag_eval.adapters.llamaindex"  # what the ImportError names when llama-index-core is not installed
 SOURCE_KEY, START_KEY, END_KEY = "source_doc_id", "start_char", "end_char"
 
 
@@ -153,12 +154,12 @@ class LlamaIndexReranker(Reranker):
 
 
 def _llama_index() -> SimpleNamespace:
-    try:
-        from llama_index.core.base.base_retriever import BaseRetriever
-        from llama_index.core.postprocessor.types import BaseNodePostprocessor
-    except ImportError as exc:
-        raise ImportError("rag_eval.adapters.llamaindex needs llama-index-core: pip install llama-index-core") from exc
-    return SimpleNamespace(BaseRetriever=BaseRetriever, BaseNodePostprocessor=BaseNodePostprocessor)
+    """llama-index-core's base classes; without it, an ImportError naming the ``llamaindex`` extra."""
+    retrievers = require("llama_index.core.base.base_retriever", extra="llamaindex", feature=FEATURE)
+    postprocessors = require("llama_index.core.postprocessor.types", extra="llamaindex", feature=FEATURE)
+    return SimpleNamespace(
+        BaseRetriever=retrievers.BaseRetriever, BaseNodePostprocessor=postprocessors.BaseNodePostprocessor
+    )
 
 
 def _hit(stage_name: str, item: Any) -> Hit:

@@ -344,7 +344,7 @@ def test_an_ensemble_retriever_becomes_a_fused_first_stage_ranking_as_it_does():
     )
     pipe = lc.pipeline(ensemble, depth=5, budget=3)
     fused = pipe.retriever
-    assert isinstance(fused, Fusion) and fused.method == "rrf" and fused.k == 10 and fused.weights == (0.7, 0.3)
+    assert isinstance(fused, Fusion) and fused.method == "rrf" and fused.rrf_k == 10 and fused.weights == (0.7, 0.3)
     assert [s.name for s in pipe.stages] == ["VectorStoreRetriever", "KeywordRetriever", fused.name]
     result = pipe.run(QUERIES)
     assert result.failures.empty, result.failures

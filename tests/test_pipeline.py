@@ -300,7 +300,7 @@ def test_a_token_budget_delivers_the_longest_prefix_that_fits():
 def test_rrf_fusion_by_hand_and_inputs_reported_as_stages():
     one = ListRetriever("one", {"x": docs("a", "b", "c")})
     two = ListRetriever("two", {"x": docs("c", "a")})
-    result = Pipeline(fuse(one, two, k=1), depth=3, budget=2).run({"q": "x"})
+    result = Pipeline(fuse(one, two, rrf_k=1), depth=3, budget=2).run({"q": "x"})
     fused = result.stages["rrf(one,two)"].outcomes["q"].hits
     # a: 1/(1+1) + 1/(1+2) = 0.8333; c: 1/(1+3) + 1/(1+1) = 0.75; b: 1/(1+2) = 0.3333
     assert [(h.doc_id, round(h.score, 4)) for h in fused] == [("a", 0.8333), ("c", 0.75), ("b", 0.3333)]

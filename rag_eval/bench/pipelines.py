@@ -94,7 +94,7 @@ def build(
     if name == "bm25>>dense":
         return Pipeline(parts.bm25(depth), parts.rerank(), depth=depth, budget=budget)
     return Pipeline(
-        fuse(parts.bm25(depth), parts.dense(depth), method="rrf", k=60, name="hybrid"), depth=depth, budget=budget
+        fuse(parts.bm25(depth), parts.dense(depth), method="rrf", rrf_k=60, name="hybrid"), depth=depth, budget=budget
     )
 
 

@@ -25,18 +25,35 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import HarnessError, InputError
 from ._cache import NoCache, StageCache, as_cache, json_metadata, text_hash
 from ._fingerprint import Uncacheable
+from .budget import Budget
 from .fusion import Fusion
 from .hits import Hit, as_hit
-from .result import Outcome, PipelineResult, StageOutput, announce
-from .stage import Retriever, Stage
+from .result import Outcome, PipelineResult, PipelineSpec, StageOutput, StageSpec, announce
+from .stage import Reranker, Retriever, Stage
+
+
+class Plan(Protocol):
+    """What the runner reads of a :class:`~rag_eval.stages.Pipeline` (named here by its shape, so that the runner
+    does not import the pipeline that calls it)."""
+
+    retriever: Retriever
+    rerankers: tuple[Reranker, ...]
+    depth: int
+    budget: Budget
+    corpus: frozenset[str] | None
+    tokenizer: Callable[[str], int]
+
+    @property
+    def stages(self) -> list[Stage]: ...
 
 
 class StageFault(Exception):
@@ -44,10 +61,10 @@ class StageFault(Exception):
 
 
 def run_pipeline(
-    pipeline,
+    pipeline: Plan,
     queries: Mapping[str, str],
     *,
-    cache: StageCache | str | None,
+    cache: StageCache | str | os.PathLike[str] | None,
     concurrency: int,
     progress: bool | None,
     retries: int,
@@ -67,15 +84,16 @@ def run_pipeline(
     depth, stages = pipeline.depth, {}
     first = pipeline.retriever
     described = {stage.name: _described(stage, store) for stage in pipeline.stages}  # before anything runs
+    spec = _spec(pipeline, described)
 
-    def output(stage, role: str, *upstream: str) -> StageOutput:
+    def output(stage: Stage, role: str, *upstream: str) -> StageOutput:
         digest, covers = described[stage.name]
         return StageOutput(stage.name, role, _key(digest, *upstream), covers=covers)
 
     def retrieve(stage: Retriever, role: str) -> StageOutput:
         out = output(stage, role, f"depth={depth}")
         key = out.fingerprint
-        calls = {q: (queries[q], None) for q in queries}
+        calls: dict[str, tuple[str, tuple[Hit, ...] | None]] = {q: (queries[q], None) for q in queries}
         out.outcomes = _run_stage(
             stage,
             calls,
@@ -98,7 +116,11 @@ def run_pipeline(
                 continue
             rankings = [o.outcomes[q].hits for o in inputs]
             start = time.perf_counter()
-            hits = first.combine(rankings, depth)
+            try:
+                hits = first.combine(rankings, depth)
+            except InputError as exc:  # a NaN a score sum cannot order: this query's fault of the fusion
+                fused.outcomes[q] = Outcome(None, _describe(exc), latency=time.perf_counter() - start)
+                continue
             kept = {h.doc_id for h in hits}
             beyond = dict.fromkeys(
                 d
@@ -133,9 +155,38 @@ def run_pipeline(
         )
         out.outcomes = {q: out.outcomes[q] for q in queries}  # query order
         stages[reranker.name] = previous = out
-    result = PipelineResult(pipeline, queries, stages)
+    result = PipelineResult(spec, queries, stages)
     announce(result.findings, stacklevel=3)  # once per run, one line per kind, at the caller of Pipeline.run
     return result
+
+
+def _spec(pipeline: Plan, described: Mapping[str, tuple[str, str]]) -> PipelineSpec:
+    """The frozen description of ``pipeline`` a result keeps (its stages' models and indexes are not kept)."""
+    first = pipeline.retriever
+    inputs = {r.name for r in first.retrievers} if isinstance(first, Fusion) else set()
+
+    def role(stage: Stage) -> str:
+        return "input" if stage.name in inputs else "first" if stage is first else "reranker"
+
+    return PipelineSpec(
+        structure=repr(pipeline),
+        depth=pipeline.depth,
+        budget=pipeline.budget,
+        stages=tuple(
+            StageSpec(
+                name=stage.name,
+                role=role(stage),
+                kind=stage.kind,
+                cls=f"{type(stage).__module__}.{type(stage).__qualname__}",
+                fingerprint=described[stage.name][0],
+                covers=described[stage.name][1],
+                version=stage.version,
+            )
+            for stage in pipeline.stages
+        ),
+        corpus_size=len(pipeline.corpus) if pipeline.corpus is not None else None,
+        tokenizer=pipeline.tokenizer,
+    )
 
 
 class _Settings:

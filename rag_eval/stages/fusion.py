@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Never
 
+from ..errors import InputError
 from .hits import Hit
 from .stage import Retriever
 
 METHODS = ("rrf", "combsum")
+RRF_K = 60  # the reciprocal rank fusion constant of Cormack et al. (2009)
+
+
+def _no_other_keywords(where: str, unexpected: dict[str, object]) -> None:
+    """``k=`` was the RRF constant before 0.2: it is ``rrf_k=`` now (``k`` is a cutoff everywhere in rag_eval)."""
+    if "k" in unexpected:
+        raise TypeError(
+            f"{where} takes the RRF constant as rrf_k= (k is a cutoff everywhere in rag_eval): "
+            f"write {where}(..., rrf_k={unexpected['k']!r})"
+        )
+    if unexpected:
+        raise TypeError(f"{where} got an unexpected keyword argument {next(iter(unexpected))!r}")
 
 
 class Fusion(Retriever):
     """A first stage made of several retrievers. The harness runs (and caches, and reports) each input retriever as a
     stage of its own, then :meth:`combine` merges their rankings; ``search`` does both for direct use.
 
-    ``rrf``: score = sum over inputs of weight / (k + rank) (Cormack et al. 2009; k = 60 by default).
+    ``rrf``: score = sum over inputs of weight / (rrf_k + rank) (Cormack et al. 2009; rrf_k = 60 by default).
     ``combsum``: score = sum of weight x score (inputs without scores count 0). Ties keep first appearance.
     """
 
@@ -23,48 +38,67 @@ class Fusion(Retriever):
         self,
         *retrievers: Retriever,
         method: str = "rrf",
-        k: int = 60,
+        rrf_k: int = RRF_K,
         weights: Sequence[float] | None = None,
         name: str | None = None,
+        **unexpected: Never,
     ) -> None:
+        _no_other_keywords("Fusion", unexpected)
         if len(retrievers) < 2 or not all(isinstance(r, Retriever) for r in retrievers):
             raise TypeError("fuse() needs two or more retrievers")
         if method not in METHODS:
             raise ValueError(f"unknown fusion method {method!r}; choose one of {METHODS}")
-        if k < 0:
-            raise ValueError(f"the rrf constant k must be 0 or more, not {k}")
+        if isinstance(rrf_k, bool) or not isinstance(rrf_k, numbers.Integral) or rrf_k < 0:
+            raise InputError(f"the RRF constant rrf_k must be an int, 0 or more, not {rrf_k!r}")
         if weights is not None and len(weights) != len(retrievers):
             raise ValueError("give one weight per retriever")
+        for i, w in enumerate(weights or ()):  # a NaN weight would make every fused score NaN, in no order
+            if isinstance(w, bool) or not isinstance(w, numbers.Real) or not math.isfinite(w):
+                raise InputError(
+                    f"fusion weight {i + 1} (of retriever {retrievers[i].name!r}) must be a finite number, not {w!r}"
+                )
         names = [r.name for r in retrievers]
         if len(set(names)) != len(names):
             raise ValueError(f"the fused retrievers need distinct names, not {names}")
         super().__init__(name or f"{method}({','.join(names)})")
         self.retrievers = tuple(retrievers)
         self.method = method
-        self.k = k
+        self.rrf_k = int(rrf_k)
         self.weights = tuple(weights) if weights is not None else (1.0,) * len(retrievers)
 
     def config(self) -> dict[str, Any]:
         return {
             "method": self.method,
-            "k": self.k,
+            "k": self.rrf_k,  # named "k" in the key since 0.1: renaming it would invalidate every cache
             "weights": self.weights,
             "inputs": [r.fingerprint() for r in self.retrievers],
         }
 
     def combine(self, rankings: Sequence[Sequence[Hit]], depth: int) -> list[Hit]:
         """The fused ranking of the inputs' rankings, at most ``depth`` hits; a hit keeps the fields of its first
-        appearance, with the fused score."""
+        appearance, with the fused score. Under ``combsum`` a NaN score, or a fused score that is NaN (one input's
+        +inf against another's -inf), is an InputError naming the doc: a NaN has no place in the order."""
         scores: dict[str, float] = {}
         first: dict[str, Hit] = {}
-        for weight, ranking in zip(self.weights, rankings):
+        for weight, retriever, ranking in zip(self.weights, self.retrievers, rankings, strict=True):
             for rank, hit in enumerate(ranking, start=1):
                 if self.method == "rrf":
-                    gain = weight / (self.k + rank)
+                    gain = weight / (self.rrf_k + rank)
                 else:
+                    if hit.score is not None and math.isnan(hit.score):
+                        raise InputError(
+                            f"combsum: {retriever.name!r} scored doc {hit.doc_id!r} NaN, which a score sum cannot "
+                            "order: give it a number (or None, counted 0), or fuse with method='rrf'"
+                        )
                     gain = weight * (hit.score or 0.0)
                 scores[hit.doc_id] = scores.get(hit.doc_id, 0.0) + gain
                 first.setdefault(hit.doc_id, hit)
+        nan = next((d for d, score in scores.items() if math.isnan(score)), None)
+        if nan is not None:
+            raise InputError(
+                f"combsum: doc {nan!r}'s fused score is NaN (an infinite score of one input against the opposite "
+                "infinity of another), which has no place in the order"
+            )
         order = sorted(first, key=lambda d: -scores[d])  # stable: ties keep first appearance
         return [first[d].with_score(scores[d]) for d in order[:depth]]
 
@@ -75,9 +109,12 @@ class Fusion(Retriever):
 def fuse(
     *retrievers: Retriever,
     method: str = "rrf",
-    k: int = 60,
+    rrf_k: int = RRF_K,
     weights: Sequence[float] | None = None,
     name: str | None = None,
+    **unexpected: Never,
 ) -> Fusion:
-    """A first stage fusing ``retrievers``; each is kept and reported as a stage of its own."""
-    return Fusion(*retrievers, method=method, k=k, weights=weights, name=name)
+    """A first stage fusing ``retrievers``; each is kept and reported as a stage of its own. ``rrf_k``: the RRF
+    constant (score = sum of weight / (rrf_k + rank)); ``k=``, its name before 0.2, is a TypeError saying so."""
+    _no_other_keywords("fuse", unexpected)
+    return Fusion(*retrievers, method=method, rrf_k=rrf_k, weights=weights, name=name)

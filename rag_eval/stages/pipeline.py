@@ -16,11 +16,12 @@ from collections.abc import Callable, Collection, Mapping
 
 from ..errors import InputError
 from ..metrics.grammar import check_int
-from .budget import Budget, count_tokens
 from ._cache import StageCache
+from ._runner import run_pipeline
+from .budget import Budget, count_tokens
 from .fusion import Fusion
 from .result import PipelineResult
-from .stage import Reranker, Retriever
+from .stage import Reranker, Retriever, Stage
 
 
 class Pipeline:
@@ -47,19 +48,19 @@ class Pipeline:
         depth = check_int(depth, "depth (how many candidates to ask the first stage for)")
         if not callable(tokenizer):
             raise TypeError("tokenizer must be a callable str -> int")
-        self.retriever = retriever
-        self.rerankers = tuple(rerankers)
-        self.depth = depth
-        self.budget = Budget.parse(budget)
-        self.corpus = _corpus(corpus) if corpus is not None else None
-        self.tokenizer = tokenizer
+        self.retriever: Retriever = retriever
+        self.rerankers: tuple[Reranker, ...] = tuple(rerankers)
+        self.depth: int = depth
+        self.budget: Budget = Budget.parse(budget)
+        self.corpus: frozenset[str] | None = _corpus(corpus) if corpus is not None else None
+        self.tokenizer: Callable[[str], int] = tokenizer
         names = [s.name for s in self.stages]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
             raise ValueError(f"stage names must differ (they name the stages in reports): {repeated} repeated")
 
     @property
-    def stages(self) -> list:
+    def stages(self) -> list[Stage]:
         """Every stage the harness runs, in order: a fusion's inputs, the first stage, the rerankers."""
         inputs = list(self.retriever.retrievers) if isinstance(self.retriever, Fusion) else []
         return [*inputs, self.retriever, *self.rerankers]
@@ -83,13 +84,13 @@ class Pipeline:
         timeout: float | None = None,
         verify: bool | int = False,
     ) -> PipelineResult:
-        """Run every query through every stage, stage by stage; see :func:`rag_eval.stages._runner.run_pipeline`.
+        """Run every query through every stage, stage by stage (see :mod:`rag_eval.stages._runner` for the faults,
+        the cache and the timeouts). The result keeps a frozen :class:`~rag_eval.stages.PipelineSpec` of this
+        pipeline (``result.pipeline``), not the pipeline and its models.
 
         ``verify`` calls each stage a second time on every computed query (``True``) or on the first ``verify``
         of them, and records a query whose second answer differs (a nondeterministic stage) in ``issues``.
         """
-        from ._runner import run_pipeline
-
         concurrency = check_int(concurrency, "concurrency", high=1024)
         retries = check_int(retries, "retries", low=0, high=1000)
         backoff = _seconds(backoff, "backoff", zero=True)

@@ -4,20 +4,65 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from ..data.run import Run
 from ..errors import CappedResults, FailingStage
+from .budget import Budget, count_tokens
 from .hits import Hit
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .pipeline import Pipeline
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage of a pipeline, as it was when the pipeline ran: what a result and a report need of it, with no
+    model or index behind it. ``role``: "input" (an input of a fusion), "first" or "reranker"; ``kind``: the stage
+    class's kind ("retriever" or "reranker"); ``fingerprint``: the stage's own cache key (its class, name, version,
+    config and code, see :meth:`Stage.described`) and ``covers``, what that key covers, in words."""
+
+    name: str
+    role: str
+    kind: str
+    cls: str  # the stage's class, "module.QualName"
+    fingerprint: str
+    covers: str
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """A frozen description of the pipeline that produced a :class:`PipelineResult`: its printed form
+    (``structure``, e.g. ``bm25 %100 >> rerank %budget(5)``, also its ``repr``), ``depth``, ``budget``, its
+    ``stages`` in order, the size of the corpus it was checked against (None: not given) and the token counter the
+    budget cuts with (``tokenizer``: a function, left out of equality). It holds none of the stages' models, indexes
+    or clients: a result keeps its numbers, never the live pipeline."""
+
+    structure: str
+    depth: int
+    budget: Budget
+    stages: tuple[StageSpec, ...]
+    corpus_size: int | None = None
+    tokenizer: Callable[[str], int] = field(default=count_tokens, compare=False, repr=False)
+
+    def __repr__(self) -> str:
+        return self.structure
+
+    def __str__(self) -> str:
+        return self.structure
+
+    def stage(self, name: str) -> StageSpec:
+        """The stage named ``name`` (a KeyError naming the stages otherwise)."""
+        for spec in self.stages:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"no stage {name!r} in {self.structure} (stages: {', '.join(s.name for s in self.stages)})")
 
 
 @dataclass(frozen=True)
@@ -67,7 +112,7 @@ class StageOutput:
     def cache_hits(self) -> int:
         return sum(o.cached for o in self.outcomes.values())
 
-    def latencies(self) -> np.ndarray:
+    def latencies(self) -> npt.NDArray[np.float64]:
         """Seconds per query, for the queries computed in this run (cache hits left out)."""
         return np.array([o.latency for o in self.outcomes.values() if not o.cached and not o.failed])
 
@@ -95,7 +140,7 @@ def stage_findings(out: StageOutput, depth: int, corpus_size: int | None = None)
       half of which returned the same number of hits n < depth and nothing past it; not when the corpus (given
       to the Pipeline) holds n documents or fewer, which is then simply all of it.
     """
-    found = []
+    found: list[Finding] = []
     ran = {q: o for q, o in out.outcomes.items() if not o.skipped}
     own = [(q, o.error or "failed") for q, o in ran.items() if o.failed]
     if ran and len(own) > FAILING_SHARE * len(ran):
@@ -148,9 +193,12 @@ def announce(findings: list[Finding], stacklevel: int) -> list[str]:
 
 
 class PipelineResult:
-    """The outputs of :meth:`Pipeline.run`: one :class:`StageOutput` (and Run) per stage, in pipeline order."""
+    """The outputs of :meth:`Pipeline.run`: one :class:`StageOutput` (and Run) per stage, in pipeline order.
+    ``pipeline`` is the :class:`PipelineSpec` of the pipeline that ran (a frozen description, not the pipeline)."""
 
-    def __init__(self, pipeline: Pipeline, queries: Mapping[str, str], stages: dict[str, StageOutput]) -> None:
+    def __init__(self, pipeline: PipelineSpec, queries: Mapping[str, str], stages: dict[str, StageOutput]) -> None:
+        if not isinstance(pipeline, PipelineSpec):
+            raise TypeError(f"a PipelineResult holds a PipelineSpec, not a {type(pipeline).__name__}")
         self.pipeline = pipeline
         self.queries = dict(queries)
         self.stages = stages
@@ -174,7 +222,7 @@ class PipelineResult:
     def findings(self) -> list[Finding]:
         """Systematic problems of the stages (see :func:`stage_findings`): each is warned once when the run ends
         and once more by the report that evaluates it, and kept in the report's ``issues`` and card."""
-        size = len(self.pipeline.corpus) if self.pipeline.corpus is not None else None
+        size = self.pipeline.corpus_size
         return [f for out in self.stages.values() for f in stage_findings(out, self.pipeline.depth, size)]
 
     @property
