@@ -219,7 +219,7 @@ def test_a_grade_that_cannot_be_stored_is_answered_507_and_nothing_acknowledged_
 @pytest.mark.parametrize("timeout", [0, -1, True, float("nan"), "10"])
 def test_the_server_timeout_is_checked(tmp_path, timeout):
     from rag_eval.errors import InputError
-    from rag_eval.labelling.server import LabellingServer, LabellingSession
+    from rag_eval.labelling import LabellingServer, LabellingSession
 
     made, _ = make_pool(tmp_path)
     with pytest.raises(InputError, match="timeout"):

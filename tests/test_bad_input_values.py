@@ -19,7 +19,8 @@ from rag_eval.adapters import functions
 from rag_eval.cli import main
 from rag_eval.errors import FailingStage
 from rag_eval.ground_truth import Judgement, JudgementLog, PoolItem, write_qrels
-from rag_eval.labelling.server import LabellingServer, LabellingSession, check_scale, parse_scale
+from rag_eval.labelling import LabellingServer, LabellingSession, parse_scale
+from rag_eval.labelling.session import check_scale
 from rag_eval.metrics.grammar import MAX_CUTOFF
 from rag_eval.stages import Budget, Hit, Pipeline
 

@@ -23,7 +23,7 @@ import pytest
 
 from rag_eval import Qrels, Run, evaluate
 from rag_eval.ground_truth import JudgementLog, pool
-from rag_eval.labelling.server import log_path_for
+from rag_eval.labelling import log_path_for
 
 pytestmark = pytest.mark.browser
 

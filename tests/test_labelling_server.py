@@ -21,7 +21,7 @@ import pytest
 from rag_eval import Qrels, Run
 from rag_eval.cli import main
 from rag_eval.ground_truth import JudgementLog, pool
-from rag_eval.labelling.server import LabellingServer, LabellingSession, log_path_for, parse_scale
+from rag_eval.labelling import LabellingServer, LabellingSession, log_path_for, parse_scale
 
 QUERIES = {"q1": "what does lru_cache do", "q2": "how to read a csv file"}
 TEXTS = {

@@ -181,7 +181,7 @@ class JudgementLog:
                     f"doc {doc_id!r}: {cause}; it is not in the log (every earlier one is): free "
                     "some space or make the folder writable, then judge it again"
                 )
-                error.errno = exc.errno  # type: ignore[attr-defined] - the cause, for a server's status code
+                error.errno = exc.errno  # type: ignore[attr-defined]  # the cause, for a server's status code
                 raise error from None
             self._judgements.append(judgement)
         return judgement
