@@ -76,28 +76,22 @@ class Fusion(Retriever):
 
     def combine(self, rankings: Sequence[Sequence[Hit]], depth: int) -> list[Hit]:
         """The fused ranking of the inputs' rankings, at most ``depth`` hits; a hit keeps the fields of its first
-        appearance, with the fused score. Under ``combsum`` a NaN score, or a fused score that is NaN (one input's
-        +inf against another's -inf), is an InputError naming the doc: a NaN has no place in the order."""
+        appearance, with the fused score. Under ``combsum`` a fused score that is NaN (one input's +inf against
+        another's -inf, or an infinite score times a weight of 0) is an InputError naming the doc: a NaN has no place
+        in the order."""
         scores: dict[str, float] = {}
         first: dict[str, Hit] = {}
-        for weight, retriever, ranking in zip(self.weights, self.retrievers, rankings, strict=True):
+        for weight, ranking in zip(self.weights, rankings, strict=True):
             for rank, hit in enumerate(ranking, start=1):
-                if self.method == "rrf":
-                    gain = weight / (self.rrf_k + rank)
-                else:
-                    if hit.score is not None and math.isnan(hit.score):
-                        raise InputError(
-                            f"combsum: {retriever.name!r} scored doc {hit.doc_id!r} NaN, which a score sum cannot "
-                            "order: give it a number (or None, counted 0), or fuse with method='rrf'"
-                        )
-                    gain = weight * (hit.score or 0.0)
+                # combsum: a hit's score is never NaN (Hit refuses it), but +inf and -inf are scores
+                gain = weight / (self.rrf_k + rank) if self.method == "rrf" else weight * (hit.score or 0.0)
                 scores[hit.doc_id] = scores.get(hit.doc_id, 0.0) + gain
                 first.setdefault(hit.doc_id, hit)
         nan = next((d for d, score in scores.items() if math.isnan(score)), None)
         if nan is not None:
             raise InputError(
                 f"combsum: doc {nan!r}'s fused score is NaN (an infinite score of one input against the opposite "
-                "infinity of another), which has no place in the order"
+                "infinity of another, or an infinite score times a weight of 0), which has no place in the order"
             )
         order = sorted(first, key=lambda d: -scores[d])  # stable: ties keep first appearance
         return [first[d].with_score(scores[d]) for d in order[:depth]]
