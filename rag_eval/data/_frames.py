@@ -8,7 +8,7 @@ for one role holding the very same values are harmless, and the first name is us
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..errors import InputError
 
@@ -32,6 +32,14 @@ def find_column(available: Iterable[object], candidates: tuple[str, ...]) -> str
     return next((c for c in candidates if c in names), None)
 
 
+@overload
+def frame_column(
+    frame: pd.DataFrame, candidates: tuple[str, ...], noun: str, where: str, *, required: Literal[True] = True
+) -> str: ...
+@overload
+def frame_column(
+    frame: pd.DataFrame, candidates: tuple[str, ...], noun: str, where: str, *, required: bool
+) -> str | None: ...
 def frame_column(
     frame: pd.DataFrame, candidates: tuple[str, ...], noun: str, where: str, *, required: bool = True
 ) -> str | None:
@@ -93,4 +101,5 @@ def read_parquet(file: InputFile) -> pd.DataFrame:
         table = pq.read_table(pa.BufferReader(file.data))
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise file.error(f"not a readable Parquet file ({exc})") from None
-    return table.to_pandas()
+    frame: pd.DataFrame = table.to_pandas()
+    return frame

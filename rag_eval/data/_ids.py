@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numbers
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,9 @@ class IdCheck:
     def __enter__(self) -> IdCheck:
         return self
 
-    def __exit__(self, kind, value, traceback) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         if kind is None and self.converted:
             kinds = " and ".join(f"{what}s" for what in dict.fromkeys(self.converted))
             warn(f"{self.where}: {kinds} given as int were converted to str", IdsConverted)
@@ -91,11 +94,12 @@ class IdCheck:
                 self._refuse_collisions(values, out, converted, what, groups, group_names, unit, labels, line)
         return out
 
-    def keys(self, mapping_keys, what: str, context: str = "") -> list[str]:
+    def keys(self, mapping_keys: Iterable[object], what: str, context: str = "") -> list[str]:
         """The keys of one mapping as plain strs; two keys that become the same id are an InputError."""
         values = np.fromiter(mapping_keys, dtype=object)
         if set(map(type, values)) <= {str}:
-            return values.tolist()
+            strs: list[str] = values.tolist()
+            return strs
         out = np.empty(len(values), dtype=object)
         converted = np.zeros(len(values), dtype=bool)
         for i, v in enumerate(values.tolist()):
@@ -111,11 +115,23 @@ class IdCheck:
                         f"{context}{what}s {a!r} and {b!r} are the same id once converted to str", source=self.where
                     )
                 first[text] = i
-        return out.tolist()
+        ids: list[str] = out.tolist()
+        return ids
 
-    def _refuse_collisions(self, values, out, converted, what, groups, group_names, unit, labels, line) -> None:
+    def _refuse_collisions(
+        self,
+        values: np.ndarray,
+        out: np.ndarray,
+        converted: np.ndarray,
+        what: str,
+        groups: np.ndarray | Sequence[str] | None,
+        group_names: Sequence[str] | None,
+        unit: str | None,
+        labels: Sequence[int] | None,
+        line: bool,
+    ) -> None:
         seen: dict[Any, tuple[int, bool]] = {}
-        codes = groups.tolist() if isinstance(groups, np.ndarray) else groups
+        codes: Sequence[Any] | None = groups.tolist() if isinstance(groups, np.ndarray) else groups
         for i, (text, was_int) in enumerate(zip(out.tolist(), converted.tolist())):
             key = text if codes is None else (codes[i], text)
             known = seen.get(key)
@@ -161,7 +177,9 @@ def unwritable_reason(value: str, fmt: str = "trec", *, starts_line: bool = True
     return None
 
 
-def check_writable(ids, what: str, where: str | None, fmt: str = "trec", *, starts_line: bool = True) -> None:
+def check_writable(
+    ids: Iterable[str], what: str, where: str | None, fmt: str = "trec", *, starts_line: bool = True
+) -> None:
     """Refuse, before anything is written, the first of ``ids`` that cannot round-trip through ``fmt``: an
     InputError naming it (``what``: e.g. ``"query id"``; ``where``: the file or object being written;
     ``starts_line``: see :func:`unwritable_reason`)."""

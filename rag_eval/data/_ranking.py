@@ -6,6 +6,7 @@ functions here return a permutation of entry indices, in ranked order, grouped t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Literal
 
 import numpy as np
@@ -20,7 +21,7 @@ TIE_RULES: dict[str, str] = {
 }
 
 
-def _row_blocks(offsets: np.ndarray):
+def _row_blocks(offsets: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Yield ``(starts, valid, index)`` for groups of queries of similar length (powers of two), so that a
     row-wise operation can run on padded matrices whose padding never more than doubles the work:
     ``starts[:, None] + column`` addresses an entry where ``valid``; ``index`` lists those entries row by row."""
@@ -83,13 +84,14 @@ def search_rows(
     (each segment ascending), for all needles at once: a vectorised binary search of about log2(longest
     segment) steps (in C when rag_eval._speedups is built)."""
     if _accel.speedups is not None and sorted_values.dtype == np.float64:
-        return _accel.speedups.search_segments(
+        found: np.ndarray = _accel.speedups.search_segments(
             np.ascontiguousarray(sorted_values),
             np.ascontiguousarray(starts, np.int64),
             np.ascontiguousarray(ends, np.int64),
             np.ascontiguousarray(needles, np.float64),
             side == "right",
         )
+        return found
     lo, hi = starts.copy(), ends.copy()
     last = len(sorted_values) - 1
     while True:
@@ -154,7 +156,7 @@ def strictly_decreasing_scores(offsets: np.ndarray, ranked_scores: np.ndarray | 
     lengths = np.diff(offsets)
     n = int(offsets[-1])
     rank = np.arange(n) - np.repeat(offsets[:-1], lengths)
-    synthetic = (np.repeat(lengths, lengths) - rank).astype(np.float64)
+    synthetic: np.ndarray = (np.repeat(lengths, lengths) - rank).astype(np.float64)
     if ranked_scores is None:
         return synthetic
     scores = ranked_scores.astype(np.float64, copy=True)

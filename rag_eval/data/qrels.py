@@ -6,7 +6,7 @@ A grade of 0 or below means judged non-relevant; which positive grades count as 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
 from itertools import chain
 from operator import methodcaller
@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import _accel
 from .._files import write_output
@@ -23,6 +24,7 @@ from ._frames import frame_column, pick_column, record_key
 from ._ids import IdCheck, check_writable
 from ._io import InputFile, PathLike, binary_input, decode_input, read_input, read_raw, warn
 from ._numbers import grade_value
+from ._packed import PackedIds
 from .source import Source
 
 if TYPE_CHECKING:
@@ -69,7 +71,10 @@ class Qrels:
     def _from_trec(cls, file: InputFile) -> Qrels:
         cols = read_table(file, "qrels")
         _check_grades(file, cols.values)
-        return cls._from_columns(file, cols.query_ids, cols.query_codes, cols.doc_ids, cols.values)
+        docs = cols.doc_ids
+        if isinstance(docs, PackedIds):  # read_table packs only when asked
+            docs = docs.to_objects()
+        return cls._from_columns(file, cols.query_ids, cols.query_codes, docs, cols.values)
 
     @classmethod
     def from_beir(cls, path: PathLike) -> Qrels:
@@ -238,7 +243,7 @@ class Qrels:
     def __getitem__(self, query_id: str) -> Mapping[str, int]:
         return MappingProxyType(self._judgements[query_id])
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._judgements)
 
     def __repr__(self) -> str:
@@ -306,7 +311,7 @@ class Qrels:
 
 def _check_grades(file: InputFile, grades: np.ndarray, first_row: int = 0) -> None:
     """Refuse a grade beyond +-GRADE_LIMIT, naming its line (``first_row``: data rows before the first grade)."""
-    out = np.flatnonzero(np.abs(grades) >= GRADE_LIMIT) if len(grades) else []
+    out = np.flatnonzero(np.abs(grades) >= GRADE_LIMIT) if len(grades) else np.empty(0, np.int64)
     if len(out):
         raise file.error(
             f"grade {grades[out[0]]} is out of range (grades must lie within +-{GRADE_LIMIT})",
@@ -351,7 +356,7 @@ def _validated(judgements: Mapping[str, Mapping[str, int]], where: str) -> dict[
     return out
 
 
-def _objects(values: list) -> np.ndarray:
+def _objects(values: Sequence[object]) -> np.ndarray:
     out = np.empty(len(values), dtype=object)
     out[:] = values
     return out
@@ -364,7 +369,7 @@ def _factorize(ids: np.ndarray) -> tuple[list[str], np.ndarray]:
     return uniq, np.fromiter((where[x] for x in ids.tolist()), dtype=np.int64, count=len(ids))
 
 
-def _frame_grades(column, name: str, where: str) -> np.ndarray:
+def _frame_grades(column: pd.Series, name: str, where: str) -> npt.NDArray[np.int64]:
     """A DataFrame's grade column as int64: integers, integral floats, or strs of ASCII digits; never booleans."""
     grades = column.to_numpy()
     kind = grades.dtype.kind

@@ -18,6 +18,7 @@ from operator import methodcaller
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from .. import _accel
 from .._files import write_output
@@ -57,6 +58,16 @@ class Run:
         "source",
         "tag",
     )
+    name: str
+    source: Source | None
+    notes: tuple[str, ...]
+    tag: str | None  # a TREC file's run tag (trec_eval's runid)
+    _query_ids: list[str]
+    _offsets: npt.NDArray[np.int64]
+    _doc_ids: npt.NDArray[np.object_] | PackedIds
+    _scores: npt.NDArray[np.float64] | None
+    _by_score: bool
+    _memo: dict[str | tuple[str, str], Any]  # derived columns, computed once: "doc_ids", "index", ("ranked", ties)
 
     def __init__(self) -> None:
         raise TypeError("build a Run with Run.from_scores, Run.from_ranking, Run.from_trec, ... (see help(Run))")
@@ -265,7 +276,7 @@ class Run:
         name: str,
         query_ids: list[str],
         codes: np.ndarray,
-        docs: np.ndarray,
+        docs: np.ndarray | PackedIds,
         scores: np.ndarray | None,
         *,
         by_score: bool,
@@ -281,10 +292,12 @@ class Run:
         source = Source.of(file) if file else None
         if repeats is not None:  # the reader saw each query in one block, in order of first appearance
             lengths = np.bincount(codes, minlength=len(query_ids)).astype(np.int64)
-            suspects = np.array(sorted(repeats), dtype=np.int64)
+            suspects: np.ndarray | None = np.array(sorted(repeats), dtype=np.int64)
             return cls._build(
                 name, query_ids, lengths, docs, scores, by_score=by_score, source=source, dedupe=True, suspects=suspects
             )
+        if isinstance(docs, PackedIds):  # unpacked above unless the reader told its repeats (returned above)
+            docs = docs.to_objects()
         if len(codes) > 1 and (np.diff(codes) < 0).any():
             order = np.argsort(codes, kind="stable")
             codes, docs = codes[order], docs[order]
@@ -305,7 +318,7 @@ class Run:
         name: str,
         query_ids: list[str],
         lengths: np.ndarray,
-        docs: np.ndarray,
+        docs: np.ndarray | PackedIds,
         scores: np.ndarray | None,
         *,
         by_score: bool,
@@ -382,11 +395,14 @@ class Run:
     @property
     def doc_ids(self) -> np.ndarray:
         """Doc ids of every entry in stored order, as an object array of str (read-only view)."""
-        ids = self._doc_ids
-        if isinstance(ids, PackedIds):
-            ids = self._memo.get("doc_ids")
-            if ids is None:
-                ids = self._memo["doc_ids"] = self._doc_ids.to_objects()
+        stored = self._doc_ids
+        if isinstance(stored, PackedIds):
+            unpacked: np.ndarray | None = self._memo.get("doc_ids")
+            if unpacked is None:
+                unpacked = self._memo["doc_ids"] = stored.to_objects()
+            ids = unpacked
+        else:
+            ids = stored
         view = ids.view()
         view.flags.writeable = False
         return view
@@ -400,7 +416,7 @@ class Run:
         """The doc ids of the entries ``indices``, as strs, without unpacking the others."""
         if isinstance(self._doc_ids, PackedIds) and "doc_ids" not in self._memo:
             return self._doc_ids.take(indices)
-        return self.doc_ids[indices]
+        return self.doc_ids.take(indices)
 
     @property
     def scores(self) -> np.ndarray | None:
@@ -456,9 +472,9 @@ class Run:
 
     def ranked(self, ties: str = "trec_eval") -> np.ndarray:
         """Entry indices in ranked order (grouped by query), every tie broken by the rule ``ties``."""
-        if not self._by_score:
+        if not self._by_score or self._scores is None:  # a run ranked by score always has scores
             return np.arange(self.num_entries)
-        perm = self._memo.get(("ranked", ties))
+        perm: np.ndarray | None = self._memo.get(("ranked", ties))
         if perm is None:
             perm = ranked_permutation(self._offsets, self._scores, self.doc_ids, ties)
             perm.flags.writeable = False
@@ -569,13 +585,13 @@ def _as_score(value: Any, qid: str, doc: Any, where: str) -> float:
     return score
 
 
-def _objects(values: list) -> np.ndarray:
+def _objects(values: Sequence[object]) -> np.ndarray:
     out = np.empty(len(values), dtype=object)
     out[:] = values
     return out
 
 
-def _frame_scores(column, name: str, where: str) -> np.ndarray:
+def _frame_scores(column: pd.Series, name: str, where: str) -> npt.NDArray[np.float64]:
     """A DataFrame's score column as float64: numbers, or strs that are plain ASCII decimals; never booleans."""
     values = column.to_numpy()
     kind = values.dtype.kind

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numbers
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -81,7 +81,7 @@ class Span:
         return None if self.start is None or self.end is None else self.end - self.start
 
 
-def _span_problem(doc_id, start, end, grade, query_id, answer, unit) -> str | None:
+def _span_problem(doc_id: Any, start: Any, end: Any, grade: Any, query_id: Any, answer: Any, unit: Any) -> str | None:
     for what, value in (("query id", query_id), ("doc id", doc_id)):
         if not isinstance(value, str) or not value:
             return f"{what} {value!r} is not a non-empty str"
@@ -130,7 +130,7 @@ class ChunkRef:
             raise InputError(f"a chunk's source doc id {self.doc_id!r} is not a non-empty str", source="chunk map")
         if (self.start is None) != (self.end is None):
             raise InputError(f"document {self.doc_id!r}: give both start and end, or neither", source="chunk map")
-        if self.start is not None:
+        if self.start is not None and self.end is not None:
             for what, value in (("start", self.start), ("end", self.end)):
                 if isinstance(value, bool) or not isinstance(value, int):
                     raise InputError(f"{what} {value!r} is not an integer", source="chunk map")
@@ -266,7 +266,7 @@ class SpanLabels:
     def __contains__(self, query_id: object) -> bool:
         return query_id in self._queries
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._queries)
 
     def spans(self, query_id: str) -> tuple[Span, ...]:
@@ -388,7 +388,7 @@ class SpanLabels:
 
 def _unique(spans: list[Span]) -> list[Span]:
     """Spans located onto the same offsets as another of the same query: kept once."""
-    seen: dict[tuple, Span] = {}
+    seen: dict[tuple[str | int | None, ...], Span] = {}
     for span in spans:
         seen.setdefault((span.doc_id, span.start, span.end, span.unit), span)
     return list(seen.values())
@@ -399,7 +399,7 @@ class _Builder:
 
     def __init__(self, where: str) -> None:
         self.where = where
-        self.spans: dict[str, dict[tuple, Span]] = {}
+        self.spans: dict[str, dict[tuple[str | int | None, ...], Span]] = {}
         self.labels: dict[str, dict[str, dict[str, int]]] = {}
         self.conflicts: list[str] = []
         self.unit_grades: dict[tuple[str, str], int] = {}
@@ -477,7 +477,9 @@ def _offset(file: InputFile, number: int, key: str, value: Any) -> int:
     return value
 
 
-def _span(file: InputFile, number: int, doc, start, end, grade, qid, answer, unit) -> Span:
+def _span(
+    file: InputFile, number: int, doc: Any, start: Any, end: Any, grade: Any, qid: Any, answer: Any, unit: Any
+) -> Span:
     problem = _span_problem(doc, start, end, grade, qid, answer, unit)
     if problem:
         raise file.error(problem, number)
@@ -496,6 +498,8 @@ def _read_record(builder: _Builder, file: InputFile, number: int, record: dict[s
         builder.label("chunk", qid, record["chunk_id"], grade, number)
         return
     doc = need("doc_id")
+    start: int | None
+    end: int | None
     if "start" in record or "end" in record:
         start = _offset(file, number, "start", need("start"))
         end = _offset(file, number, "end", need("end"))
