@@ -1,0 +1,371 @@
+"""The README as a newcomer reads it: every code block in it runs as written, and what it quotes is recorded.
+
+How the blocks are run (the convention is written here, and shown in the README's source):
+
+- ```` ```python ```` blocks run **in order, in one shared namespace**, like the cells of a notebook: a later block
+  may use what an earlier one defined (such a block says so in its first comment, e.g. "continuing the complete
+  example above"). A block whose first line is ``# <name>.py`` is a file of the user's (``my_pipelines.py``): it
+  is written to the working folder under that name, not executed, for a later ``sh`` block to import.
+- ```` ```sh ```` blocks run **in order, in one bash session** (``set -euo pipefail``), so a variable set in one
+  (``EXAMPLES=$(python -m rag_eval.examples)``) serves the next; ``python`` and ``rag-eval`` are this venv's.
+- ```` ```text ```` blocks (usage synopses, a program's output) are never run.
+- A block preceded by ``<!-- readme-test: not run (REASON) -->`` is not run (installs, servers, minutes of work);
+  one preceded by ``<!-- readme-test: needs ../shared -->`` runs only where ``../shared/datasets`` exists next to
+  the repository. No other marker is accepted.
+
+Both kinds run in a subprocess whose working folder is a fresh temporary folder (what the blocks write lands
+there, never in the repository), deliberately not the repository root: the README's blocks find the bundled files
+through ``rag_eval.examples``, so they must work for a user who installed the wheel, from any folder, and running
+them elsewhere than the root checks exactly that. ``../shared`` is linked beside that folder so that the
+``needs ../shared`` blocks see the same relative path as from the repository root. Subprocesses inherit the test
+environment (its telemetry switches). Every warning a Python block raises is recorded: the complete example must
+raise none, the others none but ``LowJudgedShare`` (the TREC example's qrels judge few chunks, and the README says
+so).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+RESULTS = ROOT / "benchmarks" / "RESULTS.md"
+SHARED = ROOT.parent / "shared"
+MARKER = re.compile(r"<!--\s*readme-test:\s*(.*?)\s*-->")
+FENCE = re.compile(r"^```(\S*)\s*$")
+RUN_LANGUAGES = {"python", "sh"}
+LANGUAGES = RUN_LANGUAGES | {"text"}
+FILE_BLOCK = re.compile(r"#\s*([A-Za-z_][\w]*\.py)\s*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    language: str
+    code: str
+    line: int  # the README line of the block's first code line (1-based)
+    marker: str | None  # the readme-test marker right before the fence, if any
+
+    @property
+    def runs(self) -> bool:
+        if self.language not in RUN_LANGUAGES or (self.marker or "").startswith("not run"):
+            return False
+        return self.marker != "needs ../shared" or (SHARED / "datasets").is_dir()
+
+    @property
+    def file_name(self) -> str | None:
+        first = self.code.splitlines()[0] if self.code else ""
+        match = FILE_BLOCK.fullmatch(first.strip()) if self.language == "python" else None
+        return match.group(1) if match else None
+
+
+def readme_blocks(text: str) -> list[Block]:
+    """The fenced blocks of a Markdown text, in order, each with the readme-test marker on the last non-blank line
+    before its fence."""
+    lines = text.splitlines()
+    blocks, i = [], 0
+    while i < len(lines):
+        opening = FENCE.match(lines[i])
+        if not opening:
+            i += 1
+            continue
+        before = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+        marker = MARKER.fullmatch(before.strip())
+        end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+        blocks.append(
+            Block(opening.group(1), "\n".join(lines[i + 1 : end]) + "\n", i + 2, marker.group(1) if marker else None)
+        )
+        i = end + 1
+    return blocks
+
+
+BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+
+DRIVER = r"""
+import json, sys, traceback, warnings
+from pathlib import Path
+
+blocks = json.loads(Path(sys.argv[1]).read_text())
+namespace = {"__name__": "__main__"}
+for block in blocks:
+    print(f"\n::block {block['line']}", flush=True)
+    if block["file"]:
+        Path(block["file"]).write_text(block["code"])
+        continue
+    code = compile("\n" * (block["line"] - 1) + block["code"], "README.md", "exec")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            exec(code, namespace)
+        except BaseException:
+            traceback.print_exc()
+            print(f"::failed {block['line']}", flush=True)
+            sys.exit(1)
+    seen = [[w.category.__name__, str(w.message)[:300]] for w in caught]
+    print("::warnings " + json.dumps(seen), flush=True)
+"""
+
+
+def _environment(tmp_path: Path) -> dict[str, str]:
+    bin_dir = str(Path(sys.executable).parent)
+    return {
+        **os.environ,
+        "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+        "MPLBACKEND": "Agg",
+        "HF_HUB_OFFLINE": "1",
+        "COLUMNS": "200",  # pandas prints wide tables whole, as in a terminal
+    }
+
+
+def _workdir(tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    work.mkdir()
+    if SHARED.is_dir():
+        (tmp_path / "shared").symlink_to(SHARED, target_is_directory=True)
+    return work
+
+
+def _outputs(stdout: str) -> dict[int, str]:
+    """The driver's output, split per block (keyed by the block's README line)."""
+    parts = re.split(r"^::block (\d+)$", stdout, flags=re.M)
+    return {int(parts[i]): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+@pytest.fixture(scope="module")
+def python_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    tmp_path = tmp_path_factory.mktemp("readme_python")
+    work = _workdir(tmp_path)
+    chosen = [b for b in BLOCKS if b.language == "python" and b.runs]
+    spec = tmp_path / "blocks.json"
+    spec.write_text(json.dumps([{"line": b.line, "code": b.code, "file": b.file_name} for b in chosen]))
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    done = subprocess.run(
+        [sys.executable, str(driver), str(spec)],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_environment(tmp_path),
+    )
+    return done, work
+
+
+def _block_with(text: str, language: str = "python") -> Block:
+    found = [b for b in BLOCKS if b.language == language and text in b.code]
+    assert len(found) == 1, f"expected one {language} block with {text!r}, found {len(found)}"
+    return found[0]
+
+
+@pytest.mark.slow
+def test_every_python_block_runs_as_written(python_run):
+    done, work = python_run
+    assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    outputs = _outputs(done.stdout)
+    ran = [b for b in BLOCKS if b.language == "python" and b.runs]
+    assert sorted(outputs) == sorted(b.line for b in ran)
+    for block in ran:
+        if block.file_name:
+            assert (work / block.file_name).read_text() == block.code
+            continue
+        warned = json.loads(outputs[block.line].rsplit("::warnings ", 1)[1].splitlines()[0])
+        kinds = {kind for kind, _ in warned}
+        if "Collection.from_beir" in block.code:
+            assert warned == [], f"the complete example (README line {block.line}) warned: {warned}"
+        else:
+            assert kinds <= {"LowJudgedShare"}, f"README line {block.line} warned: {warned}"
+
+
+@pytest.mark.slow
+def test_the_complete_example_prints_what_the_readme_says(python_run):
+    """The prose after the complete example quotes its numbers: they are the ones it prints."""
+    done, _ = python_run
+    assert done.returncode == 0, done.stderr[-4000:]
+    example = _block_with("Collection.from_beir")
+    out = _outputs(done.stdout)[example.line]
+    assert "vectors %5 >> coverage %budget(3)" in out
+    rows = {
+        (line.split()[1], line.split()[2]): float(line.split()[3])
+        for line in out.splitlines()
+        if re.match(r"^\d+\s+(vectors|coverage)\s", line)
+    }
+    assert rows[("vectors", "recall@depth")] == pytest.approx(0.86)
+    compared = {line.split()[1]: line.split() for line in out.splitlines() if line.startswith("mine/coverage")}
+    ndcg = compared["ndcg@budget"]
+    assert ndcg[4:6] == ["0.8374", "0.8102"] and ndcg[-1] == "2/7/1" and ndcg[-4] == "0.75"
+    prose = README.read_text(encoding="utf-8")
+    assert "finds 86% of the relevant passages" in prose
+    assert "nDCG@3 from 0.810 to 0.837, winning on 2 questions, losing on 1 and tying on 7" in prose
+    assert "(p = 0.75)" in prose
+
+
+@pytest.mark.slow
+def test_the_readme_saves_and_loads_a_report_and_reuses_the_cache(python_run):
+    done, work = python_run
+    assert done.returncode == 0, done.stderr[-4000:]
+    outputs = _outputs(done.stdout)
+    assert outputs[_block_with('Report.load("report.parquet")').line].split("::warnings")[0].strip() == "True"
+    assert outputs[_block_with('cache="cache/"').line].split("::warnings")[0].strip().splitlines()[0] == "10"
+    assert (work / "report.parquet").is_file() and (work / "pool.jsonl").is_file() and (work / "cache").is_dir()
+
+
+@pytest.mark.slow
+def test_every_sh_block_runs_as_written(tmp_path):
+    work = _workdir(tmp_path)
+    for block in BLOCKS:  # the user's files the commands import
+        if block.file_name and block.runs:
+            (work / block.file_name).write_text(block.code)
+    chosen = [b for b in BLOCKS if b.language == "sh" and b.runs]
+    assert chosen, "the README has sh blocks that run"
+    script = ["set -euo pipefail"]
+    for block in chosen:
+        script += [f"echo '::block {block.line}'", block.code]
+    done = subprocess.run(
+        ["bash", "-c", "\n".join(script)],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=_environment(tmp_path),
+    )
+    last = re.findall(r"^::block (\d+)$", done.stdout, flags=re.M)
+    assert done.returncode == 0, (
+        f"README line {last[-1] if last else '?'}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
+    assert [int(x) for x in last] == [b.line for b in chosen]
+    assert (work / "pool.jsonl").is_file() and (work / "my-qrels.txt").is_file()
+    assert (work / "bench-out" / "tiny").is_dir() and (work / "bench-out" / "mine").is_dir()
+    assert "ndcg@5" in done.stdout and "against 'bm25'" in done.stdout
+
+
+def test_every_block_has_a_known_language_and_marker():
+    assert BLOCKS, "README has code blocks"
+    for block in BLOCKS:
+        assert block.language in LANGUAGES, f"README line {block.line}: block language {block.language!r}"
+        marker = block.marker
+        assert marker is None or marker == "needs ../shared" or re.fullmatch(r"not run \(.+\)", marker), (
+            f"README line {block.line}: unknown marker {marker!r}"
+        )
+        if marker is not None:
+            assert block.language in RUN_LANGUAGES, f"README line {block.line}: a marker on a {block.language} block"
+    # the parser itself: a marker binds to the next fence only, and blocks keep their line numbers
+    parsed = readme_blocks(
+        "x\n<!-- readme-test: not run (why) -->\n\n```sh\nmake demo\n```\n```python\nprint(1)\n```\n"
+    )
+    assert [(b.language, b.code, b.line, b.marker) for b in parsed] == [
+        ("sh", "make demo\n", 5, "not run (why)"),
+        ("python", "print(1)\n", 8, None),
+    ]
+    assert not parsed[0].runs and parsed[1].runs
+
+
+def test_most_blocks_run():
+    """The markers are for installs, servers and long runs: most blocks are run, and every Python block is."""
+    runnable = [b for b in BLOCKS if b.language in RUN_LANGUAGES]
+    assert all(b.marker is None for b in runnable if b.language == "python")
+    assert sum(b.marker is None for b in runnable) >= len(runnable) - 4
+
+
+def test_every_ratio_the_readme_quotes_is_recorded_in_results():
+    readme, results = README.read_text(encoding="utf-8"), RESULTS.read_text(encoding="utf-8")
+    quoted = re.findall(r"(?<![\d.])(\d+\.\d+)\s?[x×]", readme)
+    assert quoted, "the README quotes the speed-ups"
+    recorded = set(re.findall(r"(?<![\d.])(\d+\.\d+)\s?[x×]", results))
+    assert set(quoted) <= recorded, f"ratios in the README that RESULTS.md does not record: {set(quoted) - recorded}"
+
+
+def test_the_readme_cites_the_latest_recorded_run_with_its_date_and_command():
+    readme, results = README.read_text(encoding="utf-8"), RESULTS.read_text(encoding="utf-8")
+    dates = re.findall(r"^#+ .*\((\d{4}-\d{2}-\d{2})", results, flags=re.M)
+    latest = max(dates)
+    cited = re.search(r"The latest recorded run, on (\d{4}-\d{2}-\d{2}) \(`([^`]+)`", readme)
+    assert cited, "the README names the latest recorded run"
+    assert cited.group(1) == latest
+    flat = " ".join(results.split())
+    assert " ".join(cited.group(2).split()) in flat  # its command, as recorded (a README line may wrap it)
+    first = re.search(r"recorded in\s+`benchmarks/RESULTS.md` on (\d{4}-\d{2}-\d{2}) \(`([^`]+)`", readme)
+    assert first and first.group(1) in dates
+    assert " ".join(first.group(2).split()) in flat
+
+
+def test_the_readme_links_resolve():
+    readme = README.read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
+    for needed in ("docs/naming.md", "docs/result-folders.md", "docs/metrics.md", "docs/bad-input.md"):
+        assert needed in targets
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert not missing, f"README links to files that do not exist: {missing}"
+
+
+def test_the_install_section_matches_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    readme = README.read_text(encoding="utf-8")
+    assert f"The distribution is **`{project['name']}`**" in readme
+    assert f"pip install {project['name']}" in readme
+    table = re.findall(r"^\| `([a-z]+)` \|", readme.split("## Install", 1)[1].split("\n## ", 1)[0], flags=re.M)
+    assert len(table) == len(set(table)) and set(table) == set(project["optional-dependencies"])
+
+
+def test_the_bundled_beir_folder():
+    """The complete example's collection, read as a user would (values counted by hand from the files)."""
+    import warnings
+
+    import rag_eval
+    from rag_eval.examples import BEIR_FOLDER, FOLDER
+
+    assert BEIR_FOLDER == FOLDER / "beir" and (FOLDER / "qrels.txt").is_file()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every judged passage is in the corpus: no JudgedDocsNotInCorpus
+        collection = rag_eval.Collection.from_beir(BEIR_FOLDER)
+    assert collection.name == "beir"
+    assert len(collection.corpus) == 30 and list(collection.corpus)[:2] == ["bike-01", "bike-02"]
+    assert collection.corpus["bike-03"].content.startswith("Bicycle tyres To fix a puncture")
+    assert list(collection.queries) == [f"q{i}" for i in range(1, 11)]  # q11 is not judged in test.tsv
+    assert collection.queries["q8"] == "my coffee tastes bitter"
+    judged = {q: dict(collection.qrels[q]) for q in collection.qrels.query_ids}
+    assert sum(len(d) for d in judged.values()) == 56
+    assert {g for d in judged.values() for g in d.values()} == {0, 1, 2, 3}
+    assert judged["q10"] == {
+        "kitchen-02": 3,
+        "coffee-05": 2,
+        "plant-06": 0,
+        "bike-04": 0,
+        "bread-05": 0,
+        "coffee-06": 0,
+    }
+    assert all(max(d.values()) == 3 for d in judged.values())  # every question has an answer in the corpus
+
+
+def test_python_m_rag_eval_examples_prints_the_folder_from_anywhere(tmp_path):
+    from rag_eval.examples import FOLDER
+
+    done = subprocess.run(
+        [sys.executable, "-m", "rag_eval.examples"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()) == FOLDER
+
+
+def test_the_wheel_ships_every_example_file():
+    """Every data file under rag_eval/examples matches a package-data glob of pyproject.toml (setuptools ships
+    only what they name), so a user who installed the wheel has the files the README reads."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    globs = config["tool"]["setuptools"]["package-data"]["rag_eval.examples"]
+    folder = ROOT / "rag_eval" / "examples"
+    files = [
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts
+    ]
+    assert "beir/qrels/test.tsv" in files
+    unshipped = [f for f in files if not any(fnmatch(f, g) and f.count("/") == g.count("/") for g in globs)]
+    assert not unshipped, f"not in package-data: {unshipped}"
