@@ -5,9 +5,11 @@ from __future__ import annotations
 import copy
 import gzip
 import hashlib
+import itertools
 
 import numpy as np
 import pandas as pd
+import pydantic
 import pytest
 
 import rag_eval
@@ -237,7 +239,7 @@ def test_higher_confidence_widens_the_interval(report):
         s = report.summarize(confidence=confidence)
         assert (s["ci_low"] <= s["mean"]).all() and (s["mean"] <= s["ci_high"]).all()
         widths.append((s["ci_high"] - s["ci_low"]).to_numpy())
-    for narrow, wide in zip(widths, widths[1:]):
+    for narrow, wide in itertools.pairwise(widths):
         assert (wide >= narrow).all()
     assert (widths[-1] > widths[0]).all()
 
@@ -437,13 +439,13 @@ def test_load_refuses_a_parquet_file_without_a_card(tmp_path):
 
 
 def test_report_repr_names_runs_and_metrics(report):
-    assert repr(report) == "Report(runs=['bm25'], metrics=['mrr@10', 'precision@1', 'ndcg@3'])"
+    assert repr(report) == "Report(runs=['bm25'], metrics=['mrr@10', 'precision@1', 'ndcg@3'], queries=30)"
 
 
 def test_card_is_a_value(report):
     clone = copy.deepcopy(report.card)
     assert clone == report.card
-    with pytest.raises(Exception):
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
         report.card.preset = "trec_eval"  # type: ignore[misc]
 
 

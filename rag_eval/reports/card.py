@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._version import __version__
-from ..metrics.conventions import PRESETS, Conventions
 from ..metrics._engine import REASONS
+from ..metrics.conventions import PRESETS, Conventions
 from .hashes import ContentHashes
 
 

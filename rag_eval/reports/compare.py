@@ -20,6 +20,7 @@ compared.
 
 from __future__ import annotations
 
+import html
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .card import MetricCard
-from .report import Report, is_geometric_metric
+from .report import Report, is_geometric_metric, markdown_cell, markdown_table
 from .statistics import CORRECTIONS, TESTS, correct, effect_size, p_value, paired_bootstrap_ci
 from .summary import MIN_GEO_MEAN, bootstrap_means, summarize_geometric, summarize_values
 
@@ -60,10 +61,11 @@ PAIR_COLUMNS = [
 SYSTEM_COLUMNS = ["system", "metric", "mean", "std", "median", "ci_low", "ci_high", "n", "n_nan"]
 
 
-@dataclass
+@dataclass(repr=False)
 class Comparison:
     """The result of :func:`compare`: ``table`` (one row per system x metric against the baseline), ``systems``
-    (per system and metric), and ``card`` (how it was computed)."""
+    (per system and metric), and ``card`` (how it was computed). In a notebook it shows as a table (``repr`` is
+    one line)."""
 
     table: pd.DataFrame
     systems: pd.DataFrame
@@ -82,41 +84,58 @@ class Comparison:
         frame = self.table.copy()
         marked = np.where(frame["rejected"], "*", "")
         out = frame[["system", "metric", "n", "n_nan", "mean", "baseline_mean", "diff"]].copy()
-        out["95% CI"] = [f"[{lo:+.4f}, {hi:+.4f}]" for lo, hi in zip(frame["ci_low"], frame["ci_high"])]
+        out["95% CI"] = [f"[{lo:+.4f}, {hi:+.4f}]" for lo, hi in zip(frame["ci_low"], frame["ci_high"], strict=True)]
         out["p"] = [_p(v) for v in frame["p_value"]]
-        out[f"p ({self.settings['correction']})"] = [f"{_p(v)}{m}" for v, m in zip(frame["p_adjusted"], marked)]
+        out[f"p ({self.settings['correction']})"] = [
+            f"{_p(v)}{m}" for v, m in zip(frame["p_adjusted"], marked, strict=True)
+        ]
         out["d_z"] = frame["effect_size"]
-        out["W/T/L"] = [f"{w}/{t}/{l}" for w, t, l in zip(frame["wins"], frame["ties"], frame["losses"])]
+        out["W/T/L"] = [
+            f"{w}/{t}/{lost}" for w, t, lost in zip(frame["wins"], frame["ties"], frame["losses"], strict=True)
+        ]
         return out
 
-    def __str__(self) -> str:
-        shown = self._shown()
-        head = (
-            f"against {self.settings['baseline']!r}: {self.settings['test']} test, {self.settings['correction']} correction, "
-            f"* = significant at alpha {self.alpha}"
+    def _heading(self) -> str:
+        return (
+            f"against {self.settings['baseline']!r}: {self.settings['test']} test, "
+            f"{self.settings['correction']} correction, * = significant at alpha {self.alpha}"
         )
-        return head + "\n" + shown.to_string(index=False, float_format=lambda v: f"{v:.4f}")
+
+    def __str__(self) -> str:
+        return self._heading() + "\n" + self._shown().to_string(index=False, float_format=lambda v: f"{v:.4f}")
+
+    def __repr__(self) -> str:
+        s = self.settings
+        systems = [x for x in s.get("systems", []) if x != s.get("baseline")]
+        significant = int(self.table["rejected"].sum())
+        return (
+            f"Comparison(baseline={s.get('baseline')!r}, systems={systems}, metrics={s.get('metrics')}, "
+            f"{s.get('test')} test, {s.get('correction')}: {significant} of {len(self.table)} significant at "
+            f"alpha {s.get('alpha')})"
+        )
 
     def _repr_html_(self) -> str:
-        return f"<p>{str(self).splitlines()[0]}</p>" + self._shown().to_html(
-            index=False, float_format=lambda v: f"{v:.4f}"
+        """The table under its heading, every value escaped (pandas' escaping; the heading by html.escape)."""
+        return f"<p>{html.escape(self._heading())}</p>" + self._shown().to_html(
+            index=False, escape=True, float_format=lambda v: f"{v:.4f}"
         )
 
+    def _repr_markdown_(self) -> str:
+        return markdown_table(self._shown(), heading=self._heading())
+
     def to_markdown(self) -> str:
-        shown = self._shown()
-        lines = ["| " + " | ".join(shown.columns) + " |", "|" + "---|" * len(shown.columns)]
-        for row in shown.itertuples(index=False):
-            lines.append("| " + " | ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in row) + " |")
+        """The table in Markdown (cells escaped: ``&``, ``<``, ``>`` as entities, ``|`` backslashed)."""
         return (
-            "\n".join(lines)
-            + f"\n\n* significant at alpha {self.alpha} after {self.settings['correction']} correction\n"
+            markdown_table(self._shown())
+            + f"\n\\* significant at alpha {self.alpha} after {markdown_cell(self.settings['correction'])} correction\n"
         )
 
     def to_latex(self) -> str:
         shown = self._shown()
-        cells = lambda row: " & ".join(
-            (f"{v:.4f}" if isinstance(v, float) else str(v)).replace("_", r"\_") for v in row
-        )
+
+        def cells(row: tuple[Any, ...]) -> str:
+            return " & ".join((f"{v:.4f}" if isinstance(v, float) else str(v)).replace("_", r"\_") for v in row)
+
         lines = [
             r"\begin{tabular}{" + "l" * 2 + "r" * (len(shown.columns) - 2) + "}",
             r"\hline",
@@ -148,7 +167,7 @@ class Comparison:
                 label="significant" if filled else "not significant",
             )
         ax.axvline(0, color="grey", linewidth=0.8)
-        ax.set_yticks(y, [f"{s}: {m}" for s, m in zip(frame["system"], frame["metric"])], fontsize=8)
+        ax.set_yticks(y, [f"{s}: {m}" for s, m in zip(frame["system"], frame["metric"], strict=True)], fontsize=8)
         ax.set_xlabel(f"difference from {self.settings['baseline']}")
         ax.legend(fontsize=7)
         return ax

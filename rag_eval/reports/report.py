@@ -167,7 +167,7 @@ class Report:
             (b.run, b.stage, q, m, t)
             for b in self._blocks
             for m, texts in b.texts.items()
-            for q, t in zip(b.query_ids, texts)
+            for q, t in zip(b.query_ids, texts, strict=True)
         ]
         frame = pd.DataFrame(rows, columns=["run", "stage", "query_id", "metric", "text"], dtype=object)
         return frame[columns]
@@ -440,7 +440,8 @@ class Report:
         values = _values_by_key(table, described, where)
         texts = _described_texts(meta.get(_TEXTS_KEY, b"[]"), described, card, where)
         blocks = [
-            RunScores(values=v, texts=texts.get((d["run"], d["stage"]), {}), **d) for d, v in zip(described, values)
+            RunScores(values=v, texts=texts.get((d["run"], d["stage"]), {}), **d)
+            for d, v in zip(described, values, strict=True)
         ]
         _check_counted(card, blocks, where)
         try:
@@ -599,8 +600,8 @@ def _values_by_key(table, described: list[dict[str, Any]], where: str) -> list[n
             + f", query {query!r}, metric {metric!r}"
         )
 
-    rows = list(zip(keys[0], stages, keys[1], keys[2]))
-    index = dict(zip(rows, range(len(rows))))
+    rows = list(zip(keys[0], stages, keys[1], keys[2], strict=True))
+    index = dict(zip(rows, range(len(rows)), strict=True))
     if len(index) != len(rows):
         seen: set[tuple] = set()
         twice = next(r for r in rows if r in seen or seen.add(r))

@@ -1,0 +1,230 @@
+"""Content hashes: what a report's numbers were computed on, so that two reports are only compared when they agree.
+
+A report's metric card (and a result folder's ``manifest.json``) carries a :class:`ContentHashes`:
+
+- ``qrels``: SHA-256 of a canonical serialisation of the judgements, also for qrels built in memory: one line per
+  (query, doc, grade), sorted by query id then doc id, each line the JSON array ``["q","d",g]``. So the hash does not
+  depend on the input's order or format (a TREC file, a BEIR TSV and a dict holding the same judgements agree), and
+  changes when one grade does. Grades of 0 are judgements too (judged non-relevant): they are hashed.
+- ``queries``: SHA-256 of the query set, the sorted ``["id","text"]`` pairs where the texts are known (a pipeline
+  result's queries, a Collection), else the sorted ids (``queries_basis`` says which). For plain runs the query set
+  is the qrels' queries: what the runs were judged on.
+- ``corpus``: a fingerprint of the chunks: the sorted ``["id","text"]`` pairs of a Collection's corpus (``basis``
+  ``"collection"``: every chunk, as indexed), or, from a pipeline result, of the distinct chunks its stages returned
+  (``"hits"``; a hit without text contributes its id alone). None for plain runs (no chunk is known). The chunks a
+  pipeline returned depend on its retriever: pass the Collection (``Report.save_folder(..., collection=)``) to
+  fingerprint the whole corpus, which is what two retrievers over the same chunking share.
+- ``conventions``: SHA-256 of the conventions' canonical JSON (sorted keys); ``budget``: the pipelines' context
+  budget as the card prints it (``budget(5)``, ``budget(512tok)``), None for plain runs.
+
+:func:`comparable` lists how two reports (cards, folders, saved reports) differ in these: the CI gate refuses to
+compare numbers computed on different qrels, queries, corpus, conventions or budget.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ..data.collection import Collection
+from ..data.qrels import Qrels
+from ..metrics.conventions import Conventions
+
+if TYPE_CHECKING:
+    from ..stages.result import PipelineResult
+    from .card import MetricCard
+    from .report import Report
+
+__all__ = [
+    "ContentHashes",
+    "comparable",
+    "content_hashes",
+    "conventions_sha256",
+    "corpus_sha256",
+    "qrels_sha256",
+    "queries_sha256",
+]
+
+_FIELDS = ("qrels", "queries", "corpus", "conventions", "budget")
+
+
+class ContentHashes(BaseModel):
+    """The hashes of what a report was computed on (see the module's docstring). Each hash is 64 hex digits."""
+
+    model_config = ConfigDict(frozen=True)
+
+    qrels: str | None = None
+    queries: str | None = None
+    queries_basis: str | None = None  # "ids and texts" or "ids"
+    corpus: str | None = None
+    corpus_basis: str | None = None  # "collection" or "hits"
+    conventions: str | None = None
+    budget: str | None = None
+
+    def render(self) -> str:
+        """One line: each hash's first 12 hex digits, with what it covers."""
+        parts = [f"qrels {_short(self.qrels)}"]
+        parts.append(f"queries {_short(self.queries)}" + (f" ({self.queries_basis})" if self.queries_basis else ""))
+        parts.append(f"corpus {_short(self.corpus)}" + (f" ({self.corpus_basis})" if self.corpus_basis else ""))
+        parts.append(f"conventions {_short(self.conventions)}")
+        if self.budget is not None:
+            parts.append(f"budget {self.budget}")
+        return ", ".join(parts)
+
+
+def _short(value: str | None) -> str:
+    return "unknown" if value is None else f"sha256:{value[:12]}"
+
+
+def _digest(lines: Iterable[list[Any]], kind: str) -> str:
+    """SHA-256 of a header naming ``kind`` and one compact JSON array per line (UTF-8; no ambiguity between
+    fields, since each is a JSON string or number)."""
+    sha = hashlib.sha256(f"rag_eval {kind} v1\n".encode())
+    for line in lines:
+        sha.update(json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+        sha.update(b"\n")
+    return sha.hexdigest()
+
+
+def qrels_sha256(qrels: Qrels | Mapping[str, Mapping[str, int]]) -> str:
+    """The SHA-256 of the judgements in canonical form (sorted; independent of input order and format)."""
+    if not isinstance(qrels, Qrels):
+        qrels = Qrels.from_dict(qrels)  # the same checks as every reader: a bad grade is an InputError
+    judged = qrels.judgements
+    return _digest(([q, d, int(judged[q][d])] for q in sorted(judged) for d in sorted(judged[q])), "qrels")
+
+
+def queries_sha256(queries: Mapping[str, str] | Iterable[str]) -> tuple[str, str]:
+    """``(sha256, basis)`` of a query set: ``{id: text}`` (basis ``"ids and texts"``) or ids alone (``"ids"``)."""
+    if isinstance(queries, Mapping):
+        pairs = sorted((str(q), str(t)) for q, t in queries.items())
+        return _digest(([q, t] for q, t in pairs), "queries"), "ids and texts"
+    ids = sorted(set(map(str, queries)))
+    return _digest(([q] for q in ids), "query ids"), "ids"
+
+
+def corpus_sha256(source: Collection | PipelineResult | Mapping[str, PipelineResult]) -> tuple[str, str]:
+    """``(fingerprint, basis)`` of the chunks: a Collection's whole corpus (``"collection"``), or the distinct
+    chunks (id, text) that the stages of one or more pipeline results returned (``"hits"``)."""
+    if isinstance(source, Collection):
+        corpus = source.corpus
+        return _digest(([i, corpus[i].content] for i in sorted(corpus)), "corpus"), "collection"
+    results = [source] if not isinstance(source, Mapping) else list(source.values())
+    seen = sorted(set(_chunks(results)), key=lambda c: (c[0], c[1] is not None, c[1] or ""))
+    return _digest(([i] if t is None else [i, t] for i, t in seen), "chunks"), "hits"
+
+
+def _chunks(results: list[PipelineResult]) -> Iterator[tuple[str, str | None]]:
+    for result in results:
+        for out in result.stages.values():
+            for outcome in out.outcomes.values():
+                for hit in outcome.hits or ():
+                    yield hit.doc_id, hit.text
+
+
+def conventions_sha256(conventions: Conventions) -> str:
+    """The SHA-256 of the conventions' canonical JSON (sorted keys, compact)."""
+    text = json.dumps(conventions.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"rag_eval conventions v1\n{text}".encode()).hexdigest()
+
+
+def content_hashes(
+    qrels: Qrels | Mapping[str, Mapping[str, int]],
+    *,
+    conventions: Conventions,
+    results: Mapping[str, PipelineResult] | None = None,
+    collection: Collection | None = None,
+) -> ContentHashes:
+    """The hashes of one evaluation: its qrels and conventions, and for pipelines (``results``) their queries (ids
+    and texts), chunks and budget; ``collection`` fingerprints the whole corpus (and its queries) instead."""
+    queries: tuple[str, str]
+    corpus: tuple[str, str] | tuple[None, None] = (None, None)
+    budget = None
+    if collection is not None:
+        queries = queries_sha256(collection.queries)
+        corpus = corpus_sha256(collection)
+    elif results:
+        asked: dict[str, str] = {}
+        for result in results.values():
+            asked.update(result.queries)
+        queries = queries_sha256(asked)
+        corpus = corpus_sha256(results)
+    else:
+        queries = queries_sha256(qrels.query_ids if isinstance(qrels, Qrels) else list(qrels))
+    if results:
+        budget = ", ".join(dict.fromkeys(str(r.pipeline.budget) for r in results.values()))
+    return ContentHashes(
+        qrels=qrels_sha256(qrels),
+        queries=queries[0],
+        queries_basis=queries[1],
+        corpus=corpus[0],
+        corpus_basis=corpus[1],
+        conventions=conventions_sha256(conventions),
+        budget=budget,
+    )
+
+
+def hashes_of(thing: object) -> ContentHashes | None:
+    """The content hashes of a MetricCard, a Report, a ContentHashes, a result folder (its manifest, checked) or
+    a saved report (``.parquet``)."""
+    from .card import MetricCard
+    from .report import Report
+
+    if isinstance(thing, ContentHashes):
+        return thing
+    if isinstance(thing, MetricCard):
+        return thing.hashes
+    if isinstance(thing, Report):
+        return thing.card.hashes
+    if isinstance(thing, (str, os.PathLike)):
+        from .result_folder import load_manifest
+
+        if os.path.isdir(thing):
+            return load_manifest(thing).hashes
+        return Report.load(thing).card.hashes
+    raise TypeError(
+        f"comparable() takes reports, metric cards, content hashes, result folders or saved reports, not "
+        f"{type(thing).__name__}"
+    )
+
+
+def comparable(
+    a: Report | MetricCard | ContentHashes | str | os.PathLike[str],
+    b: Report | MetricCard | ContentHashes | str | os.PathLike[str],
+) -> list[str]:
+    """How ``a`` and ``b`` differ in what their numbers were computed on (qrels, query set, corpus, conventions,
+    budget): one line per difference, empty when they are comparable. A side without content hashes (a report
+    saved before rag_eval 0.2.0) is one difference: nothing says they agree."""
+    ha, hb = hashes_of(a), hashes_of(b)
+    if ha is None or hb is None:
+        which = " and ".join(n for n, h in (("a", ha), ("b", hb)) if h is None)
+        return [f"{which}: no content hashes (saved before rag_eval 0.2.0): nothing says they were computed alike"]
+    out = []
+    for name in _FIELDS:
+        va, vb = getattr(ha, name), getattr(hb, name)
+        basis = f"{name}_basis"
+        ba, bb = getattr(ha, basis, None), getattr(hb, basis, None)
+        if ba != bb and (va is not None or vb is not None):
+            out.append(f"{name}: hashed from {ba or 'nothing'} in a, from {bb or 'nothing'} in b")
+        elif va != vb:
+            shown = (lambda v: "unknown" if v is None else v) if name == "budget" else _short
+            out.append(f"{name}: {shown(va)} in a, {shown(vb)} in b")
+    ca, cb = _conventions_of(a), _conventions_of(b)
+    if ca is not None and cb is not None and ha.conventions != hb.conventions:
+        fields = [k for k in ca if ca[k] != cb.get(k)]
+        out.append("conventions differ in " + ", ".join(f"{k} ({ca[k]!r} vs {cb.get(k)!r})" for k in fields))
+    return out
+
+
+def _conventions_of(thing: object) -> dict[str, Any] | None:
+    """The conventions as a dict, when ``thing`` carries them (a card or a report)."""
+    from .card import MetricCard
+    from .report import Report
+
+    card = thing.card if isinstance(thing, Report) else thing
+    return card.conventions.model_dump(mode="json") if isinstance(card, MetricCard) else None

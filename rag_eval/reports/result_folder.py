@@ -1,0 +1,508 @@
+"""Result folders: a report with everything needed to read, check and recompute it, in one documented layout.
+
+What :meth:`Report.save_folder` writes and :meth:`Report.load_folder` reads (the layout is in
+``docs/result-folders.md``)::
+
+    manifest.json          format, version, content hashes, and the SHA-256 of every other file (written last)
+    report.parquet         the report, lossless (Report.save: per query, the card, the pipeline tables)
+    card.json              the metric card (conventions, inputs, queries counted, content hashes, budget)
+    summary.csv / .parquet the summary (mean, spread, n, n_nan, ...)
+    per_query.csv / .parquet
+    per_query_text.csv     the text metrics (relstring, runid), when measured
+    qrels.txt              the qrels (TREC), when given
+    runs/<run>.trec        one TREC run per run, or runs/<pipeline>.<stage>.trec per stage of a pipeline
+    loss_items.csv         pipelines: where each relevant item went
+    plots/*.png            pipelines: recall@k, loss attribution, per query (matplotlib), unless plots=False
+    report.md              for a person: the summary table, the card
+
+Loading checks every file the manifest lists against its SHA-256 (an InputError names the first that differs or
+is missing), then reads ``report.parquet``; files the manifest does not list (a stage cache kept in the folder)
+are ignored. The hashes are those of :mod:`rag_eval.reports.hashes`; :func:`~rag_eval.reports.hashes.comparable`
+takes folders.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .._files import write_output
+from .._version import __version__
+from ..data.collection import Collection
+from ..data.qrels import Qrels
+from ..data.run import Run
+from ..errors import InputError
+from ..stages.result import PipelineResult
+from .hashes import ContentHashes, content_hashes, corpus_sha256, qrels_sha256
+from .report import markdown_cell
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .report import Report
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "Manifest", "load_folder", "load_manifest", "write_folder"]
+
+FORMAT = "rag_eval result folder"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+# the stage-aware metrics report.md shows for pipelines, in this order
+SHOWN = (
+    "recall@depth",
+    "recall@budget",
+    "precision@budget",
+    "ndcg@budget",
+    "mrr@budget",
+    "rerank_gain@budget",
+    "cand_ndcg@budget",
+    "loss.delivered",
+)
+
+
+class Manifest(BaseModel):
+    """``manifest.json``: what the folder is, what it was computed on, and the SHA-256 of each of its files."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: str = FORMAT
+    format_version: int = FORMAT_VERSION
+    rag_eval_version: str = __version__
+    hashes: ContentHashes | None = None
+    files: dict[str, str]  # path relative to the folder (POSIX) -> SHA-256 (hex)
+
+
+def safe_name(text: str) -> str:
+    """A run's or stage's name as a file name: characters other than letters, digits, ``.``, ``_`` and ``-``
+    replaced by ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
+
+
+class _Writer:
+    """Writes the folder's files, each whole (atomically), keeping the SHA-256 of each for the manifest."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.files: dict[str, str] = {}
+
+    def write(self, name: str, data: bytes) -> Path:
+        path = self.folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_output(path, data)
+        self.files[name] = hashlib.sha256(data).hexdigest()
+        return path
+
+    def text(self, name: str, text: str) -> Path:
+        return self.write(name, text.encode("utf-8"))
+
+    def csv(self, name: str, frame: pd.DataFrame) -> Path:
+        return self.text(name, frame.to_csv(index=False))
+
+    def parquet(self, name: str, frame: pd.DataFrame) -> Path:
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        return self.write(name, buffer.getvalue())
+
+
+def _split_runs(
+    runs: Mapping[str, Run | PipelineResult] | Run | PipelineResult | None,
+) -> tuple[dict[str, Run], dict[str, PipelineResult]]:
+    """``runs`` as plain runs or as pipeline results (one kind, not both)."""
+    if runs is None:
+        return {}, {}
+    if isinstance(runs, Run):
+        return {runs.name: runs}, {}
+    if isinstance(runs, PipelineResult):
+        return {}, {repr(runs.pipeline): runs}
+    if not isinstance(runs, Mapping):
+        raise TypeError(f"runs must be a {{name: Run}} or {{name: PipelineResult}} mapping, not {type(runs).__name__}")
+    plain = {k: v for k, v in runs.items() if isinstance(v, Run)}
+    results = {k: v for k, v in runs.items() if isinstance(v, PipelineResult)}
+    if len(plain) + len(results) != len(runs) or (plain and results):
+        raise TypeError("runs must map names to Runs, or names to PipelineResults (what Pipeline.run returns)")
+    return plain, results
+
+
+def _run_files(plain: Mapping[str, Run], results: Mapping[str, PipelineResult], where: str) -> dict[str, Run]:
+    """``{runs/<name>.trec: run}``; two runs whose names give one file name are an InputError naming both."""
+    named: dict[str, tuple[str, Run]] = {}
+    every = [(name, f"runs/{safe_name(name)}.trec", run) for name, run in plain.items()]
+    every += [
+        (f"{p} / {stage}", f"runs/{safe_name(p)}.{safe_name(stage)}.trec", run)
+        for p, result in results.items()
+        for stage, run in result.runs.items()
+    ]
+    for who, file, run in every:
+        if file in named:
+            raise InputError(
+                f"{named[file][0]!r} and {who!r} would both be written to {file}: give them names that differ in "
+                "letters, digits, '.', '_' or '-'",
+                source=where,
+            )
+        named[file] = (who, run)
+    return {file: run for file, (_, run) in named.items()}
+
+
+def write_folder(
+    report: Report,
+    folder: str | os.PathLike[str],
+    *,
+    qrels: Qrels | Mapping[str, Mapping[str, int]] | None = None,
+    runs: Mapping[str, Run | PipelineResult] | Run | PipelineResult | None = None,
+    collection: Collection | None = None,
+    title: str | None = None,
+    facts: Mapping[str, Any] | None = None,
+    plots: bool = True,
+) -> Path:
+    """Write ``report`` as a result folder (the module's layout); returns the path of ``report.md``.
+
+    ``qrels`` (or ``collection``'s) are written as ``qrels.txt``, and must be those the report was computed on (the
+    same content hash, else an InputError); ``runs`` are the runs or pipeline results it was computed on, written
+    one TREC file per run or stage; ``collection`` also fingerprints the whole corpus in the content hashes
+    (instead of the chunks the pipelines returned). ``title`` and ``facts`` (``{label: text}``) head report.md.
+    A file listed by the folder's previous manifest and not written again is removed."""
+    from .report import Report
+
+    if not isinstance(report, Report):
+        raise TypeError(f"write_folder takes a Report, not {type(report).__name__}")
+    out = Path(folder)
+    where = str(out)
+    if out.exists() and not out.is_dir():
+        raise InputError("not a folder: a result folder is written into a folder", source=where)
+    plain, results = _split_runs(runs)
+    if qrels is None and collection is not None:
+        qrels = collection.qrels
+    card = report.card
+    hashes = card.hashes
+    if qrels is not None:
+        if not isinstance(qrels, Qrels):
+            qrels = Qrels.from_dict(qrels)
+        if hashes is None:  # a report saved before content hashes: computed now from what is given
+            hashes = content_hashes(qrels, conventions=card.conventions, results=results or None)
+        elif hashes.qrels != qrels_sha256(qrels):
+            raise InputError(
+                f"the qrels given (sha256:{qrels_sha256(qrels)[:12]}) are not those the report was computed on "
+                f"(sha256:{(hashes.qrels or 'unknown')[:12]}): a folder holds one report and its own qrels",
+                source=where,
+            )
+    if collection is not None and hashes is not None:
+        corpus, basis = corpus_sha256(collection)
+        hashes = hashes.model_copy(update={"corpus": corpus, "corpus_basis": basis})
+    if hashes is not card.hashes:
+        card = card.model_copy(update={"hashes": hashes})
+        report = report._with_card(card)
+    unknown = [name for name in (*plain, *results) if name not in report.runs]
+    if unknown:
+        raise InputError(
+            f"run {unknown[0]!r} is not one the report measured ({report.runs}): a folder holds the runs its report "
+            "was computed on, under the report's names",
+            source=where,
+        )
+    files = _run_files(plain, results, where)
+    out.mkdir(parents=True, exist_ok=True)
+    previous = _previous_files(out)
+    writer = _Writer(out)
+    buffer = io.BytesIO()
+    report._save_to(buffer)
+    writer.write("report.parquet", buffer.getvalue())
+    writer.text("card.json", card.model_dump_json(indent=2) + "\n")
+    per_query, summary = report.per_query, report.summary
+    writer.csv("summary.csv", summary)
+    writer.parquet("summary.parquet", summary)
+    writer.csv("per_query.csv", per_query)
+    writer.parquet("per_query.parquet", per_query)
+    if report.text_metrics:
+        writer.csv("per_query_text.csv", report.per_query_text)
+    if qrels is not None:
+        qrels.to_trec(out / "qrels.txt")  # its checks: an id that would not read back is an InputError
+        writer.files["qrels.txt"] = _sha256_of(out / "qrels.txt")
+    for file, run in files.items():
+        tag = safe_name(file.removeprefix("runs/").removesuffix(".trec").split(".")[-1]) if results else None
+        path = out / file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        run.to_trec(path, tag=tag)
+        writer.files[file] = _sha256_of(path)
+    if results:
+        writer.csv("loss_items.csv", report.loss_items)
+    pictures: list[Path] = []
+    if plots and results and qrels is not None:
+        pictures = _plots(writer, report, results, qrels)
+    path = writer.text("report.md", _markdown(title or out.resolve().name, report, results, facts or {}, pictures))
+    manifest = Manifest(hashes=hashes, files=dict(sorted(writer.files.items())))
+    for stale in previous.difference(writer.files):
+        with contextlib.suppress(OSError):  # a stale file that cannot be removed is not listed: ignored
+            (out / stale).unlink()
+    write_output(out / MANIFEST, (manifest.model_dump_json(indent=2) + "\n").encode())
+    return path
+
+
+def _sha256_of(path: Path) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
+def _previous_files(folder: Path) -> set[str]:
+    """The files the folder's current manifest lists (safely inside the folder), or none."""
+    try:
+        manifest = _parse_manifest(folder)
+    except (InputError, FileNotFoundError):
+        return set()
+    return set(manifest.files)
+
+
+def _parse_manifest(folder: Path) -> Manifest:
+    where = str(folder / MANIFEST)
+    if not folder.is_dir():
+        raise InputError("not a folder (a result folder is written by Report.save_folder)", source=str(folder))
+    if not (folder / MANIFEST).is_file():
+        raise FileNotFoundError(where)
+    try:
+        manifest = Manifest.model_validate_json((folder / MANIFEST).read_bytes())
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        at = ".".join(map(str, first["loc"]))
+        raise InputError(
+            f"not a result folder's manifest ({at + ': ' if at else ''}{first['msg']})", source=where
+        ) from None
+    if manifest.format != FORMAT:
+        raise InputError(f"format {manifest.format!r}, not {FORMAT!r}", source=where)
+    if manifest.format_version > FORMAT_VERSION:
+        raise InputError(
+            f"format version {manifest.format_version}: written by a newer rag_eval ({manifest.rag_eval_version}) "
+            f"than this one ({__version__}, which reads version {FORMAT_VERSION})",
+            source=where,
+        )
+    for name, digest in manifest.files.items():
+        pure = PurePosixPath(name)
+        if pure.is_absolute() or ".." in pure.parts or "\\" in name or not name or name == MANIFEST:
+            raise InputError(f"it lists {name!r}, which is not a file inside the folder", source=where)
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise InputError(f"the SHA-256 of {name!r} is not 64 hex digits: {digest!r}", source=where)
+    return manifest
+
+
+def load_manifest(folder: str | os.PathLike[str]) -> Manifest:
+    """The folder's manifest, after checking every file it lists against its SHA-256: a file missing, or whose
+    content differs from what was written, is an InputError naming it."""
+    root = Path(folder)
+    try:
+        manifest = _parse_manifest(root)
+    except FileNotFoundError:
+        raise InputError(
+            f"no {MANIFEST}: not a result folder written by Report.save_folder (rag_eval 0.2.0 or later); "
+            "Report.load(<folder>/report.parquet) reads its report without checking the folder",
+            source=str(root),
+        ) from None
+    if "report.parquet" not in manifest.files:
+        raise InputError("it does not list report.parquet", source=str(root / MANIFEST))
+    for name, digest in manifest.files.items():
+        path = root / name
+        if not path.is_file():
+            raise InputError(f"missing: {MANIFEST} lists it", source=str(path))
+        found = _sha256_of(path)
+        if found != digest:
+            raise InputError(
+                f"its SHA-256 is {found[:12]}..., not {digest[:12]}... as {MANIFEST} says: the file was changed "
+                "after the folder was written",
+                source=str(path),
+            )
+    return manifest
+
+
+def load_folder(folder: str | os.PathLike[str]) -> Report:
+    """The report of a result folder, its files checked against the manifest first (:func:`load_manifest`); the
+    card's content hashes must be the manifest's."""
+    from .report import Report
+
+    manifest = load_manifest(folder)
+    report = Report.load(Path(folder) / "report.parquet")
+    if report.card.hashes != manifest.hashes:
+        raise InputError(
+            f"the content hashes of report.parquet's card are not those of {MANIFEST}", source=str(Path(folder))
+        )
+    return report
+
+
+# ----- report.md -----------------------------------------------------------------------------------------------
+
+
+def _ci(row: Mapping[str, Any]) -> str:
+    if np.isnan(row["mean"]):
+        return "n/a"
+    return f"{row['mean']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+
+
+def _markdown(
+    title: str,
+    report: Report,
+    results: Mapping[str, PipelineResult],
+    facts: Mapping[str, Any],
+    pictures: list[Path],
+) -> str:
+    summary = report.summary
+    lines = [f"# {markdown_cell(title)}", ""]
+    lines += [f"- {markdown_cell(k)}: {v}" for k, v in facts.items()]  # facts are Markdown (e.g. `code`) by design
+    lines += [
+        "",
+        "Values are means over the queries with a 95% bootstrap interval (1,000 resamples, seed 0), as in "
+        "`summary.csv`. n counts the queries a mean is over; n_nan the counted queries whose value is 0/0 (NaN), "
+        "left out of that mean; n + n_nan is the number of queries the metric card says were counted.",
+        "",
+    ]
+    if results:
+        lines[-2] += (
+            " `@depth` is the first stage's candidate depth, `@budget` what the generator receives. n_failed counts "
+            "queries a stage failed on (scored as an empty ranking, or left out: see the card's conventions)."
+        )
+        lines += _pipeline_markdown(report, results, summary)
+    else:
+        lines += ["| run | metric | mean [95% CI] | n | n_nan |", "|---|---|---:|---:|---:|"]
+        for row in summary.to_dict("records"):
+            run, metric = markdown_cell(row["run"]), markdown_cell(row["metric"])
+            lines.append(f"| {run} | {metric} | {_ci(row)} | {int(row['n'])} | {int(row['n_nan'])} |")
+        lines.append("")
+    if pictures:
+        lines += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in pictures] + [""]
+    lines += ["## Metric card", "", "```", report.card.render().replace("```", "` ` `"), "```", ""]
+    return "\n".join(lines)
+
+
+def _pipeline_markdown(report: Report, results: Mapping[str, PipelineResult], summary: pd.DataFrame) -> list[str]:
+    lines: list[str] = []
+    for pipeline, result in results.items():
+        rows = summary[summary["run"] == pipeline]
+        shown = [m for m in SHOWN if m in set(rows["metric"])]
+        lines += [
+            f"## {markdown_cell(pipeline)}",
+            "",
+            "| stage | metric | mean [95% CI] | n | n_nan | n_failed |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for stage in result.stages:
+            cells = {r["metric"]: r for r in rows[rows["stage"] == stage].to_dict("records")}
+            for m in shown:
+                if m in cells:
+                    c = cells[m]
+                    counts = f"{int(c['n'])} | {int(c['n_nan'])} | {int(c['n_failed'])}"
+                    lines.append(f"| {markdown_cell(stage)} | {m} | {_ci(c)} | {counts} |")
+        loss = [r for r in rows.to_dict("records") if str(r["metric"]).startswith("loss.")]
+        if loss:
+            base = loss[0]
+            lines += [
+                "",
+                f"Where the relevant items went (mean share per query, over the {int(base['n'])} queries with "
+                f"a relevant item; {int(base['n_nan'])} without one left out): "
+                + ", ".join(
+                    f"{str(r['metric']).removeprefix('loss.').replace('_', ' ')} {r['mean']:.1%}" for r in loss
+                ),
+            ]
+        lines += [
+            "",
+            "| stage | p50 s/query | p95 s/query | computed | from cache | failed |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {markdown_cell(r['stage'])} | {r['p50']:.4f} | {r['p95']:.4f} | {r['n']} | {r['cache_hits']} | "
+            f"{r['failed']} |"
+            for r in result.latency.to_dict("records")
+        ]
+        lines.append("")
+    failures = report.failures
+    if len(failures):
+        lines += ["## Failures", "", "| stage | query | error |", "|---|---|---|"]
+        lines += [
+            f"| {markdown_cell(r['stage'])} | {markdown_cell(r['query_id'])} | {markdown_cell(r['error'])} |"
+            for r in failures.head(50).to_dict("records")
+        ]
+        lines.append("")
+    return lines
+
+
+# ----- plots ---------------------------------------------------------------------------------------------------
+
+
+def _plots(writer: _Writer, report: Report, results: Mapping[str, PipelineResult], qrels: Qrels) -> list[Path]:
+    """recall@k of every stage, the loss attribution and per query recall against the final metric (PNG)."""
+    from .._optional import require
+
+    matplotlib = require("matplotlib", extra="bench", feature="the plots of a result folder")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from . import evaluate
+
+    written: list[Path] = []
+
+    def save(fig: Any, name: str) -> None:
+        buffer = io.BytesIO()
+        fig.savefig(buffer, dpi=110, format="png", metadata={"Software": None})
+        plt.close(fig)
+        written.append(writer.write(f"plots/{name}", buffer.getvalue()))
+
+    fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 4), squeeze=False)
+    for ax, (pipeline, result) in zip(axes[0], results.items(), strict=True):
+        depth = result.pipeline.depth
+        ks = sorted(set(np.unique(np.geomspace(1, depth, num=min(depth, 30)).astype(int)).tolist()) | {depth})
+        # under the report's own conventions, so that the curve meets the table's recall@depth at the depth
+        curves = evaluate(
+            qrels, result.runs, [f"recall@{k}" for k in ks], conventions=report.card.conventions, judged_threshold=0.0
+        )
+        for stage in result.stages:
+            ax.plot(ks, [curves.mean(stage, f"recall@{k}") for k in ks], marker=".", label=stage)
+        ax.axvline(depth, color="grey", linestyle=":", label=f"depth {depth}")
+        budget = result.pipeline.budget
+        delivered = list(result.delivered().values())
+        chunks = budget.chunks if budget.chunks is not None else float(np.mean(delivered or [0]))
+        ax.axvline(max(chunks, 1), color="black", linestyle="--", label=str(budget))
+        ax.set(xscale="log", xlabel="k", ylabel="recall@k", title=pipeline, ylim=(0, 1.02))
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    save(fig, "recall_at_k.png")
+    summary = report.summary
+    fates = ["never_retrieved", "below_depth", "reranked_out", "failed", "delivered"]
+    shares = {
+        p: [float(summary[(summary.run == p) & (summary.metric == f"loss.{f}")]["mean"].mean()) for f in fates]
+        for p in results
+    }
+    if all(np.isfinite(v).all() for v in shares.values()):
+        fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(results), 4))
+        bottom = np.zeros(len(results))
+        for i, fate in enumerate(fates):
+            values = np.array([shares[p][i] for p in results])
+            ax.bar(list(results), values, bottom=bottom, label=fate.replace("_", " "))
+            bottom += values
+        ax.set(ylabel="share of relevant items", ylim=(0, 1), title="where relevant items went")
+        ax.legend(fontsize=7)
+        ax.tick_params(axis="x", labelrotation=20, labelsize=8)
+        fig.tight_layout()
+        save(fig, "loss_attribution.png")
+    fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 4), squeeze=False)
+    for ax, (pipeline, result) in zip(axes[0], results.items(), strict=True):
+        final_metric = "ndcg@budget" if result.final_stage != result.first_stage else "recall@budget"
+        if "recall@depth" not in report.metrics or final_metric not in report.metrics:
+            continue
+        recall = report.values(pipeline, "recall@depth", stage=result.first_stage)
+        quality = report.values(pipeline, final_metric, stage=result.final_stage)
+        joined = recall.to_frame("x").join(quality.to_frame("y"), how="inner")
+        ax.scatter(joined["x"], joined["y"], s=8, alpha=0.5)
+        ax.set(
+            xlabel=f"{result.first_stage} recall@depth",
+            ylabel=f"{result.final_stage} {final_metric}",
+            title=pipeline,
+            xlim=(-0.02, 1.02),
+            ylim=(-0.02, 1.02),
+        )
+    fig.tight_layout()
+    save(fig, "recall_vs_final.png")
+    return written
