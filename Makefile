@@ -6,6 +6,7 @@ SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+WHEELHOUSE := $(VENV)/wheelhouse
 EXAMPLES := rag_eval/examples
 
 .PHONY: demo example test test-fast lint mypy browser bench clean
@@ -15,7 +16,12 @@ $(STAMP): pyproject.toml setup.py rag_eval/_speedups.c
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first: pip then takes the CPU build on disk, not a CUDA build of several GB
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[dev,models]'
+	# the distribution was rag-eval-harness before 0.2.0: an old editable install of it would shadow the new one
+	$(BIN)/python -m pip uninstall --quiet --yes rag-eval-harness 2>/dev/null || true
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# the core dependencies as wheels, for tests/test_install.py's bare install into a fresh venv without the network
+	rm -rf $(WHEELHOUSE)
+	$(BIN)/python -m pip download --quiet --no-build-isolation --dest $(WHEELHOUSE) .
 	touch $(STAMP)
 
 ## demo: the whole flow offline: bm25 >> MiniLM rerank on Python's own docs, to ./demo-report/report.md

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,23 @@ def trec_eval_exact_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """trec_eval 10.0 printing every value with 17 significant digits (``%.17g``): enough to tell every double
     apart, so rag_eval's values can be compared with its bit for bit."""
     return _build_trec_eval(tmp_path_factory.mktemp("trec_eval_exact") / "src", digits="%.17g")
+
+
+@pytest.fixture(scope="session")
+def project_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's wheel, built once per session from the repository root (``pip wheel --no-deps
+    --no-build-isolation .`` with the venv's setuptools: nothing is downloaded)."""
+    folder = tmp_path_factory.mktemp("wheel")
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(folder), "."],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    wheels = list(folder.glob("*.whl"))
+    if built.returncode != 0 or len(wheels) != 1:
+        pytest.fail(f"pip wheel . failed (exit {built.returncode}):\n{built.stderr[-3000:]}")
+    return wheels[0]
 
 
 @pytest.fixture(params=["c", "python"])
