@@ -243,7 +243,7 @@ def test_kappa_of_two_assessors_on_their_overlap(tmp_path):
 
 
 def test_kappa_is_none_with_a_reason_without_two_assessors_or_overlap(tmp_path):
-    alice, bob = _two_assessors(tmp_path)
+    alice, _bob = _two_assessors(tmp_path)
     one = merge(None, alice).kappa
     assert one.value is None and "1 assessor" in one.reason and one.pairwise == ()
     carol = JudgementLog.open(tmp_path / "carol.jsonl")

@@ -168,6 +168,7 @@ def test_after_wraps_round_to_skipped_items_and_done_when_all_are_judged(setup):
     assert running.request("GET", "/api/state?after=3")[1]["next"] == 0  # item 0 was skipped: it comes back
     assert running.request("GET", "/api/state")[1]["next"] == 0
     status, result = running.judge(0, 2)
+    assert status == 200
     assert result["state"]["done"] is True and result["state"]["next"] is None
     assert result["state"]["judged"] == result["state"]["total"] == 7
 
@@ -184,6 +185,7 @@ def test_a_restart_resumes_at_the_first_unjudged_item(tmp_path):
     again = Running(made, out)
     try:
         status, state = again.request("GET", "/api/state")
+        assert status == 200
         assert (state["judged"], state["next"]) == (3, 2)
         assert again.request("GET", "/api/item?i=1")[1]["grade"] == 0  # the later grade, after the restart too
         again.judge(2, 3)
@@ -300,7 +302,7 @@ def test_a_narrower_scale_refuses_what_it_lacks(tmp_path):
     session = LabellingSession(made, tmp_path / "out.qrels", assessor="alice", scale=(0, 1))
     server = LabellingServer(session)
     assert session.state()["scale"] == [0, 1]
-    with pytest.raises(Exception, match="outside the scale 0..1"):
+    with pytest.raises(Exception, match=r"outside the scale 0\.\.1"):
         session.judge({"index": 0, "grade": 2})
     server.server_close()
     assert parse_scale("1..5") == (1, 5)
@@ -310,7 +312,7 @@ def test_a_narrower_scale_refuses_what_it_lacks(tmp_path):
 
 
 def test_unknown_items_and_pairs_are_refused(setup):
-    made, out, running = setup
+    _made, out, running = setup
     assert running.request("GET", "/api/item?i=7")[0] == 404
     assert running.request("GET", "/api/item?i=-1")[0] == 404
     assert running.request("GET", "/api/item?i=abc")[0] == 400
@@ -459,7 +461,7 @@ def test_importing_the_labelling_packages_loads_no_http_server():
 
 
 def test_a_request_that_fails_unexpectedly_is_answered_500_and_the_server_goes_on(setup, monkeypatch):
-    made, out, running = setup
+    _made, _out, running = setup
 
     def broken(after=None):
         raise RuntimeError("boom")
@@ -537,9 +539,9 @@ def test_a_real_full_disk_mid_labelling_loses_nothing_acknowledged_and_labelling
         where = {(item.query_id, item.doc_id): n for n, item in enumerate(made.items)}
         assert {where[(j.query_id, j.doc_id)]: j.grade for j in stored} == acknowledged
         (tmpfs / "filler").unlink()  # space freed
-        for i in [*refused, *range(i, i + 5)]:
-            assert running.judge(i, i % 4)[0] == 200
-            acknowledged[i] = i % 4
+        for n in [*refused, *range(i, i + 5)]:
+            assert running.judge(n, n % 4)[0] == 200
+            acknowledged[n] = n % 4
     finally:
         running.stop()
     again = Running(made, out)  # rag-eval label resumes on that log

@@ -43,7 +43,7 @@ def test_rrf_orders_each_query_by_reciprocal_rank_fusion():
     # d1: 1/61 + 1/63 = .032266 just above d3: 2/62 = .032258; d5: 1/61; d2: 1/63; d4 and d6: 1/64, by doc id
     expected = {"d1": 1 / 61 + 1 / 63, "d3": 2 / 62, "d5": 1 / 61, "d2": 1 / 63, "d4": 1 / 64, "d6": 1 / 64}
     assert [d for d, _ in q1] == ["d1", "d3", "d5", "d2", "d4", "d6"]
-    assert {d: v for d, v in q1} == {d: round(v * 1e6) for d, v in expected.items()}
+    assert dict(q1) == {d: round(v * 1e6) for d, v in expected.items()}
     assert p.systems == ("a", "b")
 
 
@@ -141,12 +141,12 @@ def test_csv_export(tmp_path):
 
 
 def test_pool_argument_errors():
-    with pytest.raises(InputError, match="^depth must be 1 or more, not 0$"):
+    with pytest.raises(InputError, match=r"^depth must be 1 or more, not 0$"):
         pool([BM25], depth=0)
     for depth in (True, 2.0, "3", None):
-        with pytest.raises(InputError, match=f"^depth must be an int, not {type(depth).__name__} "):
+        with pytest.raises(InputError, match=rf"^depth must be an int, not {type(depth).__name__} "):
             pool([BM25], depth=depth)
-    with pytest.raises(InputError, match="^depth must be at most 1000000000, not 10000000000$"):
+    with pytest.raises(InputError, match=r"^depth must be at most 1000000000, not 10000000000$"):
         pool([BM25], depth=10**10)
     with pytest.raises(ValueError, match="strategy must be 'depth' or 'rrf'"):
         pool([BM25], depth=1, strategy="borda")
@@ -220,8 +220,10 @@ def test_cli_pool_writes_the_same_pool_as_the_api(tmp_path, capsys):
         ]
     )
     err = capsys.readouterr().err
-    loaded = [Run.load(r) for r in runs]
-    expected = pool({r.tag: r for r in loaded}, depth=5, qrels=Qrels.load(examples / "qrels.txt"), strategy="rrf")
+    # the CLI names each run by its file's stem, as every command does (docs/naming.md)
+    named = {"bm25": Run.load(runs[0]), "bm25_rerank": Run.load(runs[1])}
+    expected = pool(named, depth=5, qrels=Qrels.load(examples / "qrels.txt"), strategy="rrf")
+    assert expected.systems == ("bm25", "bm25_rerank")
     assert code == 0 and Pool.load(out) == expected
     assert err == (
         f"rag-eval: pool {expected.id}: {len(expected)} items over {len(expected.query_ids)} queries from "

@@ -379,7 +379,7 @@ def test_chunks_missing_from_the_map_or_without_offsets_are_warned():
 def test_chunk_map_needs_a_source_document():
     from rag_eval import Hit
 
-    with pytest.raises(InputError, match="no hit carries a source document id.*doc_key="):
+    with pytest.raises(InputError, match=r"no hit carries a source document id.*doc_key="):
         chunk_map([Hit("c1", metadata={"start_index": 3})])
     refs = chunk_map([Hit("c1", text="abcd", metadata={"doc": 5, "start_index": 3}), Hit("c2")], doc_key="doc")
     assert refs == {"c1": ChunkRef("5", 3, 7)}

@@ -42,6 +42,8 @@ from ..stages import PipelineResult
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ..data._io import InputFile
+
 __all__ = ["Pool", "PoolItem", "pool"]
 
 Strategy = Literal["depth", "rrf"]
@@ -359,10 +361,11 @@ def _systems(
             for stage, out in system.stages.items():
                 ranking = {}
                 for q, outcome in out.outcomes.items():
-                    if outcome.failed:
+                    if outcome.failed or outcome.hits is None:  # a failed query has no hits
                         continue
-                    ranking[q] = [h.doc_id for h in outcome.hits[:depth]]
-                    for h in outcome.hits[:depth]:
+                    top = outcome.hits[:depth]
+                    ranking[q] = [h.doc_id for h in top]
+                    for h in top:
                         if h.text is not None:
                             doc_texts.setdefault(h.doc_id, h.text)
                 add(f"{name}/{stage}", ranking)
@@ -371,7 +374,8 @@ def _systems(
     return rankings, query_texts, doc_texts
 
 
-def _item_of(record: dict[str, Any], file, number: int) -> tuple[PoolItem, dict[str, Any]]:
+def _item_of(record: dict[str, Any], file: InputFile, number: int) -> tuple[PoolItem, dict[str, Any]]:
+    kind: type[object]
     for key, kind in (("query_id", str), ("doc_id", str), ("ranks", dict), ("pool", dict)):
         if not isinstance(record.get(key), kind):
             raise file.error(f"field {key!r} is missing or not a {kind.__name__} (is this a pool file?)", number)

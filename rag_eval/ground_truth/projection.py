@@ -87,7 +87,8 @@ class ProjectionRules:
         """Characters of overlap a chunk needs with a span of ``length`` characters to cover it."""
         if self.min_overlap_chars is not None:
             return min(self.min_overlap_chars, length)
-        return max(1, math.ceil(self.min_overlap_share * length - 1e-9))
+        share = 1.0 if self.min_overlap_share is None else self.min_overlap_share  # None only before __post_init__
+        return max(1, math.ceil(share * length - 1e-9))
 
     @property
     def threshold(self) -> str:
@@ -177,7 +178,7 @@ class Projection:
 
 def project(
     ranking: Run | Mapping[str, Sequence[str] | Sequence[tuple[str, float]]],
-    chunks: Mapping[str, ChunkRef | tuple | str] | None,
+    chunks: Mapping[str, ChunkRef | tuple[Any, ...] | str] | None,
     labels: SpanLabels,
     *,
     min_overlap_chars: int | None = None,
@@ -202,7 +203,7 @@ def project(
     rankings, run_name = _rankings(ranking, ties)
     run_name = name or run_name
 
-    out_ranking: dict[str, list] = {}
+    out_ranking: dict[str, list[str] | list[tuple[str, float]]] = {}
     judgements: dict[str, dict[str, int]] = {}
     counts: dict[str, QueryCounts] = {}
     chunk_column: list[str] = []
@@ -216,7 +217,8 @@ def project(
         used = set(units)
         credited: set[str] = set()
         extra: dict[str, int] = {}
-        ids: list = []
+        positions: list[str] = []
+        scores: list[float] = []  # all or none (_rankings refuses a mix)
         wasted = 0
         for rank, (chunk, score) in enumerate(items, start=1):
             matched: list[str] = []
@@ -228,7 +230,7 @@ def project(
                     matched.append(ref.doc_id)
                 spans = by_doc.get(ref.doc_id)
                 if spans:
-                    if ref.start is None:
+                    if ref.start is None or ref.end is None:
                         no_offsets += 1
                     else:
                         for unit, start, end, need in spans:
@@ -255,11 +257,13 @@ def project(
                 used.add(position)
                 if status != _UNJUDGED:
                     extra[position] = 0
-            ids.append(position if score is None else (position, score))
+            positions.append(position)
+            if score is not None:
+                scores.append(score)
             chunk_column.append(chunk)
             status_column.append(status)
         if qid in rankings:
-            out_ranking[qid] = ids
+            out_ranking[qid] = list(zip(positions, scores, strict=True)) if scores else positions
         if qid in labels:
             judgements[qid] = units | extra
         positive = [u for u, g in units.items() if g > 0]
@@ -292,7 +296,9 @@ def project(
     return projection
 
 
-def _units(labels: SpanLabels, qid: str, rules: ProjectionRules):
+def _units(
+    labels: SpanLabels, qid: str, rules: ProjectionRules
+) -> tuple[dict[str, int], dict[str, list[tuple[str, int, int, int]]], dict[str, tuple[int, int]]]:
     """``units`` {id: grade}, spans by document ``{doc: [(unit, start, end, overlap needed)]}``, and each unit's
     kind order (0 span, 1 chunk label, 2 document label, then label order) for tie-breaking."""
     units: dict[str, int] = {}
@@ -302,6 +308,8 @@ def _units(labels: SpanLabels, qid: str, rules: ProjectionRules):
         units[unit] = max(s.grade for s in spans)
         kinds[unit] = (0, i)
         for s in spans:
+            if s.start is None or s.end is None:  # project() refuses labels not located first
+                raise ValueError(f"query {qid!r}: answer {unit!r} is not located: call labels.locate(texts) first")
             by_doc.setdefault(s.doc_id, []).append((unit, s.start, s.end, rules.needed(s.end - s.start)))
     for kind, given in ((1, labels.chunks(qid)), (2, labels.docs(qid))):
         for i, (item, grade) in enumerate(given.items()):
