@@ -1,8 +1,19 @@
-"""The ``rag-eval`` command line (layer 5): evaluate run files against a qrels file.
+"""The ``rag-eval`` command line (layer 5): argument parsing and the commands; the output formats are reports'.
 
-    rag-eval evaluate QRELS RUN [RUN ...] -m METRIC [-m ...] [--per-query] [--format table|csv|json|trec_eval]
-                      [--conventions default|trec_eval] [--dialect trec_eval|ir_measures|ranx] [-c] [-M N] [-l N] [-J]
-    rag-eval label POOL --qrels OUT [--assessor NAME] [--port N] [--scale 0..3]
+    rag-eval evaluate QRELS RUN [RUN ...] [-m METRIC ...] [--format table|csv|json|markdown|trec_eval] [-q]
+    rag-eval compare QRELS RUN RUN [...] [--baseline RUN] [-m METRIC ...] [--test ...] [--correction ...]
+    rag-eval pool RUN [...] --depth N -o POOL [--qrels QRELS] [--beir FOLDER]
+    rag-eval label POOL -o QRELS [--assessor NAME] [--port N] [--scale 0..3]
+    rag-eval merge LOG [...] -o QRELS [--qrels QRELS] [-l N]
+    rag-eval bench --beir FOLDER [--pipeline NAME ...] [-o FOLDER]
+    rag-eval demo [-o FOLDER]
+
+The commands are one family: an option that two commands share (``-m/--metric``, ``--conventions``, ``-c``,
+``-M``, ``-l``, ``-J``, ``--dialect``, ``--judged-threshold``, ``--resamples``, ``--seed``, ``--format``,
+``--no-card``, ``--qrels``, ``--beir``, ``--split``, ``-o/--out``, ``--no-plots``) is declared once, in
+:data:`SHARED_OPTIONS`, with one spelling, default and help (docs/naming.md has the table). A run is named by its
+file's stem everywhere (``bm25`` for ``runs/bm25.trec``), by the path as given where two stems collide; a TREC
+file's tag is kept on the metric card as the run's tag, never as its name (:func:`run_names`).
 
 Bad input (a missing or malformed file, an unknown metric, ...) prints one line naming the file, the line and
 the problem, and exits with status 2. The metric card goes to stderr (into the ``card`` key with --format json).
@@ -13,131 +24,223 @@ the problem, and exits with status 2. The metric card goes to stderr (into the `
 merges them (:mod:`rag_eval.metrics.trec_eval_measures`). Without ``--dialect``, nDCG's gain is the conventions'
 (as for ``ndcg_cut_10`` in the grammar); ``--dialect trec_eval`` pins it linear, as trec_eval computes it (printed
 names such as ``P_5`` are read as trec_eval prints them); ``--dialect ir_measures|ranx`` reads names as those
-tools do. Without ``-m``, ``--conventions
-trec_eval`` measures what trec_eval measures without ``-m`` (``official``); otherwise the default metrics.
+tools do. Without ``-m``, ``--conventions trec_eval`` measures what trec_eval measures without ``-m``
+(``official``); otherwise the default metrics.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
-import json
-import math
+import os
 import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, TextIO
 
 from pydantic import ValidationError
 
 from ._version import __version__
+from .data import Qrels, Run
 from .data._numbers import score_text
-from .data.qrels import Qrels
-from .data.run import Run
 from .errors import InputError
+from .metrics import Conventions
 from .metrics.conventions import PRESETS, resolve_conventions
 from .metrics.grammar import DIALECTS, GRADE_LIMIT, MAX_CUTOFF, Metric, parse_metric, read_int
 from .metrics.trec_eval_measures import is_trec_eval_measure, trec_eval_metrics
-from .reports import DEFAULT_METRICS, evaluate
-from .reports.report import Report
-from .reports.trec_eval import format_trec_eval
+from .reports import DEFAULT_METRICS, FORMATS, evaluate, format_comparison, format_report, format_trec_eval
+
+__all__ = ["EXIT_BAD_INPUT", "SHARED_OPTIONS", "build_parser", "main", "resolve_metrics", "run_names"]
 
 EXIT_BAD_INPUT = 2
+
+# Every option that two or more commands have, declared once: flags, then argparse's keywords. A command may set
+# only ``required`` and, for ``--format``, ``choices`` (which formats apply), and, for ``-o/--out`` and
+# ``--depth``, ``help`` (what it writes, what it cuts): tests/test_cli_family.py checks every other keyword is
+# the same in every command that has the option.
+SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "metric": (
+        ("-m", "--metric"),
+        {
+            "dest": "metrics",
+            "action": "append",
+            "metavar": "METRIC",
+            "help": "metric, repeatable (e.g. ndcg@10, 'P(rel=2)@5', trec_eval's P_10, or trec_eval's -m syntax: "
+            f"all_trec, P.5,7,3, ndcg.1=3,2=9); default: {' '.join(DEFAULT_METRICS)} (with --conventions "
+            "trec_eval: official)",
+        },
+    ),
+    "dialect": (
+        ("--dialect",),
+        {
+            "choices": DIALECTS,
+            "help": "read each -m with the meaning it has in that tool (pinned in the canonical name)",
+        },
+    ),
+    "conventions": (
+        ("--conventions",),
+        {"choices": sorted(PRESETS), "default": "default", "help": "convention preset (default: default)"},
+    ),
+    "complete": (
+        ("-c",),
+        {
+            "dest": "complete",
+            "action": "store_true",
+            "help": "count qrels queries missing from a run as 0 (trec_eval -c)",
+        },
+    ),
+    "max_depth": (
+        ("-M",),
+        {"dest": "max_depth", "metavar": "N", "help": "evaluate only the top N of each ranking (trec_eval -M)"},
+    ),
+    "relevance_threshold": (
+        ("-l", "--relevance-threshold"),
+        {"dest": "threshold", "metavar": "N", "help": "lowest relevant grade (default 1; trec_eval -l)"},
+    ),
+    "judged_only": (
+        ("-J",),
+        {"dest": "judged_only", "action": "store_true", "help": "drop unjudged results first (trec_eval -J)"},
+    ),
+    "judged_threshold": (
+        ("--judged-threshold",),
+        {
+            "default": "0.9",
+            "metavar": "SHARE",
+            "help": "warn when a run's judged share at a cutoff is below SHARE (default 0.9; 0 never warns)",
+        },
+    ),
+    "resamples": (
+        ("--resamples",),
+        {"default": "1000", "metavar": "N", "help": "bootstrap resamples of the confidence intervals (default 1000)"},
+    ),
+    "seed": (
+        ("--seed",),
+        {"default": "0", "metavar": "N", "help": "seed of the bootstrap and of the tests (default 0)"},
+    ),
+    "format": (("--format",), {"default": "table", "help": "output format (default table)"}),
+    "no_card": (("--no-card",), {"action": "store_true", "help": "do not print the metric card to stderr"}),
+    "qrels": (
+        ("--qrels",),
+        {
+            "metavar": "QRELS",
+            "help": "existing judgements (TREC, BEIR TSV or JSONL qrels): the pairs they judge keep their grade "
+            "and are not pooled again",
+        },
+    ),
+    "beir": (
+        ("--beir",),
+        {"metavar": "FOLDER", "help": "a BEIR-layout folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv"},
+    ),
+    "split": (("--split",), {"default": "test", "help": "the BEIR qrels split that names the queries (default test)"}),
+    "out": (("-o", "--out"), {"metavar": "OUT"}),
+    "depth": (("--depth",), {"metavar": "N"}),
+    "no_plots": (("--no-plots",), {"action": "store_true", "help": "write no plots (matplotlib is not needed)"}),
+}
+_PER_COMMAND = {"required", "choices", "help"}  # what a command may set (see SHARED_OPTIONS' comment)
+
+
+def _shared(parser: argparse.ArgumentParser, key: str, **own: Any) -> None:
+    flags, keywords = SHARED_OPTIONS[key]
+    if set(own) - _PER_COMMAND:
+        raise TypeError(f"{key}: a command may set only {sorted(_PER_COMMAND)} of a shared option")
+    parser.add_argument(*flags, **{**keywords, **own})
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rag-eval", description="Stage-aware retrieval evaluation for RAG.")
     parser.add_argument("--version", action="version", version=f"rag-eval {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+
     ev = commands.add_parser(
         "evaluate",
         help="measure run files against a qrels file",
-        description="Measure one or more runs (TREC or JSONL) against qrels (TREC, BEIR TSV or JSONL).",
+        description="Measure one or more runs (TREC or JSONL) against qrels (TREC, BEIR TSV or JSONL). A run is "
+        "named by its file's stem (by the path as given where two stems collide).",
     )
-    ev.add_argument("qrels", help="qrels file (TREC 'qid iter docid grade', BEIR TSV with header, or JSONL)")
-    ev.add_argument("runs", nargs="+", metavar="run", help="run file(s) (TREC 'qid Q0 docid rank score tag', or JSONL)")
-    ev.add_argument(
-        "-m",
-        "--metric",
-        dest="metrics",
-        action="append",
-        metavar="METRIC",
-        help=f"metric, repeatable (e.g. ndcg@10, 'P(rel=2)@5', trec_eval's P_10, or trec_eval's -m syntax: all_trec, "
-        f"P.5,7,3, ndcg.1=3,2=9); default: {' '.join(DEFAULT_METRICS)} (with --conventions trec_eval: official)",
-    )
-    ev.add_argument(
-        "--dialect",
-        choices=DIALECTS,
-        help="read each -m with the meaning it has in that tool (pinned in the canonical name)",
-    )
+    _positional_inputs(ev)
+    _measuring(ev)
     ev.add_argument("-q", "--per-query", action="store_true", help="one value per run, query and metric")
-    ev.add_argument("--format", choices=["table", "csv", "json", "trec_eval"], default="table")
-    ev.add_argument("--conventions", choices=sorted(PRESETS), default="default", help="convention preset")
-    ev.add_argument(
-        "-c", dest="complete", action="store_true", help="count qrels queries missing from a run as 0 (trec_eval -c)"
-    )
-    ev.add_argument(
-        "-M", dest="max_depth", type=str, metavar="N", help="evaluate only the top N of each ranking (trec_eval -M)"
-    )
-    ev.add_argument("-l", dest="threshold", type=str, metavar="N", help="lowest relevant grade (trec_eval -l)")
-    ev.add_argument("-J", dest="judged_only", action="store_true", help="drop unjudged results first (trec_eval -J)")
-    ev.add_argument("--resamples", default="1000", help="bootstrap resamples for the confidence interval")
-    ev.add_argument("--seed", default="0", help="seed of the bootstrap")
-    ev.add_argument(
-        "--judged-threshold",
-        default="0.9",
-        metavar="SHARE",
-        help="warn when a run's judged share at a cutoff is below SHARE (default 0.9; 0 never warns)",
-    )
-    ev.add_argument("--no-card", action="store_true", help="do not print the metric card to stderr")
+    _shared(ev, "format", choices=[*FORMATS, "trec_eval"])
+    _shared(ev, "resamples")
+    _shared(ev, "seed")
+    _shared(ev, "no_card")
+
     cmp = commands.add_parser(
         "compare",
         help="compare runs against a baseline: paired tests, intervals, corrections",
         description="Compare runs against a baseline per query: mean difference with a paired bootstrap interval, "
-        "a paired test, effect size, wins/ties/losses, p-values corrected across every pair and metric.",
+        "a paired test, effect size, wins/ties/losses, p-values corrected across every pair and metric. A run is "
+        "named as in evaluate (its file's stem).",
     )
-    cmp.add_argument("qrels")
-    cmp.add_argument("runs", nargs="+", metavar="run")
+    _positional_inputs(cmp)
     cmp.add_argument(
-        "--baseline", help="a run's name (its TREC tag, or file stem when tags clash) or path; default: the first"
+        "--baseline",
+        metavar="RUN",
+        help="the baseline run: its name (the file's stem), its file name or its path as given; default: the first",
     )
-    cmp.add_argument("-m", "--metric", dest="metrics", action="append", metavar="METRIC")
-    cmp.add_argument("--test", choices=["randomization", "t", "wilcoxon"], default="randomization")
-    cmp.add_argument("--correction", choices=["holm", "bh", "none"], default="holm")
-    cmp.add_argument("--alpha", default="0.05")
-    cmp.add_argument("--permutations", default="10000")
-    cmp.add_argument("--resamples", default="1000")
-    cmp.add_argument("--seed", default="0")
-    cmp.add_argument("--conventions", choices=sorted(PRESETS), default="default")
-    cmp.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    from .bench.run import add_arguments
+    _measuring(cmp)
+    cmp.add_argument(
+        "--test",
+        choices=["randomization", "t", "wilcoxon"],
+        default="randomization",
+        help="the paired test (default randomization)",
+    )
+    cmp.add_argument(
+        "--correction",
+        choices=["holm", "bh", "none"],
+        default="holm",
+        help="p-value correction across every pair and metric (default holm)",
+    )
+    cmp.add_argument("--alpha", default="0.05", help="significance level, in (0, 1) (default 0.05)")
+    cmp.add_argument("--permutations", default="10000", metavar="N", help="randomization test permutations")
+    _shared(cmp, "format", choices=list(FORMATS))
+    _shared(cmp, "resamples")
+    _shared(cmp, "seed")
+    _shared(cmp, "no_card")
 
     bench = commands.add_parser(
         "bench",
         help="run pipelines on a BEIR-layout collection and write a report folder",
         description="Run pipelines on a BEIR-layout collection and write a report folder (needs the models extra).",
     )
-    add_arguments(bench)
+    _shared(bench, "beir")
+    bench.add_argument("--dataset", dest="dataset", help=argparse.SUPPRESS)  # 0.1's spelling of --beir
+    bench.add_argument(
+        "--pipeline",
+        action="append",
+        dest="pipelines",
+        metavar="NAME",
+        help="bm25, dense, bm25>>dense, hybrid, or package.module:function (repeatable; default: the four built-ins)",
+    )
+    _shared(bench, "depth", help="candidates asked of the first stage (default 100)")
+    bench.add_argument("--budget", default="5", help="chunks (e.g. 5) or tokens (e.g. 512tok) the generator receives")
+    _shared(bench, "split")
+    bench.add_argument("--limit-queries", metavar="N", help="only the first N queries (default all)")
+    bench.add_argument("--cache", help="cache folder for embeddings and stage outputs (default OUT/cache)")
+    bench.add_argument("--concurrency", default="1", metavar="N", help="queries run at once (default 1)")
+    _shared(bench, "out", help="the report folder to write (default bench-out/<the folder's name>)")
+    _shared(bench, "no_plots")
+
     pool = commands.add_parser(
         "pool",
         help="pool the top depth of several runs, less what the qrels judge, for labelling",
         description="Write the union of the top DEPTH of every run, less the pairs QRELS already judges, as a pool "
-        "(JSONL, or CSV when OUT ends in .csv) that `rag-eval label` serves. Texts come from a BEIR folder.",
+        "(JSONL, or CSV when OUT ends in .csv) that `rag-eval label` serves. Texts come from a BEIR folder. A run "
+        "is named as in evaluate (its file's stem).",
     )
     pool.add_argument("runs", nargs="+", metavar="run", help="run file(s) (TREC or JSONL)")
-    pool.add_argument("--depth", type=str, required=True, help="how many of each run's top results to pool")
-    pool.add_argument("--qrels", help="existing judgements: pairs they judge are left out")
+    _shared(pool, "depth", required=True, help="how many of each run's top results to pool")
+    _shared(pool, "qrels")
     pool.add_argument(
         "--strategy",
         choices=["depth", "rrf"],
         default="depth",
         help="order of each query's items: best rank (depth) or reciprocal rank fusion (rrf)",
     )
-    pool.add_argument(
-        "--beir", metavar="FOLDER", help="a BEIR folder whose corpus.jsonl and queries.jsonl give the texts"
-    )
-    pool.add_argument("--split", default="test", help="the BEIR qrels split that names the queries (default test)")
-    pool.add_argument("-o", "--out", required=True, help="the pool file to write (.jsonl, or .csv)")
+    _shared(pool, "beir")
+    _shared(pool, "split")
+    _shared(pool, "out", required=True, help="the pool file to write (.jsonl, or .csv)")
+
     mrg = commands.add_parser(
         "merge",
         help="merge judgement logs into qrels; conflicts listed, Cohen's kappa reported",
@@ -146,15 +249,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--resolve and every one is listed on stdout as CSV, never overwritten silently. See docs/labelling.md.",
     )
     mrg.add_argument("logs", nargs="+", metavar="log", help="judgement log(s) (JSONL)")
-    mrg.add_argument("--qrels", help="base qrels: their grades are kept")
+    _shared(mrg, "qrels")
     mrg.add_argument(
         "--resolve",
         choices=["median", "max", "min"],
         default="median",
         help="grade for a pair assessors disagree on (default: the lower median)",
     )
-    mrg.add_argument("--threshold", type=str, default="1", help="lowest relevant grade, for the binary kappa")
-    mrg.add_argument("-o", "--out", required=True, help="the merged TREC qrels file to write")
+    _shared(mrg, "relevance_threshold")
+    mrg.add_argument("--threshold", dest="legacy_threshold", help=argparse.SUPPRESS)  # 0.1's spelling of -l
+    _shared(mrg, "out", required=True, help="the merged TREC qrels file to write")
+
     label = commands.add_parser(
         "label",
         help="label a pool in a local web page, into a qrels file",
@@ -164,19 +269,39 @@ def build_parser() -> argparse.ArgumentParser:
         "resumes at the first item not judged. See docs/labelling.md.",
     )
     label.add_argument("pool", help="a pool JSONL file (Pool.save)")
-    label.add_argument(
-        "--qrels",
-        required=True,
-        metavar="OUT",
+    _shared(
+        label,
+        "out",
         help="the TREC qrels file to write (its existing judgements are kept); the log is OUT.judgements.jsonl",
     )
+    label.add_argument("--qrels", dest="legacy_out", help=argparse.SUPPRESS)  # 0.1's spelling of -o/--out
     label.add_argument("--assessor", help="your name in the log (default: the login name)")
     label.add_argument("--port", default="0", help="port on 127.0.0.1 (default 0: a free one, printed)")
     label.add_argument("--scale", default="0..3", help="grades LOW..HIGH, one key each (default 0..3)")
-    demo = commands.add_parser("demo", help="the whole flow offline on Python's own docs (needs the models extra)")
-    demo.add_argument("--out", default="demo-report", help="report folder (default ./demo-report)")
-    demo.add_argument("--no-plots", action="store_true")
+
+    demo = commands.add_parser(
+        "demo",
+        help="the whole flow offline on Python's own docs (needs the models extra)",
+        description="Run bm25>>dense on the docstrings of this Python's standard library, print the stage-aware "
+        "summary and write its report folder (needs the models extra).",
+    )
+    _shared(demo, "out", help="the report folder to write (default ./demo-report)")
+    _shared(demo, "no_plots")
     return parser
+
+
+def _positional_inputs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("qrels", help="qrels file (TREC 'qid iter docid grade', BEIR TSV with header, or JSONL)")
+    parser.add_argument(
+        "runs", nargs="+", metavar="run", help="run file(s) (TREC 'qid Q0 docid rank score tag', or JSONL)"
+    )
+
+
+def _measuring(parser: argparse.ArgumentParser) -> None:
+    """What to measure and how: the options evaluate and compare share."""
+    for key in ("metric", "dialect", "conventions", "complete", "max_depth", "relevance_threshold", "judged_only"):
+        _shared(parser, key)
+    _shared(parser, "judged_threshold")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -187,29 +312,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(args, argv)
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
     """Warnings as one line each, like errors: ``rag-eval: warning: ...`` (no source line of rag_eval's)."""
     print(f"rag-eval: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 
 def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
-    if args.command == "bench":
-        from .bench.run import run
-
-        return run(args, command="rag-eval " + " ".join(argv))
-    if args.command == "demo":
-        from .bench.demo import main as demo
-
-        return demo(argv[1:])
+    commands = {"evaluate": _evaluate, "compare": _compare, "pool": _pool, "merge": _merge, "label": _label}
     try:
         _read_numbers(args)
-        if args.command == "label":
-            return _label(args)
-        if args.command == "pool":
-            return _pool(args)
-        if args.command == "merge":
-            return _merge(args)
-        return _compare(args) if args.command == "compare" else _evaluate(args)
+        if args.command == "bench":
+            return _bench(args, command="rag-eval " + " ".join(argv))
+        if args.command == "demo":
+            return _demo(args)
+        return commands[args.command](args)
     except (InputError, ValueError) as exc:
         print(f"rag-eval: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -225,6 +348,12 @@ _INT_FLAGS = {
     "seed": ("--seed", 0, 2**63 - 1),
     "permutations": ("--permutations", 1, MAX_CUTOFF),
     "port": ("--port", 0, 65535),
+    "depth": ("--depth", 1, MAX_CUTOFF),
+    "limit_queries": ("--limit-queries", 1, MAX_CUTOFF),
+    "concurrency": ("--concurrency", 1, 1024),
+    "max_depth": ("-M (max_depth)", 1, MAX_CUTOFF),
+    "threshold": ("-l (relevance_threshold)", 1, GRADE_LIMIT - 1),
+    "legacy_threshold": ("--threshold", 1, GRADE_LIMIT - 1),
 }
 _SHARE_FLAGS = {"judged_threshold": "--judged-threshold", "alpha": "--alpha"}
 
@@ -249,47 +378,85 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
 
-def _evaluate(args: argparse.Namespace) -> int:
+def run_names(paths: Sequence[str]) -> list[str]:
+    """The name of each run file, the one rule of every command: the file's stem (``bm25`` for ``x/bm25.trec``
+    and ``bm25.trec.gz``), or the path as given for the files whose stems collide. The same path twice is refused:
+    it would be one run counted twice, or one dropped."""
+    seen: dict[str, int] = {}
+    for i, path in enumerate(paths):
+        if path in seen:
+            raise InputError(f"run file {path!r} is given twice (runs {seen[path] + 1} and {i + 1})")
+        seen[path] = i
+    stems = [_stem(p) for p in paths]
+    names = [p if stems.count(s) > 1 else s for s, p in zip(stems, paths, strict=True)]
+    return names if len(set(names)) == len(names) else list(paths)  # a stem equal to another's path: paths
+
+
+def _stem(path: str) -> str:
+    name = Path(path).name
+    return Path(name.removesuffix(".gz")).stem or name
+
+
+def _named_runs(paths: Sequence[str]) -> dict[str, Run]:
+    """The runs of ``paths``, each loaded once, under :func:`run_names`."""
+    names = run_names(paths)
+    return {name: Run.load(path) for name, path in zip(names, paths, strict=True)}
+
+
+def _baseline(given: str | None, names: list[str], paths: list[str]) -> str:
+    """The run ``--baseline`` means: a run's name, its path as given (or the same file by another path), or its
+    file name where only one run has it; the first run when not given. Anything else is refused naming the runs."""
+    if given is None:
+        return names[0]
+    if given in names:
+        return given
+    choices = ", ".join(f"{n!r} ({p})" if n != p else repr(n) for n, p in zip(names, paths, strict=True))
+    matches = [i for i, p in enumerate(paths) if p == given or _same_file(p, given)]
+    if not matches:
+        matches = [i for i, p in enumerate(paths) if Path(p).name == given]
+    if len(matches) > 1:
+        raise InputError(
+            f"--baseline {given!r} could be any of {len(matches)} runs: say which by its name; the runs are {choices}"
+        )
+    if not matches:
+        raise InputError(f"--baseline {given!r} is neither a run name nor a run file: the runs are {choices}")
+    return names[matches[0]]
+
+
+def _same_file(a: str, b: str) -> bool:
+    if os.path.normpath(a) == os.path.normpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # b is no file
+        return False
+
+
+def _conventions(args: argparse.Namespace) -> Conventions:
+    """The ``--conventions`` preset, changed by trec_eval's flags -c, -M, -l and -J."""
     changes: dict[str, object] = {}
     if args.complete:
         changes["missing_run"] = "zero"
     if args.max_depth is not None:
-        changes["max_depth"] = read_int(args.max_depth, "-M (max_depth)", low=1, high=MAX_CUTOFF)
+        changes["max_depth"] = args.max_depth
     if args.threshold is not None:
-        changes["relevance_threshold"] = read_int(
-            args.threshold, "-l (relevance_threshold)", low=1, high=GRADE_LIMIT - 1
-        )
+        changes["relevance_threshold"] = args.threshold
     if args.judged_only:
         changes["unjudged"] = "remove"
-    conventions = resolve_conventions(args.conventions).replace(**changes)
+    return resolve_conventions(args.conventions).replace(**changes)
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    conventions = _conventions(args)
     metrics = resolve_metrics(args.metrics, dialect=args.dialect, conventions=args.conventions)
     qrels = Qrels.load(args.qrels)
-    runs = [Run.load(path) for path in args.runs]
-    names = [r.name for r in runs]
-    named = {(path if names.count(r.name) > 1 else r.name): r for path, r in zip(args.runs, runs)}
+    named = _named_runs(args.runs)
     report = evaluate(qrels, named, metrics, conventions=conventions, judged_threshold=args.judged_threshold)
-
-    def summary():  # the bootstrap runs only for the formats that print it
-        return report.summarize(resamples=args.resamples, seed=args.seed)
-
-    out = io.StringIO()
-    if args.format == "json":
-        payload: dict[str, object] = {"card": json.loads(report.card.model_dump_json())}
-        payload["summary"] = _records(summary())
-        if args.per_query:
-            payload["per_query"] = _records(report.per_query)
-            if report.text_metrics:
-                payload["per_query_text"] = _records(report.per_query_text)
-        json.dump(payload, out, indent=2, allow_nan=False, default=_json_default)
-        out.write("\n")
-    elif args.format == "csv":
-        frame = report.per_query if args.per_query else summary()
-        frame.to_csv(out, index=False, float_format=None)
-    elif args.format == "trec_eval":
-        out.write(format_trec_eval(report, qrels=qrels, runs=named, per_query=args.per_query, metrics=metrics))
+    if args.format == "trec_eval":
+        text = format_trec_eval(report, qrels=qrels, runs=named, per_query=args.per_query, metrics=metrics)
     else:
-        _write_table(out, report, summary(), per_query=args.per_query)
-    sys.stdout.write(out.getvalue())
+        text = format_report(report, args.format, per_query=args.per_query, resamples=args.resamples, seed=args.seed)
+    sys.stdout.write(text)
     sys.stdout.flush()
     if args.format != "json" and not args.no_card:
         print(report.card.render(), file=sys.stderr)
@@ -327,28 +494,51 @@ def resolve_metrics(
     return list(dict.fromkeys(out))
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from .reports import compare
+
+    conventions = _conventions(args)
+    metrics = resolve_metrics(args.metrics, dialect=args.dialect, conventions=args.conventions)
+    qrels = Qrels.load(args.qrels)
+    names = run_names(args.runs)
+    baseline = _baseline(args.baseline, names, list(args.runs))
+    named = _named_runs(args.runs)
+    report = evaluate(qrels, named, metrics, conventions=conventions, judged_threshold=args.judged_threshold)
+    result = compare(
+        report,
+        baseline=baseline,
+        test=args.test,
+        correction=args.correction,
+        alpha=args.alpha,
+        resamples=args.resamples,
+        permutations=args.permutations,
+        seed=args.seed,
+    )
+    sys.stdout.write(format_comparison(result, args.format))
+    sys.stdout.flush()
+    if args.format != "json" and not args.no_card:
+        print(result.card.render(), file=sys.stderr)
+    return 0
+
+
 def _pool(args: argparse.Namespace) -> int:
-    from .data.collection import Collection
+    from .data import Collection
     from .ground_truth import pool
 
-    args.depth = read_int(args.depth, "--depth", low=1, high=MAX_CUTOFF)  # plain digits: int() reads 1_0 as 10
-    runs = [Run.load(path) for path in args.runs]
-    names = _run_names(args.runs, runs)
+    named = _named_runs(args.runs)
     qrels = Qrels.load(args.qrels) if args.qrels else None
     queries, texts = None, None
     if args.beir:
         collection = Collection.from_beir(args.beir, split=args.split)
         queries, texts = collection.queries, collection.corpus
-    pooled = pool(
-        dict(zip(names, runs)), depth=args.depth, qrels=qrels, strategy=args.strategy, queries=queries, texts=texts
-    )
+    pooled = pool(named, depth=args.depth, qrels=qrels, strategy=args.strategy, queries=queries, texts=texts)
     if str(args.out).endswith(".csv"):
         pooled.to_csv(args.out)
     else:
         pooled.save(args.out)
     print(
         f"rag-eval: pool {pooled.id}: {len(pooled)} items over {len(pooled.query_ids)} queries from "
-        f"{len(names)} runs at depth {args.depth} ({pooled.already_judged} already judged) -> {args.out}",
+        f"{len(named)} runs at depth {args.depth} ({pooled.already_judged} already judged) -> {args.out}",
         file=sys.stderr,
     )
     return 0
@@ -357,8 +547,13 @@ def _pool(args: argparse.Namespace) -> int:
 def _merge(args: argparse.Namespace) -> int:
     from .ground_truth import merge, write_qrels
 
+    if args.threshold is not None and args.legacy_threshold is not None:
+        raise InputError(
+            "give the relevance threshold once: -l/--relevance-threshold (--threshold is its old spelling)"
+        )
+    given = args.threshold if args.threshold is not None else args.legacy_threshold
     base = Qrels.load(args.qrels) if args.qrels else None
-    merged = merge(base, *args.logs, resolve=args.resolve, threshold=read_int(args.threshold, "--threshold"))
+    merged = merge(base, *args.logs, resolve=args.resolve, threshold=1 if given is None else given)
     write_qrels(merged.qrels, args.out)
     conflicts = merged.conflicts
     if len(conflicts):
@@ -386,12 +581,15 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _label(args: argparse.Namespace) -> int:
-    from .labelling.server import parse_scale, serve
+    from .labelling import parse_scale, serve
 
-    if not 0 <= args.port <= 65535:
-        raise InputError(f"--port {args.port}: expected 0 (a free port) to 65535")
+    if args.out is not None and args.legacy_out is not None:
+        raise InputError("give the qrels file to write once: -o/--out (--qrels is its old spelling)")
+    out = args.out if args.out is not None else args.legacy_out
+    if out is None:
+        raise InputError("label needs -o/--out QRELS: the TREC qrels file to write")
     scale = parse_scale(args.scale)
-    return serve(args.pool, args.qrels, assessor=args.assessor or _login_name(), port=args.port, scale=scale)
+    return serve(args.pool, out, assessor=args.assessor or _login_name(), port=args.port, scale=scale)
 
 
 def _login_name() -> str:
@@ -403,84 +601,21 @@ def _login_name() -> str:
         return "assessor"
 
 
-def _run_names(paths: list[str], runs: list[Run]) -> list[str]:
-    """Each run's TREC tag, or its file stem where tags clash (or are missing), or its path where stems clash."""
-    tags = [r.tag or "" for r in runs]
-    if all(tags) and len(set(tags)) == len(tags):
-        return tags
-    stems = [Path(p).name.removesuffix(".gz").rsplit(".", 1)[0] for p in paths]
-    return stems if len(set(stems)) == len(stems) else list(paths)
+def _bench(args: argparse.Namespace, *, command: str) -> int:
+    from .bench.run import run
+
+    if args.beir is not None and args.dataset is not None:
+        raise InputError("give the BEIR folder once: --beir (--dataset is its old spelling)")
+    args.beir = args.beir if args.beir is not None else args.dataset
+    if args.beir is None:
+        raise InputError("bench needs --beir FOLDER: a BEIR-layout folder")
+    return run(args, command=command)
 
 
-def _compare(args: argparse.Namespace) -> int:
-    from .reports.compare import compare
+def _demo(args: argparse.Namespace) -> int:
+    from .bench.demo import main as demo
 
-    qrels = Qrels.load(args.qrels)
-    runs = [Run.load(path) for path in args.runs]
-    names = _run_names(args.runs, runs)
-    baseline = None
-    if args.baseline is not None:
-        if args.baseline in names:
-            baseline = args.baseline
-        elif args.baseline in args.runs:
-            baseline = names[args.runs.index(args.baseline)]
-        else:
-            raise InputError(
-                f"--baseline {args.baseline!r} is neither a run name ({', '.join(names)}) nor one of the run paths"
-            )
-    metrics = resolve_metrics(args.metrics or ["ndcg@10", "recall@10", "mrr@10"])
-    report = evaluate(qrels, dict(zip(names, runs)), metrics, conventions=resolve_conventions(args.conventions))
-    result = compare(
-        report,
-        baseline=baseline or names[0],
-        test=args.test,
-        correction=args.correction,
-        alpha=args.alpha,
-        resamples=args.resamples,
-        permutations=args.permutations,
-        seed=args.seed,
-    )
-    if args.format == "csv":
-        sys.stdout.write(result.table.to_csv(index=False))
-    elif args.format == "json":
-        payload = {
-            "card": json.loads(result.card.model_dump_json()),
-            "comparison": _records(result.table),
-            "systems": _records(result.systems),
-        }
-        sys.stdout.write(json.dumps(payload, indent=2, allow_nan=False, default=_json_default) + "\n")
-    else:
-        sys.stdout.write(str(result) + "\n")
-    if args.format != "json":
-        print(result.card.render(), file=sys.stderr)
-    return 0
-
-
-def _records(frame) -> list[dict[str, object]]:
-    records = frame.to_dict(orient="records")
-    for record in records:
-        for key, value in record.items():
-            if isinstance(value, float) and not math.isfinite(value):
-                record[key] = None
-    return records
-
-
-def _json_default(value: object) -> object:
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(type(value).__name__)
-
-
-def _write_table(out: io.StringIO, report: Report, summary, *, per_query: bool) -> None:
-    if per_query:
-        table = report.per_query.pivot_table(index=["run", "query_id"], columns="metric", values="value", sort=False)
-        table = table[[m for m in report.metrics if m not in report.text_metrics]]
-        if report.text_metrics:  # relstring, runid: one str per query, beside the numbers
-            texts = report.per_query_text.pivot(index=["run", "query_id"], columns="metric", values="text")
-            table = table.join(texts[report.text_metrics]) if len(table.columns) else texts[report.text_metrics]
-        out.write(table.to_string(float_format=lambda v: f"{v:.4f}") + "\n\n")
-    shown = summary[["run", "metric", "mean", "std", "ci_low", "ci_high", "n", "n_nan"]]  # n + n_nan: counted
-    out.write(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + "\n")
+    return demo([*(["--out", args.out] if args.out is not None else []), *(["--no-plots"] if args.no_plots else [])])
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -89,7 +89,7 @@ def test_nan_value_in_a_plain_run_summary(capsys, tmp_path):
     assert table[1].split()[-2:] == ["2", "2"] and table[1].split()[2] == "0.2500"  # only q1 is in the file's q3
     assert main([*args, "--format", "csv"]) == 0
     csv = capsys.readouterr().out.splitlines()
-    assert csv[0].endswith(",n,n_nan") and csv[1].startswith("sparse.trec,judged@2,0.25,") and csv[1].endswith(",2,2")
+    assert csv[0].endswith(",n,n_nan") and csv[1].startswith("sparse,judged@2,0.25,") and csv[1].endswith(",2,2")
 
 
 def test_judged_of_an_empty_ranking_is_nan_in_the_table_and_on_the_card():

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import rag_eval
-from rag_eval.bench import run as bench
+from rag_eval.cli import main as cli_main
 
 from .conftest import ROOT
 
@@ -64,8 +64,9 @@ def test_benchmark_writes_a_complete_report_folder(beir, tmp_path, monkeypatch):
     (tmp_path / "my_pipelines.py").write_text(USER_PIPELINE)
     monkeypatch.syspath_prepend(str(tmp_path))
     out = tmp_path / "out"
-    code = bench.main(
+    code = cli_main(
         [
+            "bench",
             "--dataset",
             str(beir),
             "--pipeline",
@@ -150,9 +151,12 @@ def test_token_budget_and_hybrid_through_the_cli(beir, tmp_path):
 
 
 def test_bad_dataset_or_pipeline_exits_2(tmp_path, beir, capsys):
-    assert bench.main(["--dataset", str(tmp_path / "nope")]) == 2
+    assert cli_main(["bench", "--dataset", str(tmp_path / "nope")]) == 2
     assert "corpus.jsonl" in capsys.readouterr().err
-    assert bench.main(["--dataset", str(beir), "--pipeline", "no_such_module:build", "--out", str(tmp_path / "o")]) == 2
+    assert (
+        cli_main(["bench", "--dataset", str(beir), "--pipeline", "no_such_module:build", "--out", str(tmp_path / "o")])
+        == 2
+    )
     assert "cannot load pipeline" in capsys.readouterr().err
 
 

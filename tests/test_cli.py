@@ -38,7 +38,7 @@ def test_csv_per_query_is_exactly_the_tidy_table(capsys):
     assert rows[0] == ["run", "query_id", "metric", "value"]
     report = rag_eval.evaluate(
         rag_eval.Qrels.from_trec(QRELS),
-        [rag_eval.Run.from_trec(BM25), rag_eval.Run.from_trec(RERANK)],
+        {"bm25": rag_eval.Run.from_trec(BM25), "bm25_rerank": rag_eval.Run.from_trec(RERANK)},  # named by stem
         ["ndcg@5", "P@5"],
     )
     expected = report.per_query
@@ -74,7 +74,8 @@ def test_json_has_the_card_and_no_card_on_stderr(capsys):
 def test_table_is_readable(capsys):
     code, out, _ = run_cli(capsys, "evaluate", QRELS, BM25, RERANK, "-m", "ndcg@5")
     assert code == 0
-    assert "bm25_rerank.trec" in out and "ndcg@5" in out and "ci_low" in out
+    names = [line.split()[0] for line in out.splitlines()[1:]]
+    assert names == ["bm25", "bm25_rerank"] and "ndcg@5" in out and "ci_low" in out  # runs named by their stems
 
 
 TREC_EVAL_CASES = {
@@ -196,6 +197,6 @@ def test_console_script_runs_as_a_process():
     assert done.returncode == 0 and "ndcg@5" in done.stdout
     # the bundled example judges few of bm25's results, and says so in one line
     assert done.stderr == (
-        "rag-eval: warning: run 'bm25.trec': judged@5 is 0.182, below 0.9: its scores are lower "
+        "rag-eval: warning: run 'bm25': judged@5 is 0.182, below 0.9: its scores are lower "
         "bounds (pool its results with rag_eval.pool, label them, and evaluate again)\n"
     )

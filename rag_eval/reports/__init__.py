@@ -3,7 +3,19 @@
 from .card import MetricCard
 from .compare import Comparison, compare
 from .evaluation import DEFAULT_METRICS, evaluate
+from .formats import FORMATS, format_comparison, format_report
 from .report import Report
 from .trec_eval import format_trec_eval
 
-__all__ = ["DEFAULT_METRICS", "Comparison", "MetricCard", "Report", "compare", "evaluate", "format_trec_eval"]
+__all__ = [
+    "DEFAULT_METRICS",
+    "FORMATS",
+    "Comparison",
+    "MetricCard",
+    "Report",
+    "compare",
+    "evaluate",
+    "format_comparison",
+    "format_report",
+    "format_trec_eval",
+]

@@ -53,7 +53,10 @@ def evaluate_runs(
             result = evaluate_run(qrels, run, metric_list, conv)
             given = evaluate_run(qrels, run, extra, conv.replace(unjudged="keep"), warn_ids=False).values
             at = dict(zip(cutoffs, given, strict=True))
-            own = [at[m.k] if m.family == "judged" else v for m, v in zip(metric_list, result.values, strict=True)]
+            own = [
+                at[m.k] if m.family == "judged" and m.k is not None else v
+                for m, v in zip(metric_list, result.values, strict=True)
+            ]
         shares += [
             JudgedShare(name, None, str(k), *mean_share(column), ceiling(qrels, result.account.counted, k))
             for k, column in zip(cutoffs, given, strict=True)
@@ -75,7 +78,9 @@ def evaluate_runs(
             )
         )
     inputs = [_record("qrels", Path(qrels.source.path).name if qrels.source else "qrels", qrels.source)]
-    inputs += [_record("run", name, run.source, run.ranked_by, list(run.notes)) for name, run in named.items()]
+    inputs += [
+        _record("run", name, run.source, run.ranked_by, list(run.notes), tag=run.tag) for name, run in named.items()
+    ]
     notes = announce_overlap(
         query_overlap(qrels, {name: run.query_ids for name, run in named.items()}), stacklevel=user_frame + 1
     )
@@ -93,7 +98,8 @@ def evaluate_runs(
         hashes=content_hashes(qrels, conventions=conv),
     )
     issues = issue_rows(notes, ["run", "query_id", "issue"])
-    return Report(blocks, metric_list, card, {"judged": shares_frame(shares), "issues": issues})
+    shown: list[Metric | str] = [*metric_list]
+    return Report(blocks, shown, card, {"judged": shares_frame(shares), "issues": issues})
 
 
 def _largest_grade(qrels: Qrels, metrics: list[Metric]) -> int | None:
@@ -135,7 +141,13 @@ def named_runs(runs: object) -> dict[str, Run]:
 
 
 def _record(
-    role: str, name: str, source: Source | None, ranked_by: str | None = None, notes: list[str] | None = None
+    role: str,
+    name: str,
+    source: Source | None,
+    ranked_by: str | None = None,
+    notes: list[str] | None = None,
+    *,
+    tag: str | None = None,
 ) -> InputRecord:
     return InputRecord(
         role=role,
@@ -143,5 +155,6 @@ def _record(
         path=source.path if source else None,
         sha256=source.sha256 if source else None,
         ranked_by=ranked_by,
+        tag=tag,
         notes=notes or [],
     )

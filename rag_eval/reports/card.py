@@ -55,6 +55,7 @@ class InputRecord(BaseModel):
     path: str | None = None  # None: built in memory
     sha256: str | None = None
     ranked_by: str | None = None  # runs: "score" or "given"
+    tag: str | None = None  # runs read from a TREC file: its tag (trec_eval's runid), which is not the run's name
     notes: list[str] = Field(default_factory=list)
 
 
@@ -211,6 +212,7 @@ class MetricCard(BaseModel):
         for record in self.inputs:
             where = f"{record.path} sha256:{record.sha256}" if record.path else "in memory"
             extra = f", ranked by {record.ranked_by}" if record.ranked_by else ""
+            extra += f", TREC tag {record.tag!r}" if record.tag else ""
             lines.append(f"{indent}{record.role} {record.name!r}: {where}{extra}")
             lines.extend(f"{indent}  note: {n}" for n in record.notes)
         for q in self.queries:

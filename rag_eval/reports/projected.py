@@ -19,6 +19,7 @@ from ..metrics.conventions import Conventions
 from ..metrics.grammar import Metric
 from ._runs import evaluate_runs
 from .card import InputRecord, MetricCard
+from .hashes import merged_hashes
 from .report import Report
 
 __all__ = ["evaluate_projections", "projections_of"]
@@ -88,8 +89,11 @@ def _merged(labels: SpanLabels, reports: list[Report]) -> Report:
     for key, value in cards[0].items():
         if isinstance(value, list) and key not in ("inputs", "metrics", "metric_notes"):  # one note per metric
             merged[key] = [item for c in cards for item in c[key]]
+    # each run has the qrels of its own projection: the hashes cover every run's (rag_eval.reports.hashes)
+    merged["hashes"] = merged_hashes({r.runs[0]: r.card.hashes for r in reports})
     card = MetricCard.model_validate(merged)
     blocks = [b for r in reports for b in r._blocks]
     keys = dict.fromkeys(k for r in reports for k in r._tables)
     tables = {k: pd.concat([r._tables[k] for r in reports if k in r._tables], ignore_index=True) for k in keys}
-    return Report(blocks, reports[0].metrics, card, tables)
+    metrics: list[Metric | str] = [*reports[0].metrics]
+    return Report(blocks, metrics, card, tables)
