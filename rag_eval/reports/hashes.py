@@ -46,6 +46,7 @@ __all__ = [
     "content_hashes",
     "conventions_sha256",
     "corpus_sha256",
+    "merged_hashes",
     "qrels_sha256",
     "queries_sha256",
 ]
@@ -166,6 +167,32 @@ def content_hashes(
         corpus_basis=corpus[1],
         conventions=conventions_sha256(conventions),
         budget=budget,
+    )
+
+
+def merged_hashes(named: Mapping[str, ContentHashes | None]) -> ContentHashes | None:
+    """The hashes of a report merged from reports of one run each, every run measured against qrels of its own (the
+    projections of span labels): ``qrels`` and ``queries`` hash the sorted ``[run, hash]`` pairs, so that they
+    change when any run's qrels do; the conventions and budget are the runs' (None where they differ)."""
+    if not named or any(h is None for h in named.values()):
+        return None
+    every = {name: h for name, h in named.items() if h is not None}
+
+    def pairs(field: str) -> str:
+        return _digest(([name, getattr(every[name], field)] for name in sorted(every)), f"per-run {field}")
+
+    def shared(field: str) -> str | None:
+        values = {getattr(h, field) for h in every.values()}
+        return values.pop() if len(values) == 1 else None
+
+    return ContentHashes(
+        qrels=pairs("qrels"),
+        queries=pairs("queries"),
+        queries_basis="per run: " + (shared("queries_basis") or "mixed"),
+        corpus=shared("corpus"),
+        corpus_basis=shared("corpus_basis"),
+        conventions=shared("conventions"),
+        budget=shared("budget"),
     )
 
 
