@@ -311,8 +311,19 @@ def test_the_install_section_matches_pyproject():
     readme = README.read_text(encoding="utf-8")
     assert f"The distribution is **`{project['name']}`**" in readme
     assert f"pip install {project['name']}" in readme
-    table = re.findall(r"^\| `([a-z]+)` \|", readme.split("## Install", 1)[1].split("\n## ", 1)[0], flags=re.M)
-    assert len(table) == len(set(table)) and set(table) == set(project["optional-dependencies"])
+    install = readme.split("## Install", 1)[1].split("\n## ", 1)[0]
+    table = {m[0]: m[1] for m in re.findall(r"^\| `([a-z]+)` \| ([^|]+) \|", install, flags=re.M)}
+    extras = project["optional-dependencies"]
+    assert list(table) == list(extras)  # every extra, in pyproject's order
+    for extra, requirements in extras.items():
+        said = table[extra].lower()
+        for requirement in requirements:
+            name = re.match(r"[A-Za-z0-9._-]+", requirement).group(0).lower()
+            if name == project["name"]:  # an extra made of others: each of them named
+                inner = re.search(r"\[(.*)\]", requirement).group(1).split(",")
+                assert all(f"`{e.strip()}`" in said for e in inner), (extra, requirement)
+            elif extra != "dev":  # dev lists the test tools by their main names only
+                assert name in said, f"the README's [{extra}] row does not say it brings {name}"
 
 
 def test_the_bundled_beir_folder():
