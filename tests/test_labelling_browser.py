@@ -82,7 +82,7 @@ class Label:
         script = Path(sys.executable).with_name("rag-eval")
         command = [str(script)] if script.exists() else [sys.executable, "-m", "rag_eval.cli"]
         self.proc = subprocess.Popen(
-            [*command, "label", str(pool_path), "--qrels", str(out), "--assessor", "tester"],
+            [*command, "label", str(pool_path), "-o", str(out), "--assessor", "tester"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

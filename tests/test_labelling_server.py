@@ -376,18 +376,18 @@ def test_the_page_carries_the_token_and_a_strict_policy_and_needs_nothing_from_o
 def test_rag_eval_label_with_a_bad_pool_file_exits_2_with_one_line(tmp_path, capsys):
     bad = tmp_path / "pool.jsonl"
     bad.write_text('{"query_id": "q1", "doc_id": "a"}\nnot json\n')
-    assert main(["label", str(bad), "--qrels", str(tmp_path / "out.qrels")]) == 2
+    assert main(["label", str(bad), "-o", str(tmp_path / "out.qrels")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("rag-eval: error: ") and f"{bad}:1:" in err
-    assert main(["label", str(tmp_path / "missing.jsonl"), "--qrels", str(tmp_path / "o")]) == 2
+    assert main(["label", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "o")]) == 2
     assert "no such file" in capsys.readouterr().err
     _, good = make_pool(tmp_path)
-    assert main(["label", str(good), "--qrels", str(tmp_path / "out.qrels"), "--scale", "0..12"]) == 2
+    assert main(["label", str(good), "-o", str(tmp_path / "out.qrels"), "--scale", "0..12"]) == 2
     assert "--scale" in capsys.readouterr().err
-    assert main(["label", str(good), "--qrels", str(tmp_path / "no" / "such" / "out.qrels")]) == 2
+    assert main(["label", str(good), "-o", str(tmp_path / "no" / "such" / "out.qrels")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     (tmp_path / "bad.qrels").write_text("q1 0 a\n")
-    assert main(["label", str(good), "--qrels", str(tmp_path / "bad.qrels")]) == 2
+    assert main(["label", str(good), "-o", str(tmp_path / "bad.qrels")]) == 2
     assert "bad.qrels:1" in capsys.readouterr().err
 
 
@@ -399,7 +399,7 @@ def test_a_second_server_on_the_same_qrels_file_is_refused(tmp_path, capsys):
     fd = os.open(log_path_for(out), os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)  # what a running server holds
     try:
-        assert main(["label", str(good), "--qrels", str(out)]) == 2
+        assert main(["label", str(good), "-o", str(out)]) == 2
         assert "another 'rag-eval label'" in capsys.readouterr().err
     finally:
         os.close(fd)
@@ -417,7 +417,7 @@ def _read_line(stream, deadline: float) -> str:
 def test_the_command_prints_its_address_serves_and_loses_nothing_to_a_kill(tmp_path):
     made, good = make_pool(tmp_path)
     out = tmp_path / "out.qrels"
-    command = [sys.executable, "-m", "rag_eval.cli", "label", str(good), "--qrels", str(out), "--assessor", "carol"]
+    command = [sys.executable, "-m", "rag_eval.cli", "label", str(good), "-o", str(out), "--assessor", "carol"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = _read_line(proc.stdout, time.monotonic() + 20)

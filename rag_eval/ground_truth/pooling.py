@@ -48,6 +48,8 @@ __all__ = ["Pool", "PoolItem", "pool"]
 
 Strategy = Literal["depth", "rrf"]
 RRF_K = 60
+_CSV_COLUMNS = ("query_id", "doc_id", "systems", "ranks", "rrf", "query", "text", "pool_id", "depth", "strategy")
+_CSV_HEADER = ",".join(_CSV_COLUMNS[:4]) + ","
 Systems = Sequence[Run | PipelineResult] | Mapping[str, Run | PipelineResult]
 
 
@@ -207,9 +209,7 @@ class Pool:
 
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(
-            ["query_id", "doc_id", "systems", "ranks", "rrf", "query", "text", "pool_id", "depth", "strategy"]
-        )
+        writer.writerow(_CSV_COLUMNS)
         for i in self.items:
             writer.writerow(
                 [
@@ -233,6 +233,13 @@ class Pool:
         from ..data._io import read_input
 
         file = read_input(path)
+        number, first = next(file.lines(), (1, ""))
+        if first.startswith(_CSV_HEADER):  # the spreadsheet view: it loses the pool's systems and texts' nulls
+            raise file.error(
+                "this is a pool's CSV view (Pool.to_csv, for spreadsheets), which is not read back: give the "
+                "pool's JSONL file (Pool.save; rag-eval pool -o POOL.jsonl)",
+                number,
+            )
         items: list[PoolItem] = []
         header: dict[str, Any] | None = None
         seen: set[tuple[str, str]] = set()
