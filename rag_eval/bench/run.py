@@ -34,13 +34,15 @@ def run(args: argparse.Namespace, *, command: str) -> int:
     from ..data.collection import Collection
     from ..errors import InputError
     from ..reports import evaluate
+    from ..stages import Budget
     from .outputs import write_report_folder
     from .pipelines import BUILTIN, Parts, build, prefetch
 
     started = time.perf_counter()
     try:
-        collection = Collection.from_beir(args.beir, split=args.split).limit(args.limit_queries)
         budget = parse_budget(args.budget)
+        Budget.parse(budget)  # refused before the collection is read
+        collection = Collection.from_beir(args.beir, split=args.split).limit(args.limit_queries)
         out = Path(args.out or Path("bench-out") / Path(args.beir).name)
         cache = Path(args.cache) if args.cache else out / "cache"
         names = args.pipelines or list(BUILTIN)
@@ -57,7 +59,7 @@ def run(args: argparse.Namespace, *, command: str) -> int:
             for name in names
         }
     except (InputError, ValueError, ImportError) as exc:
-        print(f"rag-eval bench: error: {exc}", file=sys.stderr)
+        print(f"rag-eval: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     results = {}
     for name, pipeline in pipelines.items():
