@@ -107,7 +107,7 @@ def folders(tmp_path_factory) -> list[Path]:
     ]
 
 
-def _execute(cwd: Path):
+def _execute(cwd: Path, notebook: Path = NOTEBOOK):
     """Run every cell in a fresh python3 kernel with ``cwd`` as its working directory; returns the notebook."""
     with warnings.catch_warnings():
         # the Jupyter stack's own deprecation notices (paths, zmq, asyncio, datetime) are not this project's to fix
@@ -116,7 +116,7 @@ def _execute(cwd: Path):
         import nbformat
         from nbclient import NotebookClient
 
-        nb = nbformat.read(NOTEBOOK, as_version=4)
+        nb = nbformat.read(notebook, as_version=4)
         client = NotebookClient(
             nb,
             timeout=CELL_TIMEOUT,
@@ -165,7 +165,7 @@ def test_notebook_runs_on_built_result_folders(folders, tmp_path, monkeypatch):
     chunks, tokens, single = folders
     # both separators: commas and os.pathsep
     monkeypatch.setenv("RAG_EVAL_RESULTS", f"{chunks},{tokens}{os.pathsep}{single}")
-    nb = _execute(tmp_path)
+    nb = _execute(ROOT / "notebooks")  # the kernel's working directory when Jupyter opens the notebook
     _assert_clean(nb)
     text = _text(nb)
     for name in ("chunks", "tokens", "single", "tiny", "solo", "tiny-tok", "alone", "tiny-rerank"):
@@ -186,6 +186,43 @@ def test_notebook_runs_on_built_result_folders(folders, tmp_path, monkeypatch):
     assert "n_nan=" in text
     pictures = sum("image/png" in out.get("data", {}) for c in nb.cells if c.cell_type == "code" for out in c.outputs)
     assert pictures >= 3  # recall curves, loss attribution, per-query scatter (latency too when measured)
+    # display(comparison) shows a table, and its plain text is one line, not the dataclass's fields
+    shown = [
+        o for c in nb.cells if "display(comparison)" in c.source for o in c.outputs if "text/html" in o.get("data", {})
+    ]
+    assert shown and all("<table" in o.data["text/html"] for o in shown)
+    assert all(o.data["text/plain"].startswith("Comparison(baseline=") for o in shown)
+    assert all("DataFrame" not in o.data["text/plain"] and "\n" not in o.data["text/plain"] for o in shown)
+    # the sections are numbered 1 to 6, in order
+    numbers = [int(c.source[3]) for c in nb.cells if c.cell_type == "markdown" and c.source[3:4].isdigit()]
+    assert numbers == [1, 2, 3, 4, 5, 6]
+    assert "jupyter execute notebooks/compare_stages.ipynb" in nb.cells[0].source
+
+
+def test_notebook_finds_demo_report_at_the_repository_root_from_notebooks(folders, tmp_path, monkeypatch):
+    """The default folder, demo-report, is where `rag-eval demo` writes it (the repository root) while the kernel runs
+    in notebooks/: the notebook looks in the working directory, then up to the folder holding pyproject.toml."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    (repo / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    shutil.copy(NOTEBOOK, repo / "notebooks" / NOTEBOOK.name)
+    shutil.copytree(folders[0], repo / "demo-report")
+    monkeypatch.delenv("RAG_EVAL_RESULTS", raising=False)
+    nb = _execute(repo / "notebooks", repo / "notebooks" / NOTEBOOK.name)
+    _assert_clean(nb)
+    text = _text(nb)
+    assert f"demo-report found at {repo / 'demo-report'}" in text
+    assert "tiny (ndcg@3, fixed -> tiny-rerank)" in text and "no manifest.json" not in text
+    # the folder is checked against its manifest: a changed file stops the notebook, naming it
+    from nbclient.exceptions import CellExecutionError
+
+    summary = repo / "demo-report" / "summary.csv"
+    summary.write_text(summary.read_text() + "\n")
+    with pytest.raises(CellExecutionError) as error:
+        _execute(repo / "notebooks", repo / "notebooks" / NOTEBOOK.name)
+    assert "summary.csv: its SHA-256 is" in str(error.value)
 
 
 def test_notebook_says_what_to_do_without_a_result_folder(tmp_path, monkeypatch):
@@ -202,7 +239,7 @@ def test_notebook_says_what_to_do_without_a_result_folder(tmp_path, monkeypatch)
     not (DEMO / "report.parquet").is_file(), reason="no ./demo-report (run `make demo` or `rag-eval demo`)"
 )
 def test_notebook_runs_on_the_demo_folder(monkeypatch):
-    monkeypatch.delenv("RAG_EVAL_RESULTS", raising=False)  # the default: demo-report in the working directory
-    nb = _execute(ROOT)
+    monkeypatch.delenv("RAG_EVAL_RESULTS", raising=False)  # the default: demo-report, found from notebooks/
+    nb = _execute(ROOT / "notebooks")
     _assert_clean(nb)
     assert "demo-report" in _text(nb)
