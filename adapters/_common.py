@@ -130,7 +130,7 @@ def _is_flat(value: Any) -> bool:
 
 
 def _is_plain(value: Any, depth: int = 0) -> bool:
-    if isinstance(value, _SCALARS) or isinstance(value, np.generic):
+    if isinstance(value, (*_SCALARS, np.generic)):
         return True
     if depth > 3:
         return False

@@ -136,7 +136,7 @@ class FunctionReranker(_FunctionStage, Reranker):
 def _is_async(fn: Any) -> bool:
     if inspect.iscoroutinefunction(fn):  # also sees through functools.partial and bound methods
         return True
-    call = getattr(type(fn), "__call__", None)
+    call = getattr(type(fn), "__call__", None)  # noqa: B004 - the method itself, to ask whether it is async
     return not inspect.isfunction(fn) and inspect.iscoroutinefunction(call)
 
 

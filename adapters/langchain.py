@@ -435,7 +435,7 @@ def _first_stage(obj: Any, prefix: str, id_key: str | None, score_key: str) -> R
     if len(set(labels)) != len(labels):
         labels = [f"{label}[{i}]" for i, label in enumerate(labels)]
     inputs = []
-    for r, label in zip(obj.retrievers, labels):
+    for r, label in zip(obj.retrievers, labels, strict=True):
         if _is_ensemble(r):  # a nested ensemble: a fusion of its own, its stages named under its label
             inputs.append(_first_stage(r, f"{prefix}{label}/", id_key, score_key))
         else:  # anything else, a compression retriever included, runs whole as one input

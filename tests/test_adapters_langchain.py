@@ -251,7 +251,7 @@ def test_what_is_not_a_retriever_is_refused_early(store):
         lc.retriever(store.as_retriever(search_type="mmr"), name="x", with_scores=True)
     with pytest.raises(TypeError, match="expected a LangChain"):
         lc.retriever(object(), name="x")
-    with pytest.raises(ValueError, match="k_param='top_k'.*silently ignored"):
+    with pytest.raises(ValueError, match=r"k_param='top_k'.*silently ignored"):
         lc.retriever(KeywordRetriever(), name="x", k_param="top_k")
     with pytest.raises(TypeError, match="BaseDocumentCompressor"):
         lc.reranker(KeywordRetriever(), name="x")
@@ -289,7 +289,7 @@ def test_documents_without_the_tag_map_back_by_id_and_a_filter_has_no_score():
 
 
 def test_documents_that_cannot_be_mapped_back_are_an_error_naming_the_stage():
-    with pytest.raises(ValueError, match="'forgetful'.*none of its inputs"):
+    with pytest.raises(ValueError, match=r"'forgetful'.*none of its inputs"):
         lc.reranker(Forgetful(), name="forgetful").rerank(QUERIES["q1"], GIVEN)
 
 
@@ -303,7 +303,7 @@ def test_a_compressor_writing_into_its_documents_does_not_reach_the_hits():
 
 
 def test_a_reranker_needs_text():
-    with pytest.raises(ValueError, match="'overlap'.*has no text"):
+    with pytest.raises(ValueError, match=r"'overlap'.*has no text"):
         lc.reranker(KeywordOverlapCompressor(), name="overlap").rerank("q", [Hit("doc1#c1", 1.0)])
     assert lc.reranker(KeywordOverlapCompressor(), name="overlap").rerank("q", []) == []
 

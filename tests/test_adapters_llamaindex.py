@@ -228,7 +228,7 @@ def test_a_postprocessor_returning_a_stranger_is_an_error_naming_the_stage():
         def _postprocess_nodes(self, nodes, query_bundle=None):
             return [NodeWithScore(node=TextNode(id_="doc9#c9", text="made up"), score=1.0)]
 
-    with pytest.raises(ValueError, match="'inventor'.*doc9#c9.*not given"):
+    with pytest.raises(ValueError, match=r"'inventor'.*doc9#c9.*not given"):
         li.reranker(Inventor(), name="inventor").rerank("q", [Hit("doc1#c1", 1.0, "x")])
 
 

@@ -28,8 +28,7 @@ from .conftest import ROOT
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
 
 N_QUERIES = 120
-STAGES = (
-    """
+STAGES = """
 import os, random, time, zlib
 from rag_eval.adapters import functions
 
@@ -49,17 +48,15 @@ def search(query, k):
 def rerank(query, hits):
     _log("rerank", query)
     time.sleep(float(os.environ.get("PAUSE", "0.01")))
-    return sorted((h.doc_id for h in hits), key=lambda d: (zlib.crc32((query + d).encode()) %% 97, d))
+    return sorted((h.doc_id for h in hits), key=lambda d: (zlib.crc32((query + d).encode()) % 97, d))
 
 def pipeline():
     from rag_eval.stages import Pipeline
     return Pipeline(functions.retriever(search, name="retrieve", version="1"),
                     functions.reranker(rerank, name="rerank", version="1"), depth=10, budget=3)
 
-QUERIES = {f"q{i}": f"q{i}-question" for i in range(%d)}  # the text names its query id, for the call log
-"""
-    % N_QUERIES
-)
+QUERIES = {f"q{i}": f"q{i}-question" for i in range(N_QUERIES)}  # the text names its query id, for the call log
+""".replace("N_QUERIES", str(N_QUERIES))
 CHILD = """
 import sys
 sys.path[:0] = [{root!r}, {here!r}]

@@ -139,9 +139,10 @@ def test_resuming_with_a_failing_fsync_gives_the_clear_error_and_leaves_no_tempo
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", fsync)
-    with warnings.catch_warnings(), pytest.raises(HarnessError, match=r"cannot repair the damaged cache file.*free"):
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        _pipeline(Counting()).run(QUERIES, cache=cache)
+        with pytest.raises(HarnessError, match=r"cannot repair the damaged cache file.*free"):
+            _pipeline(Counting()).run(QUERIES, cache=cache)
     _no_temporary_files(cache)
     assert path.read_bytes() == before + b'{"torn": '  # untouched: the repair did not half-happen
     monkeypatch.undo()

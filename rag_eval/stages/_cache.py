@@ -2,8 +2,9 @@
 
 A query's output is written as soon as it completes, in one ``write`` of one line, so a run killed at any point
 (Ctrl-C, SIGKILL) keeps every query it finished; a line cut short by the kill (or any other damaged line) is
-dropped, with a warning, when the file is next opened, and its query is recomputed. Entries are keyed by query id and a hash of the query text; the file by a fingerprint of the stage's
-configuration and of everything upstream of it (:mod:`rag_eval.stages._fingerprint`). JSON only, no pickle.
+dropped, with a warning, when the file is next opened, and its query is recomputed. Entries are keyed by query id
+and a hash of the query text; the file by a fingerprint of the stage's configuration and of everything upstream
+of it (:mod:`rag_eval.stages._fingerprint`). JSON only, no pickle.
 
 Hits' metadata is stored in JSON types by one rule, applied when the hit reaches the runner (with or without a
 cache, so that a rerun from the cache sees what the first run saw): str, int, float, bool and None as they are;
@@ -22,6 +23,7 @@ is marked with the current scheme (``rag_eval-cache.json``).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import hashlib
@@ -67,7 +69,7 @@ class StageCache:
         if scheme == SCHEME:
             return
         try:
-            old = [p for p in self.directory.glob("*.jsonl")]
+            old = list(self.directory.glob("*.jsonl"))
         except OSError:
             old = []
         if old and (scheme is None or scheme < SCHEME):
@@ -78,10 +80,8 @@ class StageCache:
                 OldCacheKeys,
                 stacklevel=3,
             )
-        try:  # said once: the directory now carries the current scheme (a read-only one cannot, and need not)
-            atomic_write(marker, json.dumps({"key_scheme": SCHEME}).encode() + b"\n")
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):  # said once: the directory now carries the current scheme (a read-only
+            atomic_write(marker, json.dumps({"key_scheme": SCHEME}).encode() + b"\n")  # one cannot, and need not)
 
     def store(self, stage_name: str, key: str) -> StageStore:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stage_name)[:60]
@@ -95,8 +95,8 @@ class StageStore:
     """The outputs of one stage configuration, read once at start, appended to as queries complete.
 
     Several processes may run into the same store at once: each record is appended whole
-    (:func:`rag_eval._files.append`) under the exclusive lock on ``<file>.lock``; the rare repair of a damaged file (a line torn by a kill,
-    garbage bytes) rewrites it under the exclusive lock, so no appender's line is lost.
+    (:func:`rag_eval._files.append`) under the exclusive lock on ``<file>.lock``; the rare repair of a damaged file
+    (a line torn by a kill, garbage bytes) rewrites it under the exclusive lock, so no appender's line is lost.
     """
 
     def __init__(self, path: Path, stage: str = "") -> None:
@@ -206,7 +206,7 @@ def harness_error(path: Path, what: str, exc: OSError) -> HarnessError:
         errno.EPERM: "make the directory writable, or pass another cache=",
         errno.EROFS: "the file system is read-only: pass another cache=",
         errno.ENOENT: "pass a cache directory that stays in place during the run, then run again",
-    }.get(exc.errno, "check the cache directory, then run again: stored results are reused")
+    }.get(exc.errno or 0, "check the cache directory, then run again: stored results are reused")
     return HarnessError(
         f"cache {path}: {what}: {cause}; {advice} (this is not the stage's fault: nothing of the run was scored)"
     )

@@ -28,6 +28,7 @@ version (bytecode differs between versions).
 
 from __future__ import annotations
 
+import contextlib
 import dis
 import enum
 import functools
@@ -46,7 +47,7 @@ import types
 import weakref
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -92,10 +93,8 @@ def _installed_roots() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(k)}
     roots.update(site.getsitepackages())
-    try:
+    with contextlib.suppress(AttributeError):  # a virtualenv's old site module has none
         roots.add(site.getusersitepackages())
-    except AttributeError:  # pragma: no cover - a virtualenv's old site module
-        pass
     roots.update({os.path.join(sys.base_prefix, "lib"), os.path.join(sys.prefix, "lib")})
     return tuple(sorted(os.path.realpath(r) + os.sep for r in roots if r))
 
@@ -103,7 +102,7 @@ def _installed_roots() -> tuple[str, ...]:
 @functools.cache
 def _distributions() -> dict[str, list[str]]:
     try:
-        return importlib.metadata.packages_distributions()
+        return dict(importlib.metadata.packages_distributions())
     except Exception:  # noqa: BLE001 - a broken metadata folder: versions unknown, never a crash
         return {}
 
@@ -168,8 +167,12 @@ class _Memo:
 
     def put(self, value: Any, digest: bytes) -> None:
         key = id(value)
+
+        def forget(_: object, key: int = key) -> None:  # the object is gone: so is its digest
+            self._digests.pop(key, None)
+
         try:
-            ref = weakref.ref(value, lambda _, key=key: self._digests.pop(key, None))
+            ref = weakref.ref(value, forget)
         except TypeError:
             return
         self._digests[key] = (ref, digest)
@@ -254,11 +257,12 @@ class _Describer:
             parts.append("installed " + few([f"{k} {v}" for k, v in sorted(self.installed.items())], 3))
         return "; ".join(parts) or "nothing but its class"
 
-    def refuse(self, path: str, value: Any, what: str | None = None) -> None:
+    def refuse(self, path: str, value: Any, what: str | None = None) -> NoReturn:
         kind = type(value)
         what = what or f"is a {kind.__module__}.{kind.__qualname__}"
         raise Uncacheable(
-            f"cannot cache this stage: {path} {what}, which rag_eval cannot describe exactly (only code, plain data, arrays, frames, collections, qrels, runs and objects of "
+            f"cannot cache this stage: {path} {what}, which rag_eval cannot describe exactly (only code, plain data, "
+            "arrays, frames, collections, qrels, runs and objects of "
             "pure-Python classes are); a key from a partial description could reuse another configuration's "
             "results. Pass version='...' to the stage (and change it whenever that object changes), or run "
             "without cache=",
@@ -397,7 +401,8 @@ class _Describer:
                 member.describe(value.tolist(), path)
                 sub.update(member._hash.digest())
             else:
-                sub.update(memoryview(np.ascontiguousarray(value)).cast("B"))
+                data = memoryview(np.ascontiguousarray(value))  # type: ignore[arg-type]  # an array is a buffer
+                sub.update(data.cast("B"))  # (numpy's stubs do not say so); no copy of a large array
             known = sub.digest()
             _MEMO.put(value, known)
         self._put(b"A", known)
@@ -491,7 +496,7 @@ class _Describer:
         self._code(fn.__code__)
         self.describe(fn.__defaults__, f"{path} (a default)")
         self.describe(fn.__kwdefaults__, f"{path} (a default)")
-        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
             try:
                 contents = cell.cell_contents
             except ValueError:  # an empty cell (a name assigned later)
@@ -525,8 +530,8 @@ class _Describer:
                 )
             except (ImportError, ValueError):
                 absolute = name
-            module = sys.modules.get(absolute)
-            if module is None:  # not imported yet: which file it will be is not known before the call
+            imported = sys.modules.get(absolute)
+            if imported is None:  # not imported yet: which file it will be is not known before the call
                 if _is_installed_module(absolute):
                     self._installed(absolute, "")
                     continue
@@ -535,7 +540,7 @@ class _Describer:
                     None,
                     "is not imported yet (its code is known only once the stage runs)",
                 )
-            self._module(module, f"the module {absolute!r} imported by {fn.__qualname__}", attributes)
+            self._module(imported, f"the module {absolute!r} imported by {fn.__qualname__}", attributes)
 
     def _module(self, module: types.ModuleType, path: str, attributes: frozenset[str] | None) -> None:
         name = module.__name__
@@ -543,8 +548,8 @@ class _Describer:
             self._installed(name, "")
             return
         self._put(b"M", name.encode())
-        if attributes is None:
-            self.refuse(path, module)  # a module of the user's held as data: which of its names matter is unknown
+        if attributes is None:  # a module of the user's held as data: which of its names matter is unknown
+            self.refuse(path, module)
         for attribute in sorted(attributes):
             if attribute in vars(module):
                 value = vars(module)[attribute]
@@ -559,7 +564,7 @@ class _Describer:
     def _builtin(self, fn: types.BuiltinFunctionType, path: str) -> None:
         owner = fn.__self__
         if owner is None or isinstance(owner, types.ModuleType):
-            self._installed(_module_of(fn) or getattr(owner, "__name__", "builtins"), fn.__qualname__)
+            self._installed(_module_of(fn) or str(getattr(owner, "__name__", "builtins")), fn.__qualname__)
             return
         self._put(b"bm", fn.__name__.encode())  # a C method bound to an object: the object decides
         self.describe(owner, f"{path}.__self__")
@@ -588,7 +593,7 @@ class _Describer:
             self.describe(member, f"{cls.__qualname__}.{name}")
 
     def _object(self, value: Any, path: str) -> None:
-        kind = type(value)
+        kind: type = type(value)
         if _importable(value):  # a named definition of a package (a NumPy ufunc, a C function object)
             self._installed(value.__module__, getattr(value, "__qualname__", value.__name__))
             return
@@ -628,7 +633,7 @@ class _Describer:
     def _reduced(self, value: Any, path: str) -> None:
         """An extension object of an installed package by what pickle would store of it (its constructor and
         arguments, and its state): the package promises that this rebuilds it. Refused when it cannot be pickled."""
-        kind = type(value)
+        kind: type = type(value)
         if _builtin_base(kind) is None and not _is_installed_module(_module_of(kind) or ""):
             self.refuse(path, value)
         try:
@@ -712,5 +717,5 @@ def is_users_class(cls: type) -> bool:
 
 
 def _label(value: Any) -> str:
-    name = getattr(value, "__qualname__", None) or getattr(type(value), "__qualname__", "the stage")
+    name = str(getattr(value, "__qualname__", None) or getattr(type(value), "__qualname__", "the stage"))
     return f"the function {name}" if callable(value) else name

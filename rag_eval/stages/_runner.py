@@ -114,7 +114,7 @@ def run_pipeline(
             if failed:
                 fused.outcomes[q] = Outcome(None, f"input retriever(s) failed: {', '.join(failed)}", skipped=True)
                 continue
-            rankings = [o.outcomes[q].hits for o in inputs]
+            rankings = [o.outcomes[q].hits or () for o in inputs]
             start = time.perf_counter()
             try:
                 hits = first.combine(rankings, depth)
@@ -125,7 +125,7 @@ def run_pipeline(
             beyond = dict.fromkeys(
                 d
                 for o in inputs
-                for d in (*(h.doc_id for h in o.outcomes[q].hits), *o.outcomes[q].beyond_depth)
+                for d in (*(h.doc_id for h in o.outcomes[q].hits or ()), *o.outcomes[q].beyond_depth)
                 if d not in kept
             )
             fused.outcomes[q] = Outcome(tuple(hits), latency=time.perf_counter() - start, beyond_depth=tuple(beyond))
@@ -300,7 +300,7 @@ def _second_answer(first: Sequence[Hit], get_again: Callable[[], Any], check: Ca
     a, b = [h.doc_id for h in first], [h.doc_id for h in again]
     if a == b:
         return None
-    rank = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b))) + 1
+    rank = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))) + 1
     return f"nondeterministic: a second call returned a different ranking (first difference at rank {rank})"
 
 
@@ -348,7 +348,7 @@ def _run_stage(
                             "query_id": q,
                             "query_hash": qhash,
                             "latency": result.latency,
-                            "hits": Hit.to_columns(result.hits),
+                            "hits": Hit.to_columns(result.hits or ()),
                             "beyond_depth": list(result.beyond_depth),
                             **({"issues": list(result.issues)} if result.issues else {}),
                         }
@@ -375,10 +375,10 @@ def _run_stage(
 def _stored_types(stage: str, query: str, result: Outcome) -> Outcome:
     """The outcome with every hit's metadata in JSON types (the cache's rule, applied with or without a cache, so
     that a rerun from the cache sees what the first run saw); anything else is an InputError naming the hit."""
-    if not any(h.metadata for h in result.hits):
+    if not any(h.metadata for h in result.hits or ()):
         return result
     hits = []
-    for hit in result.hits:
+    for hit in result.hits or ():
         if hit.metadata:
             converted = json_metadata(hit.metadata, f"stage {stage!r}, query {query!r}, hit {hit.doc_id!r}")
             if converted != hit.metadata or any(type(v) is not type(converted[k]) for k, v in hit.metadata.items()):
@@ -463,7 +463,7 @@ def _with_timeout(call, text, given, timeout: float):
     def target() -> None:
         try:
             result.append(call(text, given))
-        except BaseException as exc:  # handed to the caller's thread
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, which re-raises it
             failure.append(exc)
 
     worker = threading.Thread(target=target, daemon=True)  # an overrunning call is abandoned, not killed
@@ -501,7 +501,7 @@ def _on_own_loop(local: threading.local, loops: list, acall, text, given, timeou
             task = loop.create_task(awaited())
             task_box.append(task)
             result.append(loop.run_until_complete(task))
-        except BaseException as exc:  # handed to the worker
+        except BaseException as exc:  # noqa: BLE001 - handed to the worker, which re-raises it
             failure.append(exc)
         finally:
             with done:

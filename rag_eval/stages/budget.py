@@ -12,6 +12,7 @@ import numbers
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from ..errors import InputError
 from ..metrics.grammar import MAX_CUTOFF, check_int
@@ -71,6 +72,7 @@ class Budget:
         an int >= 0 (an InputError names the hit otherwise: a negative count would let everything through)."""
         if self.chunks is not None:
             return min(self.chunks, len(hits))
+        limit = cast(int, self.tokens)  # exactly one of chunks and tokens is set (__post_init__)
         used = 0
         for i, hit in enumerate(hits):
             if hit.tokens is not None:
@@ -84,6 +86,6 @@ class Budget:
                     f"hit {hit.doc_id!r} has neither text nor a token count: a token budget cannot count it"
                 )
             used += size
-            if used > self.tokens:
+            if used > limit:
                 return i
         return len(hits)

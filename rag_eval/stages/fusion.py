@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Never
 
 from ..errors import InputError
@@ -15,7 +15,7 @@ METHODS = ("rrf", "combsum")
 RRF_K = 60  # the reciprocal rank fusion constant of Cormack et al. (2009)
 
 
-def _no_other_keywords(where: str, unexpected: dict[str, object]) -> None:
+def _no_other_keywords(where: str, unexpected: Mapping[str, object]) -> None:
     """``k=`` was the RRF constant before 0.2: it is ``rrf_k=`` now (``k`` is a cutoff everywhere in rag_eval)."""
     if "k" in unexpected:
         raise TypeError(
@@ -61,10 +61,10 @@ class Fusion(Retriever):
         if len(set(names)) != len(names):
             raise ValueError(f"the fused retrievers need distinct names, not {names}")
         super().__init__(name or f"{method}({','.join(names)})")
-        self.retrievers = tuple(retrievers)
-        self.method = method
-        self.rrf_k = int(rrf_k)
-        self.weights = tuple(weights) if weights is not None else (1.0,) * len(retrievers)
+        self.retrievers: tuple[Retriever, ...] = tuple(retrievers)
+        self.method: str = method
+        self.rrf_k: int = int(rrf_k)
+        self.weights: tuple[float, ...] = tuple(weights) if weights is not None else (1.0,) * len(retrievers)
 
     def config(self) -> dict[str, Any]:
         return {

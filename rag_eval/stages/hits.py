@@ -115,7 +115,7 @@ class Hit(_Fields):
         if not _columns_ok(doc_ids, scores, texts, tokens, metadata):
             _first_bad(doc_ids, scores, texts, tokens, metadata)
         frozen = [MappingProxyType(m) if m else _EMPTY for m in metadata]
-        return tuple(map(partial(tuple.__new__, cls), zip(doc_ids, scores, texts, tokens, frozen)))
+        return tuple(map(partial(tuple.__new__, cls), zip(doc_ids, scores, texts, tokens, frozen, strict=True)))
 
     def __repr__(self) -> str:
         extra = "".join(
@@ -165,24 +165,22 @@ def _columns_ok(doc_ids: list, scores: list, texts: list, tokens: list, metadata
         total = sum(scores)
         if total != total and any(v != v for v in scores):  # NaN (or inf - inf: look closer)
             return False
-    elif kinds - {_NONE}:
-        if not kinds <= {float, _NONE} or any(v != v for v in scores if v is not None):
-            return False
+    elif kinds - {_NONE} and (not kinds <= {float, _NONE} or any(v != v for v in scores if v is not None)):
+        return False
     if not set(map(type, texts)) <= {str, _NONE}:
         return False
     kinds = set(map(type, tokens))
     if kinds == {int}:
         if min(tokens) < 0:
             return False
-    elif kinds - {_NONE}:
-        if not kinds <= {int, _NONE} or min(t for t in tokens if t is not None) < 0:
-            return False
+    elif kinds - {_NONE} and (not kinds <= {int, _NONE} or min(t for t in tokens if t is not None) < 0):
+        return False
     return set(map(type, metadata)) <= {dict, _NONE}
 
 
 def _first_bad(doc_ids, scores, texts, tokens, metadata) -> None:
     """Raise the per-hit check's error for the first cached hit that fails it (a column check found one)."""
-    for i, fields in enumerate(zip(doc_ids, scores, texts, tokens, metadata)):
+    for i, fields in enumerate(zip(doc_ids, scores, texts, tokens, metadata, strict=False)):
         doc, score, text, count, meta = fields
         try:
             Hit(doc, score, text, count, meta or _EMPTY)

@@ -95,13 +95,13 @@ class StageOutput:
     def run(self) -> Run:
         """The stage's rankings as a Run in the order the stage returned them (failed queries are absent)."""
         ranking = {
-            q: [(h.doc_id, h.score if h.score is not None else float("nan")) for h in o.hits]
+            q: [(h.doc_id, h.score if h.score is not None else float("nan")) for h in o.hits or ()]
             for q, o in self.outcomes.items()
             if not o.failed
         }
-        with_scores = all(h.score is not None for o in self.outcomes.values() if not o.failed for h in o.hits)
+        with_scores = all(h.score is not None for o in self.outcomes.values() for h in o.hits or ())
         if not with_scores:
-            ranking = {q: [d for d, _ in hits] for q, hits in ranking.items()}
+            return Run.from_ranking({q: [d for d, _ in hits] for q, hits in ranking.items()}, name=self.name)
         return Run.from_ranking(ranking, name=self.name)
 
     @property
@@ -157,19 +157,21 @@ def stage_findings(out: StageOutput, depth: int, corpus_size: int | None = None)
         )
     if out.role in ("first", "input"):
         answered = [o for o in ran.values() if not o.failed]
-        short = Counter(len(o.hits) for o in answered if len(o.hits) < depth and not o.beyond_depth)
+        short = Counter(n for o in answered if (n := len(o.hits or ())) < depth and not o.beyond_depth)
         if short and len(answered) >= CAPPED_MIN_QUERIES:
             n, times = short.most_common(1)[0]
             if times > CAPPED_SHARE * len(answered) and (corpus_size is None or n < corpus_size):
-                first = next(q for q, o in ran.items() if not o.failed and len(o.hits) == n and not o.beyond_depth)
+                first = next(
+                    q for q, o in ran.items() if not o.failed and len(o.hits or ()) == n and not o.beyond_depth
+                )
                 found.append(
                     Finding(
                         "capped_results",
                         out.name,
                         (
                             f"stage {out.name!r} returned exactly {n} hit(s) for a depth of {depth} on {times} of "
-                            f"{len(answered)} answered queries (e.g. {first!r}): a cap of its own (LangChain's default k=4, "
-                            f"a store's limit?); recall@depth is measured on those {n}"
+                            f"{len(answered)} answered queries (e.g. {first!r}): a cap of its own (LangChain's "
+                            f"default k=4, a store's limit?); recall@depth is measured on those {n}"
                         ),
                     )
                 )
@@ -216,7 +218,7 @@ class PipelineResult:
         """How many hits of each (successful) query the generator receives from ``stage`` (the last by default)."""
         out = self.stages[stage or self.final_stage]
         budget, tokenizer = self.pipeline.budget, self.pipeline.tokenizer
-        return {q: budget.cut(o.hits, tokenizer) for q, o in out.outcomes.items() if not o.failed}
+        return {q: budget.cut(o.hits or (), tokenizer) for q, o in out.outcomes.items() if not o.failed}
 
     @property
     def findings(self) -> list[Finding]:
