@@ -233,8 +233,8 @@ class Pool:
         from ..data._io import read_input
 
         file = read_input(path)
-        number, first = next(file.lines(), (1, ""))
-        if first.startswith(_CSV_HEADER):  # the spreadsheet view: it loses the pool's systems and texts' nulls
+        number, opening = next(file.lines(), (1, ""))
+        if opening.startswith(_CSV_HEADER):  # the spreadsheet view: it loses the pool's systems and texts' nulls
             raise file.error(
                 "this is a pool's CSV view (Pool.to_csv, for spreadsheets), which is not read back: give the "
                 "pool's JSONL file (Pool.save; rag-eval pool -o POOL.jsonl)",

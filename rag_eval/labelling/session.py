@@ -30,6 +30,7 @@ from .._files import remove_temporaries, target_of
 from ..data.qrels import Qrels
 from ..errors import HarnessError, InputError
 from ..ground_truth import JudgementLog, Merged, Pool, merge, write_qrels
+from ..ground_truth.judgement_log import RESERVED_NAMES
 
 __all__ = ["LabellingSession", "RequestError", "check_scale", "log_path_for", "parse_scale"]
 
@@ -99,7 +100,7 @@ class LabellingSession:
             not isinstance(assessor, str)
             or not assessor
             or assessor != assessor.strip()
-            or assessor in ("query_id", "doc_id", "grade", "qrels")
+            or assessor in RESERVED_NAMES  # the columns of Merged.conflicts
         ):
             raise InputError(f"--assessor {assessor!r} is not a usable name")
         self._lock = threading.Lock()
