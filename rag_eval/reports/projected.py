@@ -62,10 +62,9 @@ def evaluate_projections(
     for name, p in projections.items():
         if p.labels is not labels and p.labels != labels:
             raise ValueError(f"projection {name!r} was projected from other labels than the ones given")
-    reports = [
-        evaluate_runs(p.qrels, {name: p.run}, metrics, conventions, judged_threshold, user_frame=3)
-        for name, p in projections.items()
-    ]
+    reports = []
+    for name, p in projections.items():  # a loop, not a comprehension: a frame of its own would move the warnings
+        reports.append(evaluate_runs(p.qrels, {name: p.run}, metrics, conventions, judged_threshold, user_frame=3))
     return _merged(labels, reports)
 
 
