@@ -333,11 +333,11 @@ def test_the_bundled_beir_folder():
     import rag_eval
     from rag_eval.examples import BEIR_FOLDER, FOLDER
 
-    assert BEIR_FOLDER == FOLDER / "beir" and (FOLDER / "qrels.txt").is_file()
+    assert BEIR_FOLDER == FOLDER / "tiny-beir" and (FOLDER / "qrels.txt").is_file()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every judged passage is in the corpus: no JudgedDocsNotInCorpus
         collection = rag_eval.Collection.from_beir(BEIR_FOLDER)
-    assert collection.name == "beir"
+    assert collection.name == "tiny-beir"
     assert len(collection.corpus) == 30 and list(collection.corpus)[:2] == ["bike-01", "bike-02"]
     assert collection.corpus["bike-03"].content.startswith("Bicycle tyres To fix a puncture")
     assert list(collection.queries) == [f"q{i}" for i in range(1, 11)]  # q11 is not judged in test.tsv
@@ -377,6 +377,6 @@ def test_the_wheel_ships_every_example_file():
         for p in folder.rglob("*")
         if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts
     ]
-    assert "beir/qrels/test.tsv" in files
+    assert "tiny-beir/qrels/test.tsv" in files
     unshipped = [f for f in files if not any(fnmatch(f, g) and f.count("/") == g.count("/") for g in globs)]
     assert not unshipped, f"not in package-data: {unshipped}"

@@ -19,4 +19,4 @@ from pathlib import Path
 __all__ = ["BEIR_FOLDER", "FOLDER"]
 
 FOLDER = Path(__file__).resolve().parent
-BEIR_FOLDER = FOLDER / "beir"
+BEIR_FOLDER = FOLDER / "tiny-beir"  # a hyphen: a data folder, never an importable package
