@@ -227,3 +227,19 @@ def test_the_benchmark_script_is_the_bench_command():
     text = (ROOT / "benchmarks" / "run.py").read_text()
     assert 'main(["bench", *sys.argv[1:]])' in text
     assert Path(ROOT / "rag_eval" / "bench" / "run.py").read_text().count("add_argument") == 0
+
+
+def test_docs_naming_lists_every_shared_option_in_the_commands_that_have_it():
+    rows = {}
+    for line in (ROOT / "docs" / "naming.md").read_text("utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| option |"):
+            header = cells
+        elif line.startswith("| `-") and len(cells) == 9:
+            rows[cells[0]] = {header[i] for i in range(2, 9) if cells[i]}
+    commands = _commands()
+    expected = {}
+    for flags, _ in SHARED_OPTIONS.values():
+        label = ", ".join(f"`{f}`" for f in flags)
+        expected[label] = {name for name, command in commands.items() if flags[0] in _options(command)}
+    assert rows == expected
