@@ -248,21 +248,31 @@ def _parse(data: bytes, source: str) -> tuple[list[Judgement], bool, bool]:
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
-        unterminated = number == len(lines)
+        # cut short by a kill: no newline after it, and the start of a JSON object that does not parse (a whole
+        # object is no torn line, nor is what does not start as a judgement's line does: both are refused)
+        torn = number == len(lines) and raw.lstrip().startswith(b"{")
         try:
             record = json.loads(raw.decode("utf-8"))
-            judgement = _judgement_of(record)
         except UnicodeDecodeError as exc:
-            if unterminated:
+            if torn:
                 return judgements, True, False
             raise InputError(f"not valid UTF-8 (byte 0x{raw[exc.start]:02x})", source=source, line=number) from None
-        except (json.JSONDecodeError, _BadRecord) as exc:
-            if unterminated:  # no newline after it: cut short by a kill
+        except json.JSONDecodeError as exc:
+            if torn:
                 return judgements, True, False
-            problem = f"not valid JSON ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else str(exc)
+            problem = f"not valid JSON ({exc.msg})"
+            if not raw.lstrip().startswith(b"{"):
+                problem += (
+                    ": a judgement log holds one JSON object a line (qrels are merge's first argument, "
+                    "--qrels in rag-eval merge)"
+                )
             raise InputError(problem, source=source, line=number) from None
+        try:
+            judgement = _judgement_of(record)
+        except _BadRecord as exc:
+            raise InputError(str(exc), source=source, line=number) from None
         judgements.append(judgement)
-        if unterminated:
+        if number == len(lines):
             return judgements, False, True
     return judgements, False, False
 
