@@ -78,7 +78,7 @@ class Comparison:
 
     @property
     def alpha(self) -> float:
-        return self.settings["alpha"]
+        return float(self.settings["alpha"])
 
     def _shown(self) -> pd.DataFrame:
         frame = self.table.copy()
@@ -146,7 +146,7 @@ class Comparison:
         lines += [r"\hline", r"\end{tabular}"]
         return "\n".join(lines) + "\n"
 
-    def plot(self, ax=None):
+    def plot(self, ax: Any = None) -> Any:
         """The mean differences with their intervals, significant ones filled; returns the matplotlib Axes."""
         import matplotlib.pyplot as plt
 
@@ -260,8 +260,8 @@ def compare(
         for m in wanted:
             if (s, m) not in values.index:
                 continue
-            a, b = values.loc[(s, m)], values.loc[(base, m)]
-            in_a, in_b = counted.loc[(s, m)], counted.loc[(base, m)]
+            a, b = _row(values, (s, m)), _row(values, (base, m))
+            in_a, in_b = _row(counted, (s, m)), _row(counted, (base, m))
             both = in_a & in_b & a.notna() & b.notna()
             x, y = a[both].to_numpy(dtype=np.float64), b[both].to_numpy(dtype=np.float64)
             unpaired = int((in_a ^ in_b).sum())
@@ -335,6 +335,11 @@ def _geometric_pair(
     return float(np.exp(x_log.mean())), float(np.exp(y_log.mean())), float(low), float(high)
 
 
+def _row(frame: pd.DataFrame, key: tuple[str, str]) -> pd.Series:
+    """One row of a frame indexed by (system, metric), as a Series over the query ids."""
+    return frame.loc[[key]].iloc[0]
+
+
 def _resolve(name: str, systems: list[str]) -> str:
     if name in systems:
         return name
@@ -351,13 +356,15 @@ def _unjudged(reports: Sequence[Report], systems: list[str]) -> dict[str, dict[s
     share: dict[str, float | None] = dict.fromkeys(systems)
     at: dict[str, str | None] = dict.fromkeys(systems)
     for r in reports:
-        for row in r.judged.itertuples(index=False):
-            stage = row.stage if isinstance(row.stage, str) else None
-            system = row.run if stage is None else f"{row.run}/{stage}"
-            if system not in share or row.share != row.share:
+        for row in r.judged.to_dict("records"):
+            stage = row["stage"] if isinstance(row["stage"], str) else None
+            system = str(row["run"]) if stage is None else f"{row['run']}/{stage}"
+            value, metric = float(row["share"]), str(row["metric"])
+            if system not in share or value != value:
                 continue
-            if at[system] is None or _rank(row.metric) < _rank(at[system]):
-                share[system], at[system] = float(1 - row.share), row.metric
+            held = at[system]
+            if held is None or _rank(metric) < _rank(held):
+                share[system], at[system] = 1 - value, metric
     return {"unjudged_share": share, "unjudged_at": at}
 
 

@@ -33,7 +33,9 @@ from .card import MetricCard
 from .summary import STAGE_SUMMARY_COLUMNS, SUMMARY_COLUMNS, summarize_geometric, summarize_values
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
     import pandas as pd
+    import pyarrow as pa
 
     from ..data.collection import Collection
     from ..data.qrels import Qrels
@@ -451,7 +453,7 @@ class Report:
             }
         except (ValueError, TypeError, AttributeError) as exc:
             raise InputError(f"its pipeline tables do not parse ({' '.join(str(exc).split())})", source=where) from None
-        return cls(blocks, card.metrics, card, tables)
+        return cls(blocks, list[Metric | str](card.metrics), card, tables)
 
 
 def markdown_cell(value: object) -> str:
@@ -560,7 +562,7 @@ def _described_texts(
     return out
 
 
-def _key_column(table, name: str, where: str, *, nullable: bool = False) -> list[Any]:
+def _key_column(table: pa.Table, name: str, where: str, *, nullable: bool = False) -> list[Any]:
     import pyarrow as pa
 
     if name not in table.column_names:
@@ -572,13 +574,13 @@ def _key_column(table, name: str, where: str, *, nullable: bool = False) -> list
     empty = nullable or len(column) == 0  # a report without rows is written with untyped (null) columns
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or (empty and pa.types.is_null(kind))):
         raise InputError(f"column {name!r} holds {kind}, not strings: its keys cannot be matched", source=where)
-    values = column.to_pylist()
+    values: list[Any] = column.to_pylist()
     if not nullable and None in values:
         raise InputError(f"column {name!r} has an empty (null) key in row {values.index(None)}", source=where)
     return values
 
 
-def _values_by_key(table, described: list[dict[str, Any]], where: str) -> list[np.ndarray]:
+def _values_by_key(table: pa.Table, described: list[dict[str, Any]], where: str) -> list[npt.NDArray[np.float64]]:
     """Each block's ``[queries, metrics]`` values, read from the rows by their key, whatever the rows' order."""
     import pyarrow as pa
 
@@ -603,8 +605,12 @@ def _values_by_key(table, described: list[dict[str, Any]], where: str) -> list[n
     rows = list(zip(keys[0], stages, keys[1], keys[2], strict=True))
     index = dict(zip(rows, range(len(rows)), strict=True))
     if len(index) != len(rows):
-        seen: set[tuple] = set()
-        twice = next(r for r in rows if r in seen or seen.add(r))
+        seen: set[tuple[str, str | None, str, str]] = set()
+        twice = rows[0]
+        for twice in rows:
+            if twice in seen:
+                break
+            seen.add(twice)
         raise InputError(f"two rows have the same key ({shown(twice)})", source=where)
     out, used = [], 0
     for d in described:

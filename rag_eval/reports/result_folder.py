@@ -337,7 +337,7 @@ def load_folder(folder: str | os.PathLike[str]) -> Report:
 # ----- report.md -----------------------------------------------------------------------------------------------
 
 
-def _ci(row: Mapping[str, Any]) -> str:
+def _ci(row: Mapping[Any, Any]) -> str:
     if np.isnan(row["mean"]):
         return "n/a"
     return f"{row['mean']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
