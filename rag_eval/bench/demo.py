@@ -135,10 +135,17 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
     report = evaluate(collection.qrels, {DEMO_PIPELINE: result})
     wall = time.perf_counter() - started
     facts = {
-        "collection": f"{len(collection.corpus)} docstring chunks of {len(collection.queries)} questions' worth of stdlib",
+        "collection": (
+            f"{len(collection.corpus)} docstring chunks of {len(collection.queries)} questions' worth of stdlib"
+        ),
         "pipeline": f"`{pipeline}`",
-        "labels": f"{counts['kept']} judgements apply here; {counts['changed']} judged chunks differ in this Python and count as unjudged",
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, rag_eval {__version__}",
+        "labels": (
+            f"{counts['kept']} judgements apply here; {counts['changed']} judged chunks differ in this Python"
+            " and count as unjudged"
+        ),
+        "machine": (
+            f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, rag_eval {__version__}"
+        ),
         "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
         "wall time": f"{wall:.1f} s",
     }

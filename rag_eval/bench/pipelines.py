@@ -25,10 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from .._optional import require
 from ..data.collection import Collection
 from ..stages.fusion import fuse
 from ..stages.pipeline import Pipeline
-from .embeddings import MODEL_NAME, EmbeddedCorpus, Encoder, _require
+from .embeddings import FEATURE, MODEL_NAME, EmbeddedCorpus, Encoder
 
 BUILTIN = ("bm25", "dense", "bm25>>dense", "hybrid")
 
@@ -51,10 +52,10 @@ class Parts:
     def bm25(self, depth: int):
         from ..adapters import llamaindex
 
-        _require("bm25s")
-        retriever_module = _require("llama_index.retrievers.bm25")
-        schema = _require("llama_index.core.schema")
-        stemmer = _require("Stemmer").Stemmer("english")
+        require("bm25s", extra="models", feature=FEATURE)
+        retriever_module = require("llama_index.retrievers.bm25", extra="models", feature=FEATURE)
+        schema = require("llama_index.core.schema", extra="models", feature=FEATURE)
+        stemmer = require("Stemmer", extra="models", feature=FEATURE).Stemmer("english")
         nodes = [schema.TextNode(id_=d, text=t) for d, t in self.texts.items()]
         bm25 = retriever_module.BM25Retriever.from_defaults(
             nodes=nodes, similarity_top_k=min(depth, len(nodes)), stemmer=stemmer, language="english"
@@ -65,7 +66,7 @@ class Parts:
         from ..adapters import langchain
 
         store = _matrix_store_class()(embedding=_langchain_embeddings(self))
-        documents = _require("langchain_core.documents")
+        documents = require("langchain_core.documents", extra="models", feature=FEATURE)
         ids = list(self.texts)
         store.add_documents([documents.Document(page_content=self.texts[d], id=d) for d in ids], ids=ids)
         return langchain.retriever(
@@ -122,7 +123,7 @@ def _user_pipeline(spec: str, collection: Collection, **settings: Any) -> Pipeli
 
 def _langchain_embeddings(parts: Parts):
     """A LangChain Embeddings that reads the corpus from the embedding cache and queries from the encoder."""
-    base = _require("langchain_core.embeddings").Embeddings
+    base = require("langchain_core.embeddings", extra="models", feature=FEATURE).Embeddings
 
     class CachedMiniLM(base):
         def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -143,8 +144,8 @@ def _langchain_embeddings(parts: Parts):
 def _matrix_store_class():
     """LangChain's ``InMemoryVectorStore``, searching one NumPy matrix of its vectors (built once) instead of
     turning every stored vector from a list into an array for each query; the same scores and order."""
-    vectorstores = _require("langchain_core.vectorstores")
-    documents = _require("langchain_core.documents")
+    vectorstores = require("langchain_core.vectorstores", extra="models", feature=FEATURE)
+    documents = require("langchain_core.documents", extra="models", feature=FEATURE)
 
     class MatrixInMemoryVectorStore(vectorstores.InMemoryVectorStore):
         def _similarity_search_with_score_by_vector(self, embedding, k=4, filter=None):
@@ -177,7 +178,7 @@ def _matrix_store_class():
 def _similarity_compressor(parts: Parts):
     """A LangChain BaseDocumentCompressor that orders documents by MiniLM cosine similarity to the query, reading
     the documents' embeddings from the corpus cache (by Document.id): no document is encoded again."""
-    base = _require("langchain_core.documents.compressor").BaseDocumentCompressor
+    base = require("langchain_core.documents.compressor", extra="models", feature=FEATURE).BaseDocumentCompressor
 
     class MiniLMSimilarity(base):
         def compress_documents(self, documents, query, callbacks=None):
