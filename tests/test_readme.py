@@ -268,6 +268,24 @@ def test_every_block_has_a_known_language_and_marker():
     assert not parsed[0].runs and parsed[1].runs
 
 
+def test_every_option_a_usage_synopsis_names_exists():
+    """The ``text`` blocks that show a command's usage name only options its parser has (``--help`` lists them)."""
+    synopses = [b for b in BLOCKS if b.language == "text" and b.code.startswith("rag-eval ")]
+    assert {b.code.split()[1] for b in synopses} >= {"evaluate", "compare"}
+    for block in synopses:
+        command = block.code.split()[1]
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "rag-eval"), command, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        known = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", done.stdout))
+        named = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", block.code))
+        assert named <= known, f"README line {block.line}: rag-eval {command} has no {sorted(named - known)}"
+
+
 def test_most_blocks_run():
     """The markers are for installs, servers and long runs: most blocks are run, and every Python block is."""
     runnable = [b for b in BLOCKS if b.language in RUN_LANGUAGES]
