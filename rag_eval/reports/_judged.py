@@ -19,10 +19,12 @@ report's tables.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from ..data.qrels import Qrels
 from ..data.run import Run
@@ -30,6 +32,9 @@ from ..errors import LowJudgedShare
 from ..metrics._engine import evaluate_run
 from ..metrics.conventions import Conventions
 from ..metrics.grammar import Metric
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 JUDGED_THRESHOLD = 0.9
 
@@ -75,7 +80,12 @@ def mean_share(judged: np.ndarray) -> tuple[float, int]:
 
 
 def judged_share(
-    qrels: Qrels, run: Run, cutoff: int | Mapping[str, int], conventions: Conventions, *, exclude=()
+    qrels: Qrels,
+    run: Run,
+    cutoff: int | Mapping[str, int],
+    conventions: Conventions,
+    *,
+    exclude: Collection[str] = (),
 ) -> tuple[float, int]:
     """:func:`mean_share` at one cutoff (or a per-query cutoff mapping) in a pass of its own, on the ranking as
     given (``unjudged="keep"``), for where the report's own pass cannot carry it."""
@@ -89,7 +99,7 @@ def judged_share(
     return mean_share(result.values[0])
 
 
-def ceiling(qrels: Qrels, query_ids, cutoff: int | Mapping[str, int]) -> float:
+def ceiling(qrels: Qrels, query_ids: Iterable[str], cutoff: int | Mapping[str, int]) -> float:
     """The highest judged share at ``cutoff`` a system returning that many documents can reach on these queries:
     the mean of min(judged, k) / k (the qrels judge ``judged`` documents of the query). Below the threshold, no
     system can reach it (sparse qrels, such as BEIR's one or two judgements per query). NaN without a query."""
@@ -105,7 +115,7 @@ def ceiling(qrels: Qrels, query_ids, cutoff: int | Mapping[str, int]) -> float:
     return float(np.mean(np.minimum(judged[some], k[some]) / k[some]))
 
 
-def _judged_counts(qrels: Qrels, query_ids) -> np.ndarray:
+def _judged_counts(qrels: Qrels, query_ids: Iterable[str]) -> npt.NDArray[np.int64]:
     """How many documents the qrels judge for each of ``query_ids`` (0 for a query they lack)."""
     ids = list(query_ids)
     return np.fromiter((len(qrels[q]) if q in qrels else 0 for q in ids), np.int64, len(ids))
@@ -156,7 +166,7 @@ def warn_low(shares: Sequence[JudgedShare], threshold: float, *, stacklevel: int
     return [line]
 
 
-def shares_frame(shares: Sequence[JudgedShare]):
+def shares_frame(shares: Sequence[JudgedShare]) -> pd.DataFrame:
     import pandas as pd
 
     return pd.DataFrame([s.record() for s in shares], columns=["run", "stage", "metric", "share", "n"])

@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..data.qrels import Qrels
 from ..errors import LowQueryOverlap
 from ..metrics._id_mismatch import canonical
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 QUERY_OVERLAP = 0.1  # a run holding fewer than this share of the qrels' judged queries is announced
 
@@ -74,7 +78,7 @@ def announce_overlap(line: str | None, stacklevel: int) -> list[str]:
     return [line]
 
 
-def issue_rows(lines: Sequence[str], columns: Sequence[str]):
+def issue_rows(lines: Sequence[str], columns: Sequence[str]) -> pd.DataFrame:
     """``Report.issues`` rows for report-level lines: no query (and no stage unless the line names one)."""
     import pandas as pd
 

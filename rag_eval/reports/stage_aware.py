@@ -26,12 +26,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import InputError, StarvedBudget
 from ..metrics import _kernels as K
-from ..metrics._engine import evaluate_run
+from ..metrics._engine import QueryAccount, evaluate_run
 from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import Conventions
 from ..metrics.grammar import Metric, parse_metric
@@ -239,17 +240,18 @@ class _PipelineJudge:
         self.pipeline = result.pipeline
         self.loss_items = pd.DataFrame(columns=["query_id", "doc_id", "grade", "fate"])
         self._stage_names = list(result.stages)
+        self._loss_cache: dict[str, npt.NDArray[np.float64]] | None = None
 
     def _run(self, out: StageOutput) -> tuple[Run, set[str]]:
         failed = set(out.failures)
-        ranking = {q: [h.doc_id for h in o.hits] for q, o in out.outcomes.items() if not o.failed}
+        ranking = {q: [h.doc_id for h in o.hits or ()] for q, o in out.outcomes.items() if not o.failed}
         if self.conv.failed == "zero":
             ranking.update({q: [] for q in failed})  # measured as an empty ranking
         return Run.from_ranking(ranking, name=out.name), failed
 
     def _delivered(self, out: StageOutput) -> dict[str, int]:
         budget, tokenizer = self.pipeline.budget, self.pipeline.tokenizer
-        return {q: budget.cut(o.hits, tokenizer) if not o.failed else 0 for q, o in out.outcomes.items()}
+        return {q: budget.cut(o.hits or (), tokenizer) if not o.failed else 0 for q, o in out.outcomes.items()}
 
     def starved(self, out: StageOutput) -> list[str]:
         """Queries with results of which not even the first fits the token budget (none with a chunk budget)."""
@@ -266,24 +268,32 @@ class _PipelineJudge:
             return budget.chunks if budget.chunks is not None else self._delivered(out)
         return None
 
-    def block(self, run_name: str, stage: str, out: StageOutput, specs: list[_Spec]):
+    def _cut(self, out: StageOutput, cut: str) -> int | dict[str, int]:
+        """The cutoff ``budget`` or ``depth`` stands for."""
+        k = self._cutoff(out, cut)
+        if k is None:
+            raise ValueError(f"no cutoff {cut!r}: expected 'budget' or 'depth'")
+        return k
+
+    def block(self, run_name: str, stage: str, out: StageOutput, specs: list[_Spec]) -> tuple[RunScores, QueryAccount]:
         run, failed = self._run(out)
         exclude = failed if self.conv.failed == "exclude" else ()
-        engine = [(j, s) for j, s in enumerate(specs) if s.metric is not None]
-        for _, s in engine:  # a stage's table holds numbers: relstring and runid are one string per query
-            if FAMILIES[s.metric.family].kind == "text":
+        engine = [(j, s, s.metric) for j, s in enumerate(specs) if s.metric is not None]
+        for _, s, m in engine:  # a stage's table holds numbers: relstring and runid are one string per query
+            if FAMILIES[m.family].kind == "text":
                 raise InputError(
                     f"metric {s.name!r} is one string per query, which a pipeline report's stage "
                     "tables cannot hold: evaluate a stage's ranking as a run (Report.texts) instead"
                 )
-        metrics, cutoffs = [], []
-        for _, s in engine:
+        metrics: list[Metric] = []
+        cutoffs: list[Mapping[str, int] | None] = []
+        for _, s, m in engine:
             k = self._cutoff(out, s.cut)
             if isinstance(k, int):
-                metrics.append(Metric(s.metric.family, k, s.metric.params))
+                metrics.append(Metric(m.family, k, m.params))
                 cutoffs.append(None)
             else:
-                metrics.append(Metric(s.metric.family, None, s.metric.params) if s.cut else s.metric)
+                metrics.append(Metric(m.family, None, m.params) if s.cut else m)
                 cutoffs.append(k)
         result = evaluate_run(self.qrels, run, metrics, self.conv, cutoffs=cutoffs, exclude=exclude)
         columns = list(result.values)
@@ -305,7 +315,7 @@ class _PipelineJudge:
         if zeroed:  # failed="zero": measured as empty rankings, and said so
             result.account.zeroed["failed"] = zeroed
         values = np.full((len(counted), len(specs)), np.nan)
-        for (j, _), column in zip(engine, columns, strict=True):
+        for (j, _, _), column in zip(engine, columns, strict=True):
             values[:, j] = column
         for j, s in enumerate(specs):
             if s.metric is None:
@@ -324,8 +334,8 @@ class _PipelineJudge:
                 run_name,
                 stage,
                 cut,
-                *judged_share(self.qrels, run, self._cutoff(out, cut), self.conv, exclude=exclude),
-                ceiling(self.qrels, ran, self._cutoff(out, cut)),
+                *judged_share(self.qrels, run, self._cut(out, cut), self.conv, exclude=exclude),
+                ceiling(self.qrels, ran, self._cut(out, cut)),
             )
             for cut in cuts
         ]
@@ -364,7 +374,7 @@ class _PipelineJudge:
         return K.gain_of(np.array(grades, dtype=np.int64), self.conv.gain, None, None)
 
     def _candidate_ndcg(self, out: StageOutput, given: StageOutput, counted: list[str]) -> np.ndarray:
-        cut = self._cutoff(out, "budget")
+        cut = self._cut(out, "budget")
         values = np.full(len(counted), np.nan)
         for i, q in enumerate(counted):
             judged = self._grades(q)
@@ -372,11 +382,11 @@ class _PipelineJudge:
             if candidates is None or candidates.failed:
                 continue  # nothing was given: no best order to compare with
             b = cut if isinstance(cut, int) else cut.get(q, 0)
-            ideal = np.sort(self._gains([judged.get(h.doc_id, 0) for h in candidates.hits]))[::-1][:b]
+            ideal = np.sort(self._gains([judged.get(h.doc_id, 0) for h in candidates.hits or ()]))[::-1][:b]
             if not len(ideal) or ideal[0] <= 0:
                 continue  # 0/0: no relevant candidate
             mine = out.outcomes[q]
-            hits = () if mine.failed else mine.hits[:b]
+            hits = () if mine.failed or mine.hits is None else mine.hits[:b]
             gains = self._gains([judged.get(h.doc_id, 0) for h in hits])
             # DCG as the engine's nDCG computes it: gains scaled by a power of two, each divided by its log2,
             # added in rank order; so cand_ndcg is ndcg@budget against the qrels of the candidates alone
@@ -386,7 +396,7 @@ class _PipelineJudge:
         return values
 
     def _loss(self, counted: list[str]) -> dict[str, np.ndarray]:
-        if hasattr(self, "_loss_cache"):
+        if self._loss_cache is not None:
             return self._loss_cache
         import pandas as pd
 
@@ -404,9 +414,11 @@ class _PipelineJudge:
             tail = final.outcomes.get(q)
             head_failed = head is not None and head.failed  # a query not run at all (None) failed nowhere
             tail_failed = tail is not None and tail.failed  # it, or a stage before it, failed on the query
-            candidates = set() if head is None or head_failed else {h.doc_id for h in head.hits}
+            candidates = set() if head is None or head_failed else {h.doc_id for h in head.hits or ()}
             below = set() if head is None or head_failed else set(head.beyond_depth)
-            delivered = set() if tail is None or tail_failed else {h.doc_id for h in tail.hits[: delivered_n.get(q, 0)]}
+            delivered = (
+                set() if tail is None or tail_failed else {h.doc_id for h in (tail.hits or ())[: delivered_n.get(q, 0)]}
+            )
             counts = dict.fromkeys(FATES, 0)
             for doc, grade in relevant.items():
                 # a candidate that a failed reranker never ranked, or anything when the first stage failed, was

@@ -48,10 +48,11 @@ then NaN too, as trec_eval's sum is.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from collections.abc import Iterator, Mapping, Sequence
+from typing import NamedTuple, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 from ..data.qrels import Qrels
 from ..data.run import Run
@@ -159,6 +160,11 @@ class _Column(NamedTuple):
     as_c: bool = False  # a trec_eval measure under trec_eval's conventions: NaN is kept, and printed as C prints it
 
 
+_PerQuery: TypeAlias = list[tuple[_Column, "npt.NDArray[np.float64] | list[str]"]]
+_Summary: TypeAlias = list[tuple[_Column, float | int | str]]
+_Block: TypeAlias = tuple[str, list[_Column], list[str], _PerQuery, _Summary]
+
+
 def trec_eval_lines(
     report: Report,
     *,
@@ -170,7 +176,7 @@ def trec_eval_lines(
     """The lines :func:`format_trec_eval` prints, with their values at full precision, in the same order."""
     lines: list[TrecEvalLine] = []
     for block in _blocks(report, qrels, runs, metrics):
-        name, columns, query_ids, per, summary = block
+        name, _, query_ids, per, summary = block
         if per_query:
             for i, qid in enumerate(query_ids):
                 lines += [TrecEvalLine(name, c.name, qid, values[i], c.metric.summed) for c, values in per]
@@ -195,15 +201,20 @@ def format_trec_eval(
     """
     out: list[str] = []
     for block in _blocks(report, qrels, runs, metrics):
-        _, columns, query_ids, per, summary = block
+        _, _, query_ids, per, summary = block
         if per_query and query_ids:
-            printed = [[f"{c.name:<22}\t{q}\t{v}\n" for q, v in zip(query_ids, _texts(c, values))] for c, values in per]
-            out += ["".join(row) for row in zip(*printed)] if printed else []
+            printed = [
+                [f"{c.name:<22}\t{q}\t{v}\n" for q, v in zip(query_ids, _texts(c, values), strict=True)]
+                for c, values in per
+            ]
+            out += ["".join(row) for row in zip(*printed, strict=True)] if printed else []
         out += [f"{c.name:<22}\tall\t{_printed(value, c.metric.summed, c.as_c)}\n" for c, value in summary]
     return "".join(out)
 
 
-def _blocks(report, qrels, runs, metrics):
+def _blocks(
+    report: Report, qrels: Qrels | None, runs: Mapping[str, Run] | None, metrics: Sequence[Metric] | None
+) -> Iterator[_Block]:
     """Per run: its name, the columns in printing order, the query ids, the per-query columns
     ``[(column, values)]`` and the summary ``[(column, value)]``."""
     if report.staged:
@@ -224,14 +235,15 @@ def _blocks(report, qrels, runs, metrics):
         judged_relevant = float((qrels.columns[2] > 0).sum())
     means: dict[tuple[str, str], float] = {}
     if not trec and any(_aggregate(c.metric) in ("mean", "geometric") for c in columns):
-        summary = report.summarize(resamples=1)  # the summary's mean, so that a table and this format agree
-        means = {(r, m): float(v) for r, m, v in zip(summary["run"], summary["metric"], summary["mean"])}
+        table = report.summarize(resamples=1)  # the summary's mean, so that a table and this format agree
+        means = {(r, m): float(v) for r, m, v in zip(table["run"], table["metric"], table["mean"], strict=True)}
     runid_col = _Column(Metric("runid"), "runid", "runid")
     num_q_col = _Column(Metric("num_q"), "num_q", "num_q")
     for name in report.runs:
         query_ids = report.query_ids(name)
         counted = report.counted(name)
-        per, summary = [], []
+        per: _PerQuery = []
+        summary: _Summary = []
         if always_header:
             summary += [(runid_col, _runid(report, name, runs)), (num_q_col, counted)]
         for c in columns:
@@ -246,7 +258,7 @@ def _blocks(report, qrels, runs, metrics):
                 if family not in _SUMMARY_ONLY:
                     per.append((c, ["'" + s + "'" for s in report._column(name, c.column)]))
                 continue
-            values = report._column(name, c.column)
+            values = np.asarray(report._column(name, c.column), dtype=np.float64)
             if family not in _SUMMARY_ONLY:
                 per.append((c, values))
             if family in _PER_QUERY_ONLY:
@@ -268,13 +280,13 @@ def _blocks(report, qrels, runs, metrics):
         yield name, columns, query_ids, per, summary
 
 
-def _texts(c: _Column, values) -> list[str]:
+def _texts(c: _Column, values: npt.NDArray[np.float64] | list[str]) -> list[str]:
     """One column's per-query values as printed."""
     if isinstance(values, list):  # relstring, already quoted
         return values
     nan = _C_NAN if c.as_c else "nan"
     if c.metric.summed:
-        return [str(int(round(v))) if v == v else nan for v in values.tolist()]
+        return [str(round(v)) if v == v else nan for v in values.tolist()]
     return [f"{v:6.4f}" if v == v else nan for v in values.tolist()]
 
 
@@ -287,7 +299,7 @@ def _printed(value: float | int | str, summed: bool, as_c: bool = False) -> str:
         return str(value)
     if np.isnan(value):
         return _C_NAN if as_c else "nan"
-    return f"{int(round(value))}" if summed else f"{value:6.4f}"
+    return f"{round(value)}" if summed else f"{value:6.4f}"
 
 
 def _aggregate(metric: Metric) -> str:
