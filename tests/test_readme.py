@@ -209,12 +209,13 @@ def test_the_complete_example_prints_what_the_readme_says(python_run):
 
 
 @pytest.mark.slow
-def test_the_readme_saves_and_loads_a_report_and_reuses_the_cache(python_run):
+def test_the_readme_saves_and_loads_a_report_reuses_the_cache_and_pools(python_run):
     done, work = python_run
     assert done.returncode == 0, done.stderr[-4000:]
     outputs = _outputs(done.stdout)
     assert outputs[_block_with('Report.load("report.parquet")').line].split("::warnings")[0].strip() == "True"
     assert outputs[_block_with('cache="cache/"').line].split("::warnings")[0].strip().splitlines()[0] == "10"
+    assert outputs[_block_with("judged_all = rag_eval.pool").line].split("::warnings")[0].split() == ["41", "0", "50"]
     assert (work / "report.parquet").is_file() and (work / "pool.jsonl").is_file() and (work / "cache").is_dir()
 
 
