@@ -253,7 +253,7 @@ def test_saved_report_with_a_missing_row(tmp_path):
 
 
 def test_saved_report_with_a_repeated_key(tmp_path):
-    report, path = _saved(tmp_path)
+    _, path = _saved(tmp_path)
     # the first row's key given to the second row (of another metric): one key twice, another missing
     _rewrite(
         path,

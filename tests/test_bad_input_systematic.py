@@ -10,8 +10,7 @@ import pytest
 
 from rag_eval import Hit, Pipeline, Qrels, Run, evaluate
 from rag_eval.adapters.functions import reranker, retriever
-from rag_eval.errors import CappedResults, FailingStage, LowQueryOverlap, NearMissIds
-from rag_eval.errors import LowJudgedShare
+from rag_eval.errors import CappedResults, FailingStage, LowJudgedShare, LowQueryOverlap, NearMissIds
 
 QUERIES = {f"q{i:02d}": f"query number {i}" for i in range(30)}
 QRELS = {q: {f"d{i}": 1, f"e{i}": 1} for i, q in enumerate(QUERIES)}  # two relevant per query
@@ -213,7 +212,7 @@ def test_low_judged_shares_are_one_line_per_report_and_say_when_unreachable():
     assert "stage 'new': judged@budget 0.000" in lines[0] and "stage 'flip': judged@budget 0.000" in lines[0]
     assert "at most" not in lines[0]  # two judged per query at a budget of 2: reachable
     # one system: the line it always was, and the ceiling without naming it again
-    one, lines = caught_of(LowJudgedShare, evaluate, sparse, runs["a"], ["ndcg@10"])
+    _, lines = caught_of(LowJudgedShare, evaluate, sparse, runs["a"], ["ndcg@10"])
     assert lines == [
         "run 'a': judged@10 is 0.100, below 0.9: its scores are lower bounds (pool its results with "
         "rag_eval.pool, label them, and evaluate again); the qrels judge too few documents per query to "

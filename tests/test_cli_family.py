@@ -243,3 +243,11 @@ def test_docs_naming_lists_every_shared_option_in_the_commands_that_have_it():
         label = ", ".join(f"`{f}`" for f in flags)
         expected[label] = {name for name, command in commands.items() if flags[0] in _options(command)}
     assert rows == expected
+
+
+def test_python_m_rag_eval_is_the_command():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "rag_eval", "--version"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == f"rag-eval {rag_eval.__version__}"

@@ -212,7 +212,7 @@ def test_text_metrics_are_kept_apart_from_the_float_tables():
         "metric": "relstring@20",
         "text": "10-.",
     }
-    with pytest.raises(KeyError, match="Report.texts"):
+    with pytest.raises(KeyError, match=r"Report\.texts"):
         report.values("sys", "relstring@20")
 
 
