@@ -115,7 +115,11 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     ),
     "seed": (
         ("--seed",),
-        {"default": "0", "metavar": "N", "help": "seed of the bootstrap and of the tests (default 0)"},
+        {
+            "default": "0",
+            "metavar": "N",
+            "help": "random seed of the bootstrap (and of compare's randomization test; default 0)",
+        },
     ),
     "format": (("--format",), {"default": "table", "help": "output format (default table)"}),
     "no_card": (("--no-card",), {"action": "store_true", "help": "do not print the metric card to stderr"}),
