@@ -1,14 +1,105 @@
-"""Shared test helpers: where ../shared is, and what to do when it is absent."""
+"""Shared test helpers: where ../shared is, and what to do when it is absent; and the network guard.
+
+No test may reach outside the machine. pytest-socket (configured in pyproject.toml: ``--allow-hosts=127.0.0.1,::1
+--allow-unix-socket``) fails any ``socket.connect`` to an address off loopback in the test process; the guard
+below adds what the plugin leaves open there (``connect_ex``, datagrams sent with ``sendto``, and name lookups
+other than the machine's own, which would ask a DNS server). Every library with telemetry that the tests use has
+it switched off through its environment variable, set here before any test module imports it. Subprocesses that
+the tests start (the CLI, notebook kernels, Chromium, venvs) inherit this environment, so their telemetry is off
+too; the socket guard itself works in the pytest process only.
+"""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-import pytest
+#: environment variable -> value: telemetry and network fetches off for every library the tests use, or may use
+TELEMETRY_OFF = {
+    "DO_NOT_TRACK": "1",  # the consoledonottrack.com convention, honoured by many libraries
+    "SCARF_NO_ANALYTICS": "true",  # Scarf's package analytics
+    # Hugging Face hub, transformers, sentence-transformers: no telemetry, and no download (the model is on disk)
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
+    # LangChain / LangSmith tracing (either prefix, either version of the flag)
+    "LANGCHAIN_TRACING_V2": "false",
+    "LANGCHAIN_TRACING": "false",
+    "LANGSMITH_TRACING": "false",
+    "LANGSMITH_TRACING_V2": "false",
+    "ANONYMIZED_TELEMETRY": "False",  # Chroma
+    "HAYSTACK_TELEMETRY_ENABLED": "False",  # Haystack
+    "RAY_USAGE_STATS_ENABLED": "0",  # Ray's usage stats
+    "RAY_USAGE_STATS_PROMPT_ENABLED": "0",
+    "TOKENIZERS_PARALLELISM": "false",  # not telemetry: HF tokenizers' fork warning
+}
+os.environ.update(TELEMETRY_OFF)
+
+import pytest  # noqa: E402  (after the environment is set: nothing a plugin imports may read it first)
+from pytest_socket import SocketBlockedError  # noqa: E402  (likewise)
+
+ALLOWED = '"127.0.0.1,::1" and unix sockets'
+
+
+class OffLoopbackBlocked(SocketBlockedError):
+    """What the guard's additions raise (``connect_ex``, ``sendto``, a name lookup). Like the plugin's own errors it
+    warns as it is made, so a test fails even where a library swallows the exception (warnings are errors in the
+    tests: there the warning itself is raised)."""
+
+    def __init__(self, call: str, host: object) -> None:
+        super().__init__(f'A test tried to use {call} with host "{host}" (allowed: {ALLOWED}).')
+
+
+def _is_loopback(address: Any) -> bool:
+    """Whether a socket address stays on this machine: a unix socket's path, or a loopback IP literal."""
+    if not isinstance(address, tuple):
+        return True  # AF_UNIX: a path (str or bytes) or an abstract name
+    host = address[0]
+    if not isinstance(host, str):
+        return True  # AF_NETLINK and friends: (pid, groups), the kernel
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False  # a name: sendto would look it up and send off the machine wherever it points
+
+
+def _guard(method: Any) -> Any:
+    def guarded(sock: socket.socket, *args: Any) -> Any:
+        address = args[-1]
+        if not _is_loopback(address):
+            raise OffLoopbackBlocked(f"socket.socket.{method.__name__}()", address[0])
+        return method(sock, *args)
+
+    guarded.__name__ = method.__name__
+    return guarded
+
+
+def _guard_lookup(lookup: Any) -> Any:
+    own = {None, "", "localhost", "localhost.localdomain", socket.gethostname()}
+
+    def guarded(host: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode() if isinstance(host, bytes) else host
+        if name not in own:
+            try:
+                ipaddress.ip_address(str(name).split("%")[0])  # a literal needs no DNS server
+            except ValueError:
+                raise OffLoopbackBlocked("socket.getaddrinfo()", name) from None
+        return lookup(host, *args, **kwargs)
+
+    return guarded
+
+
+socket.socket.connect_ex = _guard(socket.socket.connect_ex)  # type: ignore[method-assign]
+socket.socket.sendto = _guard(socket.socket.sendto)  # type: ignore[method-assign]
+socket.getaddrinfo = _guard_lookup(socket.getaddrinfo)
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("RAG_EVAL_SHARED", ROOT.parent / "shared"))
