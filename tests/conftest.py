@@ -188,7 +188,7 @@ def reader(request, monkeypatch):
     from rag_eval import _accel
 
     if request.param == "c" and _accel.speedups is None:
-        pytest.skip("rag_eval._speedups is not built")
+        pytest.skip("rag_eval._speedups is not in use (not built, or RAG_EVAL_PURE_PYTHON=1)")
     if request.param == "python":
         monkeypatch.setattr(_accel, "speedups", None)
     return request.param
