@@ -15,12 +15,14 @@ from __future__ import annotations
 import io
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from .compare import Comparison
 from .report import Report, markdown_table
+
+if TYPE_CHECKING:  # pandas is imported on use: import rag_eval stays light
+    import pandas as pd
+
+    from .compare import Comparison
 
 __all__ = ["FORMATS", "format_comparison", "format_report"]
 
