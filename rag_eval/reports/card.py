@@ -18,6 +18,8 @@ from ..metrics._engine import REASONS
 from ..metrics.conventions import PRESETS, Conventions
 from .hashes import ContentHashes
 
+CARD_KEY = b"rag_eval.card"  # where a saved report (Parquet) keeps its card, in the file's metadata
+
 
 def metric_notes_of(metrics: list[str], *, max_grade: int | None = None) -> list[str]:
     """What the card says about metrics whose name does not tell how they are aggregated or parameterised:

@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._markdown import markdown_cell, markdown_table
 from .card import MetricCard
-from .report import Report, is_geometric_metric, markdown_cell, markdown_table
+from .report import Report, is_geometric_metric
 from .statistics import CORRECTIONS, TESTS, correct, effect_size, p_value, paired_bootstrap_ci
 from .summary import MIN_GEO_MEAN, bootstrap_means, summarize_geometric, summarize_values
 

@@ -17,15 +17,14 @@ A report's metric card (and a result folder's ``manifest.json``) carries a :clas
 - ``conventions``: SHA-256 of the conventions' canonical JSON (sorted keys); ``budget``: the pipelines' context
   budget as the card prints it (``budget(5)``, ``budget(512tok)``), None for plain runs.
 
-:func:`comparable` lists how two reports (cards, folders, saved reports) differ in these: the CI gate refuses to
-compare numbers computed on different qrels, queries, corpus, conventions or budget.
+:func:`rag_eval.reports.result_folder.comparable` lists how two reports (cards, folders, saved reports) differ in
+these: the CI gate refuses to compare numbers computed on different qrels, queries, corpus, conventions or budget.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -37,12 +36,9 @@ from ..metrics.conventions import Conventions
 
 if TYPE_CHECKING:
     from ..stages.result import PipelineResult
-    from .card import MetricCard
-    from .report import Report
 
 __all__ = [
     "ContentHashes",
-    "comparable",
     "content_hashes",
     "conventions_sha256",
     "corpus_sha256",
@@ -51,7 +47,7 @@ __all__ = [
     "queries_sha256",
 ]
 
-_FIELDS = ("qrels", "queries", "corpus", "conventions", "budget")
+FIELDS = ("qrels", "queries", "corpus", "conventions", "budget")  # what comparable() compares
 
 
 class ContentHashes(BaseModel):
@@ -194,64 +190,3 @@ def merged_hashes(named: Mapping[str, ContentHashes | None]) -> ContentHashes | 
         conventions=shared("conventions"),
         budget=shared("budget"),
     )
-
-
-def hashes_of(thing: object) -> ContentHashes | None:
-    """The content hashes of a MetricCard, a Report, a ContentHashes, a result folder (its manifest, checked) or
-    a saved report (``.parquet``)."""
-    from .card import MetricCard
-    from .report import Report
-
-    if isinstance(thing, ContentHashes):
-        return thing
-    if isinstance(thing, MetricCard):
-        return thing.hashes
-    if isinstance(thing, Report):
-        return thing.card.hashes
-    if isinstance(thing, (str, os.PathLike)):
-        from .result_folder import load_manifest
-
-        if os.path.isdir(thing):
-            return load_manifest(thing).hashes
-        return Report.load(thing).card.hashes
-    raise TypeError(
-        f"comparable() takes reports, metric cards, content hashes, result folders or saved reports, not "
-        f"{type(thing).__name__}"
-    )
-
-
-def comparable(
-    a: Report | MetricCard | ContentHashes | str | os.PathLike[str],
-    b: Report | MetricCard | ContentHashes | str | os.PathLike[str],
-) -> list[str]:
-    """How ``a`` and ``b`` differ in what their numbers were computed on (qrels, query set, corpus, conventions,
-    budget): one line per difference, empty when they are comparable. A side without content hashes (a report
-    saved before rag_eval 0.2.0) is one difference: nothing says they agree."""
-    ha, hb = hashes_of(a), hashes_of(b)
-    if ha is None or hb is None:
-        which = " and ".join(n for n, h in (("a", ha), ("b", hb)) if h is None)
-        return [f"{which}: no content hashes (saved before rag_eval 0.2.0): nothing says they were computed alike"]
-    out = []
-    for name in _FIELDS:
-        va, vb = getattr(ha, name), getattr(hb, name)
-        basis = f"{name}_basis"
-        ba, bb = getattr(ha, basis, None), getattr(hb, basis, None)
-        if ba != bb and (va is not None or vb is not None):
-            out.append(f"{name}: hashed from {ba or 'nothing'} in a, from {bb or 'nothing'} in b")
-        elif va != vb:
-            shown = (lambda v: "unknown" if v is None else v) if name == "budget" else _short
-            out.append(f"{name}: {shown(va)} in a, {shown(vb)} in b")
-    ca, cb = _conventions_of(a), _conventions_of(b)
-    if ca is not None and cb is not None and ha.conventions != hb.conventions:
-        fields = [k for k in ca if ca[k] != cb.get(k)]
-        out.append("conventions differ in " + ", ".join(f"{k} ({ca[k]!r} vs {cb.get(k)!r})" for k in fields))
-    return out
-
-
-def _conventions_of(thing: object) -> dict[str, Any] | None:
-    """The conventions as a dict, when ``thing`` carries them (a card or a report)."""
-    from .card import MetricCard
-    from .report import Report
-
-    card = thing.card if isinstance(thing, Report) else thing
-    return card.conventions.model_dump(mode="json") if isinstance(card, MetricCard) else None

@@ -29,7 +29,8 @@ from ..errors import InputError
 from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import follows_trec_eval
 from ..metrics.grammar import Metric, parse_metric
-from .card import MetricCard
+from ._markdown import markdown_table
+from .card import CARD_KEY, MetricCard
 from .summary import STAGE_SUMMARY_COLUMNS, SUMMARY_COLUMNS, summarize_geometric, summarize_values
 
 if TYPE_CHECKING:
@@ -46,7 +47,6 @@ __all__ = ["Report"]
 
 PER_QUERY_COLUMNS = ["run", "query_id", "metric", "value"]
 STAGE_PER_QUERY_COLUMNS = ["run", "stage", "query_id", "metric", "value"]
-_CARD_KEY = b"rag_eval.card"
 _BLOCKS_KEY = b"rag_eval.blocks"
 _TABLES_KEY = b"rag_eval.tables"
 _TEXTS_KEY = b"rag_eval.texts"
@@ -382,23 +382,32 @@ class Report:
         with the content hashes and each file's SHA-256. ``collection`` fingerprints the whole corpus. ``plots``:
         None draws them when matplotlib is installed. Returns the path of ``report.md``. See
         :func:`rag_eval.reports.result_folder.write_folder`."""
-        from .result_folder import write_folder
+        from .result_folder import folder_card, write_folder
 
         if plots is None:
             import importlib.util
 
             plots = importlib.util.find_spec("matplotlib") is not None
+        card, checked, plain, results = folder_card(self, folder, qrels=qrels, runs=runs, collection=collection)
+        report = self if card is self._card else self._with_card(card)
         return write_folder(
-            self, folder, qrels=qrels, runs=runs, collection=collection, title=title, facts=facts, plots=plots
+            report, folder, qrels=checked, plain=plain, results=results, title=title, facts=facts, plots=plots
         )
 
     @classmethod
     def load_folder(cls, folder: str | os.PathLike[str]) -> Report:
         """The report of a result folder written by :meth:`save_folder`, after checking each file against the
-        manifest's SHA-256 (a file changed or missing is an InputError naming it)."""
-        from .result_folder import load_folder
+        manifest's SHA-256 (a file changed or missing is an InputError naming it); the card's content hashes must be
+        the manifest's."""
+        from .result_folder import MANIFEST, load_manifest
 
-        return load_folder(folder)
+        manifest = load_manifest(folder)
+        report = cls.load(Path(folder) / "report.parquet")
+        if report.card.hashes != manifest.hashes:
+            raise InputError(
+                f"the content hashes of report.parquet's card are not those of {MANIFEST}", source=str(Path(folder))
+            )
+        return report
 
     def _save_to(self, path: str | os.PathLike[str] | io.BytesIO) -> None:
         import pyarrow as pa
@@ -406,7 +415,7 @@ class Report:
 
         table = pa.Table.from_pandas(self.per_query, preserve_index=False)
         meta = dict(table.schema.metadata or {})
-        meta[_CARD_KEY] = self._card.model_dump_json().encode()
+        meta[CARD_KEY] = self._card.model_dump_json().encode()
         meta[_BLOCKS_KEY] = json.dumps([b.describe() for b in self._blocks]).encode()
         meta[_TABLES_KEY] = json.dumps({k: v.to_json(orient="split") for k, v in self._tables.items()}).encode()
         meta[_TEXTS_KEY] = json.dumps(
@@ -432,10 +441,10 @@ class Report:
                 raise
             raise InputError(f"not a Parquet file ({' '.join(str(exc).split())})", source=where) from None
         meta = table.schema.metadata or {}
-        if _CARD_KEY not in meta or _BLOCKS_KEY not in meta:
+        if CARD_KEY not in meta or _BLOCKS_KEY not in meta:
             raise InputError("not a rag_eval report (no metric card in its metadata)", source=where)
         try:
-            card = MetricCard.model_validate_json(meta[_CARD_KEY])
+            card = MetricCard.model_validate_json(meta[CARD_KEY])
         except ValidationError as exc:
             raise InputError(f"its metric card does not parse ({exc.errors()[0]['msg']})", source=where) from None
         described = _described_blocks(meta[_BLOCKS_KEY], where)
@@ -454,22 +463,6 @@ class Report:
         except (ValueError, TypeError, AttributeError) as exc:
             raise InputError(f"its pipeline tables do not parse ({' '.join(str(exc).split())})", source=where) from None
         return cls(blocks, list[Metric | str](card.metrics), card, tables)
-
-
-def markdown_cell(value: object) -> str:
-    """A Markdown table cell: ``&``, ``<``, ``>`` as entities (Markdown renders raw HTML), ``|`` escaped, floats
-    to 4 decimals."""
-    text = f"{value:.4f}" if isinstance(value, float) else str(value)
-    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_table(frame: pd.DataFrame, *, heading: str | None = None) -> str:
-    """``frame`` as a Markdown table (every cell through :func:`markdown_cell`), under an escaped heading line."""
-    lines = [markdown_cell(heading), ""] if heading else []
-    lines.append("| " + " | ".join(markdown_cell(c) for c in frame.columns) + " |")
-    lines.append("|" + "---|" * len(frame.columns))
-    lines += ["| " + " | ".join(markdown_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join(lines) + "\n"
 
 
 def counted_of(card: MetricCard, run: str, stage: str | None = None) -> int | None:

@@ -17,8 +17,9 @@ What :meth:`Report.save_folder` writes and :meth:`Report.load_folder` reads (the
 
 Loading checks every file the manifest lists against its SHA-256 (an InputError names the first that differs or
 is missing), then reads ``report.parquet``; files the manifest does not list (a stage cache kept in the folder)
-are ignored. The hashes are those of :mod:`rag_eval.reports.hashes`; :func:`~rag_eval.reports.hashes.comparable`
-takes folders.
+are ignored. The hashes are those of :mod:`rag_eval.reports.hashes`; :func:`comparable` lists how two folders (or
+reports, cards) differ in them. This module does not import the Report (whose ``save_folder`` calls it): it writes
+any :class:`FolderReport`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -41,16 +42,26 @@ from ..data.collection import Collection
 from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import InputError
+from ..metrics.conventions import Conventions
 from ..stages.result import PipelineResult
-from .hashes import ContentHashes, content_hashes, corpus_sha256, qrels_sha256
-from .report import markdown_cell
+from ._markdown import markdown_cell
+from .card import CARD_KEY, MetricCard
+from .hashes import FIELDS, ContentHashes, content_hashes, corpus_sha256, qrels_sha256
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .report import Report
-
-__all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "Manifest", "load_folder", "load_manifest", "write_folder"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "MANIFEST",
+    "FolderReport",
+    "Manifest",
+    "comparable",
+    "folder_card",
+    "load_manifest",
+    "write_folder",
+]
 
 FORMAT = "rag_eval result folder"
 FORMAT_VERSION = 1
@@ -78,6 +89,31 @@ class Manifest(BaseModel):
     rag_eval_version: str = __version__
     hashes: ContentHashes | None = None
     files: dict[str, str]  # path relative to the folder (POSIX) -> SHA-256 (hex)
+
+
+class FolderReport(Protocol):
+    """What a result folder is written from: a :class:`~rag_eval.reports.report.Report` (named by what it offers,
+    so that this module, which the Report's save_folder calls, does not import it back)."""
+
+    @property
+    def card(self) -> MetricCard: ...
+    @property
+    def runs(self) -> list[str]: ...
+    @property
+    def metrics(self) -> list[str]: ...
+    @property
+    def text_metrics(self) -> list[str]: ...
+    @property
+    def per_query(self) -> pd.DataFrame: ...
+    @property
+    def per_query_text(self) -> pd.DataFrame: ...
+    @property
+    def summary(self) -> pd.DataFrame: ...
+    @property
+    def loss_items(self) -> pd.DataFrame: ...
+    @property
+    def failures(self) -> pd.DataFrame: ...
+    def save(self, path: str | os.PathLike[str]) -> None: ...
 
 
 def safe_name(text: str) -> str:
@@ -151,28 +187,18 @@ def _run_files(plain: Mapping[str, Run], results: Mapping[str, PipelineResult], 
     return {file: run for file, (_, run) in named.items()}
 
 
-def write_folder(
-    report: Report,
+def folder_card(
+    report: FolderReport,
     folder: str | os.PathLike[str],
     *,
     qrels: Qrels | Mapping[str, Mapping[str, int]] | None = None,
     runs: Mapping[str, Run | PipelineResult] | Run | PipelineResult | None = None,
     collection: Collection | None = None,
-    title: str | None = None,
-    facts: Mapping[str, Any] | None = None,
-    plots: bool = True,
-) -> Path:
-    """Write ``report`` as a result folder (the module's layout); returns the path of ``report.md``.
-
-    ``qrels`` (or ``collection``'s) are written as ``qrels.txt``, and must be those the report was computed on (the
-    same content hash, else an InputError); ``runs`` are the runs or pipeline results it was computed on, written
-    one TREC file per run or stage; ``collection`` also fingerprints the whole corpus in the content hashes
-    (instead of the chunks the pipelines returned). ``title`` and ``facts`` (``{label: text}``) head report.md.
-    A file listed by the folder's previous manifest and not written again is removed."""
-    from .report import Report
-
-    if not isinstance(report, Report):
-        raise TypeError(f"write_folder takes a Report, not {type(report).__name__}")
+) -> tuple[MetricCard, Qrels | None, dict[str, Run], dict[str, PipelineResult]]:
+    """The card a folder of ``report`` carries, and the qrels, plain runs and pipeline results it holds, checked:
+    the qrels (or ``collection``'s) must be those the report was computed on (the same content hash), every run one
+    the report measured, no two runs written to one file; ``collection`` fingerprints the whole corpus in the card's
+    hashes. Each refusal is an InputError naming the folder, raised before anything is written."""
     out = Path(folder)
     where = str(out)
     if out.exists() and not out.is_dir():
@@ -196,9 +222,6 @@ def write_folder(
     if collection is not None and hashes is not None:
         corpus, basis = corpus_sha256(collection)
         hashes = hashes.model_copy(update={"corpus": corpus, "corpus_basis": basis})
-    if hashes is not card.hashes:
-        card = card.model_copy(update={"hashes": hashes})
-        report = report._with_card(card)
     unknown = [name for name in (*plain, *results) if name not in report.runs]
     if unknown:
         raise InputError(
@@ -206,13 +229,34 @@ def write_folder(
             "was computed on, under the report's names",
             source=where,
         )
-    files = _run_files(plain, results, where)
+    _run_files(plain, results, where)
+    return (card if hashes is card.hashes else card.model_copy(update={"hashes": hashes})), qrels, plain, results
+
+
+def write_folder(
+    report: FolderReport,
+    folder: str | os.PathLike[str],
+    *,
+    qrels: Qrels | None = None,
+    plain: Mapping[str, Run] | None = None,
+    results: Mapping[str, PipelineResult] | None = None,
+    title: str | None = None,
+    facts: Mapping[str, Any] | None = None,
+    plots: bool = True,
+) -> Path:
+    """Write ``report`` as a result folder (the module's layout) with ``qrels``, the ``plain`` runs or pipeline
+    ``results`` it was computed on (checked first by :func:`folder_card`, which :meth:`Report.save_folder` calls);
+    returns the path of ``report.md``. ``title`` and ``facts`` (``{label: Markdown}``) head report.md. A file
+    listed by the folder's previous manifest and not written again is removed."""
+    out = Path(folder)
+    plain, results = dict(plain or {}), dict(results or {})
+    files = _run_files(plain, results, str(out))
     out.mkdir(parents=True, exist_ok=True)
     previous = _previous_files(out)
     writer = _Writer(out)
-    buffer = io.BytesIO()
-    report._save_to(buffer)
-    writer.write("report.parquet", buffer.getvalue())
+    report.save(out / "report.parquet")
+    writer.files["report.parquet"] = _sha256_of(out / "report.parquet")
+    card = report.card
     writer.text("card.json", card.model_dump_json(indent=2) + "\n")
     per_query, summary = report.per_query, report.summary
     writer.csv("summary.csv", summary)
@@ -236,7 +280,7 @@ def write_folder(
     if plots and results and qrels is not None:
         pictures = _plots(writer, report, results, qrels)
     path = writer.text("report.md", _markdown(title or out.resolve().name, report, results, facts or {}, pictures))
-    manifest = Manifest(hashes=hashes, files=dict(sorted(writer.files.items())))
+    manifest = Manifest(hashes=card.hashes, files=dict(sorted(writer.files.items())))
     for stale in previous.difference(writer.files):
         with contextlib.suppress(OSError):  # a stale file that cannot be removed is not listed: ignored
             (out / stale).unlink()
@@ -320,18 +364,87 @@ def load_manifest(folder: str | os.PathLike[str]) -> Manifest:
     return manifest
 
 
-def load_folder(folder: str | os.PathLike[str]) -> Report:
-    """The report of a result folder, its files checked against the manifest first (:func:`load_manifest`); the
-    card's content hashes must be the manifest's."""
-    from .report import Report
+Comparable = FolderReport | MetricCard | ContentHashes | str | os.PathLike[str]
 
-    manifest = load_manifest(folder)
-    report = Report.load(Path(folder) / "report.parquet")
-    if report.card.hashes != manifest.hashes:
-        raise InputError(
-            f"the content hashes of report.parquet's card are not those of {MANIFEST}", source=str(Path(folder))
+
+def comparable(a: Comparable, b: Comparable) -> list[str]:
+    """How ``a`` and ``b`` differ in what their numbers were computed on (qrels, query set, corpus, conventions,
+    budget; :mod:`rag_eval.reports.hashes`): one line per difference, empty when they are comparable. Each is a
+    Report, a MetricCard, a ContentHashes, a result folder (its files checked against its manifest first) or a
+    report saved by ``Report.save``. A side without content hashes (saved before rag_eval 0.2.0) is a difference:
+    nothing says they agree. The CI gate refuses to compare folders for which this is not empty."""
+    ha, hb = _hashes_of(a), _hashes_of(b)
+    if ha is None or hb is None:
+        which = " and ".join(n for n, h in (("a", ha), ("b", hb)) if h is None)
+        return [f"{which}: no content hashes (saved before rag_eval 0.2.0): nothing says they were computed alike"]
+    out = []
+    for name in FIELDS:
+        va, vb = getattr(ha, name), getattr(hb, name)
+        ba, bb = getattr(ha, f"{name}_basis", None), getattr(hb, f"{name}_basis", None)
+        if ba != bb and (va is not None or vb is not None):
+            out.append(f"{name}: hashed from {ba or 'nothing'} in a, from {bb or 'nothing'} in b")
+        elif va != vb:
+            shown = (va or "unknown", vb or "unknown") if name == "budget" else (_short(va), _short(vb))
+            out.append(f"{name}: {shown[0]} in a, {shown[1]} in b")
+    ca, cb = _conventions_of(a), _conventions_of(b)
+    if ca is not None and cb is not None and ha.conventions != hb.conventions:
+        fields = [k for k in ca if ca[k] != cb.get(k)]
+        out.append("conventions differ in " + ", ".join(f"{k} ({ca[k]!r} vs {cb.get(k)!r})" for k in fields))
+    return out
+
+
+def _short(value: str | None) -> str:
+    return "unknown" if value is None else f"sha256:{value[:12]}"
+
+
+def _card_of(thing: object) -> MetricCard | None:
+    """The card of a MetricCard, of a report, or of a saved report's file (read from its metadata alone)."""
+    if isinstance(thing, MetricCard):
+        return thing
+    card = getattr(thing, "card", None)
+    if isinstance(card, MetricCard):
+        return card
+    if isinstance(thing, (str, os.PathLike)) and not os.path.isdir(thing):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        where = os.fspath(thing)
+        try:
+            meta = pq.read_schema(where).metadata or {}
+        except (pa.ArrowException, OSError) as exc:
+            if isinstance(exc, FileNotFoundError):
+                raise
+            raise InputError(f"not a Parquet file ({' '.join(str(exc).split())})", source=where) from None
+        if CARD_KEY not in meta:
+            raise InputError("not a rag_eval report (no metric card in its metadata)", source=where)
+        try:
+            return MetricCard.model_validate_json(meta[CARD_KEY])
+        except ValidationError as exc:
+            raise InputError(f"its metric card does not parse ({exc.errors()[0]['msg']})", source=where) from None
+    return None
+
+
+def _hashes_of(thing: object) -> ContentHashes | None:
+    if isinstance(thing, ContentHashes):
+        return thing
+    if isinstance(thing, (str, os.PathLike)) and os.path.isdir(thing):
+        return load_manifest(thing).hashes
+    card = _card_of(thing)
+    if card is None:
+        raise TypeError(
+            "comparable() takes reports, metric cards, content hashes, result folders or saved reports, not "
+            f"{type(thing).__name__}"
         )
-    return report
+    return card.hashes
+
+
+def _conventions_of(thing: object) -> dict[str, Any] | None:
+    """The conventions as a dict, when ``thing`` carries a card."""
+    if isinstance(thing, (str, os.PathLike, ContentHashes)):
+        return None
+    card = _card_of(thing)
+    conventions: Conventions | None = card.conventions if card is not None else None
+    return conventions.model_dump(mode="json") if conventions is not None else None
 
 
 # ----- report.md -----------------------------------------------------------------------------------------------
@@ -345,7 +458,7 @@ def _ci(row: Mapping[Any, Any]) -> str:
 
 def _markdown(
     title: str,
-    report: Report,
+    report: FolderReport,
     results: Mapping[str, PipelineResult],
     facts: Mapping[str, Any],
     pictures: list[Path],
@@ -378,7 +491,7 @@ def _markdown(
     return "\n".join(lines)
 
 
-def _pipeline_markdown(report: Report, results: Mapping[str, PipelineResult], summary: pd.DataFrame) -> list[str]:
+def _pipeline_markdown(report: FolderReport, results: Mapping[str, PipelineResult], summary: pd.DataFrame) -> list[str]:
     lines: list[str] = []
     for pipeline, result in results.items():
         rows = summary[summary["run"] == pipeline]
@@ -432,7 +545,13 @@ def _pipeline_markdown(report: Report, results: Mapping[str, PipelineResult], su
 # ----- plots ---------------------------------------------------------------------------------------------------
 
 
-def _plots(writer: _Writer, report: Report, results: Mapping[str, PipelineResult], qrels: Qrels) -> list[Path]:
+def _column(per_query: pd.DataFrame, run: str, stage: str, metric: str) -> pd.Series:
+    """One stage's per-query values of one metric, indexed by query id."""
+    rows = per_query[(per_query["run"] == run) & (per_query["stage"] == stage) & (per_query["metric"] == metric)]
+    return rows.set_index("query_id")["value"]
+
+
+def _plots(writer: _Writer, report: FolderReport, results: Mapping[str, PipelineResult], qrels: Qrels) -> list[Path]:
     """recall@k of every stage, the loss attribution and per query recall against the final metric (PNG)."""
     from .._optional import require
 
@@ -440,9 +559,11 @@ def _plots(writer: _Writer, report: Report, results: Mapping[str, PipelineResult
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from . import evaluate
+    from ..metrics._engine import evaluate_run
+    from ..metrics.grammar import parse_metrics
 
     written: list[Path] = []
+    conventions = report.card.conventions
 
     def save(fig: Any, name: str) -> None:
         buffer = io.BytesIO()
@@ -455,11 +576,10 @@ def _plots(writer: _Writer, report: Report, results: Mapping[str, PipelineResult
         depth = result.pipeline.depth
         ks = sorted(set(np.unique(np.geomspace(1, depth, num=min(depth, 30)).astype(int)).tolist()) | {depth})
         # under the report's own conventions, so that the curve meets the table's recall@depth at the depth
-        curves = evaluate(
-            qrels, result.runs, [f"recall@{k}" for k in ks], conventions=report.card.conventions, judged_threshold=0.0
-        )
-        for stage in result.stages:
-            ax.plot(ks, [curves.mean(stage, f"recall@{k}") for k in ks], marker=".", label=stage)
+        recall = parse_metrics([f"recall@{k}" for k in ks])
+        for stage, run in result.runs.items():
+            at_k = evaluate_run(qrels, run, recall, conventions, warn_ids=False).values
+            ax.plot(ks, [float(np.nanmean(v)) if len(v) else np.nan for v in at_k], marker=".", label=stage)
         ax.axvline(depth, color="grey", linestyle=":", label=f"depth {depth}")
         budget = result.pipeline.budget
         delivered = list(result.delivered().values())
@@ -487,14 +607,15 @@ def _plots(writer: _Writer, report: Report, results: Mapping[str, PipelineResult
         ax.tick_params(axis="x", labelrotation=20, labelsize=8)
         fig.tight_layout()
         save(fig, "loss_attribution.png")
+    per_query = report.per_query
     fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 4), squeeze=False)
     for ax, (pipeline, result) in zip(axes[0], results.items(), strict=True):
         final_metric = "ndcg@budget" if result.final_stage != result.first_stage else "recall@budget"
         if "recall@depth" not in report.metrics or final_metric not in report.metrics:
             continue
-        recall = report.values(pipeline, "recall@depth", stage=result.first_stage)
-        quality = report.values(pipeline, final_metric, stage=result.final_stage)
-        joined = recall.to_frame("x").join(quality.to_frame("y"), how="inner")
+        x = _column(per_query, pipeline, result.first_stage, "recall@depth")
+        y = _column(per_query, pipeline, result.final_stage, final_metric)
+        joined = x.to_frame("x").join(y.to_frame("y"), how="inner")
         ax.scatter(joined["x"], joined["y"], s=8, alpha=0.5)
         ax.set(
             xlabel=f"{result.first_stage} recall@depth",

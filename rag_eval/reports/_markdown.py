@@ -1,0 +1,25 @@
+"""Markdown tables whose cells are text: ``&``, ``<`` and ``>`` as entities (Markdown renders raw HTML), ``|``
+backslashed. Used by the notebook displays and report.md."""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def markdown_cell(value: object) -> str:
+    """A Markdown table cell: HTML escaped, ``|`` escaped, a newline as a space, floats to 4 decimals."""
+    text = f"{value:.4f}" if isinstance(value, float) else str(value)
+    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(frame: pd.DataFrame, *, heading: str | None = None) -> str:
+    """``frame`` as a Markdown table (every cell through :func:`markdown_cell`), under an escaped heading line."""
+    lines = [markdown_cell(heading), ""] if heading else []
+    lines.append("| " + " | ".join(markdown_cell(c) for c in frame.columns) + " |")
+    lines.append("|" + "---|" * len(frame.columns))
+    lines += ["| " + " | ".join(markdown_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines) + "\n"
