@@ -1,8 +1,11 @@
-"""The house's layers: each module of rag_eval imports only its own layer and the layers below it."""
+"""The house's layers: each module of rag_eval imports only its own layer and the layers below it, and no import
+circle joins its modules (inside a layer too)."""
 
 from __future__ import annotations
 
 import ast
+import itertools
+from pathlib import Path
 
 from .conftest import ROOT
 
@@ -76,3 +79,205 @@ def test_every_module_imports_only_its_layer_and_below():
                     f"(layer {LAYERS[target]})"
                 )
     assert wrong == []
+
+
+# ----- no import circle among rag_eval's modules ------------------------------------------------------------------
+
+
+def _modules(root) -> dict[str, Path]:
+    """Dotted module name -> file, for rag_eval and adapters/ (as rag_eval.adapters); a package by its
+    ``__init__.py``, a C extension by its source (``rag_eval/_speedups.c``: it imports no Python module)."""
+    found = {}
+    for top, name in ((root / "rag_eval", "rag_eval"), (root / "adapters", "rag_eval.adapters")):
+        for path in sorted([*top.rglob("*.py"), *top.rglob("*.c")]):
+            parts = [*name.split("."), *path.relative_to(top).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST):
+    """Every import statement in the tree, at any depth (functions, methods, try blocks), but those under
+    ``if TYPE_CHECKING:`` (never run)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, dict[str, int]]:
+    """module -> {module it imports: line of the first such import}, among ``modules`` only.
+
+    ``from P import name`` is an edge to the submodule ``P.name`` where there is one, else to ``P`` itself (a name
+    taken from a package's face runs that face); ``import a.b.c`` is an edge to ``a.b.c``. The packages a dotted
+    import passes through are not edges: Python has them (partly) initialised before their modules run.
+    """
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        edges: dict[str, int] = {}
+        graph[module] = edges
+        if path.suffix != ".py":
+            continue
+        for node in _imports(ast.parse(path.read_text("utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                targets = [
+                    f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source for alias in node.names
+                ]
+            for target in targets:
+                if target in modules and target != module:
+                    edges.setdefault(target, node.lineno)
+    return graph
+
+
+def circles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """One shortest circle through each strongly connected component of more than one module (Tarjan's
+    algorithm, iterative), each as [a, b, ..., a]."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(component)
+    found = []
+    for component in components:
+        first = min(component)
+        paths = {first: [first]}  # breadth first, inside the component, back to the first module
+        queue = [first]
+        while queue:
+            node = queue.pop(0)
+            if first in graph[node]:
+                found.append([*paths[node], first])
+                break
+            for child in sorted(graph[node]):
+                if child in component and child not in paths:
+                    paths[child] = [*paths[node], child]
+                    queue.append(child)
+    return sorted(found)
+
+
+def _describe(circle: list[str], graph: dict[str, dict[str, int]], modules: dict[str, Path], root: Path) -> str:
+    steps = [f"  {a} ({modules[a].relative_to(root)}:{graph[a][b]}) imports {b}" for a, b in itertools.pairwise(circle)]
+    return " -> ".join(circle) + "\n" + "\n".join(steps)
+
+
+def test_no_import_circle_among_rag_eval_s_modules():
+    """Every import counts, lazy ones inside functions too (they are circles all the same, hidden until called),
+    but those under ``if TYPE_CHECKING:``."""
+    modules = _modules(ROOT)
+    assert "rag_eval.adapters.langchain" in modules and "rag_eval.data" in modules
+    graph = import_graph(modules)
+    found = circles(graph)
+    assert not found, "import circles:\n" + "\n".join(_describe(c, graph, modules, ROOT) for c in found)
+
+
+def _tree(tmp_path, files: dict[str, str]):
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (tmp_path / "adapters").mkdir(exist_ok=True)
+    return import_graph(_modules(tmp_path))
+
+
+def test_the_circle_finder_sees_lazy_imports_and_faces_and_ignores_type_checking(tmp_path):
+    graph = _tree(
+        tmp_path,
+        {
+            "rag_eval/__init__.py": "from .reports import evaluate\n",
+            "rag_eval/reports/__init__.py": "from .evaluation import evaluate\n",
+            "rag_eval/reports/evaluation.py": "from . import projected\ndef evaluate(): pass\n",
+            # a lazy import inside a function closes a circle with evaluation
+            "rag_eval/reports/projected.py": "def f():\n    from .evaluation import evaluate\n",
+            # under TYPE_CHECKING: no edge
+            "rag_eval/data/__init__.py": "from .qrels import Qrels\n",
+            "rag_eval/data/qrels.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..reports import Report\n"
+                "else:\n    from .._files import x\nclass Qrels: pass\n"
+            ),
+            "rag_eval/_files.py": "import rag_eval.errors\nfrom . import _speedups\n",
+            "rag_eval/_speedups.c": "/* a C extension: an import of it is no edge to the package's face */\n",
+            "rag_eval/errors.py": "",
+            # a name taken from its own package's face: a circle through the face
+            "rag_eval/stages/__init__.py": "from .pipeline import Pipeline\nHit = 1\n",
+            "rag_eval/stages/pipeline.py": "from . import Hit\nclass Pipeline: pass\n",
+        },
+    )
+    assert graph["rag_eval.reports.projected"] == {"rag_eval.reports.evaluation": 2}
+    assert graph["rag_eval.data.qrels"] == {"rag_eval._files": 5}  # not rag_eval.reports
+    # not the root package it passes through, nor the face for the compiled module
+    assert graph["rag_eval._files"] == {"rag_eval.errors": 1, "rag_eval._speedups": 2}
+    assert circles(graph) == [
+        ["rag_eval.reports.evaluation", "rag_eval.reports.projected", "rag_eval.reports.evaluation"],
+        ["rag_eval.stages", "rag_eval.stages.pipeline", "rag_eval.stages"],
+    ]
+    modules = _modules(tmp_path)
+    text = _describe(circles(graph)[0], graph, modules, tmp_path)
+    assert "rag_eval.reports.projected (" in text and "projected.py:2) imports rag_eval.reports.evaluation" in text
+
+
+def test_the_circle_finder_on_a_longer_circle(tmp_path):
+    graph = _tree(
+        tmp_path,
+        {
+            "rag_eval/__init__.py": "",
+            "rag_eval/stages/__init__.py": "",
+            "rag_eval/stages/pipeline.py": "from .result import PipelineResult\n",
+            "rag_eval/stages/result.py": "def f():\n    from . import _runner\n",
+            "rag_eval/stages/_runner.py": "import rag_eval.stages.pipeline as p\n",
+            "rag_eval/stages/fusion.py": "from .pipeline import x\n",  # into the circle, not part of it
+        },
+    )
+    assert circles(graph) == [
+        ["rag_eval.stages._runner", "rag_eval.stages.pipeline", "rag_eval.stages.result", "rag_eval.stages._runner"]
+    ]
