@@ -1,0 +1,80 @@
+"""The tools maintainers run: the pre-commit hooks are local (nothing cloned offline) and run what ``make lint`` runs,
+``make lint`` and ``make test-fast`` run what they say, and the linters in the venv are the versions pyproject.toml
+pins (a new ruff may format differently)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import ROOT
+
+BIN = Path(sys.executable).parent
+CONFIG = ROOT / ".pre-commit-config.yaml"
+
+
+def _dry_run(target: str) -> str:
+    """The commands ``make -n <target>`` would run (recursive makes are dry too); skips without make."""
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("needs make")
+    done = subprocess.run([make, "-n", "--no-print-directory", target], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_pre_commit_accepts_the_config():
+    done = subprocess.run(
+        [str(BIN / "pre-commit"), "validate-config", str(CONFIG)], capture_output=True, text=True, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_pre_commit_refuses_a_broken_config(tmp_path):
+    """The validation above can fail: a hook without its language is refused."""
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("repos:\n  - repo: local\n    hooks:\n      - id: x\n        name: x\n        entry: x\n")
+    done = subprocess.run([str(BIN / "pre-commit"), "validate-config", str(broken)], capture_output=True, text=True)
+    assert done.returncode != 0 and "language" in done.stdout + done.stderr
+
+
+def test_every_hook_is_local_and_runs_the_venv_s_tools():
+    config = yaml.safe_load(CONFIG.read_text())
+    assert [repo["repo"] for repo in config["repos"]] == ["local"]
+    hooks = {hook["id"]: hook for hook in config["repos"][0]["hooks"]}
+    assert set(hooks) == {"ruff-check", "ruff-format", "mypy"}
+    assert {hook["language"] for hook in hooks.values()} == {"system"}
+    assert hooks["ruff-check"]["entry"].startswith(".venv/bin/ruff check")
+    assert hooks["ruff-format"]["entry"].startswith(".venv/bin/ruff format")
+    # mypy runs as make lint runs it, on the whole package (not on the files staged: mypy needs the package)
+    assert hooks["mypy"]["entry"] == "make --no-print-directory mypy" and hooks["mypy"]["pass_filenames"] is False
+
+
+def test_make_lint_runs_ruff_repo_wide_and_mypy_on_the_package_with_its_adapters():
+    commands = _dry_run("lint")
+    assert re.search(r"^\S*ruff check \.$", commands, re.M), commands
+    assert re.search(r"^\S*ruff format --check \.$", commands, re.M), commands
+    assert "mypy --config-file" in commands and "-p rag_eval" in commands
+    assert "ln -s" in commands and "/adapters build/mypy/rag_eval/adapters" in commands
+    assert "sed -e 's|^rag_eval/adapters/|adapters/|'" in commands  # error paths name the checkout's files
+
+
+def test_make_test_fast_leaves_out_the_marked_tests():
+    commands = _dry_run("test-fast")
+    assert 'pytest -q -m "not slow and not browser and not notebook and not sigkill and not wheel"' in commands
+    markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
+    assert {m.split(":")[0] for m in markers} == {"slow", "browser", "notebook", "sigkill", "wheel"}
+
+
+def test_the_linters_are_the_pinned_versions():
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    pins = dict(d.split("==") for d in dev if "==" in d)
+    assert version("ruff") == pins["ruff"] and version("mypy") == pins["mypy"]
