@@ -1,13 +1,23 @@
 /*
  * rag_eval._speedups: the per-result loops of rag_eval in C.
  *
- * Three functions, each with a pure-Python twin that gives the same result (and that rag_eval uses when this
- * module is not built): reading a {query: {doc: score}} mapping into columns, looking up the grade of every
- * result in per-query judgement dicts, and reading a whitespace-separated TREC run or qrels file into columns.
- * Each returns None, instead of guessing, on anything unusual (a non-str id, a score that is not a float or an
- * int, a boolean, a malformed line, a number not spelled as a plain ASCII decimal): the Python twin then handles
- * it and names the problem.
- */
+ * Six functions; wherever rag_eval calls them it has a pure-Python path that gives the same result (used when this
+ * module is not built, or under RAG_EVAL_PURE_PYTHON=1; tests/test_speedups.py compares the two):
+ *
+ * - three readers, which return None instead of guessing on anything unusual (a non-str id, a score that is not a
+ *   float or an int, a boolean, a malformed line, a number not spelled as a plain ASCII decimal), so that the
+ *   Python path handles it and names the problem:
+ *   - score_columns: a {query: {doc: score}} mapping into columns (rag_eval.data.run);
+ *   - judgement_dicts: a {query: {doc: grade}} mapping copied, with its columns (rag_eval.data.qrels);
+ *   - parse_columns: a whitespace-separated TREC run or qrels file into columns (rag_eval.data._columns);
+ * - three lookups over arrays rag_eval has built itself, which raise TypeError or ValueError on arrays that do
+ *   not fit (a bug of the caller, never the user's data):
+ *   - lookup: the grade of every result in per-query judgement dicts (rag_eval.metrics._grades);
+ *   - lookup_packed: the same for doc ids packed as UTF-8 bytes, which only parse_columns makes (its Python path
+ *     is the line reader's doc ids looked up by lookup's twin; rag_eval.metrics._grades);
+ *   - search_segments: np.searchsorted within each row's own sorted segment (rag_eval.data._ranking).
+ *
+ * Whether each earns its keep is measured in the scale issue, after the harness is columnar. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
@@ -365,7 +375,8 @@ done:
     return result;
 }
 
-/* ---- parse_columns(data, kind) -> (query_ids, codes, doc_ids, values, tag, repeats, interleaved) | None -- */
+/* ---- parse_columns(data, kind, ascii, packed) -> (query_ids, codes, doc_ids, values, n, tag, repeats,
+   interleaved) | None; with packed, doc_ids is (utf8 bytes, int64 starts) ------------------------------------ */
 
 #define KIND_RUN 0   /* qid Q0 docid rank score tag [ignored...]: fields 0, 2, 4 (float), 5 (first line) */
 #define KIND_QRELS 1 /* qid iter docid grade: exactly 4 fields, 0, 2, 3 (integer) */
