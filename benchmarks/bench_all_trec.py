@@ -123,7 +123,7 @@ def worker(spec: dict) -> dict:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
         base = bm._kb("VmRSS")
-        result = call()
+        _result = call()  # held until the peak is read
         peak = bm._kb("VmHWM")
         if base is not None and peak is not None:
             peak_mb = (peak - base) / 1024

@@ -1,7 +1,8 @@
 """Chunking comparison on SQuAD with labels that survive re-chunking (issue 6). Not a test; run from the repository
 root:
 
-    .venv/bin/python benchmarks/bench_chunking.py [--dataset ../shared/datasets/squad-dev-v1.1] [--questions N] [--write]
+    .venv/bin/python benchmarks/bench_chunking.py [--dataset ../shared/datasets/squad-dev-v1.1] \\
+        [--questions N] [--write]
 
 The 48 articles of ``articles.jsonl`` are cut six ways (256, 512 and 1024 characters, each without overlap and with
 25% overlap) by :func:`chunk_text`, a character chunker that snaps chunk ends back to whitespace and records each

@@ -105,7 +105,9 @@ def main() -> None:
     for label, stage in (("threads", Remote("remote")), ("asyncio", AsyncRemote("remote-async"))):
         serial = None
         for c in (1, 8, 32):
-            seconds = timed(lambda: Pipeline(stage, depth=10).run(queries, concurrency=c, progress=False))
+            seconds = timed(
+                lambda stage=stage, c=c: Pipeline(stage, depth=10).run(queries, concurrency=c, progress=False)
+            )
             serial = serial or seconds
             lines.append(f"| {label}, concurrency {c} | {seconds:.2f} | {serial / seconds:.1f}x | >= {0.75 * c:.1f}x |")
     lines.append("")

@@ -63,9 +63,13 @@ def ensure_data(queries: int, depth: int, seed: int) -> tuple[Path, Path]:
     stem = DATA_DIR / f"q{queries}_d{depth}_s{seed}"
     qrels_path, run_path, meta_path = Path(f"{stem}.qrels"), Path(f"{stem}.run"), Path(f"{stem}.json")
     params = {"queries": queries, "depth": depth, "seed": seed, "corpus": CORPUS, "version": DATA_VERSION}
-    if qrels_path.exists() and run_path.exists() and meta_path.exists():
-        if {k: v for k, v in json.loads(meta_path.read_text()).items() if k in params} == params:
-            return qrels_path, run_path
+    if (
+        qrels_path.exists()
+        and run_path.exists()
+        and meta_path.exists()
+        and {k: v for k, v in json.loads(meta_path.read_text()).items() if k in params} == params
+    ):
+        return qrels_path, run_path
     import numpy as np
 
     t0 = time.perf_counter()
@@ -221,7 +225,7 @@ def worker(spec: dict) -> dict:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # resets VmHWM to the current RSS
         base = _kb("VmRSS")
-        result = call()
+        _result = call()  # held until the peak is read
         peak = _kb("VmHWM")
         if base is not None and peak is not None:
             peak_mb = (peak - base) / 1024
@@ -291,7 +295,8 @@ def tables(results: dict, sizes: list, tools: list, sources: list) -> tuple[str,
                 warm_r = ratio(r["warm"], ref.get("warm")) if ref.get("ok") else "–"
                 mem_r = ratio(r["peak_mb"], ref.get("peak_mb")) if ref.get("ok") else "–"
                 rows.append(
-                    f"| {size} | {src} | {tool} | {fmt_s(r['first'])} | {fmt_s(r['warm'])} | {fmt_mb(r['peak_mb'])} | {warm_r} | {mem_r} |"
+                    f"| {size} | {src} | {tool} | {fmt_s(r['first'])} | {fmt_s(r['warm'])} | {fmt_mb(r['peak_mb'])} "
+                    f"| {warm_r} | {mem_r} |"
                 )
                 if r.get("note"):
                     notes.append(f"{tool} at {q}x{d} ({src}): {r['note']}.")
@@ -332,8 +337,8 @@ def headline(results: dict, sizes: list, sources: list) -> str:
     for src in sources:
         a, b = results[(*size, src, "rag_eval")], results[(*size, src, "pytrec_eval")]
         rows.append(
-            f"| {src} | {fmt_s(a['warm'])} | {fmt_s(b['warm'])} | {ratio(b['warm'], a['warm'])} | {fmt_mb(a['peak_mb'])} "
-            f"| {fmt_mb(b['peak_mb'])} | {ratio(b['peak_mb'], a['peak_mb'])} |"
+            f"| {src} | {fmt_s(a['warm'])} | {fmt_s(b['warm'])} | {ratio(b['warm'], a['warm'])} "
+            f"| {fmt_mb(a['peak_mb'])} | {fmt_mb(b['peak_mb'])} | {ratio(b['peak_mb'], a['peak_mb'])} |"
         )
     return "\n".join(rows)
 
@@ -342,7 +347,14 @@ def machine() -> list[str]:
     from importlib import metadata
 
     cpu = (
-        next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+        next(
+            (
+                ln.split(":", 1)[1].strip()
+                for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")
+            ),
+            "?",
+        )
         if os.path.exists("/proc/cpuinfo")
         else platform.processor()
     )

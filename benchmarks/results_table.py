@@ -70,9 +70,8 @@ def ndcg10(folders: list[str]) -> None:
                 continue
             seen.add((dataset, stage))
             row = rag_eval.evaluate(qrels, rag_eval.Run.from_trec(path), ["ndcg@10"]).summary.iloc[0]
-            print(
-                f"| {dataset} | {stage} | {cell(row)} | {PUBLISHED.get((dataset, stage), 'none found' if stage != 'hybrid' else 'not a published configuration')} |"
-            )
+            missing = "none found" if stage != "hybrid" else "not a published configuration"
+            print(f"| {dataset} | {stage} | {cell(row)} | {PUBLISHED.get((dataset, stage), missing)} |")
 
 
 if __name__ == "__main__":

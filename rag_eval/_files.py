@@ -24,6 +24,7 @@ that are gone (done when a labelling server or a stage cache starts).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -91,10 +92,8 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | Iterable[bytes]) ->
             os.close(fd)
         os.replace(temporary, target)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(temporary)
-        except OSError:
-            pass
         raise
     fsync_directory(target.parent)
     return target

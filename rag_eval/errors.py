@@ -4,7 +4,8 @@ Every problem with a user's input is an :class:`InputError` that names where it 
 and field) and what is wrong, so that the CLI can print one line and exit 2 instead of a traceback.
 
 Every warning is a subclass of :class:`RagEvalWarning` (itself a ``UserWarning``), one class per kind, so that
-tests and users can filter exactly the kind they mean (``warnings.simplefilter("error", rag_eval.errors.InfiniteScore)``).
+tests and users can filter exactly the kind they mean
+(``warnings.simplefilter("error", rag_eval.errors.InfiniteScore)``).
 """
 
 from __future__ import annotations

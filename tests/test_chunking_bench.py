@@ -4,6 +4,7 @@ chunkings, the real bm25s retriever, SQuAD's answer spans projected onto each ch
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import re
 import sys
@@ -50,20 +51,20 @@ def test_chunker_offsets_are_exact_and_tile_the_text(bench):
         chunks = bench.chunk_text("d", text, size, overlap)
         assert all(text[c.start : c.end] == c.text and 0 < len(c.text) <= size for c in chunks)
         assert all(not c.text[0].isspace() for c in chunks)
-        for a, b in zip(chunks, chunks[1:]):
+        for a, b in itertools.pairwise(chunks):
             assert a.start < b.start and a.end < b.end
             assert b.start >= a.end - overlap  # overlap at most as asked, none without
         covered = set().union(*(range(c.start, c.end) for c in chunks))
         assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())  # nothing but blanks is lost
         if overlap == 0:
-            assert all(a.end <= b.start for a, b in zip(chunks, chunks[1:]))
+            assert all(a.end <= b.start for a, b in itertools.pairwise(chunks))
     with pytest.raises(ValueError, match="overlap"):
         bench.chunk_text("d", text, 32, 16)
 
 
 def test_comparison_on_a_slice(compared, squad_slice):
     rows, projections = compared
-    articles, questions, labels = squad_slice
+    _articles, questions, labels = squad_slice
     assert [r["chunking"] for r in rows] == ["256", "256+64", "512", "512+128", "1024", "1024+256"]
     for r in rows:
         p = projections[r["chunking"]]
@@ -90,7 +91,7 @@ def test_comparison_on_a_slice(compared, squad_slice):
 def test_wasted_positions_repeat_a_delivered_answer(compared):
     _, projections = compared
     frame = projections["1024+256"].to_frame()
-    for qid, rows in frame.groupby("query_id"):
+    for _, rows in frame.groupby("query_id"):
         statuses = list(rows.sort_values("rank").status)
         if "wasted" in statuses:  # a wasted position always comes after the position credited with the answer
             assert "unit" in statuses[: statuses.index("wasted")]

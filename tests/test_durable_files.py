@@ -171,9 +171,12 @@ def test_a_torn_tail_is_cut_before_the_next_append_and_a_whole_one_gets_its_newl
 
 def test_file_lock_without_blocking_refuses_at_once_while_another_holds_it(tmp_path):
     lock = tmp_path / "x.lock"
-    with file_lock(lock, exclusive=True):
-        with pytest.raises(BlockingIOError), file_lock(lock, exclusive=True, blocking=False):
-            pass
+    with (
+        file_lock(lock, exclusive=True),
+        pytest.raises(BlockingIOError),
+        file_lock(lock, exclusive=True, blocking=False),
+    ):
+        pass
     with file_lock(lock, exclusive=True, blocking=False):  # free again
         pass
 
