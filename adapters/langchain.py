@@ -140,6 +140,8 @@ class LangChainRetriever(Retriever):
         self._extra: dict[str, Any] = {}  # other keywords for similarity_search_with_score
         self._copies: dict[int, Any] = {}
         self._lock = threading.Lock()
+        self._k_param: str | None  # how k reaches the retriever (see _k_route): a keyword or field name, or none
+        self._k_via: str | None
         if with_scores:
             if isinstance(obj, core.VectorStore):
                 self.wrapped = obj

@@ -31,7 +31,7 @@ import json
 import os
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -218,7 +218,7 @@ def json_metadata(metadata: Mapping[str, Any], where: str) -> dict[str, Any]:
     return {k: _json_value(v, f"{where}, metadata key {k!r}") for k, v in _str_keys(metadata, where)}
 
 
-def _str_keys(metadata: Mapping[str, Any], where: str):
+def _str_keys(metadata: Mapping[str, Any], where: str) -> Iterator[tuple[str, Any]]:
     for key, value in metadata.items():
         if not isinstance(key, str):
             raise InputError(

@@ -357,7 +357,7 @@ class _Describer:
         else:
             self._object(value, path)
 
-    def _sequence(self, value: list | tuple, path: str) -> None:
+    def _sequence(self, value: list[Any] | tuple[Any, ...], path: str) -> None:
         tag = b"L" if type(value) is list else b"T"
         if set(map(type, value)) <= _PLAIN:  # the common case, in C: marshal format 0 has no refs, no interning
             self._put(tag + b"m", marshal.dumps(value, 0))
@@ -378,7 +378,7 @@ class _Describer:
             self.describe(key, f"{path} key")
             self.describe(item, f"{path}[{key!r}]")
 
-    def _set(self, value: set | frozenset, path: str) -> None:
+    def _set(self, value: set[Any] | frozenset[Any], path: str) -> None:
         digests = []
         for item in value:  # ordered by the members' own digests: set order follows the process's hash seed
             member = _Describer(self.stage, self.ignore)

@@ -28,17 +28,33 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..errors import HarnessError, InputError
-from ._cache import NoCache, StageCache, as_cache, json_metadata, text_hash
+from ._cache import NoCache, NoStore, StageCache, StageStore, as_cache, json_metadata, text_hash
 from ._fingerprint import Uncacheable
 from .budget import Budget
 from .fusion import Fusion
 from .hits import Hit, as_hit
 from .result import Outcome, PipelineResult, PipelineSpec, StageOutput, StageSpec, announce
 from .stage import Reranker, Retriever, Stage
+
+Given = tuple[Hit, ...] | None  # the hits a reranker is given for a query (None: a first stage, given none)
+Call = Callable[[str, Given], Any]  # call(query text, given): what the stage returned
+ACall = Callable[[str, Given], Awaitable[Any]]
+Checked = tuple[list[Hit], tuple[str, ...], list[str]]  # hits kept, doc ids past the depth, issues
+Check = Callable[[Any, Any], Checked]  # check(returned, given): usable hits, or a StageFault
+Todo = tuple[str, str, Given, str, bool]  # query id, text, given, query hash, verify it
+Finish = Callable[[str, str, Outcome], None]  # finish(query id, query hash, outcome)
+
+
+class _Bar(Protocol):
+    """What the runner uses of a progress bar (tqdm's)."""
+
+    def update(self, n: float | None = 1) -> bool | None: ...
+
+    def close(self) -> None: ...
 
 
 class Plan(Protocol):
@@ -148,8 +164,8 @@ def run_pipeline(
                 calls,
                 store.store(reranker.name, key),
                 settings,
-                call=lambda text, hits, r=reranker: r.rerank(text, list(hits)),
-                acall=(lambda text, hits, r=reranker: r.arerank(text, list(hits))) if reranker.has_async else None,
+                call=_rerank_call(reranker),
+                acall=_rerank_acall(reranker) if reranker.has_async else None,
                 check=_reranked_hits,
             )
         )
@@ -158,6 +174,22 @@ def run_pipeline(
     result = PipelineResult(spec, queries, stages)
     announce(result.findings, stacklevel=3)  # once per run, one line per kind, at the caller of Pipeline.run
     return result
+
+
+def _rerank_call(reranker: Reranker) -> Call:
+    """``call(text, given)`` for a reranker: it gets a list of its own (it must not change the input in place)."""
+
+    def call(text: str, given: Given) -> Any:
+        return reranker.rerank(text, list(given or ()))
+
+    return call
+
+
+def _rerank_acall(reranker: Reranker) -> ACall:
+    async def acall(text: str, given: Given) -> Any:
+        return await reranker.arerank(text, list(given or ()))
+
+    return acall
 
 
 def _spec(pipeline: Plan, described: Mapping[str, tuple[str, str]]) -> PipelineSpec:
@@ -209,7 +241,7 @@ class _Settings:
         self.verify = verify  # computed queries per stage called twice: -1 all, 0 none
 
 
-def _described(stage: Stage, store) -> tuple[str, str]:
+def _described(stage: Stage, store: StageCache | NoCache) -> tuple[str, str]:
     """A stage's fingerprint and what it covers; a stage that cannot be described exactly runs uncached."""
     try:
         described = stage.described()
@@ -266,8 +298,6 @@ def _as_hits(returned: Any) -> tuple[list[Hit], list[str]]:
 
 _STOP = (KeyboardInterrupt, SystemExit, HarnessError)  # stop the run; every other exception is the query's fault
 
-Checked = tuple[list[Hit], tuple[str, ...], list[str]]  # hits kept, doc ids past the depth, issues
-
 
 def _first_stage_hits(returned: Any, depth: int, corpus: frozenset[str] | None) -> Checked:
     hits, issues = _as_hits(returned)
@@ -289,7 +319,7 @@ def _reranked_hits(returned: Any, given: Sequence[Hit]) -> Checked:
     return hits, (), issues
 
 
-def _second_answer(first: Sequence[Hit], get_again: Callable[[], Any], check: Callable, given) -> str | None:
+def _second_answer(first: Sequence[Hit], get_again: Callable[[], Any], check: Check, given: Given) -> str | None:
     """The issue, if any, when a stage is asked the same query again (``verify``): a differing answer."""
     try:
         again = check(get_again(), given)[0]
@@ -306,17 +336,17 @@ def _second_answer(first: Sequence[Hit], get_again: Callable[[], Any], check: Ca
 
 def _run_stage(
     stage: Stage,
-    calls: dict[str, tuple[str, tuple[Hit, ...] | None]],
-    store,
+    calls: dict[str, tuple[str, Given]],
+    store: StageStore | NoStore,
     settings: _Settings,
     *,
-    call: Callable,
-    acall: Callable | None,
-    check: Callable,
+    call: Call,
+    acall: ACall | None,
+    check: Check,
 ) -> dict[str, Outcome]:
     """Every query of ``calls`` through one stage: from the cache where stored, else computed and stored."""
     outcomes: dict[str, Outcome] = {}
-    todo: list[tuple[str, str, tuple[Hit, ...] | None, str, bool]] = []
+    todo: list[Todo] = []
     for q, (text, given) in calls.items():
         qhash = text_hash(text if given is None else text + "\x00" + "\x1f".join(h.doc_id for h in given))
         record = store.get(q, qhash)
@@ -387,7 +417,7 @@ def _stored_types(stage: str, query: str, result: Outcome) -> Outcome:
     return Outcome(tuple(hits), result.error, result.latency, result.cached, result.beyond_depth, result.issues)
 
 
-def _progress_bar(name: str, total: int, progress: bool | None):
+def _progress_bar(name: str, total: int, progress: bool | None) -> _Bar | None:
     if progress is False or total == 0:
         return None
     from tqdm.auto import tqdm
@@ -405,18 +435,20 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _run_threads(todo, call, acall, check, settings: _Settings, finish) -> None:
+def _run_threads(
+    todo: list[Todo], call: Call, acall: ACall | None, check: Check, settings: _Settings, finish: Finish
+) -> None:
     """Every query of ``todo`` on ``concurrency`` threads (the caller's own when 1). An async stage runs on an
     event loop of the worker thread's own, kept from call to call; one abandoned by a timeout is replaced."""
     local = threading.local()
     loops: list[asyncio.AbstractEventLoop] = []  # every event loop made for this stage, closed at the end
 
-    def ask(text: str, given):
+    def ask(text: str, given: Given) -> Any:
         if acall is not None:
             return _on_own_loop(local, loops, acall, text, given, settings.timeout)
         return call(text, given) if settings.timeout is None else _with_timeout(call, text, given, settings.timeout)
 
-    def one(q: str, text: str, given, qhash: str, verify: bool) -> None:
+    def one(q: str, text: str, given: Given, qhash: str, verify: bool) -> None:
         start = time.perf_counter()
         error = None
         for attempt in range(settings.retries + 1):
@@ -456,7 +488,7 @@ def _run_threads(todo, call, acall, check, settings: _Settings, finish) -> None:
                 loop.close()
 
 
-def _with_timeout(call, text, given, timeout: float):
+def _with_timeout(call: Call, text: str, given: Given, timeout: float) -> Any:
     result: list[Any] = []
     failure: list[BaseException] = []
 
@@ -476,7 +508,14 @@ def _with_timeout(call, text, given, timeout: float):
     return result[0]
 
 
-def _on_own_loop(local: threading.local, loops: list, acall, text, given, timeout: float | None):
+def _on_own_loop(
+    local: threading.local,
+    loops: list[asyncio.AbstractEventLoop],
+    acall: ACall,
+    text: str,
+    given: Given,
+    timeout: float | None,
+) -> Any:
     """Await ``acall(text, given)`` on this worker's event loop (made on first use). With a timeout the loop is
     driven by a helper thread the worker stops waiting for, so a stage that blocks its loop cannot hold the
     timeout; that loop is then abandoned (its task asked to cancel) and the next call gets a new one."""
@@ -485,14 +524,14 @@ def _on_own_loop(local: threading.local, loops: list, acall, text, given, timeou
         loop = local.loop = asyncio.new_event_loop()
         loops.append(loop)
 
-    async def awaited():
+    async def awaited() -> Any:
         return await acall(text, given)
 
     if timeout is None:
         return loop.run_until_complete(awaited())
     result: list[Any] = []
     failure: list[BaseException] = []
-    task_box: list[asyncio.Task] = []
+    task_box: list[asyncio.Task[Any]] = []
     abandoned = threading.Event()
     done = threading.Lock()
 

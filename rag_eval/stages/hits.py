@@ -152,7 +152,9 @@ def _token_count(tokens: Any, doc_id: str) -> int:
 _NONE = type(None)
 
 
-def _columns_ok(doc_ids: list, scores: list, texts: list, tokens: list, metadata: list) -> bool:
+def _columns_ok(
+    doc_ids: list[Any], scores: list[Any], texts: list[Any], tokens: list[Any], metadata: list[Any]
+) -> bool:
     """Whether cached columns hold only what Hit's checks allow (scores as floats), a column at a time: a type
     set per column, a sum of the scores (NaN shows) and a min of the token counts."""
     n = len(doc_ids)
@@ -178,7 +180,7 @@ def _columns_ok(doc_ids: list, scores: list, texts: list, tokens: list, metadata
     return set(map(type, metadata)) <= {dict, _NONE}
 
 
-def _first_bad(doc_ids, scores, texts, tokens, metadata) -> None:
+def _first_bad(doc_ids: list[Any], scores: list[Any], texts: list[Any], tokens: list[Any], metadata: list[Any]) -> None:
     """Raise the per-hit check's error for the first cached hit that fails it (a column check found one)."""
     for i, fields in enumerate(zip(doc_ids, scores, texts, tokens, metadata, strict=False)):
         doc, score, text, count, meta = fields
