@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import importlib
+import pathlib
 import pkgutil
 import types
 import weakref
@@ -154,3 +155,49 @@ def test_the_stages_face_is_sorted_and_shadows_no_module():
         importlib.import_module(f"rag_eval.stages.{m}")
     assert {"PipelineResult", "PipelineSpec", "StageSpec", "StageOutput", "Outcome", "StageCache"} <= set(names)
     assert callable(rag_eval.stages.chunk_map) and not isinstance(rag_eval.stages.chunk_map, types.ModuleType)
+
+
+def test_no_module_of_the_stages_or_adapters_imports_another_in_a_circle():
+    """Every import counts, also one inside a function or under TYPE_CHECKING: the runner does not import the
+    pipeline that calls it, and the result does not import the pipeline it describes."""
+    import ast
+
+    from .conftest import ROOT
+
+    def module_name(path: pathlib.Path) -> str:
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        parts = ["rag_eval", *parts] if parts[0] == "adapters" else parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    files = [*(ROOT / "rag_eval" / "stages").glob("*.py"), *(ROOT / "adapters").glob("*.py")]
+    modules = {module_name(p): p for p in files}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        graph[name] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                found = {f"{target}.{a.name}" for a in node.names} & modules.keys() or {target}
+            elif isinstance(node, ast.Import):
+                found = {a.name for a in node.names}
+            else:
+                continue
+            graph[name] |= {m for m in found if m in modules and m != name and m != module_name(path).rsplit(".", 1)[0]}
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            here = todo.pop()
+            if here == goal:
+                return True
+            if here not in seen:
+                seen.add(here)
+                todo.extend(graph[here])
+        return False
+
+    faces = {"rag_eval.stages", "rag_eval.adapters"}
+    assert "rag_eval.stages._runner" in graph["rag_eval.stages.pipeline"]  # the graph sees imports
+    circles = sorted(m for m in graph if m not in faces and reaches(m, m))
+    assert circles == [], f"modules in an import circle: {circles}"
