@@ -3,6 +3,7 @@ folder's files, and the demo's whole flow (twice: the second run reuses the cach
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -111,9 +112,16 @@ def test_benchmark_writes_a_complete_report_folder(beir, tmp_path, monkeypatch):
         assert {parts[0] for parts in lines} == set(QUERIES) and all(len(parts) == 6 for parts in lines)
         for q in QUERIES:
             scores = [float(p[4]) for p in lines if p[0] == q]
-            assert all(a > b for a, b in zip(scores, scores[1:]))
-    report = rag_eval.Report.load(out / "report.parquet")
+            assert all(a > b for a, b in itertools.pairwise(scores))
+    report = rag_eval.Report.load_folder(out)  # a result folder: every file checked against its manifest
     assert set(report.runs) == {"bm25", "bm25>>dense", "my_pipelines:build"}
+    # the benchmark fingerprints the whole collection, so that folders of other pipelines on it are comparable
+    from rag_eval.reports.hashes import corpus_sha256
+    from rag_eval.reports.result_folder import load_manifest
+
+    hashes = load_manifest(out).hashes
+    assert (hashes.corpus, hashes.corpus_basis) == corpus_sha256(rag_eval.Collection.from_beir(beir))
+    assert hashes.budget == "budget(2)" and hashes == report.card.hashes
     # a real BM25 puts the file-reading chunk first for q1, and real MiniLM keeps it in the budget
     assert report.values("bm25", "recall@budget", stage="bm25")["q1"] == 1.0
     assert report.values("bm25>>dense", "loss.delivered", stage="minilm-rerank")["q1"] == 1.0
@@ -176,7 +184,8 @@ def demo_folder(tmp_path_factory) -> Path:
 
 
 def test_demo_runs_the_whole_flow_offline(demo_folder):
-    report = rag_eval.Report.load(demo_folder / "report.parquet")
+    report = rag_eval.Report.load_folder(demo_folder)
+    assert report.card.hashes.corpus_basis == "collection" and report.card.budget is not None
     assert report.stages == ["bm25", "minilm-rerank"]
     summary = report.summary.set_index(["stage", "metric"])
     assert summary.loc[("bm25", "recall@depth"), "n"] >= 50
