@@ -420,7 +420,7 @@ def test_int_score_too_large_for_a_float(reader):
 def test_cr_and_crlf_line_endings(tmp_path, reader, ending):
     lines = ["q1 Q0 d1 1 3 a", "q1 Q0 d2 2 2 b", "q2 Q0 d3 1 1 c"]
     ends = ["\r", "\n", "\r\n"] if ending == "mixed" else [ending] * 3
-    run = Run.from_trec(write(tmp_path, "run.trec", "".join(l + e for l, e in zip(lines, ends))))
+    run = Run.from_trec(write(tmp_path, "run.trec", "".join(line + end for line, end in zip(lines, ends, strict=True))))
     assert run.to_dict() == {"q1": {"d1": 3.0, "d2": 2.0}, "q2": {"d3": 1.0}}  # every line counts
     qrels = Qrels.from_trec(write(tmp_path, "qrels.txt", "q1 0 d1 1\rq1 0 d2 0\r\nq2 0 d3 2"))
     assert qrels.to_dict() == {"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 2}}

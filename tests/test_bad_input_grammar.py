@@ -176,7 +176,8 @@ def test_a_trec_eval_measure_given_two_parameter_lists_keeps_the_first_with_a_wa
         metrics = trec_eval_metrics(["P.5", "map", "P.10", "P.5", "recall.20", "recall.30"])
     assert [m.trec_name for m in metrics] == ["map", "P_5", "recall_20"]
     assert [str(w.message) for w in caught] == [
-        "trec_eval uses a measure's first parameter list only: -m P.10, -m recall.30 ignored (kept -m P.5, -m recall.20)"
+        "trec_eval uses a measure's first parameter list only: -m P.10, -m recall.30 ignored "
+        "(kept -m P.5, -m recall.20)"
     ]
 
 

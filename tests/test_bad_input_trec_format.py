@@ -69,7 +69,7 @@ def _rewritten(tmp_path, change) -> str:
 )
 def test_tampered_text_values_of_a_saved_report_are_refused(tmp_path, change, message):
     path = _rewritten(tmp_path, change)
-    with pytest.raises(InputError, match="report.parquet") as caught:
+    with pytest.raises(InputError, match=r"report\.parquet") as caught:
         Report.load(path)
     assert message in str(caught.value)
 

@@ -138,8 +138,16 @@ def test_a_real_process_prints_the_same_file():
 
 
 def test_the_diff_message_names_each_kind_of_difference():
-    expected = "map                   \tall\t0.1785\nP_5                   \tall\t0.2667\nP_10                  \tall\t0.3000\n"
-    got = "map                   \tall\t0.1786\nP_10                  \tall\t0.3000\nrbp                   \tall\t0.3234\n"
+    expected = (
+        "map                   \tall\t0.1785\n"
+        "P_5                   \tall\t0.2667\n"
+        "P_10                  \tall\t0.3000\n"
+    )
+    got = (
+        "map                   \tall\t0.1786\n"
+        "P_10                  \tall\t0.3000\n"
+        "rbp                   \tall\t0.3234\n"
+    )
     assert differences(expected, got) == [
         "differs     map                    all   expected 0.1785, got 0.1786",
         "missing     P_5                    all   0.2667",

@@ -250,7 +250,7 @@ def test_plain_integer_helpers():
     for text in ("1_0", "+1", "\u0661", "1.0", "", "0x10"):
         with pytest.raises(InputError, match=r"^--flag .* is not a plain decimal integer \(ASCII digits 0-9 only\)$"):
             read_int(text, "--flag")
-    with pytest.raises(InputError, match="^--flag must be at most 5, not 7$"):
+    with pytest.raises(InputError, match=r"^--flag must be at most 5, not 7$"):
         read_int("7", "--flag", high=5)
     assert check_int(np.int32(4), "n") == 4 and type(check_int(np.int32(4), "n")) is int
     for value, message in [

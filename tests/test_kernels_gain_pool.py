@@ -454,7 +454,7 @@ def _compare(binary: Path, flags: list[str], folder: Path, *, printed: bool) -> 
         for seed, group, qrels, run, missing, job in jobs:
             theirs = job.result()
             names, out = _ours(flags, group, qrels, run)
-            for (printed_name, metric), per_query in zip(names.items(), out.values):
+            for (printed_name, _metric), per_query in zip(names.items(), out.values):
                 for q, v in zip(out.account.counted, per_query):
                     t = theirs.get((printed_name, q))
                     text = isinstance(v, str)

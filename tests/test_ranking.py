@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 
@@ -22,7 +24,7 @@ def _ragged(seed: int):
 def test_score_order_sorts_each_query_descending(seed):
     offsets, scores = _ragged(seed)
     perm = score_order(offsets, scores)
-    for a, b in zip(offsets[:-1], offsets[1:]):
+    for a, b in pairwise(offsets):
         assert sorted(perm[a:b].tolist()) == list(range(a, b))  # stays within its query
         assert (np.diff(scores[perm[a:b]]) <= 0).all()
 
@@ -68,7 +70,7 @@ def test_exported_scores_strictly_decrease_and_keep_their_values():
     offsets = np.array([0, 3, 6, 8])
     ranked = np.array([2.0, 2.0, 1.0, 0.5, 0.7, 0.1, 0.0, 0.0])  # query 1 rises: not an order by score
     out = strictly_decreasing_scores(offsets, ranked)
-    for a, b in zip(offsets[:-1], offsets[1:]):
+    for a, b in pairwise(offsets):
         assert (np.diff(out[a:b]) < 0).all()
     assert out[0] == 2.0 and abs(out[1] - 2.0) < 1e-15 and out[2] == 1.0
     assert out[3:6].tolist() == [3.0, 2.0, 1.0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+from itertools import pairwise
 
 import numpy as np
 import pandas as pd
@@ -72,7 +73,7 @@ def assert_strictly_decreasing_export(path, run: Run) -> None:
         assert [r for _, r, _ in rows] == list(range(1, len(rows) + 1))
         scores = [s for _, _, s in rows]
         assert all(math.isfinite(s) for s in scores), scores
-        assert all(a > b for a, b in zip(scores, scores[1:])), scores
+        assert all(a > b for a, b in pairwise(scores)), scores
 
 
 # ----- TREC run files -----------------------------------------------------------------------------------------
@@ -170,7 +171,7 @@ def test_trec_bad_score_names_file_and_line(tmp_path, score):
 
 def test_trec_errors_for_missing_empty_and_non_utf8_files(tmp_path):
     missing = tmp_path / "missing.trec"
-    with pytest.raises(InputError, match="missing.trec"):
+    with pytest.raises(InputError, match=r"missing\.trec"):
         Run.from_trec(missing)
     empty = write(tmp_path, "empty.trec", "\n\n")
     with pytest.raises(InputError, match="empty"):
@@ -475,7 +476,7 @@ def assert_strictly_decreasing_export_for_nonempty(path, run: Run) -> None:
     for q, rows in lines.items():
         assert [d for d, _, _ in rows] == [d for d, _ in run.ranking(q)]
         scores = [s for _, _, s in rows]
-        assert all(a > b for a, b in zip(scores, scores[1:])), scores
+        assert all(a > b for a, b in pairwise(scores)), scores
 
 
 def test_to_trec_keeps_scores_that_already_decrease(tmp_path):

@@ -180,10 +180,8 @@ def make_pair(seed: int) -> Pair:
                 grades[-1] = 10 + seed % 7
             judgements[qid] = dict(zip(docs[:size], grades))
         if role != "qrels_only":
-            if long_query and i == 0:
-                length = int(rng.integers(1001, 1100))
-            else:
-                length = int(rng.choice([1, 1, 3, 10, 25, 120]))
+            long = long_query and i == 0
+            length = int(rng.integers(1001, 1100)) if long else int(rng.choice([1, 1, 3, 10, 25, 120]))
             pool = docs[: max(length, 1)] if rng.random() < 0.3 else docs
             rankings[qid] = [str(d) for d in rng.choice(pool, size=min(length, len(pool)), replace=False)]
     # the first query trec_eval evaluates must have a grade >= 0, with or without the qrels-only queries
@@ -763,8 +761,8 @@ def _write(path: Path, lines: list[str]) -> Path:
 @pytest.fixture(scope="module")
 def p20_over_1000_queries(tmp_path_factory) -> tuple[Path, Path]:
     """1,000 queries whose P_20 values add up to exactly 301.05 (mean 0.30105): added one by one in query order
-    the double sum is 301.05000000000035 (mean 0.3010500000000004), which trec_eval prints 0.3011; the exact mean's nearest double is
-    0.30104999999999998, printed 0.3010."""
+    the double sum is 301.05000000000035 (mean 0.3010500000000004), which trec_eval prints 0.3011; the exact mean's
+    nearest double is 0.30104999999999998, printed 0.3010."""
     rng = np.random.default_rng(0)
     hits = rng.integers(0, 21, size=1000)
     while hits.sum() != 6021:  # nudge to 6,021 relevant in the top 20s: 6021 / 20 / 1000 = 0.30105

@@ -132,7 +132,7 @@ class IdCheck:
     ) -> None:
         seen: dict[Any, tuple[int, bool]] = {}
         codes: Sequence[Any] | None = groups.tolist() if isinstance(groups, np.ndarray) else groups
-        for i, (text, was_int) in enumerate(zip(out.tolist(), converted.tolist())):
+        for i, (text, was_int) in enumerate(zip(out.tolist(), converted.tolist(), strict=True)):
             key = text if codes is None else (codes[i], text)
             known = seen.get(key)
             if known is None:

@@ -53,12 +53,12 @@ class Collection:
         records, ids = _records(root / "corpus.jsonl")
         corpus = {
             i: Chunk(str(r.get("title") or ""), str(r.get("text") or ""), r.get("metadata") or {})
-            for i, r in zip(ids, records)
+            for i, r in zip(ids, records, strict=True)
         }
         qrels = Qrels.from_beir(qrels_path)
         judged = set(qrels.query_ids)
         records, ids = _records(root / "queries.jsonl", need_text=True)
-        queries = {i: str(r["text"]) for i, r in zip(ids, records) if i in judged}
+        queries = {i: str(r["text"]) for i, r in zip(ids, records, strict=True) if i in judged}
         missing = judged.difference(queries)
         if missing:
             raise InputError(

@@ -208,11 +208,11 @@ class Qrels:
         conflicts: list[str] = []
         for i, qid in enumerate(query_ids):
             a, b = bounds[i], bounds[i + 1]
-            per_query = dict(zip(docs[a:b].tolist(), grades_list[a:b]))
+            per_query = dict(zip(docs[a:b].tolist(), grades_list[a:b], strict=True))
             if len(per_query) < b - a:  # a document judged twice: the first judgement wins, in its place
                 duplicates += (b - a) - len(per_query)
                 per_query = {}
-                for doc, grade in zip(docs[a:b].tolist(), grades_list[a:b]):
+                for doc, grade in zip(docs[a:b].tolist(), grades_list[a:b], strict=True):
                     kept = per_query.setdefault(doc, grade)
                     if kept != grade:
                         conflicts.append(f"query {qid!r} doc {doc!r}: {kept} kept, {grade} dropped")
@@ -221,7 +221,8 @@ class Qrels:
         if duplicates:
             detail = f"; {len(conflicts)} with conflicting grades, e.g. {conflicts[0]}" if conflicts else ""
             warn(
-                f"{where}: {duplicates} duplicate judgement(s) of the same document for a query; kept the first{detail}",
+                f"{where}: {duplicates} duplicate judgement(s) of the same document for a query; "
+                f"kept the first{detail}",
                 DuplicateJudgement,
             )
         qrels = cls.__new__(cls)
@@ -334,12 +335,14 @@ def _validated(judgements: Mapping[str, Mapping[str, int]], where: str) -> dict[
     out: dict[str, dict[str, int]] = {}
     with IdCheck(where) as ids:
         qids = ids.keys(judgements.keys(), "query id")
-        for qid, judged in zip(qids, judgements.values()):
+        for qid, judged in zip(qids, judgements.values(), strict=True):
             if not isinstance(judged, Mapping):
                 raise InputError(f"query {qid!r}: judgements must be a mapping doc_id -> grade", source=where)
             per_query = dict(judged)
             if not all(type(d) is str for d in per_query):
-                per_query = dict(zip(ids.keys(per_query.keys(), "doc id", f"query {qid!r}: "), per_query.values()))
+                per_query = dict(
+                    zip(ids.keys(per_query.keys(), "doc id", f"query {qid!r}: "), per_query.values(), strict=True)
+                )
             if not all(type(g) is int for g in per_query.values()):
                 for d, g in per_query.items():
                     grade = grade_value(g)

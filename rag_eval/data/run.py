@@ -88,7 +88,7 @@ class Run:
         with IdCheck(name) as ids:
             query_ids = ids.keys(scores.keys(), "query id")
             doc_lists: list[list[str]] = []
-            for qid, per_query in zip(query_ids, scores.values()):
+            for qid, per_query in zip(query_ids, scores.values(), strict=True):
                 if not isinstance(per_query, Mapping):
                     raise InputError(f"query {qid!r}: expected a mapping doc_id -> score", source=name)
                 doc_lists.append(ids.keys(per_query.keys(), "doc id", f"query {qid!r}: "))
@@ -127,7 +127,7 @@ class Run:
         values: list[float] = []
         lengths = np.zeros(len(query_ids), np.int64)
         with_scores: bool | None = None
-        for i, (qid, items) in enumerate(zip(query_ids, ranking.values())):
+        for i, (qid, items) in enumerate(zip(query_ids, ranking.values(), strict=True)):
             if isinstance(items, Mapping):
                 items = list(items.items())
             elif isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
@@ -338,7 +338,10 @@ class Run:
             infinite = int(np.isinf(scores).sum())
             if infinite:  # ranked first (+inf) or last (-inf); ties among them broken as for any equal scores
                 where = source.path if source else name
-                note = f"{infinite} infinite score(s) kept: +inf ranks first, -inf last, ties among them broken as for equal scores"
+                note = (
+                    f"{infinite} infinite score(s) kept: +inf ranks first, -inf last, "
+                    "ties among them broken as for equal scores"
+                )
                 warn(f"{where}: {note}", InfiniteScore)
                 notes.append(note)
         if dedupe and not (isinstance(docs, PackedIds) and suspects is not None and len(suspects) == 0):
@@ -468,7 +471,7 @@ class Run:
         i = self._index[query_id]
         perm = self.ranked(ties)[self._offsets[i] : self._offsets[i + 1]]
         scores = self._scores[perm].tolist() if self._scores is not None else [None] * len(perm)
-        return list(zip(self.doc_ids_at(perm).tolist(), scores))
+        return list(zip(self.doc_ids_at(perm).tolist(), scores, strict=True))
 
     def ranked(self, ties: str = "trec_eval") -> np.ndarray:
         """Entry indices in ranked order (grouped by query), every tie broken by the rule ``ties``."""
@@ -511,13 +514,17 @@ class Run:
         docs = self.doc_ids[perm].tolist()
         values = scores.tolist()
         o = self._offsets.tolist()
-        return {q: dict(zip(docs[o[i] : o[i + 1]], values[o[i] : o[i + 1]])) for i, q in enumerate(self._query_ids)}
+        return {
+            q: dict(zip(docs[o[i] : o[i + 1]], values[o[i] : o[i + 1]], strict=True))
+            for i, q in enumerate(self._query_ids)
+        }
 
     def to_trec(self, path: PathLike, *, tag: str | None = None, ties: str = "trec_eval") -> None:
         """Write a TREC run file, whole or not at all (:func:`rag_eval._files.write_output`: a full disk is an
-        InputError naming it, and the file keeps its old content; a symlink is written through). Scores strictly decrease with rank (see :meth:`to_dict`), so trec_eval ranks
-        exactly as this run does. An id or tag that would not read back as itself (a query id starting with ``#``,
-        whitespace inside, empty) is an InputError, raised before anything is written."""
+        InputError naming it, and the file keeps its old content; a symlink is written through). Scores strictly
+        decrease with rank (see :meth:`to_dict`), so trec_eval ranks exactly as this run does. An id or tag that
+        would not read back as itself (a query id starting with ``#``, whitespace inside, empty) is an InputError,
+        raised before anything is written."""
         perm, scores = self._export_scores(ties)
         docs = self.doc_ids[perm].tolist()
         values = scores.tolist()

@@ -88,7 +88,10 @@ def _span_problem(doc_id: Any, start: Any, end: Any, grade: Any, query_id: Any, 
     if isinstance(grade, bool) or not isinstance(grade, int):
         return f"query {query_id!r}, doc {doc_id!r}: grade {grade!r} is not an integer"
     if grade < 1 or grade >= GRADE_LIMIT:
-        return f"query {query_id!r}, doc {doc_id!r}: a span's grade must be 1 or more (and below {GRADE_LIMIT}), not {grade}"
+        return (
+            f"query {query_id!r}, doc {doc_id!r}: a span's grade must be 1 or more (and below {GRADE_LIMIT}), "
+            f"not {grade}"
+        )
     if answer is not None and (not isinstance(answer, str) or not answer.strip()):
         return f"query {query_id!r}, doc {doc_id!r}: answer {answer!r} is not a non-empty str"
     if unit is not None and (not isinstance(unit, str) or not unit):

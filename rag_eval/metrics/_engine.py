@@ -111,7 +111,7 @@ def evaluate_run(
         None if c is None else np.fromiter((c.get(q, 0) for q in account.counted), np.int64, len(account.counted))
         for c in (cutoffs or [None] * len(metrics))
     ]
-    matrices = {conventions.ties: matrix}
+    matrices: dict[str, GradeMatrix] = {conventions.ties: matrix}
 
     def ranked_with(ties: str) -> GradeMatrix:  # a metric's own tie rule (ties=, see rag_eval.metrics.dialects)
         if ties not in matrices:
@@ -144,7 +144,8 @@ def _check_exp_gain(qrels_grades: np.ndarray, gmap: dict[int, float] | None, met
     if len(big):
         raise InputError(
             f"metric {str(metric)!r}: grade {int(big.max())} is too large for exponential gain (2^grade - 1 "
-            f"overflows beyond grade {EXP_GAIN_LIMIT}); use gain=linear, e.g. 'ndcg(gain=linear)', or map it with gains="
+            f"overflows beyond grade {EXP_GAIN_LIMIT}); use gain=linear, e.g. 'ndcg(gain=linear)', "
+            "or map it with gains="
         )
 
 
@@ -167,7 +168,7 @@ def _compute(
         return rel_cache[tie_rule, t]
 
     out: list[np.ndarray] = []
-    for m, per_query_k in zip(metrics, cutoffs):
+    for m, per_query_k in zip(metrics, cutoffs, strict=True):
         # a metric with its own tie rule (ties=) is computed on the run ranked by that rule; a run in given order
         # is never re-sorted, so there it changes nothing
         tie_rule = m.param.get("ties", conv.ties) if run.ranked_by == "score" else conv.ties

@@ -63,12 +63,13 @@ def build_grade_matrix(run: Run, qrels: Qrels, query_ids: list[str], conventions
     run_offsets = run.offsets
     run_lengths = np.diff(run_offsets)
     judgements = qrels.judgements
-    wanted = [judgements[q] if r >= 0 else None for q, r in zip(run_ids, run_to_row.tolist())]
+    wanted = [judgements[q] if r >= 0 else None for q, r in zip(run_ids, run_to_row.tolist(), strict=True)]
     grades = _lookup(run.doc_id_column, run_offsets, wanted)
     cells = np.flatnonzero(grades != UNJUDGED)  # judged, and (negative_grades="unjudged") pooled-but-unjudged
     run_rows = np.searchsorted(run_offsets, cells, side="right") - 1
-    if run.ranked_by == "score":
-        ranks = _score_ranks(run_offsets, run.scores, run.doc_ids_at, cells, run_rows, conventions.ties)
+    scores = run.scores
+    if run.ranked_by == "score" and scores is not None:  # a run ranked by score always has scores
+        ranks = _score_ranks(run_offsets, scores, run.doc_ids_at, cells, run_rows, conventions.ties)
     else:
         ranks = cells - run_offsets[run_rows]
     rows = run_to_row[run_rows]
@@ -113,10 +114,16 @@ def _lookup(
     Joined one query at a time: each query's small judgement dict stays in cache, which measured 8x faster
     than one hash join over all queries at 10M results; the work inside each query is a C-level ``map``.
     """
+    speedups = _accel.speedups
+    grades: np.ndarray
     if isinstance(doc_ids, PackedIds):  # only the C reader packs ids, so the C lookup is there
-        return _accel.speedups.lookup_packed(doc_ids.blob, doc_ids.starts, offsets, judgements, UNJUDGED)
-    if _accel.speedups is not None:
-        return _accel.speedups.lookup(doc_ids, offsets, judgements, UNJUDGED)
+        if speedups is None:
+            raise RuntimeError("doc ids packed by the C reader, but rag_eval._speedups is not loaded")
+        grades = speedups.lookup_packed(doc_ids.blob, doc_ids.starts, offsets, judgements, UNJUDGED)
+        return grades
+    if speedups is not None:
+        grades = speedups.lookup(doc_ids, offsets, judgements, UNJUDGED)
+        return grades
     out = np.full(len(doc_ids), UNJUDGED, np.int32)
     o = offsets.tolist()
     for i, judged in enumerate(judgements):
@@ -146,7 +153,7 @@ def _score_ranks(
     starts = offsets[rows]
     needles = -scores[cells]
     lo = search_rows(ordered, starts, offsets[rows + 1], needles)
-    ranks = lo - starts
+    ranks: np.ndarray = lo - starts
     after = np.minimum(lo + 1, len(ordered) - 1)
     tied = np.flatnonzero((lo + 1 < offsets[rows + 1]) & (ordered[after] == needles))
     if len(tied):

@@ -3,8 +3,9 @@
 Every kernel receives the judged cells of a :class:`~rag_eval.metrics._grades.GradeMatrix` (``rows``,
 0-based ``ranks``, sorted by row then rank) or flags derived from them, the number of queries ``n``, and
 per-query statistics of the qrels; it returns one float per query. A cutoff ``k`` is an int, None (no cutoff),
-or an array with one cutoff per query (a token budget delivers a different number of chunks to each query). Unjudged cells are never relevant and never
-earn gain, so the judged cells decide every value. No Python loop over queries.
+or an array with one cutoff per query (a token budget delivers a different number of chunks to each query).
+Unjudged cells are never relevant and never earn gain, so the judged cells decide every value. No Python loop
+over queries.
 Definitions and names live in :mod:`rag_eval.metrics.catalogue`.
 """
 
@@ -22,15 +23,22 @@ def _safe_div(num: np.ndarray, den: np.ndarray | float) -> np.ndarray:
 
 
 Cutoff = int | None | np.ndarray
+Bound = int | np.ndarray  # a cutoff that is there: one for every query, or one per query
+
+
+def bound(k: Cutoff) -> Bound:
+    """``k`` where a measure needs a cutoff (the grammar gives these families one always: catalogue "required")."""
+    if k is None:
+        raise ValueError("this measure needs a cutoff, and none was given")
+    return k
 
 
 def within(rows: np.ndarray, ranks: np.ndarray, k: Cutoff) -> np.ndarray:
     """Which cells lie in the top k of their query."""
     if k is None:
         return np.ones(len(ranks), dtype=bool)
-    if isinstance(k, np.ndarray):
-        return ranks < k[rows]
-    return ranks < k
+    inside: np.ndarray = ranks < (k[rows] if isinstance(k, np.ndarray) else k)
+    return inside
 
 
 def count_per_query(rows: np.ndarray, flags: np.ndarray, n: int) -> np.ndarray:
@@ -40,7 +48,7 @@ def count_per_query(rows: np.ndarray, flags: np.ndarray, n: int) -> np.ndarray:
 
 def precision(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, k: Cutoff, n: int) -> np.ndarray:
     """Relevant in the top k / k (k, even when fewer than k were returned; 0 when k is 0)."""
-    return _safe_div(count_per_query(rows, rel & within(rows, ranks, k), n), k)
+    return _safe_div(count_per_query(rows, rel & within(rows, ranks, k), n), bound(k))
 
 
 def recall(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, k: Cutoff, R: np.ndarray) -> np.ndarray:
@@ -141,7 +149,7 @@ def judged(
 
 
 def recall_ceiling(R: np.ndarray, k: Cutoff) -> np.ndarray:
-    return _safe_div(np.minimum(k, R), R)
+    return _safe_div(np.minimum(bound(k), R), R)
 
 
 def gain_of(grades: np.ndarray, rule: str, gains: dict[int, float] | None, rel: int | None) -> np.ndarray:
@@ -191,4 +199,5 @@ def gain_exponents(query_of: np.ndarray, gains: np.ndarray, n: int) -> np.ndarra
 
 def scale_gains(gains: np.ndarray, query_of: np.ndarray, exponents: np.ndarray) -> np.ndarray:
     """``gains`` of queries ``query_of`` divided by ``2^exponents[query]`` (see :func:`gain_exponents`)."""
-    return np.ldexp(gains, -exponents[query_of])
+    scaled: np.ndarray = np.ldexp(gains, -exponents[query_of])
+    return scaled

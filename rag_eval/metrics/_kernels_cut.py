@@ -21,6 +21,7 @@ that -J emptied): NaN there, as trec_eval prints ``-nan`` (see :func:`trec_eval_
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from ..errors import InputError
 from . import _kernels as K
 from ._registry import KernelInputs, kernel
 from .conventions import follows_trec_eval
+
+if TYPE_CHECKING:
+    from ._grades import GradeMatrix
 
 __all__ = [
     "DEFAULT_LEVELS",
@@ -77,7 +81,8 @@ def trec_round(x: np.ndarray) -> np.ndarray:
     a = np.abs(x)
     whole = np.floor(a)
     up = (a - whole) >= 0.5
-    return (np.sign(x) * (whole + up)).astype(np.int64)
+    rounded: np.ndarray = (np.sign(x) * (whole + up)).astype(np.int64)
+    return rounded
 
 
 # ----- interpolated precision ---------------------------------------------------------------------------------------
@@ -143,13 +148,13 @@ def interpolated_precision(
     below 1 where ``empty`` (trec_eval's 0 / 0 for an empty ranking). ``best``: :func:`_best_precision_after`
     of these cells, when already computed."""
     n = len(R)
-    best, start = best if best is not None else _best_precision_after(rows, ranks, rel, n)
+    after, start = best if best is not None else _best_precision_after(rows, ranks, rel, n)
     found = np.bincount(rows[rel], minlength=n)
-    overall = _best_overall(best, start, found, empty)
+    overall = _best_overall(after, start, found, empty)
     Rf = R.astype(np.float64)
     out = np.zeros((n, len(levels)))
     for j, level in enumerate(levels):  # a loop over levels, not queries
-        out[:, j] = _at_cutoffs(best, start, found, overall, trec_round(level * Rf))
+        out[:, j] = _at_cutoffs(after, start, found, overall, trec_round(level * Rf))
     return out
 
 
@@ -170,9 +175,9 @@ def eleven_point_average(
     (or 0, for levels left above the relevant retrieved before any level it reaches): that is replayed here, a
     level at a time over all queries, so unsorted levels give trec_eval's number too."""
     n = len(R)
-    best, start = best if best is not None else _best_precision_after(rows, ranks, rel, n)
+    after, start = best if best is not None else _best_precision_after(rows, ranks, rel, n)
     found = np.bincount(rows[rel], minlength=n)
-    overall = _best_overall(best, start, found, empty)
+    overall = _best_overall(after, start, found, empty)
     Rf = R.astype(np.float64)
     total = np.zeros(n)
     skipping = np.ones(n, bool)  # trec_eval's first loop: levels from the last one, while above what was found
@@ -186,7 +191,7 @@ def eleven_point_average(
         stuck |= ~skipped & ~matched
         at = np.where(matched, c, at)
         # a cutoff of 0 gives the best overall
-        value = _at_cutoffs(best, start, found, overall, np.where(matched, c, 0))
+        value = _at_cutoffs(after, start, found, overall, np.where(matched, c, 0))
         total = total + np.where(skipped, 0.0, value)
     return total / float(len(levels))
 
@@ -204,7 +209,7 @@ def rprec_mult(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, R: np.ndarr
 def relative_precision(rows: np.ndarray, ranks: np.ndarray, rel: np.ndarray, R: np.ndarray, k: K.Cutoff) -> np.ndarray:
     """Relevant in the top k / min(k, R) (``m_rel_P.c``); 0 for a query with no relevant judged, or a cutoff of 0."""
     found = K.count_per_query(rows, rel & K.within(rows, ranks, k), len(R))
-    return K._safe_div(found, np.minimum(k, R))
+    return K._safe_div(found, np.minimum(K.bound(k), R))
 
 
 # ----- the registered kernels ---------------------------------------------------------------------------------------
@@ -223,10 +228,11 @@ def trec_eval_empty(ki: KernelInputs) -> np.ndarray | None:
     conv = ki.conventions
     if not follows_trec_eval(conv):
         return None
-    empty = ki.matrix.lengths == 0
+    empty: np.ndarray = ki.matrix.lengths == 0
     if conv.unjudged == "remove":
         return empty
-    return empty & (ki.stats.returned(ki.run) > 0)  # -c's phantom result keeps a missing query's ranking non-empty
+    phantom: np.ndarray = empty & (ki.stats.returned(ki.run) > 0)
+    return phantom  # -c's phantom result keeps a missing query's ranking non-empty
 
 
 @kernel("iprec_at_recall")
@@ -246,10 +252,10 @@ def _cached_best(
     if ki.k is not None:
         return _best_precision_after(rows, ranks, rel, len(ki.matrix.lengths))
     key = ("_kernels_cut.best_precision_after", ki.threshold, id(ki.matrix))
-    held = ki.stats._cache.get(key)
+    held: tuple[GradeMatrix, tuple[np.ndarray, np.ndarray]] | None = ki.stats._cache.get(key)
     if held is None or held[0] is not ki.matrix:
         held = (ki.matrix, _best_precision_after(rows, ranks, rel, len(ki.matrix.lengths)))
-        ki.stats._cache[key] = held  # type: ignore[assignment]
+        ki.stats._cache[key] = held
     return held[1]
 
 
@@ -288,7 +294,7 @@ def _gm_map(ki: KernelInputs) -> np.ndarray:
 @kernel("gm_bpref")
 def _gm_bpref(ki: KernelInputs) -> np.ndarray:
     """bpref per query (``m_gm_bpref.c`` before its log): the geometric mean over queries is the summary's."""
-    rows, ranks, rel, _, R = _inputs(ki)
+    rows, _ranks, rel, _, R = _inputs(ki)
     return K.bpref(rows, rel, ~rel, R, ki.stats.judged_nonrelevant(ki.threshold))
 
 

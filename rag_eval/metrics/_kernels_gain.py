@@ -63,7 +63,8 @@ def scan(values: np.ndarray, rows: np.ndarray, n: int, op: str = "add") -> np.nd
         block = np.full((len(used), width), 0.0 if op == "add" else 1.0)
         block[local[rows], position] = values
         accumulate = np.cumsum if op == "add" else np.cumprod
-        return accumulate(block, axis=1)[local[rows], position]
+        running: np.ndarray = accumulate(block, axis=1)[local[rows], position]
+        return running
     out = values.copy()
     order = np.argsort(position, kind="stable")
     bounds = np.searchsorted(position[order], np.arange(width + 1))
@@ -254,7 +255,7 @@ class TrecGains:
         stopped = np.cumsum(gain <= 0)
         counts = np.bincount(q, minlength=self.n)
         before = np.repeat(np.cumsum(counts) - counts, counts)
-        stopped_before = stopped - np.where(before > 0, stopped[np.maximum(before - 1, 0)], 0)
+        stopped_before: np.ndarray = stopped - np.where(before > 0, stopped[np.maximum(before - 1, 0)], 0)
         keep = (stopped_before == 0) & (top[q] > 0)
         self.ideal_query = q[keep]
         self.ideal_gain = gain[keep]
@@ -395,7 +396,7 @@ def rndcg(ki: KernelInputs) -> np.ndarray:
     with no relevant judgement."""
     tg = trec_gains(ki)
     n = tg.n
-    rows, ranks, g, dcg = _nonzero(ki, tg.gains_of(ki))
+    rows, ranks, _g, dcg = _nonzero(ki, tg.gains_of(ki))
     ideal_prefix, ideal_total = _ideal_prefix(tg, K.discounted(tg.ideal_gain, tg.ideal_rank))
     iq, ig, ir = tg.ideal_query, tg.ideal_gain, tg.ideal_rank
     # a boundary at rank b (1..count): the ideal gain at b differs from b - 1's, or b is the ideal's end

@@ -9,6 +9,8 @@ there is no pooled-but-unjudged result. Each kernel follows its m_*.c in trec_ev
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 
 from . import _kernels as K
@@ -64,7 +66,8 @@ def infap(ki: KernelInputs) -> np.ndarray:
 
     def before(flags: np.ndarray) -> np.ndarray:  # flagged cells above each cell, within its query (exact ints)
         running = np.cumsum(flags) - flags
-        return running - running[np.minimum(start, len(running) - 1)]
+        above: np.ndarray = running - running[np.minimum(start, len(running) - 1)]
+        return above
 
     is_rel = kind == 2
     rel_above = before(is_rel)  # rel_so_far - 1 at a relevant cell
@@ -87,7 +90,7 @@ def unjudged(ki: KernelInputs) -> np.ndarray:
     """m_unjudged.c (unj): results in the top k that are pooled but unjudged or not in the pool, over k; ranks past
     the ranking count as judged. NaN (0/0) for a per-query cutoff of 0."""
     m = ki.matrix
-    k = ki.k
+    k = K.bound(ki.k)
     top = np.minimum(m.lengths, k)
     judged = K.count_per_query(m.rows, K.within(m.rows, m.ranks, k), m.num_queries)
     out = np.full(m.num_queries, np.nan)
@@ -131,7 +134,7 @@ def relstring(ki: KernelInputs) -> np.ndarray:
     flat[offsets[m.rows[inside]] + m.ranks[inside]] = relstring_chars(m.grades[inside])
     text = flat.tobytes().decode("ascii")
     bounds = offsets.tolist()
-    out[:] = [text[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    out[:] = [text[a:b] for a, b in pairwise(bounds)]
     return _made_up(ki, out)
 
 

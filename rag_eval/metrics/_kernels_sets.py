@@ -51,7 +51,8 @@ def utility(found: np.ndarray, retrieved: np.ndarray, R: np.ndarray, weights: tu
     size: like trec_eval without ``-N`` it is taken as 0, so ``d = a - retrieved - R`` (that is ``-(b + c)``)."""
     w1, w2, w3, w4 = weights
     Rf = R.astype(np.float64)
-    return w1 * found + w2 * (retrieved - found) + w3 * (Rf - found) + w4 * (0.0 + found - retrieved - Rf)
+    total: np.ndarray = w1 * found + w2 * (retrieved - found) + w3 * (Rf - found) + w4 * (0.0 + found - retrieved - Rf)
+    return total
 
 
 @kernel("set_precision")

@@ -7,7 +7,7 @@ under its own key), so that a statistic of the qrels is computed once whatever m
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from ..data.run import Run
 
 __all__ = ["QrelsStats"]
+
+
+T = TypeVar("T")
 
 
 class QrelsStats:
@@ -38,69 +41,73 @@ class QrelsStats:
         if conventions.negative_grades == "unjudged":  # in the pool but not judged: not counted anywhere
             judged = self.grades >= 0
             self.grades, self.query_of = self.grades[judged], self.query_of[judged]
-        self._cache: dict[object, np.ndarray] = {}
+        self._arrays: dict[object, np.ndarray] = {}  # per-query statistics, computed once per key
+        self._best: dict[object, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # K.best_gains per gain rule
+        self._max_grade: int | None = None
+        self._cache: dict[object, Any] = {}  # what kernel modules derive themselves (see cached)
         self._qrels = qrels
 
     def num_relevant(self, t: int) -> np.ndarray:
         key = ("R", t)
-        if key not in self._cache:
-            self._cache[key] = np.bincount(self.query_of, weights=self.grades >= t, minlength=self.n).astype(np.int64)
-        return self._cache[key]
+        if key not in self._arrays:
+            self._arrays[key] = np.bincount(self.query_of, weights=self.grades >= t, minlength=self.n).astype(np.int64)
+        return self._arrays[key]
 
     def judged_nonrelevant(self, t: int) -> np.ndarray:
         key = ("N", t)
-        if key not in self._cache:
-            self._cache[key] = np.bincount(self.query_of, weights=self.grades < t, minlength=self.n).astype(np.int64)
-        return self._cache[key]
+        if key not in self._arrays:
+            self._arrays[key] = np.bincount(self.query_of, weights=self.grades < t, minlength=self.n).astype(np.int64)
+        return self._arrays[key]
 
     def returned(self, run: Run) -> np.ndarray:
         """Per counted query, how many results ``run`` holds for it as given, before any depth cut or condensing
         (0 for a query the run has no line for: trec_eval -c's missing query)."""
         key = ("returned", id(run))
-        if key not in self._cache:
+        if key not in self._arrays:
             row_of = {q: i for i, q in enumerate(self.query_ids)}
             ids = run.query_ids
             rows = np.fromiter((row_of.get(q, -1) for q in ids), np.int64, len(ids))
             out = np.zeros(self.n, np.int64)
             inside = rows >= 0
             out[rows[inside]] = np.diff(run.offsets)[inside]
-            self._cache[key] = out
-        return self._cache[key]
+            self._arrays[key] = out
+        return self._arrays[key]
 
     def gain_exponents(self, rule: str, gains: dict[int, float] | None, rel: int | None) -> np.ndarray:
         """Per query, the binary exponent of its largest judged gain: its gains are scaled by ``2^-e`` before
         any sum (exact, and nDCG does not change; see :func:`~rag_eval.metrics._kernels.gain_exponents`)."""
         gain_key = (rule, tuple(sorted(gains.items())) if gains else None, rel)
-        if ("scaled", gain_key) not in self._cache:
+        if ("scaled", gain_key) not in self._arrays:
             judged = K.gain_of(self.grades, rule, gains, rel)
             exponents = K.gain_exponents(self.query_of, judged, self.n)
-            self._cache[("exponents", gain_key)] = exponents
-            self._cache[("scaled", gain_key)] = K.scale_gains(judged, self.query_of, exponents)
-        return self._cache[("exponents", gain_key)]
+            self._arrays[("exponents", gain_key)] = exponents
+            self._arrays[("scaled", gain_key)] = K.scale_gains(judged, self.query_of, exponents)
+        return self._arrays[("exponents", gain_key)]
 
     def ideal(self, rule: str, gains: dict[int, float] | None, rel: int | None, k: K.Cutoff) -> np.ndarray:
         """Ideal DCG per query at cutoff k, of the scaled gains (see :meth:`gain_exponents`)."""
         gain_key = (rule, tuple(sorted(gains.items())) if gains else None, rel)
-        if ("best", gain_key) not in self._cache:  # every query's positive gains, best first: once per gain rule
+        if gain_key not in self._best:  # every query's positive gains, best first: once per gain rule
             self.gain_exponents(rule, gains, rel)
-            self._cache[("best", gain_key)] = K.best_gains(self.query_of, self._cache[("scaled", gain_key)], self.n)
+            self._best[gain_key] = K.best_gains(self.query_of, self._arrays[("scaled", gain_key)], self.n)
         if isinstance(k, np.ndarray):
-            return K.ideal_dcg(*self._cache[("best", gain_key)], self.n, k)
-        if ("ideal", gain_key, k) not in self._cache:
-            query, ranked_gains, rank = self._cache[("best", gain_key)]
-            self._cache[("ideal", gain_key, k)] = K.ideal_dcg(query, ranked_gains, rank, self.n, k)
-        return self._cache[("ideal", gain_key, k)]
+            return K.ideal_dcg(*self._best[gain_key], self.n, k)
+        if ("ideal", gain_key, k) not in self._arrays:
+            query, ranked_gains, rank = self._best[gain_key]
+            self._arrays[("ideal", gain_key, k)] = K.ideal_dcg(query, ranked_gains, rank, self.n, k)
+        return self._arrays[("ideal", gain_key, k)]
 
-    def cached(self, key: object, compute: Callable[[], Any]) -> Any:
+    def cached(self, key: object, compute: Callable[[], T]) -> T:
         """``compute()``, once per key for this evaluation: for statistics a kernel module derives itself (the
         key should start with the module's or family's name)."""
         if key not in self._cache:
             self._cache[key] = compute()
-        return self._cache[key]
+        value: T = self._cache[key]
+        return value
 
     def max_grade(self) -> int:
         """The largest grade anywhere in the qrels (every query, counted or not), at least 1: ERR's default
         ``max_grade``, so that it depends on the qrels alone, not on which queries a run leaves out."""
-        if "max_grade" not in self._cache:
-            self._cache["max_grade"] = max(1, int(self._qrels.columns[2].max(initial=1)))
-        return self._cache["max_grade"]
+        if self._max_grade is None:
+            self._max_grade = max(1, int(self._qrels.columns[2].max(initial=1)))
+        return self._max_grade

@@ -323,10 +323,9 @@ def read_int(text: str, what: str, *, low: int | None = None, high: int | None =
     if not _INT.fullmatch(stripped):
         raise InputError(f"{what} {text!r} is not a plain decimal integer (ASCII digits 0-9 only)")
     digits = stripped.lstrip("-").lstrip("0")
-    if len(digits) > 30:  # int() refuses thousands of digits; the bounds below refuse far fewer
-        value = -(10**30) if stripped.startswith("-") else 10**30
-    else:
-        value = int(stripped)
+    # int() refuses thousands of digits; the bounds below refuse far fewer
+    huge = -(10**30) if stripped.startswith("-") else 10**30
+    value = huge if len(digits) > 30 else int(stripped)
     return _within(value, what, low, high, stripped)
 
 
@@ -484,7 +483,7 @@ def _param_value(key: str, value: str, whole: str) -> str:
         return _number(level)
     if key == "levels":
         levels = [_decimal(v.strip(), "a level", whole) for v in value.split(";")]
-        for v, text in zip(levels, value.split(";")):
+        for v, text in zip(levels, value.split(";"), strict=True):
             _in_range(v, "each of levels", whole, text.strip(), low=0.0, high=1.0, why=" (a recall level)")
         if len(set(levels)) != len(levels):
             raise InputError(f"metric {whole!r}: levels={value!r} repeats a level")
@@ -536,8 +535,7 @@ def _param_value(key: str, value: str, whole: str) -> str:
         )
         return _number(p)
     if key == "max_grade":
-        grade = read_int(value, f"metric {whole!r}: max_grade", low=1, high=MAX_GRADE_LIMIT)
-        return str(grade)
+        return str(read_int(value, f"metric {whole!r}: max_grade", low=1, high=MAX_GRADE_LIMIT))
     if key != "gains":  # a parameter of the catalogue whose value check is not written here yet
         raise InputError(f"metric {whole!r}: parameter {key!r} has no value check in the grammar")
     # gains=grade:gain;grade:gain

@@ -32,6 +32,7 @@ import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from ..errors import InputError, TrecEvalParametersIgnored, TrecEvalParameterTruncated
 from .grammar import MAX_CUTOFF, Metric, _decimal, _number, register_dialect, register_printed_names
@@ -231,8 +232,8 @@ def trec_eval_metrics(args: Sequence[str], *, pin_gain: bool = True) -> list[Met
         )
     out: list[Metric] = []
     for name in sorted(marked, key=_ORDER.__getitem__):
-        params, arg = given.get(name, (None, name))
-        out.extend(_metrics(_BY_NAME[name], params, arg, printed=False, pin_gain=pin_gain))
+        first, arg = given.get(name, (None, name))
+        out.extend(_metrics(_BY_NAME[name], first, arg, printed=False, pin_gain=pin_gain))
     return list(dict.fromkeys(out))
 
 
@@ -326,7 +327,7 @@ def _metrics(measure: TrecMeasure, params: str | None, arg: str, *, printed: boo
             values = list(measure.defaults)
         else:
             values = sorted(_double(v, arg) for v in params.split(","))
-            for a, b in zip(values, values[1:]):
+            for a, b in pairwise(values):
                 if a == b:
                     raise InputError(
                         f"trec_eval measure {arg!r}: the cutoff {_number(a)} is given twice "
@@ -374,7 +375,7 @@ def _longs(params: str, arg: str, printed: bool) -> list[int]:
             f"trec_eval measure {arg!r}: a cutoff must be 1 or more, not {values[0]} (trec_eval: "
             "Negative cutoff detected)"
         )
-    for a, b in zip(values, values[1:]):
+    for a, b in pairwise(values):
         if a == b:
             raise InputError(
                 f"trec_eval measure {arg!r}: the cutoff {a} is given twice (trec_eval: duplicate cutoffs detected)"
@@ -421,7 +422,7 @@ def _p_double(measure: TrecMeasure, params: str, arg: str, printed: bool) -> Met
             raise InputError(f"trec_eval measure {arg!r}: set_F takes one parameter (beta), not {len(values)}")
         return Metric(family, None, (("beta", _param(family, "beta", _number(values[0]), arg)),), spelling=params)
     # 11pt_avg: levels in increasing order (trec_eval's interpolation walks them so)
-    for a, b in zip(values, values[1:]):
+    for a, b in pairwise(values):
         if b < a:
             raise InputError(
                 f"trec_eval measure {arg!r}: 11pt_avg's levels must increase (trec_eval's "
