@@ -17,7 +17,8 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from .report import Report, markdown_table
+from ._markdown import markdown_table
+from .report import Report
 
 if TYPE_CHECKING:  # pandas is imported on use: import rag_eval stays light
     import pandas as pd
