@@ -53,11 +53,19 @@ lint: $(STAMP)
 ## rag_eval/adapters (the editable install maps it there by an import hook that mypy cannot follow); the tree is
 ## made again on every run, so a new module is seen at once; error paths name the files in the checkout
 MYPY_TREE := build/mypy
+MYPY_RUN := cd $(MYPY_TREE) && MYPYPATH=. $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
+	--cache-dir $(CURDIR)/.mypy_cache -p rag_eval
 mypy: $(STAMP)
 	@rm -rf $(MYPY_TREE) && mkdir -p $(MYPY_TREE)/rag_eval
 	@ln -s $(CURDIR)/rag_eval/* $(MYPY_TREE)/rag_eval/ && ln -s $(CURDIR)/adapters $(MYPY_TREE)/rag_eval/adapters
-	cd $(MYPY_TREE) && MYPYPATH=. $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
-		--cache-dir $(CURDIR)/.mypy_cache -p rag_eval 2>&1 | sed -e 's|^rag_eval/adapters/|adapters/|'
+	@# mypy 2.4 can crash on an incremental cache that went stale (an AssertionError in write_cache): once more
+	@# without the cache then
+	set +e; ($(MYPY_RUN)) > $(MYPY_TREE).log 2>&1; status=$$?; \
+	if grep -q "INTERNAL ERROR" $(MYPY_TREE).log; then \
+		echo "mypy crashed on its cache (.mypy_cache): checking again without it"; rm -rf .mypy_cache; \
+		($(MYPY_RUN)) > $(MYPY_TREE).log 2>&1; status=$$?; \
+	fi; \
+	sed -e 's|^rag_eval/adapters/|adapters/|' $(MYPY_TREE).log; exit $$status
 
 ## browser: Debian's chromium for tests/test_labelling_browser.py, installed only where /usr/bin/chromium is
 ## missing and apt-get exists (as root); a failed install does not stop the tests: that test says what is missing

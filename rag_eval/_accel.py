@@ -6,6 +6,7 @@ where the extension is built (the tests run both and compare them).
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 
@@ -14,6 +15,6 @@ if os.environ.get("RAG_EVAL_PURE_PYTHON") == "1":
     speedups = None
 else:
     try:
-        from . import _speedups as speedups
+        speedups = importlib.import_module("rag_eval._speedups")
     except ImportError:  # not compiled here (no C compiler at install time)
         speedups = None

@@ -143,7 +143,7 @@ def output_error(path: str | os.PathLike[str], exc: OSError) -> InputError:
         f"cannot write the file: {cause} (nothing was changed: the file keeps its old content, if it had one)",
         source=os.fspath(path),
     )
-    error.errno = exc.errno  # type: ignore[attr-defined] - the cause, for whoever picks a status from it
+    error.errno = exc.errno  # the cause, for whoever picks a status from it
     return error
 
 
@@ -152,7 +152,7 @@ def remove_temporaries(path: str | os.PathLike[str], *, every: bool = False) -> 
     are gone: those of the file ``path`` or, with ``every``, every one in the directory ``path``. Returns them."""
     target = target_of(path)
     directory, name = (target, None) if every else (target.parent, target.name)
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(directory))
     except OSError:
@@ -239,7 +239,7 @@ def _tail(fd: int, size: int) -> tuple[int, bytes]:
     return 0, b"".join(reversed(pieces))
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     """Write every byte of ``data`` (``os.write`` may take only part of it); no progress is ENOSPC."""
     view = memoryview(data)
     while view:

@@ -45,6 +45,9 @@ class InputError(RagEvalError, ValueError):
     ``str(error)`` reads ``source:line: problem`` (or ``source: problem`` when no line applies).
     """
 
+    #: the errno of the OSError behind an output file that could not be written (``rag_eval._files.output_error``)
+    errno: int | None = None
+
     def __init__(self, problem: str, *, source: str | None = None, line: int | None = None) -> None:
         self.problem = problem
         self.source = source

@@ -100,7 +100,9 @@ def _documented(module, name: str):
 def _chunks(doc: str) -> list[str]:
     """Paragraphs packed into chunks of at most ~MAX_WORDS words (a longer paragraph is a chunk of its own)."""
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", doc) if p.strip()]
-    chunks, current, words = [], [], 0
+    chunks: list[str] = []
+    current: list[str] = []
+    words = 0
     for paragraph in paragraphs:
         size = len(paragraph.split())
         if current and words + size > MAX_WORDS:

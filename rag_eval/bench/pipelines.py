@@ -123,7 +123,7 @@ def _user_pipeline(spec: str, collection: Collection, **settings: Any) -> Pipeli
 
 def _langchain_embeddings(parts: Parts):
     """A LangChain Embeddings that reads the corpus from the embedding cache and queries from the encoder."""
-    base = require("langchain_core.embeddings", extra="models", feature=FEATURE).Embeddings
+    base: Any = require("langchain_core.embeddings", extra="models", feature=FEATURE).Embeddings  # known at run time
 
     class CachedMiniLM(base):
         def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -144,10 +144,10 @@ def _langchain_embeddings(parts: Parts):
 def _matrix_store_class():
     """LangChain's ``InMemoryVectorStore``, searching one NumPy matrix of its vectors (built once) instead of
     turning every stored vector from a list into an array for each query; the same scores and order."""
-    vectorstores = require("langchain_core.vectorstores", extra="models", feature=FEATURE)
+    store: Any = require("langchain_core.vectorstores", extra="models", feature=FEATURE).InMemoryVectorStore
     documents = require("langchain_core.documents", extra="models", feature=FEATURE)
 
-    class MatrixInMemoryVectorStore(vectorstores.InMemoryVectorStore):
+    class MatrixInMemoryVectorStore(store):
         def _similarity_search_with_score_by_vector(self, embedding, k=4, filter=None):
             if filter is not None:
                 return super()._similarity_search_with_score_by_vector(embedding, k, filter)
@@ -178,7 +178,7 @@ def _matrix_store_class():
 def _similarity_compressor(parts: Parts):
     """A LangChain BaseDocumentCompressor that orders documents by MiniLM cosine similarity to the query, reading
     the documents' embeddings from the corpus cache (by Document.id): no document is encoded again."""
-    base = require("langchain_core.documents.compressor", extra="models", feature=FEATURE).BaseDocumentCompressor
+    base: Any = require("langchain_core.documents.compressor", extra="models", feature=FEATURE).BaseDocumentCompressor
 
     class MiniLMSimilarity(base):
         def compress_documents(self, documents, query, callbacks=None):
