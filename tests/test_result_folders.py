@@ -258,3 +258,11 @@ def test_a_tampered_file_is_refused_by_load_folder_and_comparable(tmp_path):
         Report.load_folder(tmp_path / "f")
     with pytest.raises(InputError, match=r"qrels\.txt"):
         comparable(tmp_path / "f", report)
+
+
+def test_a_stage_run_is_tagged_with_its_stage_even_with_a_dot_in_its_name(tmp_path):
+    result = Pipeline(Fixed("fixed.v2"), depth=3, budget=2).run(QUERIES, progress=False)
+    report = quiet(JUDGED, {"my pipe": result})
+    report.save_folder(tmp_path / "f", runs={"my pipe": result}, plots=False)
+    lines = (tmp_path / "f" / "runs" / "my_pipe.fixed.v2.trec").read_text().splitlines()
+    assert len(lines) == 9 and {line.split()[5] for line in lines} == {"fixed.v2"}

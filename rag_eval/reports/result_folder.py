@@ -167,24 +167,29 @@ def _split_runs(
     return plain, results
 
 
-def _run_files(plain: Mapping[str, Run], results: Mapping[str, PipelineResult], where: str) -> dict[str, Run]:
-    """``{runs/<name>.trec: run}``; two runs whose names give one file name are an InputError naming both."""
-    named: dict[str, tuple[str, Run]] = {}
-    every = [(name, f"runs/{safe_name(name)}.trec", run) for name, run in plain.items()]
+def _run_files(
+    plain: Mapping[str, Run], results: Mapping[str, PipelineResult], where: str
+) -> dict[str, tuple[Run, str | None]]:
+    """``{runs/<name>.trec: (run, tag)}`` (a stage's run is tagged with the stage, a plain run keeps its own tag);
+    two runs whose names give one file name are an InputError naming both."""
+    named: dict[str, tuple[str, Run, str | None]] = {}
+    every: list[tuple[str, str, Run, str | None]] = [
+        (name, f"runs/{safe_name(name)}.trec", run, None) for name, run in plain.items()
+    ]
     every += [
-        (f"{p} / {stage}", f"runs/{safe_name(p)}.{safe_name(stage)}.trec", run)
+        (f"{p} / {stage}", f"runs/{safe_name(p)}.{safe_name(stage)}.trec", run, safe_name(stage))
         for p, result in results.items()
         for stage, run in result.runs.items()
     ]
-    for who, file, run in every:
+    for who, file, run, tag in every:
         if file in named:
             raise InputError(
                 f"{named[file][0]!r} and {who!r} would both be written to {file}: give them names that differ in "
                 "letters, digits, '.', '_' or '-'",
                 source=where,
             )
-        named[file] = (who, run)
-    return {file: run for file, (_, run) in named.items()}
+        named[file] = (who, run, tag)
+    return {file: (run, tag) for file, (_, run, tag) in named.items()}
 
 
 def folder_card(
@@ -268,8 +273,7 @@ def write_folder(
     if qrels is not None:
         qrels.to_trec(out / "qrels.txt")  # its checks: an id that would not read back is an InputError
         writer.files["qrels.txt"] = _sha256_of(out / "qrels.txt")
-    for file, run in files.items():
-        tag = safe_name(file.removeprefix("runs/").removesuffix(".trec").split(".")[-1]) if results else None
+    for file, (run, tag) in files.items():
         path = out / file
         path.parent.mkdir(parents=True, exist_ok=True)
         run.to_trec(path, tag=tag)
