@@ -307,3 +307,22 @@ def test_ir_measures_iprec_is_trec_eval_9s_so_it_is_refused():
     assert _ours(qrels, run, parse_metric("iprec_at_recall(level=0.2)")) == {"1": 1.0}
     with pytest.raises(InputError, match="trec_eval 9"):
         parse_foreign("IPrec@0.2", "ir_measures")
+
+
+def test_the_grammar_imports_no_module_that_reads_other_tools_names():
+    """The grammar is the bottom of the metric names: dialects and trec_eval_measures build on it and register
+    their readers into it (rag_eval.metrics imports them), so there is no import circle among the three."""
+    import ast
+    from pathlib import Path
+
+    import rag_eval.metrics.grammar as grammar
+
+    tree = ast.parse(Path(grammar.__file__).read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert imported == {"__future__", "collections.abc", "dataclasses", "typing", "errors", "catalogue"}
+    assert sorted(grammar._DIALECT_READERS) == sorted(grammar.DIALECTS)
+    assert len(grammar._PRINTED_READERS) == 1
+    with pytest.raises(RuntimeError, match="registered twice"):
+        grammar.register_dialect("ranx", lambda text: parse_metric(text))
+    with pytest.raises(RuntimeError, match="not one of"):
+        grammar.register_dialect("pyterrier", lambda text: parse_metric(text))
