@@ -344,7 +344,7 @@ class _PipelineJudge:
     def _previous(self, stage: str) -> StageOutput:
         return self.result.stages[self._stage_names[self._stage_names.index(stage) - 1]]
 
-    def _special(self, name: str, stage: str, out: StageOutput, counted: list[str]) -> np.ndarray:
+    def _special(self, name: str, stage: str, out: StageOutput, counted: list[str]) -> npt.NDArray[np.float64]:
         if name == "rerank_gain@budget":
             mine = self._recall_at_budget(out, counted)
             before = self._recall_at_budget(self._previous(stage), counted)
@@ -353,7 +353,7 @@ class _PipelineJudge:
             return self._candidate_ndcg(out, self._previous(stage), counted)
         return self._loss(counted)[name.removeprefix("loss.")]
 
-    def _recall_at_budget(self, out: StageOutput, counted: list[str]) -> np.ndarray:
+    def _recall_at_budget(self, out: StageOutput, counted: list[str]) -> npt.NDArray[np.float64]:
         run, _ = self._run(out)
         k = self._cutoff(out, "budget")
         metric = Metric("recall", k if isinstance(k, int) else None)
@@ -365,7 +365,7 @@ class _PipelineJudge:
             cutoffs=[None if isinstance(k, int) else k],
         )
         values = dict(zip(result.account.counted, result.values[0], strict=True))
-        return np.array([values.get(q, 0.0) for q in counted])
+        return np.array([values.get(q, 0.0) for q in counted], dtype=np.float64)
 
     def _grades(self, query: str) -> Mapping[str, int]:
         return self.qrels[query] if query in self.qrels else {}  # noqa: SIM401 (Qrels has no .get)
