@@ -244,7 +244,8 @@ def make_run(way: str, rows, ending: str, folder: Path) -> rag_eval.Run:
 
 
 def check_report(report: rag_eval.Report, counted: dict[str, int]) -> None:
-    """Every bounded value in [0, 1] or NaN, counts non-negative integers, and ``n + n_nan`` = counted."""
+    """Every bounded value in [0, 1] (a difference of two, rerank_gain, in [-1, 1]) or NaN, counts non-negative
+    integers, and ``n + n_nan`` = counted."""
     per_query = report.per_query
     values = per_query.set_index("metric")["value"]
     for metric in per_query["metric"].unique():
@@ -253,6 +254,8 @@ def check_report(report: rag_eval.Report, counted: dict[str, int]) -> None:
         if metric.startswith("num_"):
             assert not np.isnan(column).any(), metric
             assert (finite >= 0).all() and (finite == np.round(finite)).all(), (metric, column)
+        elif metric.startswith("rerank_gain"):  # a stage's recall@budget minus the previous stage's: in [-1, 1]
+            assert ((finite >= -1) & (finite <= 1)).all(), (metric, column)
         else:
             assert ((finite >= 0) & (finite <= 1)).all(), (metric, column)
     summary = report.summary
