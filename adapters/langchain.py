@@ -210,21 +210,25 @@ class LangChainRetriever(Retriever):
 
     def search(self, query: str, k: int) -> list[Hit]:
         if self.with_scores:
-            pairs = self.wrapped.similarity_search_with_score(query, **{self._k_param: k}, **self._extra)
+            pairs = self.wrapped.similarity_search_with_score(query, **self._k_keyword(k), **self._extra)
             return self._scored(pairs)
         target, kwargs = self._target(k)
         return self._hits(target.invoke(query, **kwargs))
 
     async def asearch(self, query: str, k: int) -> list[Hit]:
         if self.with_scores:
-            pairs = await self.wrapped.asimilarity_search_with_score(query, **{self._k_param: k}, **self._extra)
+            pairs = await self.wrapped.asimilarity_search_with_score(query, **self._k_keyword(k), **self._extra)
             return self._scored(pairs)
         target, kwargs = self._target(k)
         return self._hits(await target.ainvoke(query, **kwargs))
 
+    def _k_keyword(self, k: int) -> dict[str, int]:
+        """k as the keyword argument it travels in (a keyword route always has its parameter's name)."""
+        return {} if self._k_param is None else {self._k_param: k}
+
     def _target(self, k: int) -> tuple[Any, dict[str, Any]]:
         if self._k_via == "keyword":
-            return self.wrapped, {self._k_param: k}
+            return self.wrapped, self._k_keyword(k)
         if self._k_via == "field":
             with self._lock:  # one shallow copy per k (a run uses one depth), shared by the runner's threads
                 copy = self._copies.get(k)

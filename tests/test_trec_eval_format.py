@@ -249,7 +249,7 @@ def test_evaluate_keeps_a_text_kernel_s_strings_out_of_the_values(monkeypatch):
 
 
 def test_compare_treats_a_geometric_family_as_a_geometric_mean():
-    from rag_eval.reports.compare import compare
+    from rag_eval.reports.comparison import compare
 
     a = _report({"gm_map": [0.5, 0.0, 0.2], "ap": [0.5, 0.0, 0.2]}, run="a", conventions="default")
     b = _report({"gm_map": [0.25, 0.1, 0.1], "ap": [0.25, 0.1, 0.1]}, run="b", conventions="default")

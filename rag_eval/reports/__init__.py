@@ -1,7 +1,7 @@
 """Layer 4, the reports: ``evaluate``, the Report it returns, the metric card, summaries with spread."""
 
 from .card import MetricCard
-from .compare import Comparison, compare
+from .comparison import Comparison, compare
 from .evaluation import DEFAULT_METRICS, evaluate
 from .formats import FORMATS, format_comparison, format_report
 from .report import Report

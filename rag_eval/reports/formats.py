@@ -23,7 +23,7 @@ from .report import Report
 if TYPE_CHECKING:  # pandas is imported on use: import rag_eval stays light
     import pandas as pd
 
-    from .compare import Comparison
+    from .comparison import Comparison
 
 __all__ = ["FORMATS", "format_comparison", "format_report"]
 
