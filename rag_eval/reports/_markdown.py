@@ -23,3 +23,10 @@ def markdown_table(frame: pd.DataFrame, *, heading: str | None = None) -> str:
     lines.append("|" + "---|" * len(frame.columns))
     lines += ["| " + " | ".join(markdown_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join(lines) + "\n"
+
+
+def html_table(frame: pd.DataFrame, *, heading: str) -> str:
+    """``frame`` as an HTML table (values escaped by pandas, floats to 4 decimals) under an escaped heading: the
+    notebook display of a Report and of a Comparison."""
+    table: str = frame.to_html(index=False, escape=True, float_format=lambda v: f"{v:.4f}")
+    return f"<p>{html.escape(heading)}</p>" + table

@@ -20,7 +20,6 @@ compared.
 
 from __future__ import annotations
 
-import html
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._markdown import markdown_cell, markdown_table
+from ._markdown import html_table, markdown_cell, markdown_table
 from .card import MetricCard
 from .report import Report, is_geometric_metric
 from .statistics import CORRECTIONS, TESTS, correct, effect_size, p_value, paired_bootstrap_ci
@@ -117,9 +116,7 @@ class Comparison:
 
     def _repr_html_(self) -> str:
         """The table under its heading, every value escaped (pandas' escaping; the heading by html.escape)."""
-        return f"<p>{html.escape(self._heading())}</p>" + self._shown().to_html(
-            index=False, escape=True, float_format=lambda v: f"{v:.4f}"
-        )
+        return html_table(self._shown(), heading=self._heading())
 
     def _repr_markdown_(self) -> str:
         return markdown_table(self._shown(), heading=self._heading())

@@ -13,7 +13,6 @@ a string (relstring, runid) are kept apart from the float tables: :meth:`Report.
 
 from __future__ import annotations
 
-import html
 import io
 import json
 import os
@@ -29,7 +28,7 @@ from ..errors import InputError
 from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import follows_trec_eval
 from ..metrics.grammar import Metric, parse_metric
-from ._markdown import markdown_table
+from ._markdown import html_table, markdown_table
 from .card import CARD_KEY, MetricCard
 from .summary import STAGE_SUMMARY_COLUMNS, SUMMARY_COLUMNS, summarize_geometric, summarize_values
 
@@ -349,9 +348,7 @@ class Report:
 
     def _repr_html_(self) -> str:
         """The summary as an HTML table (values escaped by pandas) under a one-line heading (escaped)."""
-        return f"<p>{html.escape(self._heading())}</p>" + self._shown().to_html(
-            index=False, escape=True, float_format=lambda v: f"{v:.4f}"
-        )
+        return html_table(self._shown(), heading=self._heading())
 
     def _repr_markdown_(self) -> str:
         """The summary as a Markdown table, cells escaped (``<``, ``&``, ``|``: Markdown renders raw HTML)."""
