@@ -74,6 +74,25 @@ def test_make_test_fast_leaves_out_the_marked_tests():
     assert {m.split(":")[0] for m in markers} == {"slow", "browser", "notebook", "sigkill", "wheel"}
 
 
+def test_make_test_pure_runs_every_test_of_the_twins_on_the_pure_python_paths():
+    """The pure pass runs a subset (the whole fast suite twice would take CI past 30 minutes): every test file that
+    names the twins (``_accel``, ``speedups``, the ``reader`` fixture) must be in it, with the fast markers."""
+    commands = _dry_run("test-pure")
+    line = next(c for c in commands.splitlines() if "pytest" in c)
+    assert line.startswith("RAG_EVAL_PURE_PYTHON=1 ") and '-m "not slow and not browser' in line
+    listed = set(re.findall(r"tests/test_\w+\.py", line))
+    assert all((ROOT / name).is_file() for name in listed), listed
+    naming_twins = {
+        f"tests/{path.name}"
+        for path in (ROOT / "tests").glob("test_*.py")
+        if path.name not in ("test_layers.py", "test_tooling.py")  # _accel as a module of layer 0; this test
+        and re.search(r"_accel|speedups|\breader\b", path.read_text("utf-8"))
+    }
+    assert len(naming_twins) >= 8
+    assert naming_twins - listed == set()
+    assert "make test-pure" in (ROOT / ".ci" / "run").read_text()
+
+
 def test_the_linters_are_the_pinned_versions():
     dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
     pins = dict(d.split("==") for d in dev if "==" in d)
