@@ -1,0 +1,263 @@
+"""A stage's output as columns: one Arrow table with one row per query, its hits a list column of structs.
+
+This is what the harness keeps of a stage (:class:`~rag_eval.stages.StageOutput`), what the cache writes in its
+shards and what Ray workers send back: never one Python object per hit. :class:`~rag_eval.stages.Hit` stays the
+record a user's stage returns and receives; :class:`TableBuilder` turns the checked hits of many queries into
+columns (a few C-level list conversions per block, not per hit), and :func:`hit_lists` rebuilds Hit tuples for the
+queries a reranker is given, only when it has to.
+
+Columns (:data:`SCHEMA`), per query row:
+
+- ``query_id``; ``query_hash``: the cache key of the entry (the hash of the query text and, for a reranker, of the
+  ids of the hits it was given);
+- ``hits``: ``large_list<struct<doc_id, score[, text][, tokens][, metadata]>>``, null when the stage failed on the
+  query. ``score`` is null where the hit had None; ``text``, ``tokens`` and ``metadata`` are fields only of a table
+  where some hit has them (an all-null column would still cost 8 bytes a hit), null where a hit has None (metadata
+  is a JSON object text; the runner has already converted it to JSON types,
+  :func:`rag_eval.stages._cache.json_metadata`). :func:`conform` gives tables the same fields before they are
+  concatenated;
+- ``error`` (null unless failed), ``latency`` (seconds of the call that produced it), ``cached`` (read from the
+  cache in this run), ``skipped`` (not run: an earlier stage failed on the query), ``beyond_depth`` (first stage:
+  doc ids returned past the depth) and ``issues`` (what was mended in a usable answer).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .hits import _EMPTY, Hit
+
+HIT_TYPE = pa.struct(
+    [
+        ("doc_id", pa.large_string()),
+        ("score", pa.float64()),
+        ("text", pa.large_string()),
+        ("tokens", pa.int64()),
+        ("metadata", pa.large_string()),
+    ]
+)
+OPTIONAL_FIELDS = ("text", "tokens", "metadata")
+
+
+def hit_type(fields: Iterable[str] = ()) -> pa.StructType:
+    """The struct of a hit with ``doc_id``, ``score`` and those of :data:`OPTIONAL_FIELDS` named in ``fields``."""
+    wanted = set(fields)
+    return pa.struct([f for f in HIT_TYPE if f.name in ("doc_id", "score") or f.name in wanted])
+
+
+def schema(fields: Iterable[str] = ()) -> pa.Schema:
+    """:data:`SCHEMA` with the hit struct holding the optional ``fields`` (:func:`hit_type`)."""
+    return SCHEMA.set(SCHEMA.get_field_index("hits"), pa.field("hits", pa.large_list(hit_type(fields))))
+
+
+SCHEMA = pa.schema(
+    [
+        ("query_id", pa.large_string()),
+        ("query_hash", pa.string()),
+        ("hits", pa.large_list(HIT_TYPE)),  # the widest form: a table may leave out optional fields (hit_type)
+        ("error", pa.large_string()),
+        ("latency", pa.float64()),
+        ("cached", pa.bool_()),
+        ("skipped", pa.bool_()),
+        ("beyond_depth", pa.large_list(pa.large_string())),
+        ("issues", pa.large_list(pa.large_string())),
+    ]
+)
+
+
+class TableBuilder:
+    """Rows of :data:`SCHEMA`, added one query at a time (cheap appends), turned into a table in one go."""
+
+    __slots__ = (
+        "_beyond",
+        "_cached",
+        "_doc_ids",
+        "_errors",
+        "_issues",
+        "_latency",
+        "_lengths",
+        "_metadata",
+        "_qhashes",
+        "_qids",
+        "_scores",
+        "_skipped",
+        "_texts",
+        "_tokens",
+    )
+
+    def __init__(self) -> None:
+        self._qids: list[str] = []
+        self._qhashes: list[str] = []
+        self._lengths: list[int] = []  # -1: failed (a null hits list)
+        self._errors: list[str | None] = []
+        self._latency: list[float] = []
+        self._cached: list[bool] = []
+        self._skipped: list[bool] = []
+        self._beyond: list[Sequence[str]] = []
+        self._issues: list[Sequence[str]] = []
+        self._doc_ids: list[str] = []
+        self._scores: list[float | None] = []
+        self._texts: list[str | None] = []
+        self._tokens: list[int | None] = []
+        self._metadata: list[str | None] = []
+
+    def __len__(self) -> int:
+        return len(self._qids)
+
+    def add(
+        self,
+        query_id: str,
+        query_hash: str,
+        hits: Sequence[Hit] | None,
+        *,
+        error: str | None = None,
+        latency: float = 0.0,
+        cached: bool = False,
+        skipped: bool = False,
+        beyond_depth: Sequence[str] = (),
+        issues: Sequence[str] = (),
+    ) -> None:
+        """One query's outcome: its checked hits (None: failed, with ``error``)."""
+        self._qids.append(query_id)
+        self._qhashes.append(query_hash)
+        self._errors.append(error)
+        self._latency.append(latency)
+        self._cached.append(cached)
+        self._skipped.append(skipped)
+        self._beyond.append(beyond_depth)
+        self._issues.append(issues)
+        if hits is None:
+            self._lengths.append(-1)
+            return
+        self._lengths.append(len(hits))
+        if not hits:
+            return
+        doc_ids, scores, texts, tokens, metadata = zip(*hits, strict=True)  # Hit is a tuple: columns in C
+        self._doc_ids.extend(doc_ids)
+        self._scores.extend(scores)
+        self._texts.extend(texts)
+        self._tokens.extend(tokens)
+        if any(metadata):
+            self._metadata.extend(json.dumps(dict(m), ensure_ascii=False) if m else None for m in metadata)
+        else:
+            self._metadata.extend([None] * len(hits))
+
+    def table(self) -> pa.Table:
+        """The rows added so far as a table of :data:`SCHEMA`."""
+        lengths = np.array(self._lengths, np.int64)
+        failed = lengths < 0
+        offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(np.where(failed, 0, lengths), out=offsets[1:])
+        n = len(self._doc_ids)
+        children = {"doc_id": pa.array(self._doc_ids, pa.large_string()), "score": pa.array(self._scores, pa.float64())}
+        for name, values, kind in (
+            ("text", self._texts, pa.large_string()),
+            ("tokens", self._tokens, pa.int64()),
+            ("metadata", self._metadata, pa.large_string()),
+        ):
+            if values.count(None) != n:
+                children[name] = pa.array(values, kind)
+        kind = hit_type(children)
+        struct = pa.StructArray.from_arrays(list(children.values()), fields=list(kind))
+        mask = pa.array(failed) if failed.any() else None
+        hits = pa.LargeListArray.from_arrays(pa.array(offsets), struct, mask=mask)
+        return pa.Table.from_arrays(
+            [
+                pa.array(self._qids, pa.large_string()),
+                pa.array(self._qhashes, pa.string()),
+                hits,
+                pa.array(self._errors, pa.large_string()),
+                pa.array(self._latency, pa.float64()),
+                pa.array(self._cached, pa.bool_()),
+                pa.array(self._skipped, pa.bool_()),
+                pa.array(self._beyond, pa.large_list(pa.large_string())),
+                pa.array(self._issues, pa.large_list(pa.large_string())),
+            ],
+            schema=schema(kind.names),
+        )
+
+
+def fields_of(table: pa.Table) -> tuple[str, ...]:
+    """The optional hit fields a table holds."""
+    kind = table.schema.field("hits").type.value_type
+    return tuple(f.name for f in kind if f.name in OPTIONAL_FIELDS)
+
+
+def conform(table: pa.Table, fields: Iterable[str]) -> pa.Table:
+    """``table`` with the hit struct holding exactly ``fields`` of the optional ones (missing ones added as null;
+    none is dropped: ``fields`` must include :func:`fields_of` ``table``)."""
+    wanted = tuple(f for f in OPTIONAL_FIELDS if f in set(fields))
+    if fields_of(table) == wanted:
+        return table
+    return table.cast(schema(wanted))
+
+
+def empty_table(fields: Iterable[str] = ()) -> pa.Table:
+    return schema(fields).empty_table()
+
+
+def concat(tables: Iterable[pa.Table]) -> pa.Table:
+    """Tables of :data:`SCHEMA` one after the other (one chunk per table: no hit is copied; tables that differ in
+    optional fields are first given the same ones)."""
+    parts = list(tables)
+    if not parts:
+        return empty_table()
+    wanted = {f for t in parts for f in fields_of(t)}
+    return pa.concat_tables([conform(t, wanted) for t in parts])
+
+
+def hit_lists(table: pa.Table, rows: Sequence[int] | np.ndarray | None = None) -> list[tuple[Hit, ...] | None]:
+    """The hits of ``rows`` (every row by default) as Hit tuples (None where the stage failed): built from whole
+    columns, with the per-hit checks skipped (every value in a table was checked when the hit was made, or when
+    the cache shard was read)."""
+    part = table if rows is None else table.take(pa.array(np.asarray(rows, np.int64)))
+    column = part.column("hits").combine_chunks()
+    if isinstance(column, pa.ChunkedArray):  # no rows
+        return []
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    offsets = column.offsets.to_numpy()
+    flat = column.flatten()  # the hits of the valid rows, in row order (a null row holds none)
+    start = int(offsets[0])
+    doc_ids = flat.field("doc_id").to_pylist()
+    scores = flat.field("score").to_pylist()
+    names = {f.name for f in flat.type}
+    texts = _column_values(flat.field("text")) if "text" in names else [None] * len(flat)
+    tokens = _column_values(flat.field("tokens")) if "tokens" in names else [None] * len(flat)
+    raw = flat.field("metadata") if "metadata" in names else pa.nulls(len(flat), pa.large_string())
+    if raw.null_count == len(raw):
+        metadata: Any = [_EMPTY] * len(raw)
+    else:
+        metadata = [MappingProxyType(json.loads(m)) if m else _EMPTY for m in raw.to_pylist()]
+    everything = list(map(partial(tuple.__new__, Hit), zip(doc_ids, scores, texts, tokens, metadata, strict=True)))
+    out: list[tuple[Hit, ...] | None] = []
+    bounds = (offsets - start).tolist()
+    for i, ok in enumerate(valid.tolist()):
+        out.append(tuple(everything[bounds[i] : bounds[i + 1]]) if ok else None)
+    return out
+
+
+def _column_values(array: pa.Array) -> list[Any]:
+    if array.null_count == len(array):
+        return [None] * len(array)
+    return array.to_pylist()
+
+
+def row_index(table: pa.Table) -> dict[str, int]:
+    """``{query_id: row}`` of a table (the first row of a query id that appears twice)."""
+    ids = table.column("query_id").to_pylist()
+    index: dict[str, int] = {}
+    for i, q in enumerate(ids):
+        index.setdefault(q, i)
+    return index
+
+
+def to_mapping(value: str | None) -> Mapping[str, Any]:
+    """A hit's metadata cell back as a read-only mapping."""
+    return MappingProxyType(json.loads(value)) if value else _EMPTY
