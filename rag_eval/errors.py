@@ -13,6 +13,7 @@ from __future__ import annotations
 __all__ = [
     "AmbiguousAnswer",
     "CappedResults",
+    "DamagedShard",
     "DuplicateJudgement",
     "DuplicateResult",
     "FailingStage",
@@ -93,6 +94,11 @@ class InfiniteScore(RagEvalWarning):
 
 class OldCacheKeys(RagEvalWarning):
     """A stage cache directory holds only files written under an older key scheme: they are not reused."""
+
+
+class DamagedShard(RagEvalWarning):
+    """A stage cache shard that cannot be trusted (its checksum, its Arrow structure or its values are wrong): not
+    read, set aside as ``<name>.damaged``, and its queries recomputed."""
 
 
 class TornLine(RagEvalWarning):

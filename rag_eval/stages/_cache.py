@@ -1,10 +1,29 @@
-"""The on-disk cache of stage outputs: one append-only JSON-lines file per stage configuration.
+"""The on-disk cache of stage outputs: a directory of append-only Arrow IPC shards per stage configuration.
 
-A query's output is written as soon as it completes, in one ``write`` of one line, so a run killed at any point
-(Ctrl-C, SIGKILL) keeps every query it finished; a line cut short by the kill (or any other damaged line) is
-dropped, with a warning, when the file is next opened, and its query is recomputed. Entries are keyed by query id
-and a hash of the query text; the file by a fingerprint of the stage's configuration and of everything upstream
-of it (:mod:`rag_eval.stages._fingerprint`). JSON only, no pickle.
+Layout: ``<cache>/<stage-name>-<key>/shard-<time>-<pid>-<uuid>-<crc32>.arrow``. The key is a fingerprint of the
+stage's configuration and of everything upstream of it (:mod:`rag_eval.stages._fingerprint`), the depth included;
+within a shard, one row per query of :data:`rag_eval.stages._hit_table.SCHEMA`, keyed by the query id and the hash
+of the query text (for a reranker, also of the ids of the hits it was given). Arrow only, no pickle, no JSON lines.
+
+Writing. :meth:`StageStore.put` buffers the rows of computed (non-failed) queries; a shard is written once
+``shard_queries`` rows are pending, or at the first ``put`` after ``shard_seconds`` have passed since the oldest
+pending row, and by :meth:`StageStore.flush` (the runner calls it when a stage ends or the run stops: Ctrl-C, a
+HarnessError). A shard is written whole to a temporary file, fsync'd, renamed into place and the directory fsync'd
+(:func:`rag_eval._files.atomic_write`), so a shard is either all there or absent. **The bound: a SIGKILL (or a
+power cut) loses at most the shard in flight**: the rows put since the last shard was written (fewer than
+``shard_queries`` queries, put within the last ``shard_seconds`` before the put that would have flushed them), plus
+whatever the runner had computed and not yet put. Each writer names its shards by time, process id and a random
+uuid, so several processes (or Ray actors) may write into one store at once without a lock; a temporary file left
+by a killed writer is removed when a store is next opened.
+
+Reading. Opening a store reads every shard (memory-mapped, no copy) and indexes ``(query_id, query_hash) -> row``
+once, with whole-column work; :meth:`StageStore.lookup` returns the rows asked for (``take``), ``cached`` set. When
+one pair is in several shards, the last written wins. A shard is damaged when its bytes do not match the CRC-32 in
+its name (cut short, overwritten), Arrow cannot read it, its columns are not the schema's, or its rows hold values a
+:class:`~rag_eval.stages.Hit` would refuse (a null or empty doc id, a NaN score, a negative token count, metadata
+that is not a JSON object, a failed row), checked on whole columns with ``pyarrow.compute``: it is said once, with
+a :class:`~rag_eval.errors.DamagedShard` warning naming the file and why, renamed to ``<name>.damaged`` (set
+aside, never read again) and its queries are recomputed.
 
 Hits' metadata is stored in JSON types by one rule, applied when the hit reaches the runner (with or without a
 cache, so that a rerun from the cache sees what the first run saw): str, int, float, bool and None as they are;
@@ -13,46 +32,71 @@ lists; mappings with str keys as objects. Anything else is an InputError naming 
 
 The cache's own failures are not the stage's: a directory that cannot be created, read or written (read-only, full,
 removed during the run), a short write, a failing fsync are a :class:`~rag_eval.errors.HarnessError` naming the
-cache and what to do. It stops the run (what was stored before stays stored); a record cut short by it is
-truncated away at once (under the file's exclusive lock) and no temporary file is left.
+cache and what to do. It stops the run (what was stored before stays stored); no temporary file is left.
 
-A directory written by an older key scheme (before :data:`~rag_eval.stages._fingerprint.SCHEME`) holds files that
-are never found again: this is said once, with an :class:`~rag_eval.errors.OldCacheKeys` warning, and the directory
-is marked with the current scheme (``rag_eval-cache.json``).
+A directory written by an older format or key scheme (before :data:`~rag_eval.stages._fingerprint.SCHEME`: the
+JSON-lines files of rag_eval 0.2 and earlier) holds files that are never read: this is said once, with an
+:class:`~rag_eval.errors.OldCacheKeys` warning, and the directory is marked with the current scheme
+(``rag_eval-cache.json``). Old caches are not migrated.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import errno
 import hashlib
 import json
 import os
+import re
 import threading
+import time
+import uuid
 import warnings
-from collections.abc import Iterator, Mapping
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 
-from .._files import append, atomic_write, file_lock, remove_temporaries
-from ..errors import HarnessError, InputError, OldCacheKeys, TornLine
+from .._files import atomic_write, remove_temporaries
+from ..errors import DamagedShard, HarnessError, InputError, OldCacheKeys
+from . import _hit_table as ht
 from ._fingerprint import SCHEME
 
 MARKER = "rag_eval-cache.json"
+SHARD = re.compile(r"shard-(?P<time>\d{1,20})-(?P<pid>\d+)-(?P<uuid>[0-9a-f]{32})-(?P<crc>[0-9a-f]{8})\.arrow")
+DAMAGED_SUFFIX = ".damaged"
+_SEP = "\x1f"
 
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-class StageCache:
-    """A directory of stage outputs. ``Pipeline.run(cache=path)`` makes one; pass your own to share it."""
+def _checked_bounds(shard_queries: int, shard_seconds: float) -> None:
+    if isinstance(shard_queries, bool) or not isinstance(shard_queries, int) or shard_queries < 1:
+        raise ValueError(f"shard_queries must be a positive int, not {shard_queries!r}")
+    if isinstance(shard_seconds, bool) or not isinstance(shard_seconds, (int, float)) or not shard_seconds > 0:
+        raise ValueError(f"shard_seconds must be a positive number of seconds, not {shard_seconds!r}")
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+
+class StageCache:
+    """A directory of stage outputs. ``Pipeline.run(cache=path)`` makes one; pass your own to share it, or to
+    choose how often shards are written (``shard_queries`` rows, or ``shard_seconds``: the most a kill loses)."""
+
+    def __init__(
+        self, directory: str | os.PathLike[str], *, shard_queries: int = 1000, shard_seconds: float = 10.0
+    ) -> None:
+        _checked_bounds(shard_queries, shard_seconds)
         self.directory = Path(directory)
+        self.shard_queries = shard_queries
+        self.shard_seconds = float(shard_seconds)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -72,10 +116,10 @@ class StageCache:
             old = list(self.directory.glob("*.jsonl"))
         except OSError:
             old = []
-        if old and (scheme is None or scheme < SCHEME):
+        if old and (not isinstance(scheme, int) or scheme < SCHEME):
             warnings.warn(
-                f"cache {self.directory}: its {len(old)} file(s) were written under an older key scheme (one that "
-                "did not cover the code a stage calls): they are not reused, every stage is computed again; delete "
+                f"cache {self.directory}: its {len(old)} file(s) were written by an older rag_eval (JSON lines, under "
+                "an older key scheme): they are not reused (nor migrated), every stage is computed again; delete "
                 "them when convenient",
                 OldCacheKeys,
                 stacklevel=3,
@@ -85,115 +129,333 @@ class StageCache:
 
     def store(self, stage_name: str, key: str) -> StageStore:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stage_name)[:60]
-        return StageStore(self.directory / f"{safe}-{key}.jsonl", stage_name)
+        return StoreSpec(
+            str(self.directory / f"{safe}-{key}"), stage_name, self.shard_queries, self.shard_seconds
+        ).open()
 
     def __repr__(self) -> str:
         return f"StageCache({str(self.directory)!r})"
 
 
+@dataclasses.dataclass(frozen=True)
+class StoreSpec:
+    """What opens a store (picklable: a Ray actor opens its own). ``directory`` None: a store that keeps nothing."""
+
+    directory: str | None
+    stage: str = ""
+    shard_queries: int = 1000
+    shard_seconds: float = 10.0
+
+    def open(self) -> StageStore | NoStore:
+        if self.directory is None:
+            return NoStore()
+        return StageStore(
+            Path(self.directory), self.stage, shard_queries=self.shard_queries, shard_seconds=self.shard_seconds
+        )
+
+
 class StageStore:
-    """The outputs of one stage configuration, read once at start, appended to as queries complete.
+    """The outputs of one stage configuration: its shards read (memory-mapped) and indexed when opened, new rows
+    buffered and written as new shards (see the module's docstring). Thread-safe; several processes may write one
+    store at once (each writes shards of its own)."""
 
-    Several processes may run into the same store at once: each record is appended whole
-    (:func:`rag_eval._files.append`) under the exclusive lock on ``<file>.lock``; the rare repair of a damaged file
-    (a line torn by a kill, garbage bytes) rewrites it under the exclusive lock, so no appender's line is lost.
-    """
-
-    def __init__(self, path: Path, stage: str = "") -> None:
-        self.path = path
+    def __init__(
+        self, directory: Path, stage: str = "", *, shard_queries: int = 1000, shard_seconds: float = 10.0
+    ) -> None:
+        _checked_bounds(shard_queries, shard_seconds)
+        self.directory = Path(directory)
         self.stage = stage
-        self._entries: dict[tuple[str, str], dict[str, Any]] = {}
-        self._lock = threading.Lock()
-        self._lock_path = path.with_name(path.name + ".lock")
-        self.damaged = 0  # lines dropped when the file was opened (their queries are recomputed)
+        self.shard_queries = shard_queries
+        self.shard_seconds = float(shard_seconds)
+        self.damaged = 0  # shards found damaged when opened (warned, set aside; their queries are recomputed)
+        self.shards = 0  # shards read when opened
+        self._lock = threading.RLock()
+        self._segments: list[pa.Table] = []  # shards read, then every chunk put (rows in a global numbering)
+        self._starts: list[int] = [0]  # the global row where each segment starts (and the total, last)
+        self._index: dict[str, int] = {}  # entry key -> global row (the last written wins)
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self._pending_since = 0.0
+        self._legacy = False  # rows put one record at a time (the per-query runner): each written at once
         try:
-            if path.exists():
+            if self.directory.is_dir():
                 self._load()
         except OSError as exc:
-            raise harness_error(path, "cannot read the cache file", exc) from None
+            raise harness_error(self.directory, "cannot read the cache directory", exc) from None
+
+    # ----- reading ---------------------------------------------------------------------------------------------
 
     def _load(self) -> None:
-        records, damaged = _parse(self.path.read_bytes())
-        if damaged:  # look again under the exclusive lock (a line may have been mid-write), then repair
-            with file_lock(self._lock_path, exclusive=True):
-                data = self.path.read_bytes()
-                records, damaged = _parse(data)
-                if damaged:
-                    try:
-                        _rewrite(self.path, records)
-                    except OSError as exc:
-                        raise harness_error(self.path, "cannot repair the damaged cache file", exc) from None
-        for record in records:
-            self._entries[(record["query_id"], record["query_hash"])] = record
-        self.damaged = damaged
+        remove_temporaries(self.directory, every=True)  # of writers killed while writing a shard
+        shards: list[tuple[int, str]] = []
+        damaged: list[tuple[str, str]] = []
+        for entry in os.scandir(self.directory):
+            if not entry.name.startswith("shard-") or not entry.name.endswith(".arrow"):
+                continue
+            match = SHARD.fullmatch(entry.name)
+            if match is None:
+                damaged.append((entry.name, "a name that is not a shard's (it carries no checksum)"))
+            else:
+                shards.append((int(match["time"]), entry.name))
+        for _, name in sorted(shards):  # oldest first: a pair written again later overrides it in the index
+            table, why = self._read_shard(name)
+            if table is None:
+                damaged.append((name, why))
+            elif table.num_rows:
+                self._add_segment(table)
+                self.shards += 1
         if damaged:
-            warnings.warn(
-                f"cache {self.path}: {damaged} damaged line(s) dropped (cut short by a kill, or not a record of "
-                "this stage); their queries are recomputed",
-                TornLine,
-                stacklevel=2,
-            )
+            self._set_aside(damaged)
 
-    def get(self, query_id: str, query_hash: str) -> dict[str, Any] | None:
-        return self._entries.get((query_id, query_hash))
-
-    def put(self, record: dict[str, Any]) -> None:
-        """Append one record, or raise a HarnessError (after truncating away any part of it that was written)."""
-        # infinite scores are written as Infinity (read back by json); NaN never reaches here (Hit refuses it)
+    def _read_shard(self, name: str) -> tuple[pa.Table | None, str]:
+        path = self.directory / name
+        match = SHARD.fullmatch(name)
+        assert match is not None
         try:
-            line = (json.dumps(record, ensure_ascii=False) + "\n").encode()
-        except (TypeError, ValueError) as exc:  # the runner converts metadata first: this is rag_eval's own bug
-            raise HarnessError(
-                f"cache {self.path}: cannot encode the record of query {record.get('query_id')!r} as JSON ({exc})"
-            ) from None
-        with self._lock:
+            with pa.memory_map(str(path)) as source:  # the table's buffers keep the mapping after close
+                data = source.read_buffer()
+        except FileNotFoundError:  # set aside by another process opening the store at the same time
+            return None, "removed while being read"
+        except OSError as exc:
+            raise harness_error(path, "cannot read a cache shard", exc) from None
+        except pa.ArrowException as exc:
+            return None, f"unreadable ({exc})"
+        if f"{zlib.crc32(data):08x}" != match["crc"]:
+            return None, "its bytes do not match its checksum (cut short or overwritten)"
+        try:
+            table = ipc.open_file(data).read_all()
+            table.validate(full=True)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            return None, f"Arrow cannot read it ({exc})"
+        why = _damage(table)
+        return (None, why) if why else (table, "")
+
+    def _set_aside(self, damaged: list[tuple[str, str]]) -> None:
+        self.damaged = len(damaged)
+        kept = []
+        for name, _ in damaged:
             try:
-                with file_lock(self._lock_path, exclusive=True):
-                    append(self.path, line)  # whole, fsync'd; a torn tail cut first, a failed append cut back
-            except OSError as exc:
-                if not self.path.parent.is_dir():
-                    raise harness_error(
-                        self.path.parent,
-                        "the cache directory was removed during the run (what was stored in it is gone)",
-                        exc,
-                    ) from None
-                raise harness_error(self.path, "cannot store a result", exc) from None
-            self._entries[(record["query_id"], record["query_hash"])] = record
+                os.replace(self.directory / name, self.directory / (name + DAMAGED_SUFFIX))
+            except FileNotFoundError:
+                pass  # set aside by another process meanwhile
+            except OSError:
+                kept.append(name)
+        listed = "; ".join(f"{name}: {why}" for name, why in damaged[:5])
+        more = f"; and {len(damaged) - 5} more" if len(damaged) > 5 else ""
+        where = (
+            f" (could not set {len(kept)} aside: they will be reported again)"
+            if kept
+            else f" (set aside as *{DAMAGED_SUFFIX})"
+        )
+        warnings.warn(
+            f"cache {self.directory}: {len(damaged)} damaged shard(s) not read{where}; their queries are "
+            f"recomputed: {listed}{more}",
+            DamagedShard,
+            stacklevel=3,
+        )
+
+    def _add_segment(self, table: pa.Table) -> None:
+        start = self._starts[-1]
+        keys = _keys_of(table).to_pylist()
+        self._index.update(zip(keys, range(start, start + len(keys)), strict=True))
+        self._segments.append(table)
+        self._starts.append(start + table.num_rows)
+
+    def lookup(self, query_ids: Sequence[str], query_hashes: Sequence[str]) -> pa.Table:
+        """The stored rows of the ``(query_id, query_hash)`` pairs found, ``cached`` set, in the order asked (a
+        pair not found has no row)."""
+        get = self._index.get
+        with self._lock:
+            wanted = np.fromiter(
+                (get(_key(q, h), -1) for q, h in zip(query_ids, query_hashes, strict=True)), np.int64, len(query_ids)
+            )
+            rows = wanted[wanted >= 0]
+            if not rows.size:
+                return ht.empty_table()
+            starts = np.asarray(self._starts, np.int64)
+            segment = np.searchsorted(starts, rows, side="right") - 1
+            if (segment == segment[0]).all():
+                part = self._segments[int(segment[0])].take(pa.array(rows - starts[segment[0]]))
+            else:
+                order = np.argsort(segment, kind="stable")
+                parts = []
+                for s in np.unique(segment):
+                    parts.append(self._segments[int(s)].take(pa.array(rows[segment == s] - starts[s])))
+                inverse = np.empty_like(order)
+                inverse[order] = np.arange(order.size)
+                part = ht.concat(parts).combine_chunks().take(pa.array(inverse))
+        at = part.schema.get_field_index("cached")
+        return part.set_column(at, part.schema.field(at), pa.array(np.ones(part.num_rows, bool)))
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._index)
+
+    # ----- writing ---------------------------------------------------------------------------------------------
+
+    def put(self, chunk: pa.Table | dict[str, Any]) -> None:
+        """Keep the rows of ``chunk`` (:data:`~rag_eval.stages._hit_table.SCHEMA` rows of computed, non-failed
+        queries): buffered, written as a new shard when enough are pending (the module's docstring); a failure to
+        write is a HarnessError."""
+        if isinstance(chunk, dict):  # the per-query runner's record (until the batched runner): written at once
+            self._legacy = True
+            chunk = _record_table(chunk)
+        _check_put(chunk)
+        if not chunk.num_rows:
+            return
+        with self._lock:
+            self._add_segment(chunk)
+            if not self._pending:
+                self._pending_since = time.monotonic()
+            self._pending.append(chunk)
+            self._pending_rows += chunk.num_rows
+            if (
+                self._legacy
+                or self._pending_rows >= self.shard_queries
+                or time.monotonic() - self._pending_since >= self.shard_seconds
+            ):
+                self._flush()
+
+    def flush(self) -> None:
+        """Write what is pending now as one shard (a no-op when nothing is)."""
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        pending, self._pending, self._pending_rows = self._pending, [], 0  # a failed write is not retried
+        table = ht.concat(pending)
+        sink = pa.BufferOutputStream()
+        with ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        data = sink.getvalue()
+        name = f"shard-{time.time_ns():019d}-{os.getpid()}-{uuid.uuid4().hex}-{zlib.crc32(data):08x}.arrow"
+        try:
+            self.directory.mkdir(exist_ok=True)
+            atomic_write(self.directory / name, memoryview(data))
+        except OSError as exc:
+            if not self.directory.parent.is_dir():
+                raise harness_error(
+                    self.directory.parent,
+                    "the cache directory was removed during the run (what was stored in it is gone)",
+                    exc,
+                ) from None
+            raise harness_error(self.directory, "cannot store results", exc) from None
+
+    def spec(self) -> StoreSpec:
+        return StoreSpec(str(self.directory), self.stage, self.shard_queries, self.shard_seconds)
+
+    # ----- the per-query runner's interface (until the batched runner lands) -----------------------------------
+
+    def get(self, query_id: str, query_hash: str) -> dict[str, Any] | None:
+        found = self.lookup([query_id], [query_hash])
+        if not found.num_rows:
+            return None
+        row = found.to_pylist()[0]
+        hits = row["hits"]
+        columns = {
+            "doc_id": [h["doc_id"] for h in hits],
+            "score": [h["score"] for h in hits],
+            "text": [h.get("text") for h in hits],
+            "tokens": [h.get("tokens") for h in hits],
+            "metadata": [json.loads(h["metadata"]) if h.get("metadata") else None for h in hits],
+        }
+        return {
+            "query_id": row["query_id"],
+            "query_hash": row["query_hash"],
+            "hits": columns,
+            "latency": row["latency"],
+            "beyond_depth": row["beyond_depth"],
+            "issues": row["issues"],
+        }
+
+    def __repr__(self) -> str:
+        return f"StageStore({str(self.directory)!r}, {len(self)} entries)"
 
 
-def _parse(data: bytes) -> tuple[list[dict[str, Any]], int]:
-    """The records of a cache file, and how many non-blank lines are not records (torn, garbage, foreign)."""
-    complete = data.rfind(b"\n") + 1
-    lines = [line for line in data[:complete].split(b"\n") if line.strip()]
-    torn = 1 if data[complete:].strip() else 0  # a last line without its newline: cut short
-    try:  # one parse for the whole file; line by line only when some line is damaged
-        parsed = json.loads(b"[" + b",".join(lines) + b"]")
-    except ValueError:
-        parsed = []
-        for line in lines:
-            try:
-                parsed.append(json.loads(line))
-            except ValueError:
-                parsed.append(None)
-    records = [r for r in parsed if _is_record(r)]
-    return records, torn + len(parsed) - len(records)
+def _key(query_id: str, query_hash: str) -> str:
+    return f"{len(query_hash)}{_SEP}{query_hash}{_SEP}{query_id}"  # unambiguous whatever the ids hold
 
 
-def _is_record(record: Any) -> bool:
-    return (
-        isinstance(record, dict)
-        and isinstance(record.get("hits"), dict)
-        and isinstance(record.get("query_id"), str)
-        and isinstance(record.get("query_hash"), str)
+def _keys_of(table: pa.Table) -> pa.ChunkedArray:
+    hashes = table.column("query_hash")
+    lengths = pc.cast(pc.utf8_length(hashes), pa.large_string())
+    ids = table.column("query_id")
+    return pc.binary_join_element_wise(lengths, pc.cast(hashes, pa.large_string()), ids, pa.scalar(_SEP, ids.type))
+
+
+def _schema_ok(table: pa.Table) -> bool:
+    try:
+        fields = ht.fields_of(table)
+    except (KeyError, AttributeError, TypeError):
+        return False
+    return table.schema.remove_metadata().equals(ht.schema(fields))
+
+
+def _check_put(table: pa.Table) -> None:
+    if not isinstance(table, pa.Table) or not _schema_ok(table):
+        raise HarnessError(f"StageStore.put takes a table of the stage output schema, not {table!r:.200}")
+    if table.column("hits").null_count:
+        raise HarnessError("StageStore.put takes the rows of computed queries only (a row with null hits: failed)")
+
+
+def _damage(table: pa.Table) -> str:
+    """Why a shard's table cannot be trusted, or "" (whole columns checked, never hit by hit)."""
+    if not _schema_ok(table):
+        return f"its columns are not a stage output's ({table.schema.to_string(show_schema_metadata=False)!r:.200})"
+    for name in ("query_id", "query_hash", "hits", "latency", "cached", "skipped", "beyond_depth", "issues"):
+        if table.column(name).null_count:
+            return f"a null {name}"
+    if table.column("error").null_count != table.num_rows:
+        return "a failed row (one with an error)"
+    latency = table.column("latency")
+    if pc.any(pc.is_nan(latency)).as_py() or pc.any(pc.less(latency, 0)).as_py():
+        return "a NaN or negative latency"
+    if pc.any(table.column("skipped")).as_py():
+        return "a skipped row"
+    for name in ("beyond_depth", "issues"):
+        if pc.list_flatten(table.column(name)).null_count:
+            return f"a null in {name}"
+    hits = pc.list_flatten(table.column("hits"))
+    if hits.null_count:
+        return "a null hit"
+    doc_ids = pc.struct_field(hits, "doc_id")
+    if doc_ids.null_count or (len(doc_ids) and pc.min(pc.utf8_length(doc_ids)).as_py() == 0):
+        return "a null or empty doc id"
+    if pc.any(pc.is_nan(pc.struct_field(hits, "score"))).as_py():
+        return "a NaN score"
+    fields = ht.fields_of(table)
+    if "tokens" in fields and pc.any(pc.less(pc.struct_field(hits, "tokens"), 0)).as_py():
+        return "a negative token count"
+    if "metadata" in fields:
+        metadata = pc.utf8_trim_whitespace(pc.struct_field(hits, "metadata"))
+        objects = pc.and_(pc.starts_with(metadata, "{"), pc.ends_with(metadata, "}"))
+        if not pc.all(objects).as_py():
+            return "hit metadata that is not a JSON object"
+    return ""
+
+
+def _record_table(record: Mapping[str, Any]) -> pa.Table:
+    """The per-query runner's record as one row of the stage output schema."""
+    columns = record["hits"]
+    from .hits import Hit
+
+    hits = [
+        Hit(d, s, t, n, m or {})
+        for d, s, t, n, m in zip(
+            columns["doc_id"], columns["score"], columns["text"], columns["tokens"], columns["metadata"], strict=True
+        )
+    ]
+    builder = ht.TableBuilder()
+    builder.add(
+        record["query_id"],
+        record["query_hash"],
+        hits,
+        latency=record.get("latency", 0.0),
+        beyond_depth=tuple(record.get("beyond_depth", ())),
+        issues=tuple(record.get("issues", ())),
     )
-
-
-def _rewrite(path: Path, records: list[dict[str, Any]]) -> None:
-    """Replace ``path`` by its good records, atomically (:func:`rag_eval._files.atomic_write`)."""
-    atomic_write(path, b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode() for r in records))
+    return builder.table()
 
 
 def harness_error(path: Path, what: str, exc: OSError) -> HarnessError:
@@ -266,11 +528,27 @@ class NoCache:
 
 
 class NoStore:
+    """A store that keeps nothing: the same calls as :class:`StageStore`."""
+
+    damaged = 0
+
+    def lookup(self, query_ids: Sequence[str], query_hashes: Sequence[str]) -> pa.Table:
+        return ht.empty_table()
+
+    def put(self, chunk: pa.Table | dict[str, Any]) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def spec(self) -> StoreSpec:
+        return StoreSpec(None)
+
     def get(self, query_id: str, query_hash: str) -> None:
         return None
 
-    def put(self, record: dict[str, Any]) -> None:
-        pass
+    def __len__(self) -> int:
+        return 0
 
 
 def as_cache(cache: StageCache | str | os.PathLike[str] | None) -> StageCache | NoCache:

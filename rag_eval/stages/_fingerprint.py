@@ -53,7 +53,7 @@ import numpy as np
 
 from ..errors import InputError
 
-SCHEME = 2  # the key scheme: 1 hashed a function's source alone (and large objects by type and length)
+SCHEME = 3  # the key scheme: 1 hashed a function's source alone (and large objects by type and length); 3 shards
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 _SCALAR_TAG = {type(None): b"N", bool: b"B", int: b"I", float: b"F", complex: b"C"}
