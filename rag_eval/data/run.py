@@ -269,6 +269,23 @@ class Run:
         first = file.first_line().lstrip()
         return cls._from_jsonl(file, name, "score") if first.startswith("{") else cls._from_trec(file, name)
 
+    @classmethod
+    def _from_csr(
+        cls,
+        name: str,
+        query_ids: list[str],
+        offsets: npt.NDArray[np.int64],
+        doc_ids: PackedIds | np.ndarray,
+        scores: npt.NDArray[np.float64] | None,
+    ) -> Run:
+        """A ranking as given, from CSR columns the caller has checked (a stage's table: ids non-empty strs, each
+        once per query; scores not NaN): query ``i`` owns entries ``offsets[i]:offsets[i+1]``. Doc ids stay packed
+        (UTF-8 bytes) where the C extension can read them, else are unpacked once here."""
+        if isinstance(doc_ids, PackedIds) and _accel.speedups is None:
+            doc_ids = doc_ids.to_objects()  # the pure-Python grade lookup reads str objects
+        lengths = np.diff(np.asarray(offsets, np.int64))
+        return cls._build(name, query_ids, lengths, doc_ids, scores, by_score=False, source=None, dedupe=False)
+
     # ----- internal construction ----------------------------------------------------------------------------
     @classmethod
     def _from_rows(

@@ -261,3 +261,83 @@ def row_index(table: pa.Table) -> dict[str, int]:
 def to_mapping(value: str | None) -> Mapping[str, Any]:
     """A hit's metadata cell back as a read-only mapping."""
     return MappingProxyType(json.loads(value)) if value else _EMPTY
+
+
+# ----- reading whole columns (no Python object per hit) ---------------------------------------------------------
+def hits_array(table: pa.Table) -> pa.LargeListArray:
+    """The ``hits`` column as one array (chunks combined: list offsets then index one child)."""
+    column = table.column("hits")
+    if column.num_chunks == 1:
+        array: pa.LargeListArray = column.chunk(0)
+        return array
+    if column.num_chunks == 0:
+        empty: pa.LargeListArray = pa.array([], column.type)
+        return empty
+    combined: pa.LargeListArray = column.combine_chunks()
+    return combined
+
+
+def failed_mask(table: pa.Table) -> np.ndarray:
+    """bool per row: the stage failed on the query (its hits are null)."""
+    column = table.column("hits")
+    if column.null_count == 0:
+        return np.zeros(len(table), bool)
+    return np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def lengths_of(table: pa.Table) -> np.ndarray:
+    """int64 per row: the number of hits (0 for a failed row)."""
+    array = hits_array(table)
+    offsets = array.offsets.to_numpy()
+    lengths = np.diff(offsets).astype(np.int64)
+    if array.null_count:
+        lengths[np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)] = 0
+    return lengths
+
+
+def flat_hits(table: pa.Table) -> tuple[np.ndarray, pa.StructArray]:
+    """``(offsets, hits)``: every non-failed row's hits one after the other (a failed row owns none), with CSR
+    offsets per row starting at 0: row ``i`` owns ``hits[offsets[i]:offsets[i + 1]]``."""
+    array = hits_array(table)
+    lengths = lengths_of(table)
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    raw = array.offsets.to_numpy()
+    if array.null_count and (np.diff(raw) != lengths).any():  # a null row owning values: rebuild without them
+        valid = pa.array(~np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool))
+        array = array.filter(valid)
+    flat: pa.StructArray = array.flatten()
+    if len(flat) != offsets[-1]:  # pragma: no cover - flatten drops exactly the null rows' values
+        raise ValueError("hits table: the list offsets do not match the hits")
+    return offsets, flat
+
+
+def string_buffers(array: pa.Array) -> tuple[np.ndarray, pa.Buffer]:
+    """``(starts, data)`` of a large_string array without copying: string ``i`` is ``data[starts[i]:starts[i+1]]``
+    with ``starts[0] == 0`` (the array's own slice offset and first offset taken out)."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+    if array.type != pa.large_string():
+        array = array.cast(pa.large_string())
+    n = len(array)
+    buffers = array.buffers()
+    if n == 0 or buffers[1] is None:
+        return np.zeros(1, np.int64), pa.py_buffer(b"")
+    offsets = np.frombuffer(buffers[1], np.int64, n + 1, array.offset * 8)
+    first = int(offsets[0])
+    data = buffers[2] if buffers[2] is not None else pa.py_buffer(b"")
+    return offsets - first, data.slice(first, int(offsets[-1]) - first)
+
+
+def field_or_none(hits: pa.StructArray, name: str) -> pa.Array | None:
+    """The hit field ``name`` (None when the table does not hold it)."""
+    if hits.type.get_field_index(name) < 0:
+        return None
+    return hits.field(name)
+
+
+def lengths_of_list(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """int64 per row: the length of each list of a list column (0 for a null)."""
+    import pyarrow.compute as pc
+
+    return np.asarray(pc.fill_null(pc.list_value_length(column), 0).to_numpy(), np.int64)

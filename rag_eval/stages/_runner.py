@@ -1,11 +1,28 @@
-"""Running a pipeline: stage by stage, every query, with concurrency, a cache, retries and per-query faults.
+"""Running a pipeline: every query through every stage, in blocks, with concurrency, batches, a cache, retries and
+per-query faults.
 
-A fault in one query of one stage (an exception, a timeout, None or another bad return, ids that are not
-strings, a reranker returning ids it was not given, ids outside the corpus) is recorded for that query with
-its text, and the run goes on; the later stages skip that query. Answers that can be used once mended are kept
-with an issue recorded for the query (``Outcome.issues``): a doc id returned twice (kept once, at its first
-place), more hits than the depth (cut to the depth), and, with ``verify``, a different answer on a second call.
-Every completed query is written to the cache at once, so an interrupted run loses nothing it finished.
+The local runner streams the queries in blocks (:func:`block_size`: at least 1,000, and four rounds of
+``batch_size x concurrency``) through every stage in turn: a fusion's inputs, the fusion, the first stage, each
+reranker. For each stage and block it looks the queries up in the stage's cache store, computes the others with
+:func:`rag_eval.stages._batch.compute_batch` and puts their new rows into the store; the checked Hit tuples of a
+block go straight to the next stage (rebuilt from columns only for rows read from the cache), and live only for
+that block. What a stage's output keeps is its table (:data:`~rag_eval.stages._hit_table.SCHEMA`, one row per
+query, in query order). With an executor (``executor="ray"`` or an object with ``run_stage``,
+:mod:`rag_eval.stages._executor`) the runner goes stage by stage instead, handing each stage's uncached queries to
+the executor as one table; the result is the same.
+
+A fault in one query of one stage (an exception, a timeout, None or another bad return, ids that are not strings, a
+reranker returning ids it was not given, ids outside the corpus) is recorded for that query with its text, and the
+run goes on; the later stages skip that query. Answers that can be used once mended are kept with an issue recorded
+for the query (``Outcome.issues``): a doc id returned twice (kept once, at its first place), more hits than the depth
+(cut to the depth), and, with ``verify``, a different answer on a second call. Every rule, and how batches and
+timeouts work, is in :mod:`rag_eval.stages._batch`. A row read from the cache is used only if its doc ids are
+still in the ``corpus`` given to the pipeline (else the query is computed again, and checked).
+
+Finished queries are put into the cache as they finish (at least every second while a block computes); the stores
+write a shard every ``shard_queries`` rows or ``shard_seconds`` (:class:`~rag_eval.stages.StageCache`) and are
+flushed when the run ends or stops (Ctrl-C, ``SystemExit``, a HarnessError): so an interrupted run keeps every query
+it finished, and a SIGKILL loses at most the shard in flight and the second of work not yet put.
 When the run ends, a systematic problem is said once, one line per kind (:attr:`PipelineResult.findings`): a stage
 that failed on more than half of its queries (with the count and the first error), a retriever that returned the same
 number of hits below the depth on most queries (a cap of its own).
@@ -13,40 +30,37 @@ number of hits below the depth on most queries (a cap of its own).
 Who is at fault decides what happens. Anything a stage raises for a query (an ``Exception``, and also a
 ``BaseException`` of its own such as ``GeneratorExit`` or an ``asyncio.CancelledError`` it raises itself) is that
 query's fault, recorded and retried. ``KeyboardInterrupt`` and ``SystemExit`` stop the run, keeping what is stored. A
-failure of the harness itself (the cache cannot be written, a result cannot be stored) is a
-:class:`~rag_eval.errors.HarnessError` that stops the run: it is never retried, recorded or scored as the stage's.
-A timeout holds whatever the stage does: a sync stage's call runs on a thread the runner stops waiting for; an async
-stage runs on the runner's worker threads, each with an event loop of its own, so one that blocks its loop (a
-``time.sleep`` inside) holds only its own query, and a run takes about ``timeout x ceil(queries / concurrency)``.
+failure of the harness itself (the cache cannot be written, a result cannot be stored, an executor that returns
+other rows than it was given) is a :class:`~rag_eval.errors.HarnessError` that stops the run: it is never retried,
+recorded or scored as the stage's.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
+import contextlib
+import dataclasses
 import hashlib
 import os
-import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ..errors import HarnessError, InputError
-from ._cache import NoCache, NoStore, StageCache, StageStore, as_cache, json_metadata, text_hash
+from . import _hit_table as ht
+from ._batch import Given, StageJob, _describe, compute_batch, entry_hash
+from ._cache import NoCache, NoStore, StageCache, StageStore, as_cache
+from ._executor import Executor, todo_table
 from ._fingerprint import Uncacheable
 from .budget import Budget
 from .fusion import Fusion
-from .hits import Hit, as_hit
-from .result import Outcome, PipelineResult, PipelineSpec, StageOutput, StageSpec, announce
+from .result import PipelineResult, PipelineSpec, StageOutput, StageSpec, announce
 from .stage import Reranker, Retriever, Stage
 
-Given = tuple[Hit, ...] | None  # the hits a reranker is given for a query (None: a first stage, given none)
-Call = Callable[[str, Given], Any]  # call(query text, given): what the stage returned
-ACall = Callable[[str, Given], Awaitable[Any]]
-Checked = tuple[list[Hit], tuple[str, ...], list[str]]  # hits kept, doc ids past the depth, issues
-Check = Callable[[Any, Any], Checked]  # check(returned, given): usable hits, or a StageFault
-Todo = tuple[str, str, Given, str, bool]  # query id, text, given, query hash, verify it
-Finish = Callable[[str, str, Outcome], None]  # finish(query id, query hash, outcome)
+MIN_BLOCK = 1000  # queries per block at least (a block's Hit objects are all that lives at once)
 
 
 class _Bar(Protocol):
@@ -72,8 +86,27 @@ class Plan(Protocol):
     def stages(self) -> list[Stage]: ...
 
 
-class StageFault(Exception):
-    """A stage's output for one query cannot be used (the message says why)."""
+def block_size(batch_size: int, concurrency: int) -> int:
+    """Queries per block of the local runner: enough for four rounds of ``concurrency`` batches, at least 1,000."""
+    return max(MIN_BLOCK, batch_size * concurrency * 4)
+
+
+@dataclasses.dataclass
+class _Step:
+    """One stage of the run: what it is, where its output's key comes from, who reads its hits."""
+
+    stage: Stage
+    role: str  # "input", "first" or "reranker"
+    key: str  # the fingerprint of its output: its own and everything upstream
+    covers: str
+    job: StageJob
+    inputs: tuple[int, ...] = ()  # a fusion: the steps it fuses
+    upstream: int | None = None  # a reranker: the step whose hits it is given
+    read: bool = False  # a later step reads its hits
+
+    @property
+    def fuses(self) -> bool:
+        return bool(self.inputs)
 
 
 def run_pipeline(
@@ -87,109 +120,384 @@ def run_pipeline(
     backoff: float,
     timeout: float | None,
     verify: bool | int = False,
+    batch_size: int = 1,
+    executor: Executor | str | None = None,
 ) -> PipelineResult:
     queries = _checked_queries(queries)
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ValueError(f"concurrency must be a positive int, not {concurrency!r}")
+    for value, what in ((concurrency, "concurrency"), (batch_size, "batch_size")):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{what} must be a positive int, not {value!r}")
     if retries < 0 or backoff < 0 or (timeout is not None and timeout <= 0):
         raise ValueError("retries and backoff must be 0 or more, and timeout positive (or None)")
     if not isinstance(verify, (bool, int)) or verify < 0:
         raise ValueError(f"verify must be True, False or a number of queries, not {verify!r}")
+    running = resolve_executor(executor)
     store = as_cache(cache)
-    settings = _Settings(concurrency, progress, retries, backoff, timeout, -1 if verify is True else int(verify))
-    depth, stages = pipeline.depth, {}
-    first = pipeline.retriever
     described = {stage.name: _described(stage, store) for stage in pipeline.stages}  # before anything runs
     spec = _spec(pipeline, described)
-
-    def output(stage: Stage, role: str, *upstream: str) -> StageOutput:
-        digest, covers = described[stage.name]
-        return StageOutput(stage.name, role, _key(digest, *upstream), covers=covers)
-
-    def retrieve(stage: Retriever, role: str) -> StageOutput:
-        out = output(stage, role, f"depth={depth}")
-        key = out.fingerprint
-        calls: dict[str, tuple[str, tuple[Hit, ...] | None]] = {q: (queries[q], None) for q in queries}
-        out.outcomes = _run_stage(
-            stage,
-            calls,
-            store.store(stage.name, key),
-            settings,
-            call=lambda text, _: stage.search(text, depth),
-            acall=(lambda text, _: stage.asearch(text, depth)) if stage.has_async else None,
-            check=lambda hits, _: _first_stage_hits(hits, depth, pipeline.corpus),
-        )
-        return out
-
-    if isinstance(first, Fusion):
-        inputs = [retrieve(r, "input") for r in first.retrievers]
-        stages.update({o.name: o for o in inputs})
-        fused = output(first, "first", *(o.fingerprint for o in inputs))
-        for q in queries:
-            failed = [o.name for o in inputs if o.outcomes[q].failed]
-            if failed:
-                fused.outcomes[q] = Outcome(None, f"input retriever(s) failed: {', '.join(failed)}", skipped=True)
-                continue
-            rankings = [o.outcomes[q].hits or () for o in inputs]
-            start = time.perf_counter()
-            try:
-                hits = first.combine(rankings, depth)
-            except InputError as exc:  # a NaN a score sum cannot order: this query's fault of the fusion
-                fused.outcomes[q] = Outcome(None, _describe(exc), latency=time.perf_counter() - start)
-                continue
-            kept = {h.doc_id for h in hits}
-            beyond = dict.fromkeys(
-                d
-                for o in inputs
-                for d in (*(h.doc_id for h in o.outcomes[q].hits or ()), *o.outcomes[q].beyond_depth)
-                if d not in kept
-            )
-            fused.outcomes[q] = Outcome(tuple(hits), latency=time.perf_counter() - start, beyond_depth=tuple(beyond))
-        stages[first.name] = previous = fused
+    job = StageJob(
+        role="first",
+        depth=pipeline.depth,
+        corpus=pipeline.corpus,
+        batch_size=batch_size,
+        concurrency=concurrency,
+        retries=retries,
+        backoff=backoff,
+        timeout=timeout,
+        verify=-1 if verify is True else int(verify),
+    )
+    steps = _steps(pipeline, described, job)
+    stores = [store.store(s.stage.name, s.key) if not s.fuses else NoStore() for s in steps]
+    bars = [_progress_bar(s.stage.name, len(queries), progress) for s in steps]
+    try:
+        if running is None:
+            tables = _run_in_blocks(steps, stores, bars, queries, block_size(batch_size, concurrency))
+        else:
+            tables = _run_by_stage(steps, stores, bars, queries, running, cached=not isinstance(store, NoCache))
+    except BaseException:
+        for opened in stores:  # keep what finished; the error that stopped the run is the one raised
+            with contextlib.suppress(HarnessError, OSError):
+                opened.flush()
+        raise
     else:
-        stages[first.name] = previous = retrieve(first, "first")
-
-    for reranker in pipeline.rerankers:
-        out = output(reranker, "reranker", previous.fingerprint)
-        key = out.fingerprint
-        calls = {}
-        for q, outcome in previous.outcomes.items():
-            if outcome.failed:
-                out.outcomes[q] = Outcome(None, f"not run: {previous.name} failed on this query", skipped=True)
-            else:
-                calls[q] = (queries[q], outcome.hits)
-        out.outcomes.update(
-            _run_stage(
-                reranker,
-                calls,
-                store.store(reranker.name, key),
-                settings,
-                call=_rerank_call(reranker),
-                acall=_rerank_acall(reranker) if reranker.has_async else None,
-                check=_reranked_hits,
-            )
-        )
-        out.outcomes = {q: out.outcomes[q] for q in queries}  # query order
-        stages[reranker.name] = previous = out
-    result = PipelineResult(spec, queries, stages)
+        for opened in stores:
+            opened.flush()
+    finally:
+        for bar in bars:
+            if bar is not None:
+                bar.close()
+    outputs = {
+        s.stage.name: StageOutput(s.stage.name, s.role, s.key, table=table, covers=s.covers)
+        for s, table in zip(steps, tables, strict=True)
+    }
+    result = PipelineResult(spec, queries, outputs)
     announce(result.findings, stacklevel=3)  # once per run, one line per kind, at the caller of Pipeline.run
     return result
 
 
-def _rerank_call(reranker: Reranker) -> Call:
-    """``call(text, given)`` for a reranker: it gets a list of its own (it must not change the input in place)."""
+def resolve_executor(executor: Executor | str | None) -> Executor | None:
+    """None (the local runner), ``"ray"`` (a default :class:`~rag_eval.stages._ray.RayExecutor`, imported only
+    now: Ray is an optional extra) or an object with ``run_stage``."""
+    if executor is None:
+        return None
+    if isinstance(executor, str):
+        if executor != "ray":
+            raise InputError(f"executor must be None, 'ray' or an executor object (with run_stage), not {executor!r}")
+        from ._ray import RayExecutor
 
-    def call(text: str, given: Given) -> Any:
-        return reranker.rerank(text, list(given or ()))
+        made: Executor = RayExecutor()
+        return made
+    if not callable(getattr(executor, "run_stage", None)):
+        raise InputError(
+            f"executor must be None, 'ray' or an executor object (with run_stage), not {type(executor).__name__}"
+        )
+    return executor
 
-    return call
+
+def _steps(pipeline: Plan, described: Mapping[str, tuple[str, str]], job: StageJob) -> list[_Step]:
+    """The stages in the order they run, each with its output's key (its fingerprint and everything upstream)."""
+    depth = pipeline.depth
+    first = pipeline.retriever
+    steps: list[_Step] = []
+
+    def add(stage: Stage, role: str, *upstream: str, **more: Any) -> _Step:
+        digest, covers = described[stage.name]
+        step = _Step(stage, role, _key(digest, *upstream), covers, dataclasses.replace(job, role=role), **more)
+        steps.append(step)
+        return step
+
+    if isinstance(first, Fusion):
+        inputs = [add(r, "input", f"depth={depth}") for r in first.retrievers]
+        for step in inputs:
+            step.read = True
+        add(first, "first", *(s.key for s in inputs), inputs=tuple(range(len(inputs))))
+    else:
+        add(first, "first", f"depth={depth}")
+    for reranker in pipeline.rerankers:
+        previous = len(steps) - 1
+        steps[previous].read = True
+        add(reranker, "reranker", steps[previous].key, upstream=previous)
+    return steps
 
 
-def _rerank_acall(reranker: Reranker) -> ACall:
-    async def acall(text: str, given: Given) -> Any:
-        return await reranker.arerank(text, list(given or ()))
+# ----- the local runner: blocks of queries through every stage -----------------------------------------------
 
-    return acall
+
+def _run_in_blocks(
+    steps: list[_Step],
+    stores: list[StageStore | NoStore],
+    bars: list[_Bar | None],
+    queries: dict[str, str],
+    block: int,
+) -> list[pa.Table]:
+    ids, texts = list(queries), list(queries.values())
+    hashes = entry_hash(texts)
+    parts: list[list[pa.Table]] = [[] for _ in steps]
+    verify = [s.job.verify for s in steps]  # how many computed queries are still to be asked twice, per stage
+    for lo in range(0, len(ids), block):
+        hi = min(lo + block, len(ids))
+        block_ids, block_texts, block_hashes = ids[lo:hi], texts[lo:hi], hashes[lo:hi]
+        done: list[tuple[pa.Table, list[Given] | None]] = []
+        for n, step in enumerate(steps):
+            bar = bars[n]
+            if step.fuses:
+                table, hits = _fused(step, [done[i] for i in step.inputs], block_ids, block_hashes)
+                if bar is not None:
+                    bar.update(len(block_ids))
+            else:
+                previous = done[step.upstream] if step.upstream is not None else None
+                job = dataclasses.replace(step.job, verify=verify[n]) if verify[n] != step.job.verify else step.job
+                table, hits, computed = _block(
+                    step, job, stores[n], bar, block_ids, block_texts, block_hashes, previous, steps
+                )
+                if verify[n] > 0:
+                    verify[n] = max(0, verify[n] - computed)
+            parts[n].append(table)
+            done.append((table, hits if step.read else None))
+    return [ht.concat(p) if p else ht.empty_table() for p in parts]
+
+
+def _block(
+    step: _Step,
+    job: StageJob,
+    store: StageStore | NoStore,
+    bar: _Bar | None,
+    ids: list[str],
+    texts: list[str],
+    hashes: list[str],
+    previous: tuple[pa.Table, list[Given] | None] | None,
+    steps: list[_Step],
+) -> tuple[pa.Table, list[Given] | None, int]:
+    """One block through one retriever or reranker: the rows (in block order), the Hit tuples when a later stage
+    reads them, and how many queries were computed."""
+    pieces: list[tuple[pa.Table, list[int]]] = []  # tables of rows, each with the block positions of its rows
+    rows = list(range(len(ids)))  # the block positions of the queries this stage runs
+    given: list[Given] | None = None
+    if previous is not None:
+        table, previous_hits = previous
+        if previous_hits is None:
+            previous_hits = ht.hit_lists(table)
+        hashes = entry_hash(texts, table.column("hits"))
+        failed = _failed_rows(table)
+        if failed.any():
+            pieces.append(_skipped(step, steps, ids, failed))
+            rows = np.flatnonzero(~failed).tolist()
+        given = [previous_hits[i] for i in rows]
+    run_ids, run_hashes = [ids[i] for i in rows], [hashes[i] for i in rows]
+    found = _usable(store.lookup(run_ids, run_hashes), job.corpus) if run_ids else ht.empty_table()
+    misses = list(range(len(rows)))  # positions in `rows` of the queries to compute
+    if found.num_rows:
+        found_at = set(found.column("query_id").to_pylist())
+        pieces.append((found, [i for i in rows if ids[i] in found_at]))
+        misses = [k for k, q in enumerate(run_ids) if q not in found_at]
+    if bar is not None and len(ids) > len(misses):
+        bar.update(len(ids) - len(misses))
+    computed_hits: list[Given] = []
+    if misses:
+        computed, computed_hits = compute_batch(
+            step.stage,
+            job,
+            [run_ids[k] for k in misses],
+            [texts[rows[k]] for k in misses],
+            [run_hashes[k] for k in misses],
+            [given[k] for k in misses] if given is not None else None,
+            store=store,
+            progress=bar.update if bar is not None else None,
+        )
+        pieces.append((computed, [rows[k] for k in misses]))
+    hits: list[Given] | None = None
+    if step.read:  # the Hit tuples in block order: the computed ones as they are, the cached ones rebuilt
+        hits = [None] * len(ids)
+        if misses:
+            for k, h in zip(misses, computed_hits, strict=True):
+                hits[rows[k]] = h
+        if found.num_rows:
+            for at, h in zip(pieces[-2 if misses else -1][1], ht.hit_lists(found), strict=True):
+                hits[at] = h
+    return _in_order(pieces, len(ids)), hits, len(misses)
+
+
+def _skipped(step: _Step, steps: list[_Step], ids: list[str], failed: np.ndarray) -> tuple[pa.Table, list[int]]:
+    """The rows of the queries a reranker does not run (its previous stage failed on them), and their positions."""
+    upstream = steps[step.upstream].stage.name if step.upstream is not None else "the previous stage"
+    at = np.flatnonzero(failed).tolist()
+    builder = ht.TableBuilder()
+    for i in at:
+        builder.add(ids[i], "", None, error=f"not run: {upstream} failed on this query", skipped=True)
+    return builder.table(), at
+
+
+def _failed_rows(table: pa.Table) -> np.ndarray:
+    column = table.column("hits")
+    if not column.null_count:
+        return np.zeros(table.num_rows, bool)
+    return np.asarray(pc.is_null(column).to_numpy(zero_copy_only=False), bool)
+
+
+def _usable(found: pa.Table, corpus: frozenset[str] | None) -> pa.Table:
+    """The cached rows whose doc ids are all in the corpus (a row that is not was stored under another corpus: the
+    query is computed again, and its answer checked)."""
+    if corpus is None or not found.num_rows:
+        return found
+    column = found.column("hits").combine_chunks()
+    doc_ids = pc.struct_field(pc.list_flatten(column), "doc_id")
+    outside = pc.invert(pc.is_in(doc_ids, value_set=_corpus_array(corpus)))
+    if not pc.any(outside).as_py():
+        return found
+    parents = pc.list_parent_indices(column).to_numpy()
+    bad = np.zeros(found.num_rows, bool)
+    bad[parents[outside.to_numpy(zero_copy_only=False)]] = True
+    return found.filter(pa.array(~bad))
+
+
+_CORPUS: dict[int, tuple[frozenset[str], pa.Array]] = {}
+
+
+def _corpus_array(corpus: frozenset[str]) -> pa.Array:
+    """The corpus as an Arrow array (made once per corpus object)."""
+    kept = _CORPUS.get(id(corpus))
+    if kept is None or kept[0] is not corpus:
+        _CORPUS.clear()
+        kept = _CORPUS[id(corpus)] = (corpus, pa.array(sorted(corpus), pa.large_string()))
+    return kept[1]
+
+
+def _in_order(pieces: list[tuple[pa.Table, list[int]]], n: int) -> pa.Table:
+    """The rows of ``pieces`` (each a table and the block positions of its rows) as one table in block order."""
+    if len(pieces) == 1:
+        return pieces[0][0]
+    if not pieces:
+        return ht.empty_table()
+    positions = np.concatenate([np.asarray(at, np.int64) for _, at in pieces])
+    order = np.empty(n, np.int64)
+    order[positions] = np.arange(n)
+    return ht.concat([t for t, _ in pieces]).combine_chunks().take(pa.array(order))
+
+
+def _fused(
+    step: _Step, inputs: list[tuple[pa.Table, list[Given] | None]], ids: list[str], hashes: list[str]
+) -> tuple[pa.Table, list[Given]]:
+    """A block of queries through a fusion of its inputs (computed, never cached: it is cheap)."""
+    fusion = step.stage
+    assert isinstance(fusion, Fusion)
+    names = [r.name for r in fusion.retrievers]
+    beyond = [t.column("beyond_depth").to_pylist() for t, _ in inputs]
+    hit_lists = [h if h is not None else ht.hit_lists(t) for t, h in inputs]
+    builder = ht.TableBuilder()
+    out: list[Given] = []
+    for i, q in enumerate(ids):
+        rankings = [h[i] for h in hit_lists]
+        failed = [name for name, r in zip(names, rankings, strict=True) if r is None]
+        if failed:
+            builder.add(q, hashes[i], None, error=f"input retriever(s) failed: {', '.join(failed)}", skipped=True)
+            out.append(None)
+            continue
+        start = time.perf_counter()
+        try:
+            hits = tuple(fusion.combine([r or () for r in rankings], step.job.depth))
+        except InputError as exc:  # a NaN a score sum cannot order: this query's fault of the fusion
+            builder.add(q, hashes[i], None, error=_describe(exc), latency=time.perf_counter() - start)
+            out.append(None)
+            continue
+        kept = {h.doc_id for h in hits}
+        past = dict.fromkeys(
+            d
+            for r, b in zip(rankings, beyond, strict=True)
+            for d in (*(h.doc_id for h in r or ()), *(b[i] or ()))
+            if d not in kept
+        )
+        builder.add(q, hashes[i], hits, latency=time.perf_counter() - start, beyond_depth=tuple(past))
+        out.append(hits)
+    return builder.table(), out
+
+
+# ----- with an executor: stage by stage ---------------------------------------------------------------------
+
+
+def _run_by_stage(
+    steps: list[_Step],
+    stores: list[StageStore | NoStore],
+    bars: list[_Bar | None],
+    queries: dict[str, str],
+    executor: Executor,
+    *,
+    cached: bool,
+) -> list[pa.Table]:
+    ids, texts = list(queries), list(queries.values())
+    first_hashes = entry_hash(texts)
+    tables: list[pa.Table] = []
+    for n, step in enumerate(steps):
+        if step.fuses:
+            table, _ = _fused(step, [(tables[i], None) for i in step.inputs], ids, first_hashes)
+        else:
+            table = _executed(step, n, stores[n], executor, ids, texts, first_hashes, tables, steps, cached)
+        if bars[n] is not None:
+            bars[n].update(len(ids))  # type: ignore[union-attr]
+        tables.append(table)
+    return tables
+
+
+def _executed(
+    step: _Step,
+    n: int,
+    store: StageStore | NoStore,
+    executor: Executor,
+    ids: list[str],
+    texts: list[str],
+    hashes: list[str],
+    tables: list[pa.Table],
+    steps: list[_Step],
+    cached: bool,
+) -> pa.Table:
+    """One stage over every query through ``executor``: the cached rows looked up here, the rest handed over."""
+    rows = list(range(len(ids)))
+    pieces: list[tuple[pa.Table, list[int]]] = []
+    given_column = None
+    if step.upstream is not None:
+        previous = tables[step.upstream]
+        failed = _failed_rows(previous)
+        hashes = entry_hash(texts, previous.column("hits"))
+        if failed.any():
+            pieces.append(_skipped(step, steps, ids, failed))
+            rows = np.flatnonzero(~failed).tolist()
+        given_column = previous.column("hits")
+    run_ids, run_hashes = [ids[i] for i in rows], [hashes[i] for i in rows]
+    found = _usable(store.lookup(run_ids, run_hashes), step.job.corpus) if run_ids else ht.empty_table()
+    found_at = set(found.column("query_id").to_pylist())
+    if found.num_rows:
+        pieces.append((found, [i for i in rows if ids[i] in found_at]))
+    todo_rows = [i for i in rows if ids[i] not in found_at]
+    if todo_rows:
+        given = given_column.take(pa.array(todo_rows, pa.int64())) if given_column is not None else None
+        todo = todo_table(
+            [ids[i] for i in todo_rows], [texts[i] for i in todo_rows], [hashes[i] for i in todo_rows], given
+        )
+        spec = store.spec() if cached else None
+        done = executor.run_stage(step.stage, step.job, todo, spec)
+        pieces.append((_checked_rows(executor, step.stage.name, todo, done), todo_rows))
+    return _in_order(pieces, len(ids))
+
+
+def _checked_rows(executor: Executor, stage: str, todo: pa.Table, done: Any) -> pa.Table:
+    """An executor's answer, if it is the rows of ``todo`` in order (else a HarnessError: not the stage's fault)."""
+    if not isinstance(done, pa.Table) or "hits" not in done.schema.names:
+        raise HarnessError(f"executor {executor!r}, stage {stage!r}: returned a {type(done).__name__}, not a table")
+    try:
+        conformed = ht.conform(done, ht.fields_of(done))
+        ok = conformed.schema.equals(ht.schema(ht.fields_of(done)))
+    except (pa.ArrowException, KeyError, TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise HarnessError(f"executor {executor!r}, stage {stage!r}: returned a table of another schema")
+    if done.num_rows != todo.num_rows or not done.column("query_id").equals(todo.column("query_id")):
+        raise HarnessError(
+            f"executor {executor!r}, stage {stage!r}: returned {done.num_rows} rows for {todo.num_rows} queries, "
+            "or in another order"
+        )
+    return conformed
+
+
+# ----- the rest ---------------------------------------------------------------------------------------------
 
 
 def _spec(pipeline: Plan, described: Mapping[str, tuple[str, str]]) -> PipelineSpec:
@@ -219,26 +527,6 @@ def _spec(pipeline: Plan, described: Mapping[str, tuple[str, str]]) -> PipelineS
         corpus_size=len(pipeline.corpus) if pipeline.corpus is not None else None,
         tokenizer=pipeline.tokenizer,
     )
-
-
-class _Settings:
-    def __init__(
-        self,
-        concurrency: int,
-        progress: bool | None,
-        retries: int,
-        backoff: float,
-        timeout: float | None,
-        verify: int,
-    ):
-        self.concurrency, self.progress, self.retries, self.backoff, self.timeout = (
-            concurrency,
-            progress,
-            retries,
-            backoff,
-            timeout,
-        )
-        self.verify = verify  # computed queries per stage called twice: -1 all, 0 none
 
 
 def _described(stage: Stage, store: StageCache | NoCache) -> tuple[str, str]:
@@ -271,297 +559,9 @@ def _checked_queries(queries: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _as_hits(returned: Any) -> tuple[list[Hit], list[str]]:
-    if returned is None:
-        raise StageFault("returned None instead of a list of hits")
-    if isinstance(returned, (str, bytes, Mapping)) or not isinstance(returned, Sequence):
-        raise StageFault(f"returned a {type(returned).__name__}, not a list of hits")
-    try:
-        hits = [as_hit(item) for item in returned]
-    except (TypeError, ValueError) as exc:
-        raise StageFault(str(exc)) from None
-    seen: set[str] = set()
-    unique, repeated = [], []
-    for hit in hits:  # a doc id returned twice counts once, at its first place
-        if hit.doc_id not in seen:
-            seen.add(hit.doc_id)
-            unique.append(hit)
-        else:
-            repeated.append(hit.doc_id)
-    issues = []
-    if repeated:
-        issues.append(
-            f"returned {len(repeated)} repeated doc id(s), kept once at the first place (e.g. {repeated[0]!r})"
-        )
-    return unique, issues
-
-
-_STOP = (KeyboardInterrupt, SystemExit, HarnessError)  # stop the run; every other exception is the query's fault
-
-
-def _first_stage_hits(returned: Any, depth: int, corpus: frozenset[str] | None) -> Checked:
-    hits, issues = _as_hits(returned)
-    if corpus is not None:
-        unknown = [h.doc_id for h in hits if h.doc_id not in corpus]
-        if unknown:
-            raise StageFault(f"returned doc ids not in the corpus: {unknown[:5]}")
-    if len(hits) > depth:
-        issues.append(f"returned {len(hits)} hits for a depth of {depth}: cut to the depth")
-    return hits[:depth], tuple(h.doc_id for h in hits[depth:]), issues
-
-
-def _reranked_hits(returned: Any, given: Sequence[Hit]) -> Checked:
-    hits, issues = _as_hits(returned)
-    known = {h.doc_id for h in given}
-    strangers = [h.doc_id for h in hits if h.doc_id not in known]
-    if strangers:
-        raise StageFault(f"returned doc ids it was not given: {strangers[:5]}")
-    return hits, (), issues
-
-
-def _second_answer(first: Sequence[Hit], get_again: Callable[[], Any], check: Check, given: Given) -> str | None:
-    """The issue, if any, when a stage is asked the same query again (``verify``): a differing answer."""
-    try:
-        again = check(get_again(), given)[0]
-    except _STOP:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - reported as the query's issue
-        return f"nondeterministic: a second call failed ({_describe(exc)})"
-    a, b = [h.doc_id for h in first], [h.doc_id for h in again]
-    if a == b:
-        return None
-    rank = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))) + 1
-    return f"nondeterministic: a second call returned a different ranking (first difference at rank {rank})"
-
-
-def _run_stage(
-    stage: Stage,
-    calls: dict[str, tuple[str, Given]],
-    store: StageStore | NoStore,
-    settings: _Settings,
-    *,
-    call: Call,
-    acall: ACall | None,
-    check: Check,
-) -> dict[str, Outcome]:
-    """Every query of ``calls`` through one stage: from the cache where stored, else computed and stored."""
-    outcomes: dict[str, Outcome] = {}
-    todo: list[Todo] = []
-    for q, (text, given) in calls.items():
-        qhash = text_hash(text if given is None else text + "\x00" + "\x1f".join(h.doc_id for h in given))
-        record = store.get(q, qhash)
-        if record is not None:
-            outcomes[q] = Outcome(
-                Hit.from_columns(record["hits"]),
-                latency=record.get("latency", 0.0),
-                cached=True,
-                beyond_depth=tuple(record.get("beyond_depth", ())),
-                issues=tuple(record.get("issues", ())),
-            )
-        else:
-            todo.append((q, text, given, qhash, settings.verify < 0 or len(todo) < settings.verify))
-    bar = _progress_bar(stage.name, len(todo), settings.progress)
-    finishing = threading.Lock()
-    stopped = threading.Event()  # the run stopped (a harness error, Ctrl-C): calls still in flight store nothing
-
-    def finish(q: str, qhash: str, result: Outcome) -> None:
-        """Keep one query's outcome: a harness failure here (the cache) is raised, never the stage's fault."""
-        if not result.failed:
-            result = _stored_types(stage.name, q, result)
-        with finishing:  # one store at a time, so that none follows a failed one (the run stops there)
-            if stopped.is_set():
-                return
-            if not result.failed:
-                try:
-                    store.put(
-                        {
-                            "query_id": q,
-                            "query_hash": qhash,
-                            "latency": result.latency,
-                            "hits": Hit.to_columns(result.hits or ()),
-                            "beyond_depth": list(result.beyond_depth),
-                            **({"issues": list(result.issues)} if result.issues else {}),
-                        }
-                    )
-                except BaseException:
-                    stopped.set()
-                    raise
-            outcomes[q] = result
-            if bar is not None:
-                bar.update(1)
-
-    try:
-        if todo:
-            _run_threads(todo, call, acall, check, settings, finish)
-    except BaseException:
-        stopped.set()
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
-    return {q: outcomes[q] for q in calls if q in outcomes}
-
-
-def _stored_types(stage: str, query: str, result: Outcome) -> Outcome:
-    """The outcome with every hit's metadata in JSON types (the cache's rule, applied with or without a cache, so
-    that a rerun from the cache sees what the first run saw); anything else is an InputError naming the hit."""
-    if not any(h.metadata for h in result.hits or ()):
-        return result
-    hits = []
-    for hit in result.hits or ():
-        if hit.metadata:
-            converted = json_metadata(hit.metadata, f"stage {stage!r}, query {query!r}, hit {hit.doc_id!r}")
-            if converted != hit.metadata or any(type(v) is not type(converted[k]) for k, v in hit.metadata.items()):
-                hit = Hit(hit.doc_id, hit.score, hit.text, hit.tokens, converted)
-        hits.append(hit)
-    return Outcome(tuple(hits), result.error, result.latency, result.cached, result.beyond_depth, result.issues)
-
-
 def _progress_bar(name: str, total: int, progress: bool | None) -> _Bar | None:
     if progress is False or total == 0:
         return None
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=name, unit="query", disable=None if progress is None else not progress, leave=False)
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, StageFault):
-        return str(exc)
-    if isinstance(exc, (TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError)):
-        return "timed out"
-    if isinstance(exc, asyncio.CancelledError):
-        return f"the stage raised CancelledError itself{f': {exc}' if str(exc) else ''}"
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _run_threads(
-    todo: list[Todo], call: Call, acall: ACall | None, check: Check, settings: _Settings, finish: Finish
-) -> None:
-    """Every query of ``todo`` on ``concurrency`` threads (the caller's own when 1). An async stage runs on an
-    event loop of the worker thread's own, kept from call to call; one abandoned by a timeout is replaced."""
-    local = threading.local()
-    loops: list[asyncio.AbstractEventLoop] = []  # every event loop made for this stage, closed at the end
-
-    def ask(text: str, given: Given) -> Any:
-        if acall is not None:
-            return _on_own_loop(local, loops, acall, text, given, settings.timeout)
-        return call(text, given) if settings.timeout is None else _with_timeout(call, text, given, settings.timeout)
-
-    def one(q: str, text: str, given: Given, qhash: str, verify: bool) -> None:
-        start = time.perf_counter()
-        error = None
-        for attempt in range(settings.retries + 1):
-            try:
-                hits, beyond, issues = check(ask(text, given), given)
-                latency = time.perf_counter() - start
-                if verify and (issue := _second_answer(hits, lambda: ask(text, given), check, given)):
-                    issues.append(issue)
-            except _STOP:
-                raise
-            except BaseException as exc:  # noqa: BLE001 - a fault in one query is recorded, never raised
-                error = _describe(exc)
-                if attempt < settings.retries:
-                    time.sleep(settings.backoff * 2**attempt)
-                continue
-            finish(q, qhash, Outcome(tuple(hits), latency=latency, beyond_depth=beyond, issues=tuple(issues)))
-            return
-        finish(q, qhash, Outcome(None, error, latency=time.perf_counter() - start))
-
-    try:
-        if settings.concurrency == 1:
-            for item in todo:
-                one(*item)
-            return
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix="rag_eval")
-        try:
-            futures = [pool.submit(one, *item) for item in todo]
-            for future in concurrent.futures.as_completed(futures):
-                future.result()  # the first harness error, Ctrl-C or SystemExit stops the run
-        except BaseException:  # stop at once: what completed is already in the cache
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        pool.shutdown()
-    finally:
-        for loop in loops:
-            if not loop.is_running() and not loop.is_closed():
-                loop.close()
-
-
-def _with_timeout(call: Call, text: str, given: Given, timeout: float) -> Any:
-    result: list[Any] = []
-    failure: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            result.append(call(text, given))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, which re-raises it
-            failure.append(exc)
-
-    worker = threading.Thread(target=target, daemon=True)  # an overrunning call is abandoned, not killed
-    worker.start()
-    worker.join(timeout)
-    if worker.is_alive():
-        raise TimeoutError
-    if failure:
-        raise failure[0]
-    return result[0]
-
-
-def _on_own_loop(
-    local: threading.local,
-    loops: list[asyncio.AbstractEventLoop],
-    acall: ACall,
-    text: str,
-    given: Given,
-    timeout: float | None,
-) -> Any:
-    """Await ``acall(text, given)`` on this worker's event loop (made on first use). With a timeout the loop is
-    driven by a helper thread the worker stops waiting for, so a stage that blocks its loop cannot hold the
-    timeout; that loop is then abandoned (its task asked to cancel) and the next call gets a new one."""
-    loop = getattr(local, "loop", None)
-    if loop is None or loop.is_closed():
-        loop = local.loop = asyncio.new_event_loop()
-        loops.append(loop)
-
-    async def awaited() -> Any:
-        return await acall(text, given)
-
-    if timeout is None:
-        return loop.run_until_complete(awaited())
-    result: list[Any] = []
-    failure: list[BaseException] = []
-    task_box: list[asyncio.Task[Any]] = []
-    abandoned = threading.Event()
-    done = threading.Lock()
-
-    def target() -> None:
-        try:
-            task = loop.create_task(awaited())
-            task_box.append(task)
-            result.append(loop.run_until_complete(task))
-        except BaseException as exc:  # noqa: BLE001 - handed to the worker, which re-raises it
-            failure.append(exc)
-        finally:
-            with done:
-                if abandoned.is_set():  # nobody waits for this loop any more: close it here
-                    loop.close()
-
-    driver = threading.Thread(target=target, daemon=True)
-    driver.start()
-    driver.join(timeout)
-    with done:
-        late = driver.is_alive()
-        if late:
-            abandoned.set()
-    if late:
-        local.loop = None  # abandoned: still busy with the overrunning call; the next call gets a new loop
-        try:
-            if task_box:
-                loop.call_soon_threadsafe(task_box[0].cancel)
-        except RuntimeError:  # it finished (and was closed) meanwhile
-            pass
-        raise TimeoutError
-    if failure:
-        raise failure[0]
-    return result[0]

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import warnings
-from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ..data._packed import PackedIds
 from ..data.run import Run
-from ..errors import CappedResults, FailingStage
+from ..errors import CappedResults, FailingStage, InputError
 from .budget import Budget, count_tokens
 from .hits import Hit
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
+
+# pyarrow (and the hit-table module built on it) is imported when a stage output is made or read, not with
+# rag_eval: ``import rag_eval`` stays light
 
 
 @dataclass(frozen=True)
@@ -82,39 +86,294 @@ class Outcome:
         return self.hits is None
 
 
-@dataclass
 class StageOutput:
-    """Every query's outcome for one stage. ``role``: "input" (an input of a fusion), "first" or "reranker"."""
+    """One stage's output for every query, held as columns: ``table`` is a :data:`~rag_eval.stages._hit_table.SCHEMA`
+    table with one row per query of the result, in query order (its hits a list of structs; null where the stage
+    failed). ``role``: "input" (an input of a fusion), "first" or "reranker"; ``covers``: what the fingerprint
+    covers, in words (the stage's code and data, or its version=).
 
-    name: str
-    role: str
-    fingerprint: str
-    outcomes: dict[str, Outcome] = field(default_factory=dict)
-    covers: str = ""  # what the fingerprint covers, in words (the stage's code and data, or its version=)
+    The table's hits are checked ones (each made a :class:`Hit`, each doc id once per query: the runner and the
+    cache guarantee it; :meth:`from_outcomes` checks it). ``outcomes`` is a read-only view ``{query_id: Outcome}``
+    that builds an :class:`Outcome` (and its Hits) when one is read; everything else here, :meth:`run` and the
+    reports read the columns, never a Python object per hit."""
+
+    __slots__ = ("_memo", "covers", "fingerprint", "name", "role", "table")
+
+    def __init__(self, name: str, role: str, fingerprint: str, table: pa.Table | None = None, covers: str = "") -> None:
+        pa, _hit_table = _arrow()
+
+        if table is None:
+            table = _hit_table.empty_table()
+        if not isinstance(table, pa.Table):
+            raise TypeError(f"a StageOutput holds a pyarrow Table of the hit-table schema, not {type(table).__name__}")
+        expected = _hit_table.schema(_hit_table.fields_of(table)) if "hits" in table.schema.names else None
+        if expected is None or not table.schema.equals(expected):
+            raise TypeError(
+                f"stage {name!r}: the table does not have the hit-table schema (rag_eval.stages._hit_table)"
+            )
+        self.name, self.role, self.fingerprint, self.covers = name, role, fingerprint, covers
+        self.table = table
+        self._memo: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"StageOutput({self.name!r}, {self.role!r}, {len(self.table)} queries)"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StageOutput):
+            return NotImplemented
+        return (self.name, self.role, self.fingerprint, self.covers) == (
+            other.name,
+            other.role,
+            other.fingerprint,
+            other.covers,
+        ) and self.table.equals(other.table)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @classmethod
+    def from_outcomes(
+        cls, name: str, role: str, fingerprint: str, outcomes: Mapping[str, Outcome], covers: str = ""
+    ) -> StageOutput:
+        """One built from Outcome objects ``{query_id: outcome}`` (in query order): for tests and code written
+        before the columns. A doc id twice in one query's hits is an InputError (the runner keeps it once)."""
+        builder = _columns().TableBuilder()
+        for q, o in outcomes.items():
+            if not isinstance(o, Outcome):
+                raise TypeError(f"stage {name!r}, query {q!r}: expected an Outcome, not {type(o).__name__}")
+            hits = o.hits
+            if hits is not None:
+                hits = tuple(hits)
+                if len({h.doc_id for h in hits}) != len(hits):
+                    seen: set[str] = set()
+                    again = next(h.doc_id for h in hits if h.doc_id in seen or seen.add(h.doc_id))  # type: ignore[func-returns-value]
+                    raise InputError(f"stage {name!r}, query {q!r}: doc id {again!r} is in the hits twice")
+            builder.add(
+                q,
+                "",
+                hits,
+                error=o.error if hits is None else None,
+                latency=o.latency,
+                cached=o.cached,
+                skipped=o.skipped,
+                beyond_depth=tuple(o.beyond_depth),
+                issues=tuple(o.issues),
+            )
+        return cls(name, role, fingerprint, builder.table(), covers=covers)
+
+    # ----- columns ------------------------------------------------------------------------------------------
+    def _memoised(self, key: str, make: Callable[[], Any]) -> Any:
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
+
+    @property
+    def query_ids(self) -> list[str]:
+        """The queries of the table, in its (query) order."""
+        ids: list[str] = self._memoised("query_ids", lambda: self.table.column("query_id").to_pylist())
+        return ids
+
+    @property
+    def failed(self) -> npt.NDArray[np.bool_]:
+        """bool per row: the stage failed on the query (or was not run for it: ``skipped``)."""
+        mask: npt.NDArray[np.bool_] = self._memoised("failed", lambda: _columns().failed_mask(self.table))
+        return mask
+
+    @property
+    def skipped(self) -> npt.NDArray[np.bool_]:
+        """bool per row: not run, because an earlier stage failed on the query."""
+        return _bools(self.table.column("skipped"))
+
+    @property
+    def lengths(self) -> npt.NDArray[np.int64]:
+        """int64 per row: hits returned (0 where failed)."""
+        lengths: npt.NDArray[np.int64] = self._memoised("lengths", lambda: _columns().lengths_of(self.table))
+        return lengths
+
+    def hit_columns(self) -> tuple[npt.NDArray[np.int64], pa.StructArray]:
+        """``(offsets, hits)``: the non-failed rows' hits one after the other, row ``i`` owning
+        ``hits[offsets[i]:offsets[i + 1]]`` (:func:`~rag_eval.stages._hit_table.flat_hits`)."""
+        flat: tuple[npt.NDArray[np.int64], pa.StructArray] = self._memoised(
+            "flat", lambda: _columns().flat_hits(self.table)
+        )
+        return flat
+
+    def doc_ids(self) -> PackedIds:
+        """Every hit's doc id, packed (UTF-8 bytes and starts, straight from the Arrow buffers), CSR as
+        :meth:`hit_columns`."""
+        _, hits = self.hit_columns()
+        starts, data = _columns().string_buffers(hits.field("doc_id"))
+        return _ArrowIds(data, starts)
+
+    @property
+    def outcomes(self) -> Mapping[str, Outcome]:
+        """``{query_id: Outcome}``, read-only, built when read (a block of rows at a time)."""
+        view: Mapping[str, Outcome] = self._memoised("outcomes", lambda: _Outcomes(self))
+        return view
 
     def run(self) -> Run:
-        """The stage's rankings as a Run in the order the stage returned them (failed queries are absent)."""
-        ranking = {
-            q: [(h.doc_id, h.score if h.score is not None else float("nan")) for h in o.hits or ()]
-            for q, o in self.outcomes.items()
-            if not o.failed
-        }
-        with_scores = all(h.score is not None for o in self.outcomes.values() for h in o.hits or ())
-        if not with_scores:
-            return Run.from_ranking({q: [d for d, _ in hits] for q, hits in ranking.items()}, name=self.name)
-        return Run.from_ranking(ranking, name=self.name)
+        """The stage's rankings as a Run in the order the stage returned them (failed queries are absent), built
+        from the columns: doc ids straight from the Arrow buffers, scores from the score column (a stage with a
+        hit without a score gives a ranking without scores: as given)."""
+        offsets, hits = self.hit_columns()
+        ok = ~self.failed
+        ids = self.query_ids
+        docs = self.doc_ids()
+        score = hits.field("score")
+        scores = None
+        if score.null_count == 0:
+            scores = np.asarray(score.to_numpy(zero_copy_only=False), np.float64)
+        if not ok.all():
+            keep = np.flatnonzero(ok)
+            ids = [ids[i] for i in keep.tolist()]
+            offsets = np.concatenate([offsets[keep], offsets[-1:]]) if len(keep) else np.zeros(1, np.int64)
+            # failed rows own no hits, so the kept rows' hits stay contiguous: only the row pointers change
+        return Run._from_csr(self.name, ids, offsets, docs, scores)
+
+    def delivered(self, budget: Budget, tokenizer: Callable[[str], int]) -> npt.NDArray[np.int64]:
+        """int64 per row: how many hits the generator receives under ``budget`` (:meth:`Budget.cut`; 0 where the
+        stage failed). A chunk budget is ``min(n, chunks)``; a token budget sums the ``tokens`` column where every
+        hit of a query has a count (vectorised), and cuts the other queries hit by hit with ``tokenizer``."""
+        lengths = self.lengths
+        if budget.chunks is not None:
+            return np.minimum(lengths, budget.chunks)
+        limit = int(budget.tokens or 0)
+        offsets, hits = self.hit_columns()
+        tokens = _columns().field_or_none(hits, "tokens")
+        sizes = np.zeros(len(hits), np.int64)
+        known = np.zeros(len(hits), bool)
+        if tokens is not None and len(hits):
+            known = np.asarray(tokens.is_valid().to_numpy(zero_copy_only=False), bool)
+            sizes[known] = np.asarray(tokens.drop_null().to_numpy(), np.int64)
+        rows = np.repeat(np.arange(len(lengths)), lengths)
+        unknown_rows = np.unique(rows[~known])
+        used = np.cumsum(sizes)
+        base = np.where(offsets[:-1] > 0, used[np.maximum(offsets[:-1] - 1, 0)], 0) if len(used) else offsets[:-1]
+        within = used - base[rows] <= limit  # prefix sums never fall (counts are >= 0): a prefix fits
+        out = np.bincount(rows[within], minlength=len(lengths)).astype(np.int64)
+        if len(unknown_rows):  # some hit without a count: cut those queries as Budget.cut does, hit by hit
+            for row, hit_list in zip(
+                unknown_rows.tolist(), _columns().hit_lists(self.table, unknown_rows), strict=True
+            ):
+                out[row] = budget.cut(hit_list or (), tokenizer)
+        return out
 
     @property
     def failures(self) -> dict[str, str]:
-        return {q: o.error or "failed" for q, o in self.outcomes.items() if o.failed}
+        failed = np.flatnonzero(self.failed)
+        if not len(failed):
+            return {}
+        ids = self.query_ids
+        errors = self.table.column("error").take(_arrow()[0].array(failed)).to_pylist()
+        return {ids[i]: e or "failed" for i, e in zip(failed.tolist(), errors, strict=True)}
 
     @property
     def cache_hits(self) -> int:
-        return sum(o.cached for o in self.outcomes.values())
+        return int(_bools(self.table.column("cached")).sum())
 
     def latencies(self) -> npt.NDArray[np.float64]:
         """Seconds per query, for the queries computed in this run (cache hits left out)."""
-        return np.array([o.latency for o in self.outcomes.values() if not o.cached and not o.failed])
+        latency = np.asarray(self.table.column("latency").to_numpy(), np.float64)
+        return latency[~_bools(self.table.column("cached")) & ~self.failed]
+
+    def issue_rows(self) -> list[tuple[str, str]]:
+        """``(query_id, issue)`` for every issue recorded with a usable answer, in query order."""
+        column = self.table.column("issues")
+        counts = np.asarray(_compute().fill_null(_compute().list_value_length(column), 0).to_numpy(), np.int64)
+        if not counts.any():
+            return []
+        ids = self.query_ids
+        owners = np.repeat(np.arange(len(counts)), counts).tolist()
+        texts = _compute().list_flatten(column).to_pylist()
+        return [(ids[r], t) for r, t in zip(owners, texts, strict=True)]
+
+    @property
+    def mended(self) -> int:
+        """Queries with an issue in a usable answer."""
+        counts = _compute().fill_null(_compute().list_value_length(self.table.column("issues")), 0)
+        return int(np.count_nonzero(counts.to_numpy()))
+
+
+def _arrow() -> tuple[Any, Any]:
+    """``(pyarrow, rag_eval.stages._hit_table)``, imported on first use (see the imports)."""
+    import pyarrow
+
+    from . import _hit_table
+
+    return pyarrow, _hit_table
+
+
+def _columns() -> Any:
+    return _arrow()[1]
+
+
+def _compute() -> Any:
+    import pyarrow.compute
+
+    return pyarrow.compute
+
+
+class _ArrowIds(PackedIds):
+    """Packed ids whose bytes are an Arrow buffer (not a bytes object): read without a copy."""
+
+    def take(self, indices: np.ndarray) -> np.ndarray:
+        s, view = self.starts, memoryview(self.blob)  # type: ignore[arg-type]
+        return np.array([str(view[s[i] : s[i + 1]], "utf-8") for i in indices.tolist()], dtype=object)
+
+
+def _bools(column: pa.ChunkedArray) -> npt.NDArray[np.bool_]:
+    return np.asarray(_compute().fill_null(column, False).to_numpy(), dtype=bool)
+
+
+class _Outcomes(Mapping[str, Outcome]):
+    """A stage's table read as ``{query_id: Outcome}``: each Outcome made when read, a block of rows at a time
+    (only the last block is kept), so iterating is fast and holds no object per hit for the whole table."""
+
+    BLOCK = 512
+
+    def __init__(self, out: StageOutput) -> None:
+        self._out = out
+        self._index: dict[str, int] | None = None
+        self._block: tuple[int, list[Outcome]] | None = None
+
+    def __len__(self) -> int:
+        return len(self._out.table)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._out.query_ids)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._rows()
+
+    def _rows(self) -> dict[str, int]:
+        if self._index is None:
+            self._index = _columns().row_index(self._out.table)
+        return self._index
+
+    def __getitem__(self, key: str) -> Outcome:
+        row = self._rows()[key]
+        first = row - row % self.BLOCK
+        if self._block is None or self._block[0] != first:
+            self._block = (first, self._make(first, min(first + self.BLOCK, len(self))))
+        return self._block[1][row - first]
+
+    def _make(self, start: int, stop: int) -> list[Outcome]:
+        part = self._out.table.slice(start, stop - start)
+        hits = _columns().hit_lists(part)
+        columns = {
+            c: part.column(c).to_pylist() for c in ("error", "latency", "cached", "skipped", "beyond_depth", "issues")
+        }
+        return [
+            Outcome(
+                h,
+                error=(columns["error"][i] or "failed") if h is None else None,
+                latency=columns["latency"][i] or 0.0,
+                cached=bool(columns["cached"][i]),
+                beyond_depth=tuple(columns["beyond_depth"][i] or ()),
+                issues=tuple(columns["issues"][i] or ()),
+                skipped=bool(columns["skipped"][i]),
+            )
+            for i, h in enumerate(hits)
+        ]
 
 
 FAILING_SHARE = 0.5  # a stage failing on more than this share of the queries it ran is announced
@@ -141,36 +400,42 @@ def stage_findings(out: StageOutput, depth: int, corpus_size: int | None = None)
       to the Pipeline) holds n documents or fewer, which is then simply all of it.
     """
     found: list[Finding] = []
-    ran = {q: o for q, o in out.outcomes.items() if not o.skipped}
-    own = [(q, o.error or "failed") for q, o in ran.items() if o.failed]
-    if ran and len(own) > FAILING_SHARE * len(ran):
-        q, error = own[0]
+    ids = out.query_ids
+    ran = ~out.skipped
+    own = np.flatnonzero(ran & out.failed)
+    n_ran = int(ran.sum())
+    if n_ran and len(own) > FAILING_SHARE * n_ran:
+        q = ids[int(own[0])]
+        error = out.failures[q]
         found.append(
             Finding(
                 "failing_stage",
                 out.name,
                 (
-                    f"stage {out.name!r} failed on {len(own)} of {len(ran)} queries (first: query {q!r}: {error}); "
+                    f"stage {out.name!r} failed on {len(own)} of {n_ran} queries (first: query {q!r}: {error}); "
                     "those queries score 0 (or are left out, failed='exclude'): see the failures table"
                 ),
             )
         )
     if out.role in ("first", "input"):
-        answered = [o for o in ran.values() if not o.failed]
-        short = Counter(n for o in answered if (n := len(o.hits or ())) < depth and not o.beyond_depth)
-        if short and len(answered) >= CAPPED_MIN_QUERIES:
-            n, times = short.most_common(1)[0]
-            if times > CAPPED_SHARE * len(answered) and (corpus_size is None or n < corpus_size):
-                first = next(
-                    q for q, o in ran.items() if not o.failed and len(o.hits or ()) == n and not o.beyond_depth
-                )
+        answered = ran & ~out.failed
+        n_answered = int(answered.sum())
+        beyond = _columns().lengths_of_list(out.table.column("beyond_depth"))
+        lengths = out.lengths
+        short = answered & (lengths < depth) & (beyond == 0)
+        if short.any() and n_answered >= CAPPED_MIN_QUERIES:
+            counts = np.bincount(lengths[short])
+            n = int(np.argmax(counts))  # the most common count (the smallest among equally common ones)
+            times = int(counts[n])
+            if times > CAPPED_SHARE * n_answered and (corpus_size is None or n < corpus_size):
+                first = ids[int(np.flatnonzero(short & (lengths == n))[0])]
                 found.append(
                     Finding(
                         "capped_results",
                         out.name,
                         (
                             f"stage {out.name!r} returned exactly {n} hit(s) for a depth of {depth} on {times} of "
-                            f"{len(answered)} answered queries (e.g. {first!r}): a cap of its own (LangChain's "
+                            f"{n_answered} answered queries (e.g. {first!r}): a cap of its own (LangChain's "
                             f"default k=4, a store's limit?); recall@depth is measured on those {n}"
                         ),
                     )
@@ -217,8 +482,9 @@ class PipelineResult:
     def delivered(self, stage: str | None = None) -> dict[str, int]:
         """How many hits of each (successful) query the generator receives from ``stage`` (the last by default)."""
         out = self.stages[stage or self.final_stage]
-        budget, tokenizer = self.pipeline.budget, self.pipeline.tokenizer
-        return {q: budget.cut(o.hits or (), tokenizer) for q, o in out.outcomes.items() if not o.failed}
+        counts = out.delivered(self.pipeline.budget, self.pipeline.tokenizer).tolist()
+        ids = out.query_ids
+        return {ids[i]: counts[i] for i in np.flatnonzero(~out.failed).tolist()}
 
     @property
     def findings(self) -> list[Finding]:
@@ -249,7 +515,7 @@ class PipelineResult:
         id kept once, hits cut to the depth, a different answer on a second call under ``verify``)."""
         import pandas as pd
 
-        rows = [(s, q, i) for s, out in self.stages.items() for q, o in out.outcomes.items() for i in o.issues]
+        rows = [(s, q, i) for s, out in self.stages.items() for q, i in out.issue_rows()]
         return pd.DataFrame(rows, columns=["stage", "query_id", "issue"])
 
     @property
