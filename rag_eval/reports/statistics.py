@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .summary import chunk_rows
+
 TESTS = ("randomization", "t", "wilcoxon")
 CORRECTIONS = ("holm", "bh", "none")
 
@@ -33,9 +35,15 @@ def randomization_test(diff: np.ndarray, *, permutations: int, seed: int) -> flo
         return float(np.mean(means >= observed - tolerance))
     rng = np.random.default_rng(seed)
     hits = 0
-    for start in range(0, permutations, 1000):
-        b = min(1000, permutations - start)
-        signs = rng.integers(0, 2, size=(b, n), dtype=np.int8) * 2 - 1
+    # about CHUNK signs at a time (O(n) memory); a multiple of 4 rows per call, because NumPy draws int8 values
+    # four to a 32-bit word and drops a word's unused bytes at the end of a call: so the stream of signs is the
+    # same however the draws are split (and the same as when they were drawn 1000 rows at a time)
+    step = chunk_rows(n, permutations, multiple=4)
+    for start in range(0, permutations, step):
+        b = min(step, permutations - start)
+        signs = rng.integers(0, 2, size=(b, n), dtype=np.int8)
+        signs *= 2
+        signs -= 1
         hits += int(np.count_nonzero(np.abs(signs @ diff) / n >= observed - tolerance))
     return (hits + 1) / (permutations + 1)
 
@@ -83,8 +91,9 @@ def paired_bootstrap_ci(diff: np.ndarray, *, resamples: int, confidence: float, 
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     means = np.empty(resamples)
-    for start in range(0, resamples, 200):
-        b = min(200, resamples - start)
+    step = chunk_rows(n, resamples)  # about CHUNK indices at a time: O(n) memory, the same stream of indices
+    for start in range(0, resamples, step):
+        b = min(step, resamples - start)
         means[start : start + b] = diff[rng.integers(0, n, size=(b, n))].mean(axis=1)
     alpha = 1 - confidence
     low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])

@@ -30,19 +30,33 @@ STAGE_SUMMARY_COLUMNS = [
 ]
 
 
-def bootstrap_means(values: np.ndarray, *, resamples: int, seed: int, batch: int = 100) -> np.ndarray:
+CHUNK = 1 << 20  # random draws held at once by the bootstrap and the randomization test (8 MB of int64 indices)
+
+
+def chunk_rows(n: int, total: int, *, multiple: int = 1) -> int:
+    """Rows of ``n`` draws each to generate per call so that a call holds about :data:`CHUNK` draws (at least
+    ``multiple`` rows, and a multiple of it: see :func:`rag_eval.reports.statistics.randomization_test`)."""
+    rows = max(multiple, CHUNK // max(n, 1) // multiple * multiple)
+    return min(rows, max(total, 1))
+
+
+def bootstrap_means(values: np.ndarray, *, resamples: int, seed: int) -> np.ndarray:
     """Means of ``resamples`` bootstrap resamples of the rows of ``values`` ``[queries, metrics]``.
 
     All metrics share the same resampled queries (the resamples are paired), drawn from a generator seeded
-    with ``seed``, so the same inputs always give the same intervals.
+    with ``seed``, so the same inputs always give the same intervals. The resamples are drawn a few at a time
+    (about :data:`CHUNK` indices at once), so the memory is O(n + resamples x metrics) whatever the number of
+    queries; NumPy's generator gives the same stream of indices however the draws are split into calls.
     """
     n, m = values.shape
     rng = np.random.default_rng(seed)
     out = np.empty((resamples, m))
-    for start in range(0, resamples, batch):
-        b = min(batch, resamples - start)
+    step = chunk_rows(n, resamples)
+    for start in range(0, resamples, step):
+        b = min(step, resamples - start)
         picks = rng.integers(0, n, size=(b, n))
-        counts = np.bincount((picks + np.arange(b)[:, None] * n).ravel(), minlength=b * n).reshape(b, n)
+        picks += np.arange(b)[:, None] * n
+        counts = np.bincount(picks.ravel(), minlength=b * n).reshape(b, n)
         out[start : start + b] = counts @ values / n
     return out
 
