@@ -214,7 +214,7 @@ def test_an_object_it_cannot_describe_refuses_the_cache_naming_version(tmp_path)
     stage = functions.retriever(_uses_model, name="opaque")
     with pytest.raises(Uncacheable, match=r"stage 'opaque'.*global 'MODEL'.*_thread.lock.*version="):
         Pipeline(stage, depth=1).run({"q1": "x"}, cache=tmp_path / "cache")
-    assert not list((tmp_path / "cache").glob("*.jsonl"))  # refused before anything ran
+    assert not list((tmp_path / "cache").glob("*/shard-*"))  # refused before anything ran
     result = Pipeline(stage, depth=1).run({"q1": "x"})  # no cache: it runs, and says it is not cached
     assert result.stages["opaque"].outcomes["q1"].hits[0].doc_id == "d1"
     assert "not cached" in result.stages["opaque"].covers
@@ -264,18 +264,23 @@ def test_pandas_frames_by_content():
     assert fingerprint(a, stage="s") == fingerprint(a.copy(), stage="s")
 
 
-def test_a_directory_of_the_older_key_scheme_is_announced_once(tmp_path):
+@pytest.mark.parametrize("marker", [None, 1, 2])  # before markers; rag_eval 0.1's scheme; 0.2's JSON lines
+def test_a_directory_of_the_older_key_scheme_is_announced_once(tmp_path, marker):
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "search-0123456789abcdef0123.jsonl").write_text("")  # written by an older rag_eval
+    if marker is not None:
+        (cache / "rag_eval-cache.json").write_text(json.dumps({"key_scheme": marker}))
     stage = functions.retriever(lambda q, k: ["d1"], name="search")
-    with pytest.warns(OldCacheKeys, match=r"1 file\(s\) were written under an older key scheme"):
+    with pytest.warns(OldCacheKeys, match=r"1 file\(s\) were written by an older rag_eval .*not reused \(nor migrated"):
         Pipeline(stage, depth=1).run({"q1": "x"}, cache=cache)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         again = Pipeline(stage, depth=1).run({"q1": "x"}, cache=cache)
     assert again.stages["search"].cache_hits == 1
-    assert json.loads((cache / "rag_eval-cache.json").read_text()) == {"key_scheme": 2}
+    assert json.loads((cache / "rag_eval-cache.json").read_text()) == {"key_scheme": 3}
+    assert len(list(cache.glob("search-*/shard-*.arrow"))) == 1  # the new format, beside the old file (kept)
+    assert (cache / "search-0123456789abcdef0123.jsonl").exists()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Pipeline(stage, depth=1).run({"q1": "x"}, cache=tmp_path / "fresh")  # a new directory: nothing to say
