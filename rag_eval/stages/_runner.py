@@ -240,6 +240,7 @@ def _run_in_blocks(
         done: list[tuple[pa.Table, list[Given] | None]] = []
         for n, step in enumerate(steps):
             bar = bars[n]
+            hits: list[Given] | None
             if step.fuses:
                 table, hits = _fused(step, [done[i] for i in step.inputs], block_ids, block_hashes)
                 if bar is not None:

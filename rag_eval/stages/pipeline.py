@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Mapping
 from ..errors import InputError
 from ..metrics.grammar import check_int
 from ._cache import StageCache
+from ._executor import Executor
 from ._runner import run_pipeline
 from .budget import Budget, count_tokens
 from .fusion import Fusion
@@ -83,15 +84,29 @@ class Pipeline:
         backoff: float = 0.5,
         timeout: float | None = None,
         verify: bool | int = False,
+        batch_size: int = 1,
+        executor: Executor | str | None = None,
     ) -> PipelineResult:
-        """Run every query through every stage, stage by stage (see :mod:`rag_eval.stages._runner` for the faults,
-        the cache and the timeouts). The result keeps a frozen :class:`~rag_eval.stages.PipelineSpec` of this
-        pipeline (``result.pipeline``), not the pipeline and its models.
+        """Run every query through every stage, in blocks of queries (see :mod:`rag_eval.stages._runner` for the
+        blocks and the cache, :mod:`rag_eval.stages._batch` for the faults, batches and timeouts). The result keeps
+        a frozen :class:`~rag_eval.stages.PipelineSpec` of this pipeline (``result.pipeline``), not the pipeline and
+        its models.
 
-        ``verify`` calls each stage a second time on every computed query (``True``) or on the first ``verify``
-        of them, and records a query whose second answer differs (a nondeterministic stage) in ``issues``.
+        ``concurrency`` calls of a stage at once (threads, or an event loop per thread for an async stage);
+        ``batch_size`` queries per call of a stage that answers batches (``search_batch`` / ``rerank_batch``);
+        ``retries`` per query, ``backoff`` seconds before the first retry (doubling), ``timeout`` seconds per query
+        (a batch call gets ``timeout x`` its size). ``verify`` calls each stage a second time on every computed
+        query (``True``) or on the first ``verify`` of them, and records a query whose second answer differs (a
+        nondeterministic stage) in ``issues``. ``executor``: None (this process), ``"ray"`` (a default
+        ``RayExecutor``: ``pip install 'rag-eval-stages[ray]'``) or an executor object (``run_stage``), which runs the
+        pipeline stage by stage; the result is the same.
         """
         concurrency = check_int(concurrency, "concurrency", high=1024)
+        batch_size = check_int(batch_size, "batch_size", high=1_000_000)
+        if executor is not None and not (executor == "ray" or callable(getattr(executor, "run_stage", None))):
+            raise InputError(
+                f"executor must be None, 'ray' or an executor object (with run_stage), not {executor!r:.80}"
+            )
         retries = check_int(retries, "retries", low=0, high=1000)
         backoff = _seconds(backoff, "backoff", zero=True)
         timeout = None if timeout is None else _seconds(timeout, "timeout", zero=False)
@@ -111,6 +126,8 @@ class Pipeline:
             backoff=backoff,
             timeout=timeout,
             verify=verify,
+            batch_size=batch_size,
+            executor=executor,
         )
 
 

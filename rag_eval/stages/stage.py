@@ -3,6 +3,7 @@ given. Adapters (``rag_eval.adapters``) wrap LangChain, LlamaIndex and plain fun
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from abc import ABC, abstractmethod
@@ -73,7 +74,14 @@ class Stage(ABC):
 
 
 class Retriever(Stage):
-    """A first stage: ``search(query_text, k)`` returns at most k hits, best first."""
+    """A first stage: ``search(query_text, k)`` returns at most k hits, best first.
+
+    ``search_batch(queries, k)`` answers several queries in one call (one list of hits per query, in order); the
+    runner calls it with ``Pipeline.run(..., batch_size=N)``. By default it calls :meth:`search` per query (and
+    the runner then calls :meth:`search` itself, so that a fault stays its query's); a stage whose model or
+    service answers a batch faster (one encoder call, one request) overrides it, and ``asearch_batch`` for the
+    async path.
+    """
 
     kind = "retriever"
 
@@ -83,11 +91,26 @@ class Retriever(Stage):
     async def asearch(self, query: str, k: int) -> Sequence[Hit]:
         raise NotImplementedError
 
+    def search_batch(self, queries: Sequence[str], k: int) -> Sequence[Sequence[Hit]]:
+        """One ranking of at most ``k`` hits per query of ``queries``, in their order (by default, :meth:`search`
+        for each). If it raises, or returns another number of rankings, the runner asks :meth:`search` query by
+        query instead, so that the fault is charged to its own query."""
+        return [self.search(query, k) for query in queries]
+
+    async def asearch_batch(self, queries: Sequence[str], k: int) -> Sequence[Sequence[Hit]]:
+        """The async twin of :meth:`search_batch` (by default, :meth:`asearch` for each query, gathered)."""
+        return await asyncio.gather(*(self.asearch(query, k) for query in queries))
+
 
 class Reranker(Stage):
     """A later stage: ``rerank(query_text, hits)`` returns the hits reordered, optionally rescored and cut.
 
     It may return only hits it was given (by doc id); the input list must not be changed in place.
+
+    ``rerank_batch(queries, hit_lists)`` reranks several queries in one call (one list per query, in order);
+    the runner calls it with ``Pipeline.run(..., batch_size=N)``. By default it calls :meth:`rerank` per query
+    (and the runner then calls :meth:`rerank` itself, so that a fault stays its query's); a model that scores a
+    batch faster overrides it, and ``arerank_batch`` for the async path.
     """
 
     kind = "reranker"
@@ -97,3 +120,16 @@ class Reranker(Stage):
 
     async def arerank(self, query: str, hits: Sequence[Hit]) -> Sequence[Hit]:
         raise NotImplementedError
+
+    def rerank_batch(self, queries: Sequence[str], hit_lists: Sequence[Sequence[Hit]]) -> Sequence[Sequence[Hit]]:
+        """The hits of each query reranked, in the order of ``queries`` (by default, :meth:`rerank` for each).
+        Each list is the stage's own (it must not be changed in place). If it raises, or returns another number
+        of lists, the runner asks :meth:`rerank` query by query instead, so that the fault is charged to its own
+        query."""
+        return [self.rerank(query, hits) for query, hits in zip(queries, hit_lists, strict=True)]
+
+    async def arerank_batch(
+        self, queries: Sequence[str], hit_lists: Sequence[Sequence[Hit]]
+    ) -> Sequence[Sequence[Hit]]:
+        """The async twin of :meth:`rerank_batch` (by default, :meth:`arerank` for each query, gathered)."""
+        return await asyncio.gather(*(self.arerank(q, hits) for q, hits in zip(queries, hit_lists, strict=True)))
