@@ -142,7 +142,12 @@ def _child(kind: str, n: int, directory: Path, batch_size: int | None, profile: 
     qrels = Qrels.from_dict(_scale_qrels(queries))
     options = {"batch_size": batch_size} if batch_size else {}
     pipeline = Pipeline(Instant("instant"), Reverse("reverse"), depth=DEPTH, budget=5)
-    pipeline.run(dict(list(queries.items())[:20]), progress=False)  # warm imports, not timed
+    # warm the imports (pandas, the cache, the reports), not timed: the same calls on 20 queries
+    few = dict(list(queries.items())[:20])
+    with tempfile.TemporaryDirectory() as warm:
+        rag_eval.evaluate(_scale_qrels(few), pipeline.run(few, cache=warm, progress=False, **options))
+        rag_eval.evaluate(_scale_qrels(few), pipeline.run(few, cache=warm, progress=False, **options))
+    rag_eval.evaluate(_scale_qrels(few), Run.from_ranking({q: [f"{t}-0"] for q, t in few.items()}), ENGINE_METRICS)
     out: dict[str, object] = {"rag_eval": rag_eval.__file__, "kind": kind, "queries": n}
     seconds: dict[str, float] = {}
     profiler = cProfile.Profile() if profile else None
@@ -265,7 +270,12 @@ def _scale(args) -> None:
                     with open(args.json, "a", encoding="utf-8") as raw:
                         raw.write(json.dumps({"queries": n, "code": label, "tree": tree, **row}) + "\n")
                 print(f"  {label} at {n:,}: {json.dumps(_brief(row))}", file=sys.stderr, flush=True)
-    text = _scale_table(rows, sizes, trees, args)
+    command = f".venv/bin/python benchmarks/bench_harness.py --scale {args.scale}"
+    if args.old:
+        command += f" --old {args.old} --old-max {args.old_max}"
+    if args.batch_size:
+        command += f" --batch-size {args.batch_size}"
+    text = _scale_table(rows, sizes, trees, command)
     print(text)
     if args.write:
         results = Path(__file__).resolve().parent / "RESULTS.md"
@@ -282,14 +292,26 @@ def _per_hit(m: dict | None) -> str:
     return "" if m is None else f"{(m['peak'] - m['baseline']) / m['hits']:.0f}"
 
 
-def _scale_table(rows: dict, sizes: list[int], trees: list, args) -> str:
+def _secs(m: dict | None, step: str) -> str:
+    """``wall s (cpu)``: the wall time of a step and its CPU time (user + system) in the child; on a shared machine
+    the CPU time is the steadier of the two."""
+    if m is None:
+        return "failed"
+    return f"{m['seconds'][step]:.1f} s ({m['seconds'][step + '_cpu']:.1f})"
+
+
+def _ratio(top: list[tuple[dict | None, str]], bottom: list[tuple[dict | None, str]]) -> str:
+    """``wall ratio (cpu ratio)`` of the summed steps."""
+    if any(m is None for m, _ in top + bottom):
+        return ""
+    wall = sum(m["seconds"][s] for m, s in top) / sum(m["seconds"][s] for m, s in bottom)
+    cpu = sum(m["seconds"][s + "_cpu"] for m, s in top) / sum(m["seconds"][s + "_cpu"] for m, s in bottom)
+    return f"{wall:.1f}x ({cpu:.1f}x)"
+
+
+def _scale_table(rows: dict, sizes: list[int], trees: list, command: str) -> str:
     now = datetime.datetime.now(datetime.UTC)
-    command = f".venv/bin/python benchmarks/bench_harness.py --scale {args.scale}"
-    if args.old:
-        command += f" --old {args.old} --old-max {args.old_max}"
-    if args.batch_size:
-        command += f" --batch-size {args.batch_size}"
-    loads = [m["load"] for row in rows.values() for k, m in row.items() if isinstance(m, dict) and "load" in m]
+    loads = [m["load"] for row in rows.values() for m in row.values() if isinstance(m, dict) and "load" in m]
     lines = [
         f"## Stage harness at scale ({now:%Y-%m-%d %H:%M} UTC)",
         "",
@@ -297,13 +319,14 @@ def _scale_table(rows: dict, sizes: list[int], trees: list, args) -> str:
         f" command: `{command}`",
         "- " + "; ".join(f"{label}: {tree} at {_tree_label(tree)}" for label, tree in trees),
         f"- load average (1 min) before each measurement: {min(loads):.1f} to {max(loads):.1f}" if loads else "",
-        "- each cell its own subprocess; peak RSS from getrusage in the child; bytes/hit = (peak RSS - the child's RSS"
-        " before the timed call) / (queries x 100 x 2)",
+        "- each measurement in its own subprocess; times are wall seconds (CPU seconds of the child in brackets);"
+        " peak RSS from getrusage in the child; bytes/hit = (peak RSS - the child's RSS before the timed call) /"
+        " (queries x 100 x 2)",
         "",
         "| queries x depth x stages | code | first run | rerun from the cache | stage-aware evaluate | peak RSS first"
-        " / rerun+evaluate | bytes/hit first / rerun+evaluate | cache on disk | engine: from_ranking x 2 + evaluate |"
-        " (rerun + evaluate) / engine |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        " / rerun+evaluate | bytes/hit first / rerun+evaluate | cache on disk | engine: from_ranking x 2 | engine:"
+        " evaluate | (rerun + evaluate) / engine |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for n in sizes:
         for label, _ in trees:
@@ -312,45 +335,43 @@ def _scale_table(rows: dict, sizes: list[int], trees: list, args) -> str:
                 continue
             first, rerun, engine = row["first"], row["rerun"], row["engine"]
             cells = [f"{n:,} x {DEPTH} x 2 ({n * DEPTH * 2 / 1e6:g}M hits)", label]
-            cells.append(f"{first['seconds']['first']:.1f} s" if first else "failed")
-            if rerun:
-                cells += [f"{rerun['seconds']['rerun']:.1f} s", f"{rerun['seconds']['evaluate']:.1f} s"]
-            else:
-                cells += ["failed", "failed"]
+            cells += [_secs(first, "first"), _secs(rerun, "rerun"), _secs(rerun, "evaluate")]
             cells.append(f"{_gb(first['peak']) if first else '-'} / {_gb(rerun['peak']) if rerun else '-'}")
             cells.append(f"{_per_hit(first)} / {_per_hit(rerun)}")
             cells.append(f"{row['disk'] / 1e6:.0f} MB" if row.get("disk") is not None else "-")
-            if engine:
-                s = engine["seconds"]
-                cells.append(f"{s['engine']:.1f} + {s['evaluate']:.1f} = {s['engine_total']:.1f} s")
-            else:
-                cells.append("failed")
-            if rerun and engine:
-                ratio = (rerun["seconds"]["rerun"] + rerun["seconds"]["evaluate"]) / engine["seconds"]["engine_total"]
-                cells.append(f"{ratio:.1f}x")
-            else:
-                cells.append("")
+            cells += [_secs(engine, "engine"), _secs(engine, "evaluate")]
+            cells.append(_ratio([(rerun, "rerun"), (rerun, "evaluate")], [(engine, "engine"), (engine, "evaluate")]))
             lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    ratios = []
     for n in sizes:
         new, old = rows.get((n, "new")), rows.get((n, "old"))
-        if new and old and new["first"] and old["first"]:
-            speedup = old["first"]["seconds"]["first"] / new["first"]["seconds"]["first"]
-            ratios.append(f"first run at {n:,}: old / new = {speedup:.1f}x")
-        if new and old and new["rerun"] and old["rerun"]:
-            o = old["rerun"]["seconds"]
-            w = new["rerun"]["seconds"]
-            speedup = (o["rerun"] + o["evaluate"]) / (w["rerun"] + w["evaluate"])
-            ratios.append(f"rerun + evaluate at {n:,}: old / new = {speedup:.1f}x")
-    if ratios:
-        lines += ["- " + r for r in ratios]
+        if new and old:
+            first = _ratio([(old["first"], "first")], [(new["first"], "first")])
+            again = _ratio(
+                [(old["rerun"], "rerun"), (old["rerun"], "evaluate")],
+                [(new["rerun"], "rerun"), (new["rerun"], "evaluate")],
+            )
+            lines.append(f"- at {n:,} queries, old / new: first run {first}; rerun + evaluate {again}")
     lines += [
         "- targets: 1M x 100 x 2 completes with peak RSS < 10 GB; <= 50 bytes/hit at 100k and 1M; (rerun + evaluate) /"
         " engine <= 3x at 100k; first run old / new >= 4x at 100k",
         "",
     ]
-    return "\n".join(line for line in lines if line is not None)
+    return "\n".join(lines)
+
+
+def _rows_from(paths: list[str]) -> tuple[dict, list[int], list]:
+    """The measurements appended by --json, the latest of each (size, code)."""
+    rows: dict = {}
+    trees: dict[str, str] = {}
+    for path in paths:
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                rows[row["queries"], row["code"]] = row
+                trees[row["code"]] = row["tree"]
+    sizes = sorted({n for n, _ in rows})
+    return rows, sizes, sorted(trees.items(), key=lambda t: t[0] != "new")
 
 
 def main() -> None:
@@ -364,11 +385,18 @@ def main() -> None:
     parser.add_argument("--json", help="also append each size's raw measurements to this JSON-lines file")
     parser.add_argument("--batch-size", type=int, default=None, help="Pipeline.run(batch_size=) for the new code")
     parser.add_argument("--profile", choices=("first", "rerun", "evaluate", "engine"))
+    parser.add_argument(
+        "--table", help="print the table of measurements appended by --json to these files (comma-separated)"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _child(args.child, args.queries, Path(args.dir), args.batch_size, args.profile)
+        return
+    if args.table:
+        rows, sizes, trees = _rows_from(args.table.split(","))
+        print(_scale_table(rows, sizes, trees, f"(measured with --json; table from {args.table})"))
         return
     if args.scale:
         _scale(args)

@@ -268,3 +268,52 @@ def test_the_all_trec_benchmark_runs_and_reports_its_ratios(tmp_path):
     assert "| all_trec (CLI) / five (CLI), now |" in done.stdout
     assert "| infap | 1 |" in done.stdout  # the profile names every family of all_trec
     assert (tmp_path / "q40_d30_s0.run").exists()
+
+
+def test_the_harness_benchmark_at_scale_measures_each_step_in_its_own_process(tmp_path):
+    """benchmarks/bench_harness.py --scale on a tiny size: the first run, the rerun from the cache and the
+    stage-aware evaluate, and the engine floor, each in a child of the tree measured, with its peak RSS and the
+    cache on disk; --table prints the same row again from the raw measurements (the real numbers: RESULTS.md)."""
+    script = ROOT / "benchmarks" / "bench_harness.py"
+    raw = tmp_path / "raw.jsonl"
+    done = subprocess.run(
+        [sys.executable, str(script), "--scale", "30", "--json", str(raw)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    row = [line for line in done.stdout.splitlines() if line.startswith("| 30 x 100 x 2 (0.006M hits) | new |")]
+    assert len(row) == 1, done.stdout
+    (measured,) = [json.loads(line) for line in raw.read_text().splitlines()]
+    assert measured["queries"] == 30 and measured["disk"] > 0
+    for kind, steps in (("first", {"first"}), ("rerun", {"rerun", "evaluate"}), ("engine", {"engine", "evaluate"})):
+        child = measured[kind]
+        assert child["rag_eval"] == str(ROOT / "rag_eval" / "__init__.py")  # the tree asked for, not another
+        assert child["hits"] == 30 * 100 * 2 and child["peak"] >= child["baseline"] > 0
+        assert steps <= set(child["seconds"]) and all(child["seconds"][s] > 0 for s in steps)
+    again = subprocess.run(
+        [sys.executable, str(script), "--table", str(raw)], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert again.returncode == 0, again.stderr
+    assert row[0] in again.stdout.splitlines()
+
+
+def test_the_harness_benchmark_floor_ranks_as_the_pipeline_does():
+    """The engine floor is given the same two rankings the pipeline's stages return, and judged by the same qrels:
+    otherwise (rerun + evaluate) / engine would compare different work."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_harness", ROOT / "benchmarks" / "bench_harness.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    queries = bench._scale_queries(3)
+    result = rag_eval.Pipeline(bench.Instant("instant"), bench.Reverse("reverse"), depth=bench.DEPTH).run(
+        queries, progress=False
+    )
+    ranked = {stage: {q: [d for d, _ in out.run().ranking(q)] for q in queries} for stage, out in result.stages.items()}
+    assert ranked["instant"] == {q: [f"{t}-{i}" for i in range(100)] for q, t in queries.items()}
+    assert ranked["reverse"] == {q: docs[::-1] for q, docs in ranked["instant"].items()}
+    qrels = bench._scale_qrels(queries)
+    assert qrels["q1"] == {"q1-0": 1, "q1-3": 2, "q1-60": 1, "q1-unretrieved": 1}
