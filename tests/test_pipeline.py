@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -205,18 +204,25 @@ def test_a_rerun_from_the_cache_recomputes_nothing_and_a_new_reranker_reuses_ret
     assert retriever.calls[-1] == "gamma" and len(retriever.calls) == 7
 
 
-def test_a_line_cut_short_is_dropped_and_the_next_append_is_clean(tmp_path):
+def _one_shard_per_query(retriever: Retriever, cache) -> list:
+    """Run each query on its own (one shard each, in query order) and return the shards."""
+    for q, text in QUERIES.items():
+        Pipeline(retriever, depth=4).run({q: text}, cache=cache)
+    paths = sorted(cache.glob(f"{retriever.name}-*/shard-*.arrow"))
+    assert len(paths) == len(QUERIES)
+    return paths
+
+
+def test_a_shard_cut_short_is_set_aside_and_the_next_shard_is_clean(tmp_path):
     retriever = ListRetriever("bm25", RANKINGS)
-    Pipeline(retriever, depth=4).run(QUERIES, cache=tmp_path)
-    (path,) = tmp_path.glob("bm25-*.jsonl")
+    *_, path = _one_shard_per_query(retriever, tmp_path)
     data = path.read_bytes()
-    path.write_bytes(data[: len(data) - 10])  # the last query's line, cut by a kill
-    with pytest.warns(UserWarning, match=r"1 damaged line\(s\) dropped .* recomputed"):
+    path.write_bytes(data[: len(data) - 10])  # the last query's shard, cut short
+    with pytest.warns(rag_eval.errors.DamagedShard, match=r"1 damaged shard\(s\) not read .* recomputed"):
         result = Pipeline(retriever, depth=4).run(QUERIES, cache=tmp_path)
     assert len(retriever.calls) == 4 and retriever.calls[-1] == "gamma"
     assert result.stages["bm25"].cache_hits == 2
-    lines = path.read_bytes().splitlines()
-    assert len(lines) == 3 and all(json.loads(line) for line in lines)
+    assert len(list(tmp_path.glob("bm25-*/shard-*.arrow"))) == 3 and path.with_name(path.name + ".damaged").exists()
 
 
 SLOW_STAGE = """
@@ -239,12 +245,23 @@ class Slow(Retriever):
 KILLABLE = """
 import sys
 sys.path[:0] = [{root!r}, {here!r}]
-from rag_eval.stages import Pipeline
+from rag_eval.stages import Pipeline, StageCache
 from slowstage import Slow
 
 queries = {{f"q{{i}}": f"text {{i}}" for i in range(200)}}
-Pipeline(Slow("slow", version="1"), depth=5).run(queries, cache=sys.argv[1], progress=False)
+cache = StageCache(sys.argv[1], shard_queries=10)  # a shard every 10 queries: a kill loses fewer
+Pipeline(Slow("slow", version="1"), depth=5).run(queries, cache=cache, progress=False)
 """
+
+
+def _rows_in(shard) -> int:
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    try:
+        return ipc.open_file(pa.OSFile(str(shard))).read_all().num_rows
+    except (OSError, pa.ArrowException):
+        return 0
 
 
 @pytest.mark.sigkill
@@ -257,8 +274,7 @@ def test_a_run_killed_with_sigkill_resumes_without_recomputing(tmp_path, monkeyp
     deadline = time.time() + 60
     stored = 0
     while time.time() < deadline:
-        files = list(cache.glob("slow-*.jsonl")) if cache.exists() else []
-        stored = len(files[0].read_bytes().splitlines()) if files else 0
+        stored = sum(_rows_in(path) for path in cache.glob("slow-*/shard-*.arrow"))
         if stored >= 20:
             break
         time.sleep(0.02)
@@ -402,16 +418,16 @@ def test_infinite_scores_survive_the_cache(tmp_path):
     assert first.failures.empty
 
 
-def test_a_damaged_line_in_the_middle_costs_only_its_query(tmp_path):
+def test_a_damaged_shard_in_the_middle_costs_only_its_query(tmp_path):
     retriever = ListRetriever("bm25", RANKINGS)
-    Pipeline(retriever, depth=4).run(QUERIES, cache=tmp_path)
-    (path,) = tmp_path.glob("bm25-*.jsonl")
-    lines = path.read_bytes().splitlines(keepends=True)
-    path.write_bytes(lines[0] + b'{"query_id": "q2", "hits": {broken\n' + lines[2])
-    with pytest.warns(UserWarning, match=r"1 damaged line\(s\) dropped"):
+    _, path, _ = _one_shard_per_query(retriever, tmp_path)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x04  # one bit flipped in q2's shard
+    path.write_bytes(bytes(data))
+    with pytest.warns(rag_eval.errors.DamagedShard, match=r"1 damaged shard\(s\) not read"):
         result = Pipeline(retriever, depth=4).run(QUERIES, cache=tmp_path)
     assert retriever.calls[3:] == ["beta"] and result.stages["bm25"].cache_hits == 2
-    # the file was repaired: the next run is told nothing and computes nothing
+    # the shard was set aside: the next run is told nothing and computes nothing
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         again = Pipeline(retriever, depth=4).run(QUERIES, cache=tmp_path)

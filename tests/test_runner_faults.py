@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import errno
-import json
 import os
 import shutil
 import threading
@@ -20,6 +19,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
 import pytest
 
 import rag_eval
@@ -50,19 +51,30 @@ def _pipeline(fn) -> Pipeline:
 
 
 def _is_cache_file(fd: int) -> bool:
+    """A shard being written (its temporary file: a shard is renamed into place once whole)."""
     try:
-        return os.readlink(f"/proc/self/fd/{fd}").endswith(".jsonl")
+        return ".shard-" in os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         return False
 
 
 def _lines(cache: Path) -> list[dict]:
-    (path,) = cache.glob("perfect-*.jsonl")
-    return [json.loads(line) for line in path.read_bytes().splitlines()]  # every line whole
+    """The rows of every shard of the stage 'perfect' (each shard whole: Arrow reads it, or this fails)."""
+    return [
+        row
+        for path in sorted(cache.glob("perfect-*/shard-*.arrow"))
+        for row in ipc.open_file(pa.OSFile(str(path))).read_all().select(["query_id"]).to_pylist()
+    ]
+
+
+def _seed(fn, queries, cache) -> None:
+    """Store the first ``queries`` of QUERIES, one run (and so one shard at least) each."""
+    for q in list(QUERIES)[:queries]:
+        _pipeline(fn).run({q: QUERIES[q]}, cache=cache)
 
 
 def _no_temporary_files(cache: Path) -> None:
-    assert [p.name for p in cache.iterdir() if ".tmp" in p.name] == []
+    assert [p.name for p in cache.rglob("*") if ".tmp" in p.name] == []
 
 
 @pytest.mark.parametrize("concurrency", [1, 3])
@@ -78,12 +90,13 @@ def test_a_full_disk_stops_the_run_keeps_what_is_stored_and_resumes(tmp_path, mo
             stored.append(1)
         return real_write(fd, data)
 
-    monkeypatch.setattr(os, "write", write)
     fn = Counting()
+    _seed(fn, 3, cache)
+    stored.extend([1, 1, 1])  # the seed's three shards: the disk is full from now on
+    monkeypatch.setattr(os, "write", write)
     with pytest.raises(
         HarnessError,
-        match=r"cache .*perfect-.*jsonl: cannot store a result: No space left on device; "
-        r"free some space",
+        match=r"cache .*perfect-\w+: cannot store results: No space left on device; free some space",
     ):
         _pipeline(fn).run(QUERIES, cache=cache, retries=2, concurrency=concurrency)
     assert set(fn.calls.values()) == {1}  # never retried as a stage fault
@@ -112,10 +125,13 @@ def test_a_short_write_is_truncated_away_and_stops_the_run(tmp_path, monkeypatch
                 raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(fd, data)
 
+    _seed(Counting(), 2, cache)
+    count.extend([1, 1])  # the seed's two shards
     monkeypatch.setattr(os, "write", write)
     with pytest.raises(HarnessError, match="No space left on device"):
         _pipeline(Counting()).run(QUERIES, cache=cache)
     assert [r["query_id"] for r in _lines(cache)] == ["q0", "q1"]  # no torn fragment left behind
+    _no_temporary_files(cache)
 
     def short(fd, data):  # a write that takes only part of the line, and then nothing
         if _is_cache_file(fd):
@@ -126,29 +142,32 @@ def test_a_short_write_is_truncated_away_and_stops_the_run(tmp_path, monkeypatch
     with pytest.raises(HarnessError, match="no byte written"):
         _pipeline(Counting()).run(QUERIES, cache=cache)
     assert [r["query_id"] for r in _lines(cache)] == ["q0", "q1"]
+    _no_temporary_files(cache)
 
 
 def test_resuming_with_a_failing_fsync_gives_the_clear_error_and_leaves_no_temporary_file(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
-    _pipeline(Counting()).run(dict(list(QUERIES.items())[:4]), cache=cache)
-    (path,) = cache.glob("perfect-*.jsonl")
-    before = path.read_bytes()
-    path.write_bytes(before + b'{"torn": ')  # a line cut by a kill: repaired (rewritten) on the next open
+    _seed(Counting(), 4, cache)
+    *_, path = sorted(cache.glob("perfect-*/shard-*.arrow"))
+    good = {p.name: p.read_bytes() for p in cache.glob("perfect-*/shard-*.arrow") if p != path}
+    path.write_bytes(path.read_bytes()[:-9])  # the last shard cut short: set aside (renamed) on the next open
 
     def fsync(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", fsync)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        with pytest.raises(HarnessError, match=r"cannot repair the damaged cache file.*free"):
-            _pipeline(Counting()).run(QUERIES, cache=cache)
+    with (
+        pytest.warns(rag_eval.errors.DamagedShard, match=r"1 damaged shard\(s\) not read"),
+        pytest.raises(HarnessError, match=r"cannot store results: No space left on device; free"),
+    ):
+        _pipeline(Counting()).run(QUERIES, cache=cache)
     _no_temporary_files(cache)
-    assert path.read_bytes() == before + b'{"torn": '  # untouched: the repair did not half-happen
+    assert {p.name: p.read_bytes() for p in cache.glob("perfect-*/shard-*.arrow")} == good  # nothing half-written
     monkeypatch.undo()
-    with pytest.warns(UserWarning, match="1 damaged line"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once: the damaged shard was set aside
         result = _pipeline(Counting()).run(QUERIES, cache=cache)
-    assert result.stages["perfect"].cache_hits == 4
+    assert result.stages["perfect"].cache_hits == 3
 
 
 def test_a_read_only_cache_directory_is_a_harness_error(tmp_path, monkeypatch):
@@ -156,7 +175,7 @@ def test_a_read_only_cache_directory_is_a_harness_error(tmp_path, monkeypatch):
     real_open = os.open
 
     def refusing(path, flags, *args, **kwargs):  # as root, chmod cannot refuse: the open does
-        if str(path).endswith((".jsonl", ".lock")) and flags & (os.O_WRONLY | os.O_RDWR):
+        if ".shard-" in str(path) and flags & (os.O_WRONLY | os.O_RDWR):
             raise PermissionError(errno.EACCES, "Permission denied", str(path))
         return real_open(path, flags, *args, **kwargs)
 
@@ -164,7 +183,7 @@ def test_a_read_only_cache_directory_is_a_harness_error(tmp_path, monkeypatch):
     fn = Counting()
     with pytest.raises(HarnessError, match=r"Permission denied; make the directory writable, or pass another cache="):
         _pipeline(fn).run(QUERIES, cache=cache, retries=3)
-    assert sum(fn.calls.values()) == 1  # the first result could not be stored: stopped there, not retried
+    assert set(fn.calls.values()) == {1}  # the results could not be stored: the run stopped, nothing retried
 
 
 def test_a_cache_directory_removed_mid_run_is_a_harness_error(tmp_path):
@@ -178,7 +197,7 @@ def test_a_cache_directory_removed_mid_run_is_a_harness_error(tmp_path):
 
     with pytest.raises(HarnessError, match=r"the cache directory was removed during the run.*stays in place"):
         _pipeline(removing).run(QUERIES, cache=cache)
-    assert sum(fn.calls.values()) == 4
+    assert set(fn.calls.values()) == {1}  # found when the shard is written: the run stops, nothing retried
 
 
 def test_metadata_is_stored_by_the_stated_rule_or_refused_naming_the_key(tmp_path):
@@ -340,10 +359,11 @@ def test_a_real_full_file_system_stops_the_run_and_the_run_resumes_once_space_is
         return _wordy(query, k)
 
     pipe = Pipeline(functions.retriever(search, name="perfect", version="1"), depth=3, budget=1)
+    pipe.run(dict(list(queries.items())[:10]), cache=cache)  # fits
     with pytest.raises(HarnessError, match=r"No space left on device; free some space"):
         pipe.run(queries, cache=cache, retries=2)
     stored = _lines(cache)
-    assert 5 < len(stored) < 80 and len(calls) == len(stored) + 1  # each called once; the one not stored, lost
+    assert len(stored) == 10 and sorted(calls) == sorted(queries.values())  # each called once; the unstored, lost
     _no_temporary_files(cache)
     _remount(tmpfs, "size=2m")  # space freed
     calls.clear()
