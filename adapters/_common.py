@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ..errors import InputError
 from ..stages.hits import Hit
 
 T = TypeVar("T")
@@ -238,6 +239,28 @@ def map_back(
         tokens = new.tokens if new.tokens is not None else (base.tokens if text == base.text else None)
         out.append(Hit(doc_id, score, text, tokens, new.metadata if new.metadata else base.metadata))
     return out
+
+
+def settled(answers: Iterable[Any], convert: Callable[[Any], T]) -> list[T]:
+    """A framework's batch answers (each query's result, or the exception that query raised, as LangChain's
+    ``batch(..., return_exceptions=True)`` gives them), each read by ``convert`` (which checks it as the
+    single-query path does). The first fault, the framework's or ``convert``'s, is raised: the runner then asks
+    the single-query method query by query, so that the fault is charged to its own query and only to it."""
+    out = []
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            raise answer
+        out.append(convert(answer))
+    return out
+
+
+def max_concurrency(stage_name: str, value: Any) -> int | None:
+    """A batch's ``max_concurrency`` setting: None (the framework's default) or an int of 1 or more."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"stage {stage_name!r}: max_concurrency must be None or an int of 1 or more, not {value!r}")
+    return value
 
 
 def run_sync(make: Callable[[], Awaitable[T]]) -> T:

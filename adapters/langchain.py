@@ -24,6 +24,13 @@ Rules, each decided here once:
   ``metadata[score_key]`` is removed from the documents handed in, so that a compressor that only filters
   reports no score rather than the previous stage's. The hit's text becomes what the compressor returned (a
   compressor may shorten it).
+- **Batches** (``Pipeline.run(..., batch_size=N)``): a retriever's ``search_batch`` is the retriever's own
+  ``batch`` (``asearch_batch`` its ``abatch``), given ``config={"max_concurrency": max_concurrency}``, with k
+  passed as the single-query path passes it; ``with_scores=True`` batches ``similarity_search_with_score``
+  through LangChain's ``RunnableLambda`` (vector stores have no batch search). Each query's documents are read
+  and checked as a single call's are; a query that raised in the batch (``return_exceptions=True``), or whose
+  documents fail a check, makes the runner ask that batch again query by query, so that the fault is charged to
+  its own query. A document compressor has no batch form: a reranker's batch is one call per query.
 - **Fingerprint**: the adapter's options and a description of the wrapped object (its class and settings, e.g.
   ``search_type`` and ``search_kwargs``; never the index contents). Pass ``version=`` and change it when the
   indexed documents change.
@@ -42,7 +49,8 @@ from typing import Any
 
 from .._optional import require
 from ..stages import Hit, Pipeline, Reranker, Retriever, fuse
-from ._common import content, describe, jsonable, metadata_copy, read_score, returned_items
+from ._common import content, describe, jsonable, metadata_copy, read_score, returned_items, settled
+from ._common import max_concurrency as _max_concurrency
 
 __all__ = ["LangChainReranker", "LangChainRetriever", "pipeline", "reranker", "retriever"]
 
@@ -59,6 +67,7 @@ def retriever(
     id_key: str | None = None,
     with_scores: bool = False,
     version: str | None = None,
+    max_concurrency: int | None = None,
 ) -> LangChainRetriever:
     """A first stage from a LangChain ``BaseRetriever`` (``invoke``/``ainvoke``), any Runnable returning
     documents, or a ``VectorStore`` (``as_retriever()``; with ``with_scores=True``,
@@ -67,7 +76,10 @@ def retriever(
     ``k_param``: the name of the retriever's field, or of the ``invoke`` keyword, that sets how many documents it
     returns (found by itself for ``search_kwargs`` retrievers and ``k`` fields). ``score_key``: the metadata key
     holding a score. ``id_key``: the metadata key holding the chunk id, when ``Document.id`` is not set.
-    ``version``: bump it to invalidate the cache when the index changes.
+    ``version``: bump it to invalidate the cache when the index changes. ``max_concurrency``: how many queries
+    of a batch LangChain runs at once (``batch``'s config; None: LangChain's default, a thread pool of its own
+    size for ``batch``, every query at once for ``abatch``); it never changes results, so it is not in the
+    fingerprint.
     """
     return LangChainRetriever(
         obj,
@@ -77,6 +89,7 @@ def retriever(
         id_key=id_key,
         with_scores=with_scores,
         version=version,
+        max_concurrency=max_concurrency,
     )
 
 
@@ -133,10 +146,13 @@ class LangChainRetriever(Retriever):
         id_key: str | None = None,
         with_scores: bool = False,
         version: str | None = None,
+        max_concurrency: int | None = None,
     ) -> None:
         super().__init__(name, version=version)
         core = _langchain_core()
         self.score_key, self.id_key, self.with_scores = score_key, id_key, with_scores
+        self.max_concurrency = _max_concurrency(name, max_concurrency)
+        self._runnable_lambda = core.RunnableLambda
         self._extra: dict[str, Any] = {}  # other keywords for similarity_search_with_score
         self._copies: dict[int, Any] = {}
         self._lock = threading.Lock()
@@ -221,6 +237,42 @@ class LangChainRetriever(Retriever):
             return self._scored(pairs)
         target, kwargs = self._target(k)
         return self._hits(await target.ainvoke(query, **kwargs))
+
+    def search_batch(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        """The retriever's ``batch`` (see the module's rules); each query's documents checked as in :meth:`search`."""
+        queries = list(queries)
+        if self.with_scores:
+            pairs = self._scored_runnable(k).batch(queries, config=self._batch_config(), return_exceptions=True)
+            return settled(pairs, self._scored)
+        target, kwargs = self._target(k)
+        answers = target.batch(queries, config=self._batch_config(), return_exceptions=True, **kwargs)
+        return settled(answers, self._hits)
+
+    async def asearch_batch(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        """The retriever's ``abatch``; see :meth:`search_batch`."""
+        queries = list(queries)
+        if self.with_scores:
+            runnable = self._scored_runnable(k)
+            pairs = await runnable.abatch(queries, config=self._batch_config(), return_exceptions=True)
+            return settled(pairs, self._scored)
+        target, kwargs = self._target(k)
+        answers = await target.abatch(queries, config=self._batch_config(), return_exceptions=True, **kwargs)
+        return settled(answers, self._hits)
+
+    def _batch_config(self) -> dict[str, Any]:
+        return {} if self.max_concurrency is None else {"max_concurrency": self.max_concurrency}
+
+    def _scored_runnable(self, k: int) -> Any:
+        """``similarity_search_with_score`` (and its async twin) as a LangChain Runnable, for its ``batch``."""
+        store, keywords = self.wrapped, {**self._k_keyword(k), **self._extra}
+
+        def call(query: str) -> Any:
+            return store.similarity_search_with_score(query, **keywords)
+
+        async def acall(query: str) -> Any:
+            return await store.asimilarity_search_with_score(query, **keywords)
+
+        return self._runnable_lambda(call, afunc=acall)
 
     def _k_keyword(self, k: int) -> dict[str, int]:
         """k as the keyword argument it travels in (a keyword route always has its parameter's name)."""
@@ -365,7 +417,9 @@ def _langchain_core() -> SimpleNamespace:
     """langchain-core's classes the adapters recognise; without it, an ImportError naming the ``langchain`` extra."""
     runnables = require("langchain_core.runnables", extra="langchain", feature=FEATURE)
     vectorstores = require("langchain_core.vectorstores", extra="langchain", feature=FEATURE)
-    return SimpleNamespace(Runnable=runnables.Runnable, VectorStore=vectorstores.VectorStore)
+    return SimpleNamespace(
+        Runnable=runnables.Runnable, RunnableLambda=runnables.RunnableLambda, VectorStore=vectorstores.VectorStore
+    )
 
 
 def _k_route(obj: Any, k_param: str | None, name: str) -> tuple[str | None, str | None]:

@@ -21,6 +21,9 @@ Rules, each decided here once:
 - **Async**: a retriever has a native async path only when its class overrides ``_aretrieve`` (LlamaIndex's
   default runs the sync retrieval on the event loop, so concurrency would gain nothing); otherwise the runner
   uses threads. Postprocessors always have one (LlamaIndex runs sync ones in a thread).
+- **Batches** (``Pipeline.run(..., batch_size=N)``): LlamaIndex has no batch form of ``retrieve``, of a query
+  embedding or of ``postprocess_nodes``, so these stages keep the default ``search_batch``/``rerank_batch``: the
+  runner asks them query by query (on its threads, or their async path), as it does without batches.
 - **Fingerprint**: a retriever's outputs depend on its index, which its settings do not describe, so a
   retriever is cached only with ``version=`` (change it when the index changes); without it, ``Pipeline.run(...,
   cache=...)`` refuses with an error naming ``version=`` (without a cache it runs as usual). A postprocessor is
