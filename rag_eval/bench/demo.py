@@ -74,7 +74,7 @@ def demo_collection() -> tuple[Collection, dict[str, int]]:
 def pool(depth: int = 10, systems: tuple[str, ...] = ("bm25", "dense"), cache_dir: str | None = None) -> list[dict]:
     """The labelling pool: for each question, the union of the top ``depth`` chunks of each system, with texts.
     (How ``demo_data/labels.tsv`` was made; rerun it to relabel after the corpus changes.)"""
-    from .pipelines import Parts, build, prefetch
+    from .pipelines import BATCH_SIZE, Parts, build
 
     corpus = build_corpus()
     collection = Collection("python-stdlib-docs", corpus, questions(), Qrels.from_dict({}))
@@ -82,10 +82,12 @@ def pool(depth: int = 10, systems: tuple[str, ...] = ("bm25", "dense"), cache_di
     pooled: dict[str, dict[str, None]] = {q: {} for q in collection.queries}
     for system in systems:
         pipeline = build(system, collection, depth=depth, budget=depth, parts=parts)
-        prefetch(pipeline, parts, list(collection.queries.values()))
-        result = pipeline.run(collection.queries, progress=False)
-        for q, outcome in result.stages[result.final_stage].outcomes.items():
-            pooled[q].update(dict.fromkeys(h.doc_id for h in (outcome.hits or ())[:depth]))
+        result = pipeline.run(collection.queries, progress=False, batch_size=BATCH_SIZE)
+        final = result.stages[result.final_stage]
+        offsets, hits = final.hit_columns()  # a failed query owns no hits
+        docs, o = hits.field("doc_id").to_pylist(), offsets.tolist()
+        for i, q in enumerate(final.query_ids):
+            pooled[q].update(dict.fromkeys(docs[o[i] : min(o[i + 1], o[i] + depth)]))
     return [
         {
             "query_id": q,
@@ -111,7 +113,7 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
     args = parser.parse_args(argv)
     from ..reports import evaluate
     from .outputs import write_report_folder
-    from .pipelines import Parts, build, prefetch
+    from .pipelines import BATCH_SIZE, Parts, build
 
     started = time.perf_counter()
     out = Path(args.out)
@@ -130,8 +132,7 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
         )
     parts = Parts(collection, cache)
     pipeline = build(DEMO_PIPELINE, collection, depth=DEMO_DEPTH, budget=DEMO_BUDGET, parts=parts)
-    prefetch(pipeline, parts, list(collection.queries.values()))
-    result = pipeline.run(collection.queries, cache=cache / "stages")
+    result = pipeline.run(collection.queries, cache=cache / "stages", batch_size=BATCH_SIZE)
     report = evaluate(collection.qrels, {DEMO_PIPELINE: result})
     wall = time.perf_counter() - started
     facts = {

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
+
 from .._files import remove_temporaries, write_output
 from ..data._ids import check_writable, unwritable_reason
 from ..data.qrels import Qrels
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..data._io import InputFile
+    from ..stages import StageOutput
 
 __all__ = ["Pool", "PoolItem", "pool"]
 
@@ -366,19 +369,45 @@ def _systems(
         elif isinstance(system, PipelineResult):
             query_texts.update(system.queries)
             for stage, out in system.stages.items():
-                ranking = {}
-                for q, outcome in out.outcomes.items():
-                    if outcome.failed or outcome.hits is None:  # a failed query has no hits
-                        continue
-                    top = outcome.hits[:depth]
-                    ranking[q] = [h.doc_id for h in top]
-                    for h in top:
-                        if h.text is not None:
-                            doc_texts.setdefault(h.doc_id, h.text)
+                ranking, texts = _top_of(out, depth)
+                for doc, text in texts.items():
+                    doc_texts.setdefault(doc, text)
                 add(f"{name}/{stage}", ranking)
         else:
             raise TypeError(f"system {name!r} is a {type(system).__name__}, not a Run or a pipeline result")
     return rankings, query_texts, doc_texts
+
+
+def _top_of(out: StageOutput, depth: int) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """A stage's top ``depth`` doc ids per answered query (a failed query has no hits and is left out), and the
+    first text seen of each of those chunks, read from the stage's columns (whole columns to lists, no Hit)."""
+    import pyarrow as pa
+
+    from ..stages._hit_table import field_or_none
+
+    offsets, hits = out.hit_columns()
+    lengths = np.diff(offsets)
+    top = np.minimum(lengths, depth)
+    rank = np.arange(int(offsets[-1])) - np.repeat(offsets[:-1], lengths)
+    kept = pa.array(rank < np.repeat(top, lengths))
+    docs = hits.field("doc_id").filter(kept).to_pylist()
+    bounds = np.zeros(len(top) + 1, np.int64)
+    np.cumsum(top, out=bounds[1:])
+    b = bounds.tolist()
+    ids = out.query_ids
+    ranking = {ids[i]: docs[b[i] : b[i + 1]] for i in np.flatnonzero(~out.failed).tolist()}
+    text = field_or_none(hits, "text")
+    texts: dict[str, str] = {}
+    if text is not None and text.null_count < len(text):
+        with_text = text.filter(kept)
+        valid = with_text.is_valid()
+        pairs = zip(
+            reversed(hits.field("doc_id").filter(kept).filter(valid).to_pylist()),
+            reversed(with_text.filter(valid).to_pylist()),
+            strict=True,
+        )
+        texts = dict(pairs)  # reversed: the first text of a chunk is the one kept
+    return ranking, texts
 
 
 def _item_of(record: dict[str, Any], file: InputFile, number: int) -> tuple[PoolItem, dict[str, Any]]:

@@ -112,16 +112,38 @@ def corpus_sha256(source: Collection | PipelineResult | Mapping[str, PipelineRes
         corpus = source.corpus
         return _digest(([i, corpus[i].content] for i in sorted(corpus)), "corpus"), "collection"
     results = [source] if not isinstance(source, Mapping) else list(source.values())
-    seen = sorted(set(_chunks(results)), key=lambda c: (c[0], c[1] is not None, c[1] or ""))
-    return _digest(([i] if t is None else [i, t] for i, t in seen), "chunks"), "hits"
+    return _digest(([i] if t is None else [i, t] for i, t in _chunks(results)), "chunks"), "hits"
 
 
 def _chunks(results: list[PipelineResult]) -> Iterator[tuple[str, str | None]]:
+    """The distinct ``(id, text)`` chunks the stages returned, sorted by id, then text (None first), read from the
+    stages' columns: one hash aggregation over every hit and a sort of the distinct chunks (Arrow compares
+    UTF-8 bytes, which orders as Python orders strs: by code point), no Python object per hit."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..stages._hit_table import field_or_none
+
+    parts = []
     for result in results:
         for out in result.stages.values():
-            for outcome in out.outcomes.values():
-                for hit in outcome.hits or ():
-                    yield hit.doc_id, hit.text
+            _, hits = out.hit_columns()
+            text = field_or_none(hits, "text")
+            doc = hits.field("doc_id")
+            parts.append(pa.table({"id": doc, "text": text if text is not None else pa.nulls(len(doc), doc.type)}))
+    if not parts:
+        return
+    table = pa.concat_tables(parts)
+    if table.column("text").null_count == len(table):
+        distinct = pa.table({"id": pc.unique(table.column("id"))})
+        distinct = distinct.append_column("text", pa.nulls(len(distinct), pa.large_string()))
+    else:
+        distinct = table.group_by(["id", "text"], use_threads=False).aggregate([])
+    text = distinct.column("text")
+    keyed = pa.table({"id": distinct.column("id"), "has": pc.is_valid(text), "text": pc.fill_null(text, "")})
+    order = pc.sort_indices(keyed, sort_keys=[("id", "ascending"), ("has", "ascending"), ("text", "ascending")])
+    ordered = distinct.take(order)
+    yield from zip(ordered.column("id").to_pylist(), ordered.column("text").to_pylist(), strict=True)
 
 
 def conventions_sha256(conventions: Conventions) -> str:

@@ -28,15 +28,18 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from .. import _accel
+from ..data._packed import PackedIds
 from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import InputError, StarvedBudget
 from ..metrics import _kernels as K
 from ..metrics._engine import QueryAccount, evaluate_run
+from ..metrics._grades import UNJUDGED, _lookup
 from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import Conventions
 from ..metrics.grammar import Metric, parse_metric
-from ..stages.result import Finding, PipelineResult, StageOutput, announce
+from ..stages.result import Finding, PipelineResult, StageOutput, _ArrowIds, announce
 from ._judged import JUDGED_THRESHOLD, JudgedShare, ceiling, judged_share, shares_frame, warn_low
 from ._systematic import announce_overlap, issue_rows, query_overlap
 from .card import InputRecord, MetricCard, QueryRecord
@@ -132,7 +135,7 @@ def evaluate_pipelines(
                 )
                 warnings.warn(f"stage {stage!r}: {note}", StarvedBudget, stacklevel=3)
                 notes.append(note)
-            mended = sum(len(o.issues) > 0 for o in out.outcomes.values())
+            mended = out.mended
             if mended:
                 notes.append(f"{mended} query(ies) with an issue in a usable answer: see Report.issues")
             if out.failures:
@@ -241,24 +244,31 @@ class _PipelineJudge:
         self.loss_items = pd.DataFrame(columns=["query_id", "doc_id", "grade", "fate"])
         self._stage_names = list(result.stages)
         self._loss_cache: dict[str, npt.NDArray[np.float64]] | None = None
+        self._runs: dict[str, tuple[Run, set[str]]] = {}  # per stage: its ranking and failed queries
+        self._counts: dict[str, npt.NDArray[np.int64]] = {}  # per stage: the hits each query delivers
 
     def _run(self, out: StageOutput) -> tuple[Run, set[str]]:
-        failed = set(out.failures)
-        ranking = {q: [h.doc_id for h in o.hits or ()] for q, o in out.outcomes.items() if not o.failed}
-        if self.conv.failed == "zero":
-            ranking.update({q: [] for q in failed})  # measured as an empty ranking
-        return Run.from_ranking(ranking, name=out.name), failed
+        """The stage's ranking as given, read from its columns (failed queries as empty rankings under
+        ``failed="zero"``, else absent), and its failed queries."""
+        if out.name not in self._runs:
+            self._runs[out.name] = (_ranking(out, with_failed=self.conv.failed == "zero"), set(out.failures))
+        return self._runs[out.name]
+
+    def _delivered_counts(self, out: StageOutput) -> npt.NDArray[np.int64]:
+        if out.name not in self._counts:
+            self._counts[out.name] = out.delivered(self.pipeline.budget, self.pipeline.tokenizer)
+        return self._counts[out.name]
 
     def _delivered(self, out: StageOutput) -> dict[str, int]:
-        budget, tokenizer = self.pipeline.budget, self.pipeline.tokenizer
-        return {q: budget.cut(o.hits or (), tokenizer) if not o.failed else 0 for q, o in out.outcomes.items()}
+        return dict(zip(out.query_ids, self._delivered_counts(out).tolist(), strict=True))
 
     def starved(self, out: StageOutput) -> list[str]:
         """Queries with results of which not even the first fits the token budget (none with a chunk budget)."""
         if self.pipeline.budget.tokens is None:
             return []
-        delivered = self._delivered(out)
-        return [q for q, o in out.outcomes.items() if not o.failed and o.hits and delivered[q] == 0]
+        starved = (out.lengths > 0) & (self._delivered_counts(out) == 0)  # a failed row has no hits
+        ids = out.query_ids
+        return [ids[i] for i in np.flatnonzero(starved).tolist()]
 
     def _cutoff(self, out: StageOutput, cut: str | None) -> int | dict[str, int] | None:
         if cut == "depth":
@@ -328,7 +338,7 @@ class _PipelineJudge:
         run, failed = self._run(out)
         exclude = failed if self.conv.failed == "exclude" else ()
         cuts = ["budget"] if out.role == "reranker" else ["budget", "depth"]
-        ran = [q for q in out.outcomes if q not in exclude]
+        ran = [q for q in out.query_ids if q not in exclude]
         return [
             JudgedShare(
                 run_name,
@@ -370,74 +380,194 @@ class _PipelineJudge:
     def _grades(self, query: str) -> Mapping[str, int]:
         return self.qrels[query] if query in self.qrels else {}  # noqa: SIM401 (Qrels has no .get)
 
-    def _gains(self, grades: Sequence[int]) -> np.ndarray:
-        return K.gain_of(np.array(grades, dtype=np.int64), self.conv.gain, None, None)
+    def _gains(self, grades: np.ndarray) -> np.ndarray:
+        return K.gain_of(np.asarray(grades, dtype=np.int64), self.conv.gain, None, None)
+
+    def _hit_grades(self, out: StageOutput) -> npt.NDArray[np.int64]:
+        """The grade of every hit of the stage (0 where not judged), in its columns' CSR order."""
+        offsets, _ = out.hit_columns()
+        judgements = self.qrels.judgements
+        tables: list[dict[str, int] | None] = [judgements.get(q) for q in out.query_ids]
+        grades = _lookup_rows(out.doc_ids(), offsets, tables)
+        return np.where(grades == UNJUDGED, 0, grades).astype(np.int64)
 
     def _candidate_ndcg(self, out: StageOutput, given: StageOutput, counted: list[str]) -> np.ndarray:
+        """nDCG@budget of each counted query over the best order of the candidates it was given, from the
+        columns: both stages' hits graded by one lookup, the DCGs added in rank order per query (a row of a
+        [queries x budget] matrix at a time, zeros after the end: the same sums as adding one by one)."""
         cut = self._cut(out, "budget")
-        values = np.full(len(counted), np.nan)
-        for i, q in enumerate(counted):
-            judged = self._grades(q)
-            candidates = given.outcomes.get(q)
-            if candidates is None or candidates.failed:
-                continue  # nothing was given: no best order to compare with
-            b = cut if isinstance(cut, int) else cut.get(q, 0)
-            ideal = np.sort(self._gains([judged.get(h.doc_id, 0) for h in candidates.hits or ()]))[::-1][:b]
-            if not len(ideal) or ideal[0] <= 0:
-                continue  # 0/0: no relevant candidate
-            mine = out.outcomes[q]
-            hits = () if mine.failed or mine.hits is None else mine.hits[:b]
-            gains = self._gains([judged.get(h.doc_id, 0) for h in hits])
+        n = len(counted)
+        values = np.full(n, np.nan)
+        given_rows = _rows_of(given, counted)
+        mine_rows = _rows_of(out, counted)
+        g_off, _ = given.hit_columns()
+        m_off, _ = out.hit_columns()
+        g_gain = self._gains(self._hit_grades(given))
+        m_gain = self._gains(self._hit_grades(out))
+        g_len = np.diff(g_off)
+        m_len = np.diff(m_off)
+        budgets = np.full(n, cut, np.int64) if isinstance(cut, int) else np.array([cut.get(q, 0) for q in counted])
+        has_given = given_rows >= 0
+        has_given[has_given] &= ~given.failed[given_rows[has_given]]
+        for lo in range(0, n, _BLOCK):
+            rows = np.arange(lo, min(lo + _BLOCK, n))
+            rows = rows[has_given[rows]]
+            if not len(rows):
+                continue
+            g_rows = given_rows[rows]
+            width = int(g_len[g_rows].max(initial=0))
+            if width == 0:
+                continue
+            cand = _padded(g_gain, g_off[g_rows], g_len[g_rows], width, -np.inf)
+            cand = -np.sort(-cand, axis=1)  # best first; padding (-inf) last
+            b = np.minimum(budgets[rows], g_len[g_rows])
+            ideal = np.where(np.arange(width) < b[:, None], cand, 0.0)
+            ideal[~np.isfinite(ideal)] = 0.0
+            first = ideal[:, 0]
+            good = (b > 0) & (first > 0)  # else 0/0: no relevant candidate (or a budget of 0): NaN
+            if not good.any():
+                continue
+            rows, ideal, first = rows[good], ideal[good], first[good]
+            scale = np.frexp(first)[1][:, None]
+            best = _dcg_rows(np.ldexp(ideal, -scale))
+            m_rows = mine_rows[rows]
+            present = m_rows >= 0
+            take = np.where(present, np.minimum(budgets[rows], np.where(present, m_len[m_rows], 0)), 0)
+            mine_width = max(int(take.max(initial=0)), 1)
+            starts = np.where(present, m_off[np.maximum(m_rows, 0)], 0)
+            mine = _padded(m_gain, starts, take, mine_width, 0.0)
+            dcg = _dcg_rows(np.ldexp(mine, -scale))
             # DCG as the engine's nDCG computes it: gains scaled by a power of two, each divided by its log2,
             # added in rank order; so cand_ndcg is ndcg@budget against the qrels of the candidates alone
-            scale = np.frexp(ideal[0])[1]
-            best = _dcg(np.ldexp(ideal, -scale))
-            values[i] = _dcg(np.ldexp(gains, -scale)) / best if len(gains) else 0.0
+            values[rows] = np.where(take > 0, dcg / best, 0.0)
         return values
 
     def _loss(self, counted: list[str]) -> dict[str, np.ndarray]:
+        """The fate of each counted query's relevant items, from the columns: each stage's hits (and the first
+        stage's ids past the depth) looked up in a per-query table ``{relevant doc: item number}``."""
         if self._loss_cache is not None:
             return self._loss_cache
         import pandas as pd
 
         first = self.result.stages[self.result.first_stage]
         final = self.result.stages[self.result.final_stage]
-        delivered_n = self._delivered(final)
         t = self.conv.relevance_threshold
-        shares = {fate: np.full(len(counted), np.nan) for fate in FATES}
-        items = []
+        n = len(counted)
+        item_query: list[int] = []
+        item_doc: list[str] = []
+        item_grade: list[int] = []
+        numbered: dict[str, dict[str, int]] = {}
         for i, q in enumerate(counted):
             relevant = {d: g for d, g in self._grades(q).items() if g >= t}
-            if not relevant:
-                continue  # 0/0
-            head = first.outcomes.get(q)
-            tail = final.outcomes.get(q)
-            head_failed = head is not None and head.failed  # a query not run at all (None) failed nowhere
-            tail_failed = tail is not None and tail.failed  # it, or a stage before it, failed on the query
-            candidates = set() if head is None or head_failed else {h.doc_id for h in head.hits or ()}
-            below = set() if head is None or head_failed else set(head.beyond_depth)
-            delivered = (
-                set() if tail is None or tail_failed else {h.doc_id for h in (tail.hits or ())[: delivered_n.get(q, 0)]}
-            )
-            counts = dict.fromkeys(FATES, 0)
-            for doc, grade in relevant.items():
-                # a candidate that a failed reranker never ranked, or anything when the first stage failed, was
-                # lost to the failure, not ranked out
-                fate = (
-                    "delivered"
-                    if doc in delivered
-                    else "failed"
-                    if head_failed
-                    else ("failed" if tail_failed else "reranked_out")
-                    if doc in candidates
-                    else "below_depth"
-                    if doc in below
-                    else "never_retrieved"
-                )
-                counts[fate] += 1
-                items.append((q, doc, grade, fate))
-            for fate in FATES:
-                shares[fate][i] = counts[fate] / len(relevant)
-        self.loss_items = pd.DataFrame(items, columns=["query_id", "doc_id", "grade", "fate"])
+            if relevant:
+                numbered[q] = {d: len(item_doc) + k for k, d in enumerate(relevant)}
+                item_query.extend([i] * len(relevant))
+                item_doc.extend(relevant)
+                item_grade.extend(relevant.values())
+        m = len(item_doc)
+        owner = np.array(item_query, np.int64)
+        head_rows = _rows_of(first, counted)
+        tail_rows = _rows_of(final, counted)
+        head_failed = (head_rows >= 0) & np.where(head_rows >= 0, first.failed[np.maximum(head_rows, 0)], False)
+        tail_failed = (tail_rows >= 0) & np.where(tail_rows >= 0, final.failed[np.maximum(tail_rows, 0)], False)
+
+        def found(out: StageOutput, ids: PackedIds, offsets: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+            tables: list[dict[str, int] | None] = [numbered.get(q) for q in out.query_ids]
+            codes = _lookup_rows(ids, offsets, tables)
+            hit = codes != UNJUDGED
+            if keep is not None:
+                hit &= keep
+            mask = np.zeros(m, bool)
+            mask[codes[hit]] = True
+            return mask
+
+        head_off, _ = first.hit_columns()
+        candidates = found(first, first.doc_ids(), head_off)
+        beyond_off, beyond_ids = _beyond(first)
+        below = found(first, beyond_ids, beyond_off)
+        tail_off, _ = final.hit_columns()
+        delivered_n = self._delivered_counts(final)
+        tail_len = np.diff(tail_off)
+        rank = np.arange(int(tail_off[-1])) - np.repeat(tail_off[:-1], tail_len)
+        delivered = found(final, final.doc_ids(), tail_off, rank < np.repeat(delivered_n, tail_len))
+        # a failed stage's rows hold no hits, so a failed first stage leaves candidates and below empty
+        fate = np.full(m, FATES.index("never_retrieved"), np.int64)
+        fate[below] = FATES.index("below_depth")
+        fate[candidates] = np.where(tail_failed[owner[candidates]], FATES.index("failed"), FATES.index("reranked_out"))
+        fate[head_failed[owner]] = FATES.index("failed")  # anything, when the first stage failed
+        fate[delivered] = FATES.index("delivered")
+        totals = np.bincount(owner, minlength=n).astype(np.float64)
+        shares = {}
+        for k, name in enumerate(FATES):
+            counts = np.bincount(owner[fate == k], minlength=n).astype(np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                shares[name] = np.where(totals > 0, counts / np.where(totals > 0, totals, 1.0), np.nan)
+        self.loss_items = pd.DataFrame(
+            {
+                "query_id": [counted[i] for i in item_query],
+                "doc_id": item_doc,
+                "grade": item_grade,
+                "fate": [FATES[k] for k in fate.tolist()],
+            },
+            columns=["query_id", "doc_id", "grade", "fate"],
+        )
         self._loss_cache = shares
         return shares
+
+
+_BLOCK = 16384  # queries at a time in the [queries x budget] matrices of cand_ndcg
+
+
+def _ranking(out: StageOutput, *, with_failed: bool) -> Run:
+    """The stage's ranking as given (no scores: the order is the stage's), read from its columns."""
+    return out.ranking_run(with_failed=with_failed, with_scores=False)
+
+
+def _rows_of(out: StageOutput, queries: list[str]) -> npt.NDArray[np.int64]:
+    """The row of each query in the stage's table (-1: absent)."""
+    index = out.rows
+    return np.fromiter((index.get(q, -1) for q in queries), np.int64, len(queries))
+
+
+def _lookup_rows(
+    ids: PackedIds | np.ndarray, offsets: np.ndarray, tables: list[dict[str, int] | None]
+) -> npt.NDArray[np.int32]:
+    """:func:`rag_eval.metrics._grades._lookup` over packed ids (unpacked when the C extension is absent): the
+    value of each hit's doc id in its row's table, ``UNJUDGED`` where it has none."""
+    if isinstance(ids, PackedIds) and _accel.speedups is None:
+        ids = ids.to_objects()
+    grades: npt.NDArray[np.int32] = _lookup(ids, np.ascontiguousarray(offsets, np.int64), tables)
+    return grades
+
+
+def _beyond(out: StageOutput) -> tuple[npt.NDArray[np.int64], PackedIds]:
+    """``(offsets, ids)`` of the stage's ``beyond_depth`` column (doc ids returned past the depth), packed."""
+    import pyarrow.compute as pc
+
+    from ..stages._hit_table import lengths_of_list, string_buffers
+
+    column = out.table.column("beyond_depth")
+    lengths = lengths_of_list(column)
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = pc.list_flatten(column)
+    starts, data = string_buffers(flat)
+    return offsets, _ArrowIds(data, starts)
+
+
+def _padded(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int, fill: float) -> np.ndarray:
+    """A [rows x width] matrix: row ``i`` holds ``values[starts[i]:starts[i] + lengths[i]]``, then ``fill``."""
+    out = np.full((len(starts), width), fill, np.float64)
+    cols = np.arange(width)
+    inside = cols[None, :] < lengths[:, None]
+    where = (starts[:, None] + cols[None, :])[inside]
+    out[inside] = values[where]
+    return out
+
+
+def _dcg_rows(gains: np.ndarray) -> np.ndarray:
+    """Each row's discounted gains added one by one in rank order (as :func:`_dcg`)."""
+    if gains.shape[1] == 0:
+        return np.zeros(len(gains))
+    weights = K.discounted(gains, np.arange(gains.shape[1]))
+    return np.cumsum(weights, axis=1)[:, -1]

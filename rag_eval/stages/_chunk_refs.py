@@ -17,7 +17,8 @@ hit's text, which would shorten ``start + len(text)``): the first reading of a c
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..data.spans import ChunkRef
@@ -44,13 +45,13 @@ def chunk_map(
     keys = ((doc_key,) if doc_key else ()) + DOC_KEYS
     out: dict[str, ChunkRef] = {}
     seen = 0
-    for hit in _hits(source):
+    for doc_id, text, meta in _hits(source):
         seen += 1
-        if hit.doc_id in out:
+        if doc_id in out or not meta:
             continue
-        ref = _ref(hit, keys)
+        ref = _ref(doc_id, text, json.loads(meta) if isinstance(meta, str) else meta, keys)
         if ref is not None:
-            out[hit.doc_id] = ref
+            out[doc_id] = ref
     if seen and not out:
         raise InputError(
             f"no hit carries a source document id in its metadata (looked for {', '.join(map(repr, keys))}); "
@@ -60,13 +61,16 @@ def chunk_map(
     return out
 
 
-def _hits(source: Any) -> Iterable[Hit]:
+# a hit's doc id, text and metadata (from a stage's columns, the metadata's JSON text, parsed when needed)
+Read = tuple[str, "str | None", "Mapping[str, Any] | str | None"]
+
+
+def _hits(source: Any) -> Iterator[Read]:
     if isinstance(source, PipelineResult):
         for out in source.stages.values():
             yield from _hits(out)
     elif isinstance(source, StageOutput):
-        for outcome in source.outcomes.values():
-            yield from outcome.hits or ()
+        yield from _stage_hits(source)
     elif isinstance(source, Mapping):
         for hits in source.values():
             yield from _hits(hits)
@@ -74,11 +78,25 @@ def _hits(source: Any) -> Iterable[Hit]:
         for hit in source:
             if not isinstance(hit, Hit):
                 raise TypeError(f"expected Hits, got {type(hit).__name__}")
-            yield hit
+            yield hit.doc_id, hit.text, hit.metadata
 
 
-def _ref(hit: Hit, doc_keys: tuple[str, ...]) -> ChunkRef | None:
-    meta = hit.metadata
+def _stage_hits(out: StageOutput) -> Iterator[Read]:
+    """A stage's hits read from its columns, the metadata as its JSON text (None where a hit has none: it carries
+    no source), parsed by :func:`chunk_map` only for a chunk not met yet."""
+    from ._hit_table import field_or_none
+
+    _, hits = out.hit_columns()
+    meta = field_or_none(hits, "metadata")
+    if meta is None or meta.null_count == len(meta):
+        yield from ((d, None, None) for d in hits.field("doc_id").to_pylist())
+        return
+    text = field_or_none(hits, "text")
+    texts = text.to_pylist() if text is not None else [None] * len(hits)
+    yield from zip(hits.field("doc_id").to_pylist(), texts, meta.to_pylist(), strict=True)
+
+
+def _ref(doc_id: str, text: str | None, meta: Mapping[str, Any], doc_keys: tuple[str, ...]) -> ChunkRef | None:
     doc = next((meta[k] for k in doc_keys if meta.get(k) is not None), None)
     if doc is None:
         return None
@@ -86,11 +104,11 @@ def _ref(hit: Hit, doc_keys: tuple[str, ...]) -> ChunkRef | None:
         doc = str(doc) if isinstance(doc, int) and not isinstance(doc, bool) else doc
     start = next((meta[k] for k in START_KEYS if meta.get(k) is not None), None)
     end = next((meta[k] for k in END_KEYS if meta.get(k) is not None), None)
-    if start is not None and end is None and hit.text is not None:
-        end = start + len(hit.text) if isinstance(start, int) else None
+    if start is not None and end is None and text is not None:
+        end = start + len(text) if isinstance(start, int) else None
     if start is None or end is None:
         start = end = None
     try:
         return ChunkRef(doc, start, end)
     except InputError as exc:
-        raise InputError(f"hit {hit.doc_id!r}: {exc.problem}", source="hits") from None
+        raise InputError(f"hit {doc_id!r}: {exc.problem}", source="hits") from None

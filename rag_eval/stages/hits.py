@@ -30,7 +30,7 @@ class _Fields(NamedTuple):
     metadata: Mapping[str, Any] = _EMPTY
 
 
-_new_fields = _Fields.__new__
+_tuple_new = tuple.__new__
 
 
 class Hit(_Fields):
@@ -62,11 +62,15 @@ class Hit(_Fields):
             raise InputError(f"hit {doc_id!r}: text must be a str or None, not {type(text).__name__}")
         if tokens is not None and (type(tokens) is not int or tokens < 0):
             tokens = _token_count(tokens, doc_id)
-        if type(metadata) is not MappingProxyType:
-            if not isinstance(metadata, Mapping):
-                raise InputError(f"hit {doc_id!r}: metadata must be a mapping, not {type(metadata).__name__}")
-            metadata = MappingProxyType(dict(metadata)) if metadata else _EMPTY
-        return _new_fields(cls, doc_id, score, text, tokens, metadata)
+        if metadata is not _EMPTY:
+            kind = type(metadata)
+            if kind is dict:  # the common case, without the ABC check of isinstance(.., Mapping)
+                metadata = MappingProxyType(metadata.copy()) if metadata else _EMPTY
+            elif kind is not MappingProxyType:
+                if not isinstance(metadata, Mapping):
+                    raise InputError(f"hit {doc_id!r}: metadata must be a mapping, not {kind.__name__}")
+                metadata = MappingProxyType(dict(metadata)) if metadata else _EMPTY
+        return _tuple_new(cls, (doc_id, score, text, tokens, metadata))  # not the named tuple's own __new__
 
     def with_score(self, score: float | None) -> Hit:
         return Hit(self.doc_id, score, self.text, self.tokens, self.metadata)

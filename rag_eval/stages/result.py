@@ -210,23 +210,35 @@ class StageOutput:
         view: Mapping[str, Outcome] = self._memoised("outcomes", lambda: _Outcomes(self))
         return view
 
+    @property
+    def rows(self) -> dict[str, int]:
+        """``{query_id: row}`` of the table."""
+        index: dict[str, int] = self._memoised("rows", lambda: _columns().row_index(self.table))
+        return index
+
     def run(self) -> Run:
         """The stage's rankings as a Run in the order the stage returned them (failed queries are absent), built
         from the columns: doc ids straight from the Arrow buffers, scores from the score column (a stage with a
         hit without a score gives a ranking without scores: as given)."""
+        return self.ranking_run()
+
+    def ranking_run(self, *, with_failed: bool = False, with_scores: bool = True) -> Run:
+        """:meth:`run`, optionally with the failed queries as empty rankings (``with_failed``) or without the
+        scores (``with_scores=False``: the order alone, what stage-aware evaluation measures)."""
         offsets, hits = self.hit_columns()
-        ok = ~self.failed
         ids = self.query_ids
         docs = self.doc_ids()
-        score = hits.field("score")
         scores = None
-        if score.null_count == 0:
-            scores = np.asarray(score.to_numpy(zero_copy_only=False), np.float64)
-        if not ok.all():
+        if with_scores:
+            score = hits.field("score")
+            if score.null_count == 0:
+                scores = np.asarray(score.to_numpy(zero_copy_only=False), np.float64)
+        ok = ~self.failed
+        if not with_failed and not ok.all():
             keep = np.flatnonzero(ok)
             ids = [ids[i] for i in keep.tolist()]
-            offsets = np.concatenate([offsets[keep], offsets[-1:]]) if len(keep) else np.zeros(1, np.int64)
             # failed rows own no hits, so the kept rows' hits stay contiguous: only the row pointers change
+            offsets = np.concatenate([offsets[keep], offsets[-1:]])
         return Run._from_csr(self.name, ids, offsets, docs, scores)
 
     def delivered(self, budget: Budget, tokenizer: Callable[[str], int]) -> npt.NDArray[np.int64]:
@@ -316,7 +328,7 @@ class _ArrowIds(PackedIds):
     """Packed ids whose bytes are an Arrow buffer (not a bytes object): read without a copy."""
 
     def take(self, indices: np.ndarray) -> np.ndarray:
-        s, view = self.starts, memoryview(self.blob)  # type: ignore[arg-type]
+        s, view = self.starts, memoryview(self.blob)
         return np.array([str(view[s[i] : s[i + 1]], "utf-8") for i in indices.tolist()], dtype=object)
 
 
