@@ -266,16 +266,20 @@ class StageStore:
         pair not found has no row)."""
         get = self._index.get
         with self._lock:
-            wanted = np.fromiter(
-                (get(_key(q, h), -1) for q, h in zip(query_ids, query_hashes, strict=True)), np.int64, len(query_ids)
-            )
+            found = [get(f"{len(h)}{_SEP}{h}{_SEP}{q}", -1) for q, h in zip(query_ids, query_hashes, strict=True)]
+            wanted = np.array(found, np.int64)  # (the key of _key, inline: this runs once per query)
             rows = wanted[wanted >= 0]
             if not rows.size:
                 return ht.empty_table()
             starts = np.asarray(self._starts, np.int64)
             segment = np.searchsorted(starts, rows, side="right") - 1
             if (segment == segment[0]).all():
-                part = self._segments[int(segment[0])].take(pa.array(rows - starts[segment[0]]))
+                local = rows - starts[segment[0]]
+                table = self._segments[int(segment[0])]
+                if local[-1] - local[0] == local.size - 1 and (np.diff(local) == 1).all():
+                    part = table.slice(int(local[0]), local.size)  # asked in the order stored: no copy
+                else:
+                    part = table.take(pa.array(local))
             else:
                 order = np.argsort(segment, kind="stable")
                 parts = []
@@ -409,7 +413,7 @@ def _damage(table: pa.Table) -> str:
     if table.column("error").null_count != table.num_rows:
         return "a failed row (one with an error)"
     latency = table.column("latency")
-    if pc.any(pc.is_nan(latency)).as_py() or pc.any(pc.less(latency, 0)).as_py():
+    if pc.any(pc.is_nan(latency)).as_py() or pc.any(pc.less(latency, pa.scalar(0.0))).as_py():
         return "a NaN or negative latency"
     if pc.any(table.column("skipped")).as_py():
         return "a skipped row"
@@ -420,12 +424,12 @@ def _damage(table: pa.Table) -> str:
     if hits.null_count:
         return "a null hit"
     doc_ids = pc.struct_field(hits, "doc_id")
-    if doc_ids.null_count or (len(doc_ids) and pc.min(pc.utf8_length(doc_ids)).as_py() == 0):
+    if doc_ids.null_count or (len(doc_ids) and pc.min(pc.binary_length(doc_ids)).as_py() == 0):
         return "a null or empty doc id"
     if pc.any(pc.is_nan(pc.struct_field(hits, "score"))).as_py():
         return "a NaN score"
     fields = ht.fields_of(table)
-    if "tokens" in fields and pc.any(pc.less(pc.struct_field(hits, "tokens"), 0)).as_py():
+    if "tokens" in fields and (pc.min(pc.struct_field(hits, "tokens")).as_py() or 0) < 0:
         return "a negative token count"
     if "metadata" in fields:
         metadata = pc.utf8_trim_whitespace(pc.struct_field(hits, "metadata"))
