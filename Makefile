@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 WHEELHOUSE := $(VENV)/wheelhouse
 EXAMPLES := rag_eval/examples
 
-.PHONY: demo example test test-fast test-pure lint mypy browser bench clean
+.PHONY: demo example test test-fast test-pure test-ray lint mypy browser bench clean
 
 $(STAMP): pyproject.toml setup.py rag_eval/_speedups.c
 	$(PYTHON) -m venv $(VENV)
@@ -34,12 +34,25 @@ example: $(STAMP)
 		-m recall@20 -m recall@5 -m precision@5 -m ndcg@5 -m mrr@5 -m judged@5
 
 ## test: the whole test suite (conformance with trec_eval, cross-checks with pytrec_eval, properties, CLI,
-## the labelling page in a headless Chromium)
+## the labelling page in a headless Chromium), then the Ray tests in their network namespace (test-ray)
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not ray"
+	$(MAKE) --no-print-directory test-ray
 
-## test-fast: the edit-test loop: the suite without the slow, browser, notebook, SIGKILL and wheel tests
-FAST := not slow and not browser and not notebook and not sigkill and not wheel
+## test-ray: the tests marked ray (tests/test_ray.py: a local Ray, and a `ray start --head` cluster the tests
+## connect to by address) inside a network namespace that has loopback only, so that no Ray socket listens on or
+## sends to the machine's external address (Ray binds some services there otherwise). It needs root (unshare -n);
+## where unshare is not permitted the tests run outside it and skip with the reason (under CI=true they fail)
+test-ray: $(STAMP)
+	@if unshare -n true 2>/dev/null; then \
+		unshare -n sh -c 'ip link set lo up && exec $(BIN)/python -m pytest -q -m ray tests/test_ray.py'; \
+	else \
+		echo "test-ray: unshare -n is not permitted here (needs root): the Ray tests will skip (or fail under CI=true)"; \
+		$(BIN)/python -m pytest -q -m ray tests/test_ray.py; \
+	fi
+
+## test-fast: the edit-test loop: the suite without the slow, browser, notebook, SIGKILL, wheel and Ray tests
+FAST := not slow and not browser and not notebook and not sigkill and not wheel and not ray
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "$(FAST)"
 

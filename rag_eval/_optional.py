@@ -19,6 +19,7 @@ EXTRAS = {
     "models": "the built-in pipelines and the demo (bm25s, MiniLM embeddings, plots)",
     "labelling": "the labelling page (rag-eval label)",
     "bench": "the benchmarks against pytrec_eval, ir_measures and ranx",
+    "ray": "rag_eval.stages.RayExecutor (stages over Ray Data, on one machine or a cluster)",
 }
 
 

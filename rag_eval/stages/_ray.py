@@ -173,6 +173,8 @@ class RayExecutor:
         ray = require("ray", extra="ray", feature="RayExecutor")
         check_ray_data()
         if ray.is_initialized():
+            if self._started:  # by this executor, for an earlier stage
+                return ray
             if self.address is not None or self.runtime_env is not None or self.init:
                 raise InputError(
                     "RayExecutor: Ray is already initialised in this process, so address, runtime_env and init "
@@ -205,10 +207,17 @@ class RayExecutor:
 
     def run_stage(self, stage: Any, job: Any, todo: pa.Table, store: _Spec | None) -> pa.Table:
         """``todo`` through ``stage`` on Ray: SCHEMA rows, one per row of ``todo``, in its order."""
-        n = todo.num_rows
-        if n == 0:
+        if todo.num_rows == 0:
             return empty_table()
-        ray = self.connect()
+        with warnings.catch_warnings():
+            # Ray's own warnings (its deprecations, its advice on tuning a pool larger than its inputs) are not the
+            # user's concern; a warning of the user's stage in a worker is the worker's
+            warnings.filterwarnings("ignore", module=r"ray(\.|$)")
+            ray = self.connect()
+            return self._run(ray, stage, job, todo, store)
+
+    def _run(self, ray: Any, stage: Any, job: Any, todo: pa.Table, store: _Spec | None) -> pa.Table:
+        n = todo.num_rows
         data = require("ray.data", extra="ray", feature="RayExecutor")
         context = data.DataContext.get_current()
         context.enable_progress_bars = False
@@ -250,11 +259,7 @@ class RayExecutor:
                 **common,
             )
         try:
-            with warnings.catch_warnings():
-                # Ray Data's advice on tuning (a pool larger than its inputs and the like) is not the user's concern
-                warnings.simplefilter("ignore", UserWarning)
-                warnings.simplefilter("ignore", DeprecationWarning)
-                parts = [ray.get(ref) for ref in mapped.to_arrow_refs()]
+            parts = [ray.get(ref) for ref in mapped.to_arrow_refs()]
         except Exception as exc:
             raise _ours(exc) from exc
         return _in_order(parts, n, stage.name)
@@ -354,7 +359,7 @@ def _open(spec: Any, flush_seconds: float) -> Any:
     if spec is None:
         return None
     if isinstance(spec, StoreSpec):
-        spec = dataclasses.replace(spec, shard_seconds=min(spec.shard_seconds, flush_seconds))
+        spec = dataclasses.replace(spec, shard_seconds=max(min(spec.shard_seconds, flush_seconds), 1e-6))
     return spec.open()
 
 
