@@ -24,9 +24,8 @@ import numpy as np
 import pytest
 
 import rag_eval
-from rag_eval.errors import InputError
 from rag_eval.stages import Hit, Pipeline, Reranker, Retriever
-from rag_eval.stages._ray import RayExecutor, check_ray_data
+from rag_eval.stages._ray import RayExecutor
 
 from .conftest import _skip_or_fail
 
@@ -147,39 +146,6 @@ def local_ray():
         yield ray
     finally:
         ray.shutdown()
-
-
-# -- settings, checked before anything runs (no Ray needed) ---------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "kwargs, message",
-    [
-        ({"batch_size": 0}, "batch_size must be a positive int"),
-        ({"actors": 1.5}, "actors must be a positive int"),
-        ({"num_cpus": -1}, "num_cpus must be a finite number, 0 or more"),
-        ({"num_gpus": float("nan")}, "num_gpus must be a finite number"),
-        ({"address": ""}, "address must be a non-empty str"),
-        ({"factory": lambda: None}, "factory must be a mapping"),
-        ({"factory": {"scored": "not callable"}}, "must be a callable"),
-        ({"stateful": "scored"}, "stateful must be a collection of stage names"),
-        ({"init": {"address": "auto"}}, "give address as its own argument"),
-    ],
-)
-def test_settings_are_checked_when_the_executor_is_made(kwargs, message):
-    with pytest.raises(InputError, match=message):
-        RayExecutor(**kwargs)
-
-
-def test_ray_data_versions_are_checked_against_what_is_installed(monkeypatch):
-    pytest.importorskip("ray")
-    from importlib import metadata
-
-    real = metadata.version
-    assert set(check_ray_data()) == {"numpy", "pandas", "pyarrow"}
-    monkeypatch.setattr(metadata, "version", lambda name: "1.5.0" if name == "pandas" else real(name))
-    with pytest.raises(ImportError, match=r"supports pandas>=2\.2\.3, but pandas 1\.5\.0 is installed"):
-        check_ray_data()
 
 
 # -- on Ray ---------------------------------------------------------------------------------------------------------
