@@ -224,3 +224,70 @@ def test_the_server_timeout_is_checked(tmp_path, timeout):
     made, _ = make_pool(tmp_path)
     with pytest.raises(InputError, match="timeout"):
         LabellingServer(LabellingSession(made, tmp_path / "out.qrels", assessor="a"), timeout=timeout)
+
+
+def _damage_shard(path, how: str) -> None:
+    """Damage one cache shard: cut, one bit flipped, or rewritten whole (a correct checksum) holding a value a Hit
+    refuses."""
+    import zlib
+
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    data = path.read_bytes()
+    if how == "cut short":
+        path.write_bytes(data[: len(data) // 2])
+        return
+    if how == "a bit flipped":
+        flipped = bytearray(data)
+        flipped[len(data) // 2] ^= 0x20
+        path.write_bytes(bytes(flipped))
+        return
+    table = ipc.open_file(pa.py_buffer(data)).read_all()
+    hits = table.column("hits").combine_chunks()
+    flat = hits.values
+    columns = {f.name: flat.field(f.name) for f in flat.type}
+    if how == "a NaN score":
+        columns["score"] = pa.array([float("nan")] * len(flat))
+    else:  # a negative token count
+        columns["tokens"] = pa.array([-100] * len(flat), pa.int64())
+    struct = pa.StructArray.from_arrays(list(columns.values()), names=list(columns))
+    table = table.set_column(2, "hits", pa.LargeListArray.from_arrays(hits.offsets, struct))
+    sink = pa.BufferOutputStream()
+    with ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    new = sink.getvalue().to_pybytes()
+    path.unlink()
+    stem = path.name.rsplit("-", 1)[0]
+    (path.parent / f"{stem}-{zlib.crc32(new):08x}.arrow").write_bytes(new)
+
+
+@pytest.mark.parametrize("how", ["cut short", "a bit flipped", "a NaN score", "a negative token count"])
+def test_a_damaged_cache_shard_is_set_aside_and_its_queries_recomputed(tmp_path, how):
+    from rag_eval.errors import DamagedShard
+    from rag_eval.stages import Hit, Pipeline, Retriever
+
+    class Counted(Retriever):
+        def __init__(self):
+            super().__init__("bm25", version="1")
+            self.calls = []
+
+        def search(self, query, k):
+            self.calls.append(query)
+            return [Hit(f"{query}-d{i}", 1.0 / (i + 1), tokens=3) for i in range(k)]
+
+    queries = {f"q{i}": f"text{i}" for i in range(4)}
+    stage = Counted()
+    for q, text in queries.items():  # a shard each
+        Pipeline(stage, depth=3).run({q: text}, cache=tmp_path)
+    fresh = Pipeline(stage, depth=3).run(queries)
+    shards = sorted(tmp_path.glob("bm25-*/shard-*.arrow"))
+    _damage_shard(shards[1], how)  # q1's
+    stage.calls.clear()
+    why = {"a NaN score": "a NaN score", "a negative token count": "a negative token count"}.get(how, "checksum")
+    with pytest.warns(DamagedShard, match=rf"bm25-\w+: 1 damaged shard\(s\) not read .*recomputed: shard-.*{why}"):
+        again = Pipeline(stage, depth=3).run(queries, cache=tmp_path)
+    assert stage.calls == ["text1"] and again.stages["bm25"].cache_hits == 3
+    assert again.runs["bm25"] == fresh.runs["bm25"]
+    assert [h.tokens for h in again.stages["bm25"].outcomes["q1"].hits] == [3, 3, 3]
+    assert len(list(tmp_path.glob("bm25-*/*.damaged"))) == 1

@@ -129,9 +129,12 @@ class StageCache:
 
     def store(self, stage_name: str, key: str) -> StageStore:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stage_name)[:60]
-        return StoreSpec(
-            str(self.directory / f"{safe}-{key}"), stage_name, self.shard_queries, self.shard_seconds
-        ).open()
+        return StageStore(
+            self.directory / f"{safe}-{key}",
+            stage_name,
+            shard_queries=self.shard_queries,
+            shard_seconds=self.shard_seconds,
+        )
 
     def __repr__(self) -> str:
         return f"StageCache({str(self.directory)!r})"
