@@ -134,6 +134,9 @@ def _child(kind: str, n: int, directory: Path, batch_size: int | None, profile: 
     """One measurement in this fresh process; prints one JSON line."""
     import cProfile
     import pstats
+    import warnings
+
+    warnings.simplefilter("ignore")  # the qrels judge few docs (LowJudgedShare): said once here, not per child
 
     import rag_eval
     from rag_eval import Qrels, Run
