@@ -117,3 +117,66 @@ def test_a_table_of_another_shape_is_refused():
 def test_from_outcomes_refuses_a_doc_id_twice_in_a_query():
     with pytest.raises(InputError, match="'a' is in the hits twice"):
         StageOutput.from_outcomes("s", "first", "fp", {"q": Outcome((Hit("a"), Hit("a")))})
+
+
+def _judged_pipeline():
+    import rag_eval
+    from rag_eval.adapters import functions
+    from rag_eval.stages import Pipeline
+
+    returned = {
+        "q1": ["a", "b", "c", "d", "e"],  # e past the depth of 4
+        "q2": "fail",
+        "q3": ["c", "a"],
+        "q4": ["f", "g"],
+    }
+
+    def search(text: str, k: int) -> list[Hit]:
+        docs = returned[text]
+        if docs == "fail":
+            raise RuntimeError("down")
+        return [Hit(d, float(-i), tokens=2) for i, d in enumerate(docs)]
+
+    def rerank(text: str, hits: list[Hit]) -> list[Hit]:
+        if text == "q3":
+            raise RuntimeError("reranker down")
+        return list(reversed(hits))
+
+    pipe = Pipeline(
+        functions.retriever(search, name="first"), functions.reranker(rerank, name="rev"), depth=4, budget=2
+    )
+    result = pipe.run({q: q for q in returned}, progress=False)
+    qrels = rag_eval.Qrels.from_dict(
+        {
+            "q1": {"a": 1, "c": 2, "e": 1, "z": 1},
+            "q2": {"a": 1},
+            "q3": {"a": 1, "x": 1},
+            "q4": {"f": 0, "y": 1},
+        }
+    )
+    return rag_eval.evaluate(qrels, result)
+
+
+def test_stage_aware_values_from_the_columns_match_the_hand_computed_ones():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = _judged_pipeline()
+    values = report.per_query.set_index(["stage", "query_id", "metric"])["value"]
+    # q1: the reranker reverses a b c d (e past the depth): it delivers d, c; candidate gains (exp) 1 0 3 0
+    expected = (3 / np.log2(3)) / (3 + 1 / np.log2(3))
+    assert values["rev", "q1", "cand_ndcg@budget"] == pytest.approx(expected, rel=1e-12)
+    for fate, share in (("delivered", 0.25), ("reranked_out", 0.25), ("below_depth", 0.25), ("never_retrieved", 0.25)):
+        assert values["rev", "q1", f"loss.{fate}"] == share
+    assert values["rev", "q1", "loss.failed"] == 0.0
+    assert values["rev", "q2", "loss.failed"] == 1.0  # the first stage failed: everything lost to it
+    # q3: the reranker failed: its candidate a lost to the failure, x never retrieved
+    assert values["rev", "q3", "loss.failed"] == 0.5 and values["rev", "q3", "loss.never_retrieved"] == 0.5
+    assert values["rev", "q3", "cand_ndcg@budget"] == 0.0  # it ranked nothing of the a and c it was given
+    # q4: no relevant candidate: cand_ndcg is 0/0
+    assert np.isnan(values["rev", "q4", "cand_ndcg@budget"])
+    assert values["rev", "q4", "loss.never_retrieved"] == 1.0
+    assert values["first", "q1", "recall@depth"] == 0.5  # a and c of a, c, e, z
+    items = report.loss_items.set_index(["query_id", "doc_id"])["fate"]
+    assert items["q1", "a"] == "reranked_out" and items["q1", "e"] == "below_depth" and items["q3", "a"] == "failed"

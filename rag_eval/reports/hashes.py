@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from ..data.collection import Collection
@@ -88,21 +89,94 @@ def _digest(lines: Iterable[list[Any]], kind: str) -> str:
     return sha.hexdigest()
 
 
+def _digest_columns(columns: list[Any], kind: str) -> str:
+    """:func:`_digest` of the lines whose fields are ``columns`` (Arrow arrays of strs or ints, one value per
+    line; a null in the last column leaves that field out of its line), the same value, without one Python
+    object per line: the lines are made by Arrow string kernels and hashed as one buffer. A str that JSON must
+    escape (a quote, a backslash, a control character) has its line made by :func:`json.dumps`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(columns[0])
+
+    def lit(text: str) -> Any:
+        return pa.scalar(text, pa.large_string())
+
+    sha = hashlib.sha256(f"rag_eval {kind} v1\n".encode())
+    if n == 0:
+        return sha.hexdigest()
+    fields = []
+    odd = pa.array(np.zeros(n, bool))
+    for column in columns:
+        if pa.types.is_integer(column.type):
+            fields.append(pc.cast(column, pa.large_string()))
+            continue
+        column = column.cast(pa.large_string())
+        fields.append(pc.binary_join_element_wise(lit('"'), column, lit('"'), lit("")))
+        escape = pc.fill_null(pc.match_substring_regex(column, r'["\\\x00-\x1f]'), False)
+        odd = pc.or_(odd, escape)
+    parts: list[Any] = [lit("[")]
+    for i, f in enumerate(fields):
+        parts.extend([f, lit("," if i < len(fields) - 1 else "]\n")])
+    lines = pc.binary_join_element_wise(*parts, lit(""))
+    if len(fields) > 1 and columns[-1].null_count:
+        shorter: list[Any] = [lit("[")]
+        for i, f in enumerate(fields[:-1]):
+            shorter.extend([f, lit("," if i < len(fields) - 2 else "]\n")])
+        lines = pc.coalesce(lines, pc.binary_join_element_wise(*shorter, lit("")))
+    if pc.any(odd).as_py():
+        rows = np.flatnonzero(np.asarray(odd.to_numpy(zero_copy_only=False), bool))
+        values = [c.take(pa.array(rows)).to_pylist() for c in columns]
+        exact = [
+            json.dumps(
+                [v for v in row if v is not None] if row[-1] is None else list(row),
+                ensure_ascii=False,
+                separators=(",", ":"),
+            )
+            + "\n"
+            for row in zip(*values, strict=True)
+        ]
+        lines = pc.replace_with_mask(lines, odd, pa.array(exact, pa.large_string()))
+    lines = lines.cast(pa.large_string())
+    offsets = np.frombuffer(lines.buffers()[1], np.int64, n + 1, lines.offset * 8)
+    data = lines.buffers()[2]
+    sha.update(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
+    return sha.hexdigest()
+
+
 def qrels_sha256(qrels: Qrels | Mapping[str, Mapping[str, int]]) -> str:
     """The SHA-256 of the judgements in canonical form (sorted; independent of input order and format)."""
     if not isinstance(qrels, Qrels):
         qrels = Qrels.from_dict(qrels)  # the same checks as every reader: a bad grade is an InputError
+    import pyarrow as pa
+
     judged = qrels.judgements
-    return _digest(([q, d, int(judged[q][d])] for q in sorted(judged) for d in sorted(judged[q])), "qrels")
+    queries: list[str] = []
+    docs: list[str] = []
+    grades: list[int] = []
+    for q in sorted(judged):
+        grade = judged[q]
+        ranked = sorted(grade)
+        queries.extend([q] * len(ranked))
+        docs.extend(ranked)
+        grades.extend(map(grade.__getitem__, ranked))
+    columns = [pa.array(queries, pa.large_string()), pa.array(docs, pa.large_string()), pa.array(grades, pa.int64())]
+    return _digest_columns(columns, "qrels")
 
 
 def queries_sha256(queries: Mapping[str, str] | Iterable[str]) -> tuple[str, str]:
     """``(sha256, basis)`` of a query set: ``{id: text}`` (basis ``"ids and texts"``) or ids alone (``"ids"``)."""
+    import pyarrow as pa
+
     if isinstance(queries, Mapping):
         pairs = sorted((str(q), str(t)) for q, t in queries.items())
-        return _digest(([q, t] for q, t in pairs), "queries"), "ids and texts"
+        columns = [
+            pa.array([q for q, _ in pairs], pa.large_string()),
+            pa.array([t for _, t in pairs], pa.large_string()),
+        ]
+        return _digest_columns(columns, "queries"), "ids and texts"
     ids = sorted(set(map(str, queries)))
-    return _digest(([q] for q in ids), "query ids"), "ids"
+    return _digest_columns([pa.array(ids, pa.large_string())], "query ids"), "ids"
 
 
 def corpus_sha256(source: Collection | PipelineResult | Mapping[str, PipelineResult]) -> tuple[str, str]:
@@ -112,13 +186,14 @@ def corpus_sha256(source: Collection | PipelineResult | Mapping[str, PipelineRes
         corpus = source.corpus
         return _digest(([i, corpus[i].content] for i in sorted(corpus)), "corpus"), "collection"
     results = [source] if not isinstance(source, Mapping) else list(source.values())
-    return _digest(([i] if t is None else [i, t] for i, t in _chunks(results)), "chunks"), "hits"
+    return _digest_columns(_chunks(results), "chunks"), "hits"
 
 
-def _chunks(results: list[PipelineResult]) -> Iterator[tuple[str, str | None]]:
-    """The distinct ``(id, text)`` chunks the stages returned, sorted by id, then text (None first), read from the
-    stages' columns: one hash aggregation over every hit and a sort of the distinct chunks (Arrow compares
-    UTF-8 bytes, which orders as Python orders strs: by code point), no Python object per hit."""
+def _chunks(results: list[PipelineResult]) -> list[Any]:
+    """``[ids, texts]``: the distinct ``(id, text)`` chunks the stages returned (a text null where the hit had
+    none), sorted by id, then text (None first), read from the stages' columns: one hash aggregation over every hit
+    and a sort of the distinct chunks (Arrow compares UTF-8 bytes, which orders as Python orders strs: by code
+    point), no Python object per hit."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -132,18 +207,18 @@ def _chunks(results: list[PipelineResult]) -> Iterator[tuple[str, str | None]]:
             doc = hits.field("doc_id")
             parts.append(pa.table({"id": doc, "text": text if text is not None else pa.nulls(len(doc), doc.type)}))
     if not parts:
-        return
+        return [pa.array([], pa.large_string()), pa.array([], pa.large_string())]
     table = pa.concat_tables(parts)
     if table.column("text").null_count == len(table):
-        distinct = pa.table({"id": pc.unique(table.column("id"))})
-        distinct = distinct.append_column("text", pa.nulls(len(distinct), pa.large_string()))
+        ids = pc.unique(table.column("id"))
+        distinct = pa.table({"id": ids, "text": pa.nulls(len(ids), pa.large_string())})
     else:
         distinct = table.group_by(["id", "text"], use_threads=False).aggregate([])
     text = distinct.column("text")
     keyed = pa.table({"id": distinct.column("id"), "has": pc.is_valid(text), "text": pc.fill_null(text, "")})
     order = pc.sort_indices(keyed, sort_keys=[("id", "ascending"), ("has", "ascending"), ("text", "ascending")])
     ordered = distinct.take(order)
-    yield from zip(ordered.column("id").to_pylist(), ordered.column("text").to_pylist(), strict=True)
+    return [ordered.column("id").combine_chunks(), ordered.column("text").combine_chunks()]
 
 
 def conventions_sha256(conventions: Conventions) -> str:
