@@ -397,3 +397,19 @@ def test_lookup_across_many_shards_is_vectorised_and_exact(tmp_path):
     kept = [i for i in asked if i < 1000]
     assert found.column("query_id").to_pylist() == [f"q{i}" for i in kept]
     assert ht.hit_lists(found) == [tuple(ranking(f"q{i}", 1 + i % 4)) for i in kept]
+
+
+def test_refresh_reads_the_shards_other_writers_wrote_since_the_store_opened(tmp_path):
+    cache = StageCache(tmp_path, shard_queries=1)
+    mine, theirs = cache.store("bm25", "k"), cache.store("bm25", "k")
+    mine.put(rows(("q1", "h", ranking("q1"))))
+    assert theirs.lookup(["q1"], ["h"]).num_rows == 0  # opened before it was written
+    assert mine.refresh() == 0  # its own shard is indexed already
+    assert theirs.refresh() == 1 and theirs.refresh() == 0
+    assert ht.hit_lists(theirs.lookup(["q1"], ["h"])) == [tuple(ranking("q1"))]
+    _cut(shards(mine.directory)[0])
+    mine.put(rows(("q2", "h", ranking("q2"))))
+    with pytest.warns(DamagedShard, match="1 damaged shard"):
+        fresh = cache.store("bm25", "k")
+    assert fresh.damaged == 1 and len(fresh) == 1
+    assert NoStore().refresh() == 0

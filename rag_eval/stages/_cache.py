@@ -18,7 +18,8 @@ by a killed writer is removed when a store is next opened.
 
 Reading. Opening a store reads every shard (memory-mapped, no copy) and indexes ``(query_id, query_hash) -> row``
 once, with whole-column work; :meth:`StageStore.lookup` returns the rows asked for (``take``), ``cached`` set. When
-one pair is in several shards, the last written wins. A shard is damaged when its bytes do not match the CRC-32 in
+one pair is in several shards, the last written wins. :meth:`StageStore.refresh` reads the shards other writers
+added since (a Ray worker does before a retried batch). A shard is damaged when its bytes do not match the CRC-32 in
 its name (cut short, overwritten), Arrow cannot read it, its columns are not the schema's, or its rows hold values a
 :class:`~rag_eval.stages.Hit` would refuse (a null or empty doc id, a NaN score, a negative token count, metadata
 that is not a JSON object, a failed row), checked on whole columns with ``pyarrow.compute``: it is said once, with
@@ -179,7 +180,7 @@ class StageStore:
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self._pending_since = 0.0
-        self._legacy = False  # rows put one record at a time (the per-query runner): each written at once
+        self._read: set[str] = set()  # the shard files read (or set aside), by name
         try:
             if self.directory.is_dir():
                 self._load()
@@ -188,13 +189,27 @@ class StageStore:
 
     # ----- reading ---------------------------------------------------------------------------------------------
 
-    def _load(self) -> None:
-        remove_temporaries(self.directory, every=True)  # of writers killed while writing a shard
+    def refresh(self) -> int:
+        """Read the shards other writers (processes, Ray workers) wrote since this store was opened; returns how
+        many. (A pair they stored is then found; one stored both here and there: the one read last wins.)"""
+        with self._lock:
+            before = self.shards
+            try:
+                if self.directory.is_dir():
+                    self._load(clean=False)
+            except OSError as exc:
+                raise harness_error(self.directory, "cannot read the cache directory", exc) from None
+            return self.shards - before
+
+    def _load(self, *, clean: bool = True) -> None:
+        if clean:
+            remove_temporaries(self.directory, every=True)  # of writers killed while writing a shard
         shards: list[tuple[int, str]] = []
         damaged: list[tuple[str, str]] = []
         for entry in os.scandir(self.directory):
-            if not entry.name.startswith("shard-") or not entry.name.endswith(".arrow"):
+            if not entry.name.startswith("shard-") or not entry.name.endswith(".arrow") or entry.name in self._read:
                 continue
+            self._read.add(entry.name)
             match = SHARD.fullmatch(entry.name)
             if match is None:
                 damaged.append((entry.name, "a name that is not a shard's (it carries no checksum)"))
@@ -234,7 +249,7 @@ class StageStore:
         return (None, why) if why else (table, "")
 
     def _set_aside(self, damaged: list[tuple[str, str]]) -> None:
-        self.damaged = len(damaged)
+        self.damaged += len(damaged)
         kept = []
         for name, _ in damaged:
             try:
@@ -299,13 +314,10 @@ class StageStore:
 
     # ----- writing ---------------------------------------------------------------------------------------------
 
-    def put(self, chunk: pa.Table | dict[str, Any]) -> None:
+    def put(self, chunk: pa.Table) -> None:
         """Keep the rows of ``chunk`` (:data:`~rag_eval.stages._hit_table.SCHEMA` rows of computed, non-failed
         queries): buffered, written as a new shard when enough are pending (the module's docstring); a failure to
         write is a HarnessError."""
-        if isinstance(chunk, dict):  # the per-query runner's record (until the batched runner): written at once
-            self._legacy = True
-            chunk = _record_table(chunk)
         _check_put(chunk)
         if not chunk.num_rows:
             return
@@ -315,11 +327,7 @@ class StageStore:
                 self._pending_since = time.monotonic()
             self._pending.append(chunk)
             self._pending_rows += chunk.num_rows
-            if (
-                self._legacy
-                or self._pending_rows >= self.shard_queries
-                or time.monotonic() - self._pending_since >= self.shard_seconds
-            ):
+            if self._pending_rows >= self.shard_queries or time.monotonic() - self._pending_since >= self.shard_seconds:
                 self._flush()
 
     def flush(self) -> None:
@@ -340,6 +348,7 @@ class StageStore:
         try:
             self.directory.mkdir(exist_ok=True)
             atomic_write(self.directory / name, memoryview(data))
+            self._read.add(name)  # its rows are indexed already (put)
         except OSError as exc:
             if not self.directory.parent.is_dir():
                 raise harness_error(
@@ -351,30 +360,6 @@ class StageStore:
 
     def spec(self) -> StoreSpec:
         return StoreSpec(str(self.directory), self.stage, self.shard_queries, self.shard_seconds)
-
-    # ----- the per-query runner's interface (until the batched runner lands) -----------------------------------
-
-    def get(self, query_id: str, query_hash: str) -> dict[str, Any] | None:
-        found = self.lookup([query_id], [query_hash])
-        if not found.num_rows:
-            return None
-        row = found.to_pylist()[0]
-        hits = row["hits"]
-        columns = {
-            "doc_id": [h["doc_id"] for h in hits],
-            "score": [h["score"] for h in hits],
-            "text": [h.get("text") for h in hits],
-            "tokens": [h.get("tokens") for h in hits],
-            "metadata": [json.loads(h["metadata"]) if h.get("metadata") else None for h in hits],
-        }
-        return {
-            "query_id": row["query_id"],
-            "query_hash": row["query_hash"],
-            "hits": columns,
-            "latency": row["latency"],
-            "beyond_depth": row["beyond_depth"],
-            "issues": row["issues"],
-        }
 
     def __repr__(self) -> str:
         return f"StageStore({str(self.directory)!r}, {len(self)} entries)"
@@ -440,29 +425,6 @@ def _damage(table: pa.Table) -> str:
         if not pc.all(objects).as_py():
             return "hit metadata that is not a JSON object"
     return ""
-
-
-def _record_table(record: Mapping[str, Any]) -> pa.Table:
-    """The per-query runner's record as one row of the stage output schema."""
-    columns = record["hits"]
-    from .hits import Hit
-
-    hits = [
-        Hit(d, s, t, n, m or {})
-        for d, s, t, n, m in zip(
-            columns["doc_id"], columns["score"], columns["text"], columns["tokens"], columns["metadata"], strict=True
-        )
-    ]
-    builder = ht.TableBuilder()
-    builder.add(
-        record["query_id"],
-        record["query_hash"],
-        hits,
-        latency=record.get("latency", 0.0),
-        beyond_depth=tuple(record.get("beyond_depth", ())),
-        issues=tuple(record.get("issues", ())),
-    )
-    return builder.table()
 
 
 def harness_error(path: Path, what: str, exc: OSError) -> HarnessError:
@@ -542,17 +504,17 @@ class NoStore:
     def lookup(self, query_ids: Sequence[str], query_hashes: Sequence[str]) -> pa.Table:
         return ht.empty_table()
 
-    def put(self, chunk: pa.Table | dict[str, Any]) -> None:
+    def put(self, chunk: pa.Table) -> None:
         pass
 
     def flush(self) -> None:
         pass
 
+    def refresh(self) -> int:
+        return 0
+
     def spec(self) -> StoreSpec:
         return StoreSpec(None)
-
-    def get(self, query_id: str, query_hash: str) -> None:
-        return None
 
     def __len__(self) -> int:
         return 0
