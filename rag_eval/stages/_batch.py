@@ -71,7 +71,9 @@ if TYPE_CHECKING:
 __all__ = ["StageFault", "StageJob", "compute_batch", "entry_hash"]
 
 Given = tuple[Hit, ...] | None  # the hits a reranker is given for a query (None: a first stage, given none)
-Checked = tuple[tuple[Hit, ...], tuple[str, ...], list[str]]  # hits kept, doc ids past the depth, issues
+# hits kept, doc ids past the depth, issues, and for a reranker that returned given Hit objects their places in
+# what it was given (its table is then taken from the given hits' columns, not built again hit by hit)
+Checked = tuple[tuple[Hit, ...], tuple[str, ...], list[str], list[int] | None]
 Result = tuple[tuple[Hit, ...] | None, str | None, float, tuple[str, ...], tuple[str, ...]]  # hits, error, ...
 
 _STOP = (KeyboardInterrupt, SystemExit, HarnessError)  # stop the run; every other exception is the query's fault
@@ -207,17 +209,23 @@ def _first_stage_hits(returned: Any, depth: int, corpus: frozenset[str] | None) 
         raise StageFault(f"returned doc ids not in the corpus: {unknown[:5]}")
     if len(hits) > depth:
         issues.append(f"returned {len(hits)} hits for a depth of {depth}: cut to the depth")
-        return tuple(hits[:depth]), tuple(h.doc_id for h in hits[depth:]), issues
-    return tuple(hits), (), issues
+        return tuple(hits[:depth]), tuple(h.doc_id for h in hits[depth:]), issues, None
+    return tuple(hits), (), issues, None
 
 
 def _reranked_hits(returned: Any, given: Given) -> Checked:
+    kind = type(returned)
+    if (kind is list or kind is tuple) and given:  # the common case: the given Hit objects, reordered or cut
+        place = dict(zip(map(id, given), range(len(given)), strict=True))
+        places = list(map(place.get, map(id, returned)))
+        if None not in places and len(set(places)) == len(places):  # each a given object, once: nothing to check
+            return tuple(returned), (), [], places  # type: ignore[return-value]
     hits, issues = _as_hits(returned)
     known = set(map(_doc_id, given or ()))
     if not known.issuperset(map(_doc_id, hits)):
         strangers = [h.doc_id for h in hits if h.doc_id not in known]
         raise StageFault(f"returned doc ids it was not given: {strangers[:5]}")
-    return tuple(hits), (), issues
+    return tuple(hits), (), issues, None
 
 
 def _stored_types(stage: str, query: str, hits: tuple[Hit, ...]) -> tuple[Hit, ...]:
@@ -412,6 +420,7 @@ def compute_batch(
     query_hashes: Sequence[str],
     given: Sequence[Given] | None = None,
     *,
+    given_column: pa.Array | pa.ChunkedArray | None = None,
     store: StageStore | NoStore | None = None,
     progress: Callable[[int], object] | None = None,
 ) -> tuple[pa.Table, list[Given]]:
@@ -421,7 +430,9 @@ def compute_batch(
 
     ``store``: where finished, non-failed rows are put (at least every :data:`PUT_SECONDS` while the batch computes,
     the rest at the end, and what is finished when the run stops); the caller flushes it. ``progress(n)`` is called
-    in the caller's thread as queries finish."""
+    in the caller's thread as queries finish. ``given_column`` (optional, a reranker's): the hits column of the
+    previous stage's rows of these queries (row ``k`` holds ``given[k]``), from which the rows of a reranker that
+    returns the given Hit objects are taken instead of being built again hit by hit."""
     n = len(query_ids)
     if not len(texts) == len(query_hashes) == n or (given is not None and len(given) != n):
         raise ValueError("compute_batch: query_ids, texts, query_hashes (and given) differ in length")
@@ -436,10 +447,17 @@ def compute_batch(
         return _reranked_hits(returned, given) if reranks else _first_stage_hits(returned, depth, corpus)
 
     results: list[Result | None] = [None] * n
+    places: list[list[int] | None] = [None] * n  # a reranker's answer as places in what it was given
     verify = n if job.verify < 0 else min(job.verify, n)  # the first `verify` queries are asked twice
 
-    def keep(i: int, hits: tuple[Hit, ...], latency: float, beyond: tuple[str, ...], issues: list[str]) -> None:
-        results[i] = (_stored_types(stage.name, query_ids[i], hits), None, latency, beyond, tuple(issues))
+    def keep(
+        i: int, hits: tuple[Hit, ...], latency: float, beyond: tuple[str, ...], issues: list[str], at: list[int] | None
+    ) -> None:
+        if at is None:
+            hits = _stored_types(stage.name, query_ids[i], hits)
+        else:  # the given Hit objects themselves: their metadata already in JSON types
+            places[i] = at
+        results[i] = (hits, None, latency, beyond, tuple(issues))
 
     def one(i: int, first: int = 0, error: str | None = None, start: float | None = None) -> None:
         """Query ``i`` by the single-query method, attempts ``first`` to ``retries``."""
@@ -449,7 +467,7 @@ def compute_batch(
             if attempt:
                 time.sleep(backoff * 2 ** (attempt - 1))
             try:
-                hits, beyond, issues = check(caller.one(text, given), given)
+                hits, beyond, issues, at = check(caller.one(text, given), given)
                 latency = time.perf_counter() - start
                 if i < verify:
                     try:
@@ -465,7 +483,7 @@ def compute_batch(
             except BaseException as exc:  # noqa: BLE001 - a fault in one query is recorded, never raised
                 error = _describe(exc)
                 continue
-            keep(i, hits, latency, beyond, issues)
+            keep(i, hits, latency, beyond, issues, at)
             return
         results[i] = (None, error, time.perf_counter() - start, (), ())
 
@@ -513,13 +531,17 @@ def compute_batch(
             for i, issue in second.items():
                 if issue:
                     checked[i][2].append(issue)
-        for i, (hits, beyond, issues) in checked.items():
-            keep(i, hits, latency, beyond, issues)
+        for i, (hits, beyond, issues, at) in checked.items():
+            keep(i, hits, latency, beyond, issues, at)
 
     size = job.batch_size if caller.batched else 1
     units = [range(lo, min(lo + size, n)) for lo in range(0, n, size)]
     work: Callable[[range], None] = batch if caller.batched else (lambda rows: one(rows.start))
-    saver = _Saver(store, results, query_ids, query_hashes)
+    if given_column is not None:
+        given_column = given_column.combine_chunks() if isinstance(given_column, pa.ChunkedArray) else given_column
+        if len(given_column) != n:
+            raise ValueError("compute_batch: given_column has another number of rows than query_ids")
+    saver = _Saver(store, results, query_ids, query_hashes, places if given_column is not None else None, given_column)
     try:
         if job.concurrency == 1 or len(units) == 1:
             for rows in units:
@@ -575,8 +597,11 @@ class _Saver:
         results: list[Result | None],
         query_ids: Sequence[str],
         query_hashes: Sequence[str],
+        places: list[list[int] | None] | None = None,
+        given_column: pa.Array | None = None,
     ) -> None:
         self.store, self.results, self.query_ids, self.query_hashes = store, results, query_ids, query_hashes
+        self.places, self.given_column = places, given_column
         self.done: list[int] = []  # rows finished, not yet put
         self.put_any = False
         self.broken = False  # the store failed: nothing more is put
@@ -615,14 +640,48 @@ class _Saver:
             self._put(self.done)
 
     def _build(self, rows: Sequence[int]) -> pa.Table:
+        results, places = self.results, self.places
+        taken = places is not None and all(
+            places[i] is not None for i in rows if (r := results[i]) is not None and r[0] is not None
+        )
         builder = ht.TableBuilder()
-        add, results, ids, hashes = builder.add, self.results, self.query_ids, self.query_hashes
+        add, ids, hashes = builder.add, self.query_ids, self.query_hashes
         for i in rows:
             result = results[i]
             assert result is not None
             hits, error, latency, beyond, issues = result
+            if taken and hits is not None:
+                hits = ()
             add(ids[i], hashes[i], hits, error=error, latency=latency, beyond_depth=beyond, issues=issues)
-        return builder.table()
+        table = builder.table()
+        if taken:
+            table = table.set_column(table.schema.get_field_index("hits"), "hits", self._taken(rows))
+        return table
+
+    def _taken(self, rows: Sequence[int]) -> pa.Array:
+        """The hits of ``rows`` (each a reranker's answer of given Hit objects) taken from the given hits' columns:
+        no Python work per hit but one int each."""
+        assert self.given_column is not None and self.places is not None
+        column = self.given_column
+        starts = column.offsets.to_numpy()
+        flat: list[int] = []
+        lengths = np.zeros(len(rows), np.int64)
+        bases = np.zeros(len(rows), np.int64)
+        failed = np.zeros(len(rows), bool)
+        for k, i in enumerate(rows):
+            at = self.places[i]
+            if at is None:
+                failed[k] = True
+                continue
+            flat.extend(at)
+            lengths[k] = len(at)
+            bases[k] = starts[i]
+        index = np.asarray(flat, np.int64) + np.repeat(bases, lengths)
+        offsets = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        values = column.values.take(pa.array(index))
+        mask = pa.array(failed) if failed.any() else None
+        return pa.LargeListArray.from_arrays(pa.array(offsets), values, mask=mask)
 
     def table(self) -> pa.Table:
         """Every row, in the order given; the rows not yet put go to the store."""

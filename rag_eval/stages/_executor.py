@@ -77,6 +77,7 @@ class LocalExecutor:
                 todo.column("text").to_pylist(),
                 todo.column("query_hash").to_pylist(),
                 given_of(todo),
+                given_column=todo.column("hits") if "hits" in todo.schema.names else None,
                 store=opened,
             )
         finally:

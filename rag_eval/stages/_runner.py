@@ -39,10 +39,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import hashlib
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 import numpy as np
@@ -61,6 +62,7 @@ from .result import PipelineResult, PipelineSpec, StageOutput, StageSpec, announ
 from .stage import Reranker, Retriever, Stage
 
 MIN_BLOCK = 1000  # queries per block at least (a block's Hit objects are all that lives at once)
+FULL_PASS_EVERY = 1000  # the garbage collector's third threshold during a run (see _few_full_collections)
 
 
 class _Bar(Protocol):
@@ -151,7 +153,8 @@ def run_pipeline(
     bars = [_progress_bar(s.stage.name, len(queries), progress) for s in steps]
     try:
         if running is None:
-            tables = _run_in_blocks(steps, stores, bars, queries, block_size(batch_size, concurrency))
+            with _few_full_collections():
+                tables = _run_in_blocks(steps, stores, bars, queries, block_size(batch_size, concurrency))
         else:
             tables = _run_by_stage(steps, stores, bars, queries, running, cached=not isinstance(store, NoCache))
     except BaseException:
@@ -173,6 +176,21 @@ def run_pipeline(
     result = PipelineResult(spec, queries, outputs)
     announce(result.findings, stacklevel=3)  # once per run, one line per kind, at the caller of Pipeline.run
     return result
+
+
+@contextlib.contextmanager
+def _few_full_collections() -> Iterator[None]:
+    """The garbage collector's full passes made rare while the blocks run (every :data:`FULL_PASS_EVERY` young
+    passes, not every 10): a block's Hit objects are young and many, and a full pass walks every object of the
+    process, which took 20-30% of a run with instant stages. Young passes go on as usual, so the cycles a stage
+    makes are still collected; the thresholds are restored when the run ends."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(thresholds[0], thresholds[1], max(thresholds[2], FULL_PASS_EVERY))
+    try:
+        yield
+    finally:
+        if gc.get_threshold()[2] == max(thresholds[2], FULL_PASS_EVERY):  # unless someone else changed them
+            gc.set_threshold(*thresholds)
 
 
 def resolve_executor(executor: Executor | str | None) -> Executor | None:
@@ -237,10 +255,10 @@ def _run_in_blocks(
     for lo in range(0, len(ids), block):
         hi = min(lo + block, len(ids))
         block_ids, block_texts, block_hashes = ids[lo:hi], texts[lo:hi], hashes[lo:hi]
-        done: list[tuple[pa.Table, list[Given] | None]] = []
+        done: list[tuple[pa.Table, list[Any] | None]] = []
         for n, step in enumerate(steps):
             bar = bars[n]
-            hits: list[Given] | None
+            hits: list[Any] | None
             if step.fuses:
                 table, hits = _fused(step, [done[i] for i in step.inputs], block_ids, block_hashes)
                 if bar is not None:
@@ -266,56 +284,77 @@ def _block(
     ids: list[str],
     texts: list[str],
     hashes: list[str],
-    previous: tuple[pa.Table, list[Given] | None] | None,
+    previous: tuple[pa.Table, list[Any] | None] | None,
     steps: list[_Step],
-) -> tuple[pa.Table, list[Given] | None, int]:
-    """One block through one retriever or reranker: the rows (in block order), the Hit tuples when a later stage
-    reads them, and how many queries were computed."""
+) -> tuple[pa.Table, list[Any] | None, int]:
+    """One block through one retriever or reranker: the rows (in block order); when a later stage reads them, the
+    Hit tuples (None where failed, :data:`_LATER` for a row read from the cache: rebuilt from its columns only if a
+    later stage computes that query, see :func:`_hits_of`); and how many queries were computed."""
     pieces: list[tuple[pa.Table, list[int]]] = []  # tables of rows, each with the block positions of its rows
     rows = list(range(len(ids)))  # the block positions of the queries this stage runs
-    given: list[Given] | None = None
     if previous is not None:
-        table, previous_hits = previous
-        if previous_hits is None:
-            previous_hits = ht.hit_lists(table)
-        hashes = entry_hash(texts, table.column("hits"))
-        failed = _failed_rows(table)
+        hashes = entry_hash(texts, previous[0].column("hits"))
+        failed = _failed_rows(previous[0])
         if failed.any():
             pieces.append(_skipped(step, steps, ids, failed))
             rows = np.flatnonzero(~failed).tolist()
-        given = [previous_hits[i] for i in rows]
     run_ids, run_hashes = [ids[i] for i in rows], [hashes[i] for i in rows]
-    found = _usable(store.lookup(run_ids, run_hashes), job.corpus) if run_ids else ht.empty_table()
+    keeps = not isinstance(store, NoStore)
+    found = _usable(store.lookup(run_ids, run_hashes), job.corpus) if run_ids and keeps else None
     misses = list(range(len(rows)))  # positions in `rows` of the queries to compute
-    if found.num_rows:
+    found_rows: list[int] = []
+    if found is not None and found.num_rows:
         found_at = set(found.column("query_id").to_pylist())
-        pieces.append((found, [i for i in rows if ids[i] in found_at]))
+        found_rows = [i for i in rows if ids[i] in found_at]
+        pieces.append((found, found_rows))
         misses = [k for k, q in enumerate(run_ids) if q not in found_at]
     if bar is not None and len(ids) > len(misses):
         bar.update(len(ids) - len(misses))
     computed_hits: list[Given] = []
     if misses:
+        given, given_column = None, None
+        if previous is not None:  # the previous stage's hits of the queries computed, row for row
+            wanted = [rows[k] for k in misses]
+            given = _hits_of(previous, wanted)
+            given_column = previous[0].column("hits")
+            if len(wanted) < len(ids):
+                given_column = given_column.take(pa.array(wanted, pa.int64()))
         computed, computed_hits = compute_batch(
             step.stage,
             job,
             [run_ids[k] for k in misses],
             [texts[rows[k]] for k in misses],
             [run_hashes[k] for k in misses],
-            [given[k] for k in misses] if given is not None else None,
-            store=store,
+            given,
+            given_column=given_column,
+            store=store if keeps else None,
             progress=bar.update if bar is not None else None,
         )
         pieces.append((computed, [rows[k] for k in misses]))
-    hits: list[Given] | None = None
-    if step.read:  # the Hit tuples in block order: the computed ones as they are, the cached ones rebuilt
+    hits: list[Any] | None = None
+    if step.read:  # the Hit tuples in block order: the computed ones as they are, the cached ones later
         hits = [None] * len(ids)
-        if misses:
-            for k, h in zip(misses, computed_hits, strict=True):
-                hits[rows[k]] = h
-        if found.num_rows:
-            for at, h in zip(pieces[-2 if misses else -1][1], ht.hit_lists(found), strict=True):
-                hits[at] = h
+        for k, h in zip(misses, computed_hits, strict=True):
+            hits[rows[k]] = h
+        for at in found_rows:
+            hits[at] = _LATER
     return _in_order(pieces, len(ids)), hits, len(misses)
+
+
+_LATER = object()  # a block's row read from the cache: its Hit tuple is made only if a later stage needs it
+
+
+def _hits_of(done: tuple[pa.Table, list[Any] | None], rows: list[int]) -> list[Given]:
+    """The Hit tuples of a block's ``rows`` of one stage: those computed as they are, those read from the cache
+    rebuilt from the table's columns (and kept, for another reader)."""
+    table, hits = done
+    if hits is None:
+        return ht.hit_lists(table, rows)
+    later = [i for i in rows if hits[i] is _LATER]
+    if later:
+        for i, h in zip(later, ht.hit_lists(table, later), strict=True):
+            hits[i] = h
+    return [hits[i] for i in rows]
 
 
 def _skipped(step: _Step, steps: list[_Step], ids: list[str], failed: np.ndarray) -> tuple[pa.Table, list[int]]:
@@ -376,14 +415,15 @@ def _in_order(pieces: list[tuple[pa.Table, list[int]]], n: int) -> pa.Table:
 
 
 def _fused(
-    step: _Step, inputs: list[tuple[pa.Table, list[Given] | None]], ids: list[str], hashes: list[str]
+    step: _Step, inputs: list[tuple[pa.Table, list[Any] | None]], ids: list[str], hashes: list[str]
 ) -> tuple[pa.Table, list[Given]]:
     """A block of queries through a fusion of its inputs (computed, never cached: it is cheap)."""
     fusion = step.stage
     assert isinstance(fusion, Fusion)
     names = [r.name for r in fusion.retrievers]
     beyond = [t.column("beyond_depth").to_pylist() for t, _ in inputs]
-    hit_lists = [h if h is not None else ht.hit_lists(t) for t, h in inputs]
+    every = list(range(len(ids)))
+    hit_lists = [_hits_of(done, every) for done in inputs]
     builder = ht.TableBuilder()
     out: list[Given] = []
     for i, q in enumerate(ids):
