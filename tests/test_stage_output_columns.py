@@ -180,3 +180,34 @@ def test_stage_aware_values_from_the_columns_match_the_hand_computed_ones():
     assert values["first", "q1", "recall@depth"] == 0.5  # a and c of a, c, e, z
     items = report.loss_items.set_index(["query_id", "doc_id"])["fate"]
     assert items["q1", "a"] == "reranked_out" and items["q1", "e"] == "below_depth" and items["q3", "a"] == "failed"
+
+
+def test_the_chunk_hash_from_columns_is_the_per_line_definition():
+    from rag_eval.reports.hashes import _digest, corpus_sha256
+    from rag_eval.stages import PipelineResult
+    from rag_eval.stages.result import PipelineSpec, StageSpec
+
+    first = {
+        "q1": Outcome((Hit("b", text='say "hi"'), Hit("a"), Hit("é", text="x\ny"))),
+        "q2": Outcome((Hit("a", text=""), Hit("b", text='say "hi"'), Hit("c\\d"))),
+        "q3": Outcome(None, "down"),
+    }
+    second = {"q1": Outcome((Hit("a"), Hit("b", text="shortened"))), "q2": Outcome(()), "q3": Outcome(None, "x")}
+    stages = {
+        "first": StageOutput.from_outcomes("first", "first", "f", first),
+        "second": StageOutput.from_outcomes("second", "reranker", "s", second),
+    }
+    spec = PipelineSpec(
+        "first >> second",
+        10,
+        Budget(chunks=2),
+        (
+            StageSpec("first", "first", "retriever", "m.F", "f", ""),
+            StageSpec("second", "reranker", "reranker", "m.S", "s", ""),
+        ),
+    )
+    result = PipelineResult(spec, {"q1": "1", "q2": "2", "q3": "3"}, stages)
+    pairs = {(h.doc_id, h.text) for out in (first, second) for o in out.values() for h in o.hits or ()}
+    ordered = sorted(pairs, key=lambda c: (c[0], c[1] is not None, c[1] or ""))
+    expected = _digest(([i] if t is None else [i, t] for i, t in ordered), "chunks")
+    assert corpus_sha256(result) == (expected, "hits")

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
 from ..data.collection import Collection
@@ -113,8 +114,7 @@ def _digest_columns(columns: list[Any], kind: str) -> str:
             continue
         column = column.cast(pa.large_string())
         fields.append(pc.binary_join_element_wise(lit('"'), column, lit('"'), lit("")))
-        escape = pc.fill_null(pc.match_substring_regex(column, r'["\\\x00-\x1f]'), False)
-        odd = pc.or_(odd, escape)
+        odd = pc.or_(odd, pa.array(_escaped(column)))
     parts: list[Any] = [lit("[")]
     for i, f in enumerate(fields):
         parts.extend([f, lit("," if i < len(fields) - 1 else "]\n")])
@@ -142,6 +142,20 @@ def _digest_columns(columns: list[Any], kind: str) -> str:
     data = lines.buffers()[2]
     sha.update(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
     return sha.hexdigest()
+
+
+def _escaped(column: Any) -> npt.NDArray[np.bool_]:
+    """bool per str of a large_string array: it holds a byte JSON escapes (a quote, a backslash, a control
+    character), found by one NumPy pass over the bytes (none, the common case, is known at once)."""
+    from ..stages._hit_table import string_buffers
+
+    starts, data = string_buffers(column)
+    raw = np.frombuffer(data, np.uint8)
+    bad = np.flatnonzero((raw < 0x20) | (raw == 0x22) | (raw == 0x5C))
+    out = np.zeros(len(column), bool)
+    if len(bad):
+        out[np.searchsorted(starts, bad, side="right") - 1] = True
+    return out
 
 
 def qrels_sha256(qrels: Qrels | Mapping[str, Mapping[str, int]]) -> str:
@@ -214,9 +228,11 @@ def _chunks(results: list[PipelineResult]) -> list[Any]:
         distinct = pa.table({"id": ids, "text": pa.nulls(len(ids), pa.large_string())})
     else:
         distinct = table.group_by(["id", "text"], use_threads=False).aggregate([])
-    text = distinct.column("text")
-    keyed = pa.table({"id": distinct.column("id"), "has": pc.is_valid(text), "text": pc.fill_null(text, "")})
-    order = pc.sort_indices(keyed, sort_keys=[("id", "ascending"), ("has", "ascending"), ("text", "ascending")])
+    if distinct.column("text").null_count == len(distinct):
+        order = pc.array_sort_indices(distinct.column("id").combine_chunks())
+    else:  # a null text sorts first, then the texts: as (id, text is not None, text or "") sorts
+        keys = [("id", "ascending", "at_start"), ("text", "ascending", "at_start")]
+        order = pc.sort_indices(distinct, sort_keys=keys)
     ordered = distinct.take(order)
     return [ordered.column("id").combine_chunks(), ordered.column("text").combine_chunks()]
 
