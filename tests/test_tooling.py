@@ -69,9 +69,10 @@ def test_make_lint_runs_ruff_repo_wide_and_mypy_on_the_package_with_its_adapters
 
 def test_make_test_fast_leaves_out_the_marked_tests():
     commands = _dry_run("test-fast")
-    assert 'pytest -q -m "not slow and not browser and not notebook and not sigkill and not wheel"' in commands
+    fast = "not slow and not browser and not notebook and not sigkill and not wheel and not ray"
+    assert f'pytest -q -m "{fast}"' in commands
     markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
-    assert {m.split(":")[0] for m in markers} == {"slow", "browser", "notebook", "sigkill", "wheel"}
+    assert {m.split(":")[0] for m in markers} == {"slow", "browser", "notebook", "sigkill", "wheel", "ray"}
 
 
 def test_make_test_pure_runs_every_test_of_the_twins_on_the_pure_python_paths():
