@@ -264,6 +264,9 @@ def _scale(args) -> None:
             with tempfile.TemporaryDirectory(prefix="bench_harness_") as tmp:
                 row: dict = {}
                 for kind in ("first", "rerun", "engine"):
+                    if kind == "engine" and args.engine_max is not None and n > args.engine_max:
+                        row[kind], row["engine_skipped"] = None, True  # 1M rankings as dicts of strs: ~10 GB
+                        continue
                     print(f"  {label} {kind} at {n:,} queries ...", file=sys.stderr, flush=True)
                     row[kind] = _measure(tree, kind, n, Path(tmp), batch)
                     if kind == "first":
@@ -278,6 +281,8 @@ def _scale(args) -> None:
         command += f" --old {args.old} --old-max {args.old_max}"
     if args.batch_size:
         command += f" --batch-size {args.batch_size}"
+    if args.engine_max is not None:
+        command += f" --engine-max {args.engine_max}"
     text = _scale_table(rows, sizes, trees, command)
     print(text)
     if args.write:
@@ -342,7 +347,10 @@ def _scale_table(rows: dict, sizes: list[int], trees: list, command: str) -> str
             cells.append(f"{_gb(first['peak']) if first else '-'} / {_gb(rerun['peak']) if rerun else '-'}")
             cells.append(f"{_per_hit(first)} / {_per_hit(rerun)}")
             cells.append(f"{row['disk'] / 1e6:.0f} MB" if row.get("disk") is not None else "-")
-            cells += [_secs(engine, "engine"), _secs(engine, "evaluate")]
+            if row.get("engine_skipped"):
+                cells += ["not run", "not run"]
+            else:
+                cells += [_secs(engine, "engine"), _secs(engine, "evaluate")]
             cells.append(_ratio([(rerun, "rerun"), (rerun, "evaluate")], [(engine, "engine"), (engine, "evaluate")]))
             lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
@@ -386,6 +394,7 @@ def main() -> None:
     parser.add_argument("--old-max", type=int, default=100_000, help="the largest size run on --old")
     parser.add_argument("--new", default=str(ROOT), help="the tree measured as the new code (default: this one; none)")
     parser.add_argument("--json", help="also append each size's raw measurements to this JSON-lines file")
+    parser.add_argument("--engine-max", type=int, default=None, help="the largest size the engine floor runs at")
     parser.add_argument("--batch-size", type=int, default=None, help="Pipeline.run(batch_size=) for the new code")
     parser.add_argument("--profile", choices=("first", "rerun", "evaluate", "engine"))
     parser.add_argument(
