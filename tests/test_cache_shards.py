@@ -40,7 +40,10 @@ def ranking(q: str, n: int = 3, **fields) -> list[Hit]:
     return [Hit(f"{q}-d{i}", 1.0 / (i + 1), **fields) for i in range(n)]
 
 
-def shards(directory: Path) -> list[Path]:
+def shards(directory: Path, store: StageStore | None = None) -> list[Path]:
+    """The shards in place (once ``store``'s writer thread is done with the shard it was writing)."""
+    if store is not None:
+        store._settle()
     return sorted(directory.glob("shard-*.arrow"))
 
 
@@ -78,21 +81,21 @@ def test_a_shard_is_written_every_shard_queries_rows_or_shard_seconds_and_on_flu
     monkeypatch.setattr(_cache.time, "monotonic", lambda: clock[0])
     store = StageCache(tmp_path, shard_queries=3, shard_seconds=10).store("bm25", "k1")
     store.put(rows(("q1", "h", ranking("q1")), ("q2", "h", ranking("q2"))))
-    assert shards(store.directory) == []  # 2 pending, under both bounds
+    assert shards(store.directory, store) == []  # 2 pending, under both bounds
     store.put(rows(("q3", "h", ranking("q3"))))
-    assert len(shards(store.directory)) == 1  # 3 rows: written
+    assert len(shards(store.directory, store)) == 1  # 3 rows: written
     clock[0] += 30
     store.put(rows(("q4", "h", ranking("q4"))))  # the oldest pending row from now on
     clock[0] += 5
     store.put(rows(("q5", "h", ranking("q5"))))
-    assert len(shards(store.directory)) == 1  # 5 s since q4
+    assert len(shards(store.directory, store)) == 1  # 5 s since q4
     clock[0] += 5
     store.put(rows(("q6", "h", ranking("q6"))))  # 10 s since q4 (5 since q5): written
-    assert len(shards(store.directory)) == 2
+    assert len(shards(store.directory, store)) == 2
     store.put(rows(("q7", "h", ranking("q7"))))
     store.flush()
     store.flush()  # nothing pending: no empty shard
-    assert len(shards(store.directory)) == 3
+    assert len(shards(store.directory, store)) == 3
     reopened = StageStore(store.directory)
     assert reopened.shards == 3 and len(reopened) == 7
     found = reopened.lookup([f"q{i}" for i in range(1, 8)], ["h"] * 7)
@@ -105,7 +108,7 @@ def test_the_last_written_entry_wins_and_a_fresh_store_reads_every_shard(tmp_pat
     first.put(rows(("q1", "h", ranking("q1"))))
     second = cache.store("rerank", "k")  # another writer, opened later
     second.put(rows(("q1", "h", [Hit("new", 2.0)]), ("q2", "h", ranking("q2"))))
-    assert len(shards(first.directory)) == 2
+    assert len(shards(first.directory, second)) == 2
     again = cache.store("rerank", "k")
     assert ht.hit_lists(again.lookup(["q1", "q2"], ["h", "h"])) == [(Hit("new", 2.0),), tuple(ranking("q2"))]
     assert len(again) == 2
@@ -118,7 +121,7 @@ def test_a_shard_name_holds_time_pid_uuid_and_checksum_and_no_temporary_stays(tm
     store = StageCache(tmp_path, shard_queries=1).store("my stage/1", "abc")
     assert store.directory == tmp_path / "my_stage_1-abc"
     store.put(rows(("q1", "h", ranking("q1"))))
-    (path,) = shards(store.directory)
+    (path,) = shards(store.directory, store)
     match = _cache.SHARD.fullmatch(path.name)
     assert match is not None and int(match["pid"]) == os.getpid()
     assert f"{zlib.crc32(path.read_bytes()):08x}" == match["crc"]
@@ -166,7 +169,7 @@ def _good_store(tmp_path: Path) -> StageStore:
     store = StageCache(tmp_path, shard_queries=2).store("bm25", "k")
     store.put(rows(("q1", "h", ranking("q1")), ("q2", "h", ranking("q2"))))
     store.put(rows(("q3", "h", ranking("q3")), ("q4", "h", ranking("q4"))))
-    assert len(shards(store.directory)) == 2
+    assert len(shards(store.directory, store)) == 2
     return store
 
 
@@ -183,7 +186,7 @@ def _flip(path: Path) -> None:
 @pytest.mark.parametrize("damage", [_cut, _flip, lambda p: p.write_bytes(b""), lambda p: p.write_bytes(b"\0" * 999)])
 def test_a_damaged_shard_is_warned_once_set_aside_and_its_queries_are_not_found(tmp_path, damage):
     store = _good_store(tmp_path)
-    first, second = shards(store.directory)
+    first, second = shards(store.directory, store)
     damage(first)
     with pytest.warns(DamagedShard, match=rf"1 damaged shard\(s\) not read .*recomputed: {first.name}: "):
         reopened = StageStore(store.directory)
@@ -254,7 +257,7 @@ def test_a_shard_holding_values_a_hit_refuses_is_damaged_too(tmp_path, why, tabl
 
 def test_a_file_named_like_a_shard_without_a_checksum_is_set_aside(tmp_path):
     store = _good_store(tmp_path)
-    (good,) = shards(store.directory)[:1]
+    (good,) = shards(store.directory, store)[:1]
     foreign = store.directory / "shard-copy.arrow"
     shutil.copy(good, foreign)
     with pytest.warns(DamagedShard, match=r"shard-copy.arrow: a name that is not a shard's"):
@@ -264,7 +267,7 @@ def test_a_file_named_like_a_shard_without_a_checksum_is_set_aside(tmp_path):
 
 def test_a_damaged_shard_that_cannot_be_set_aside_is_reported_each_time(tmp_path, monkeypatch):
     store = _good_store(tmp_path)
-    first = shards(store.directory)[0]
+    first = shards(store.directory, store)[0]
     _cut(first)
     real_replace = os.replace
     monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(PermissionError(errno.EACCES, "denied")))
@@ -300,13 +303,14 @@ def _refuse_writes(monkeypatch, error: int, *, after: int = 0, partial: bool = F
 @pytest.mark.parametrize("partial", [False, True])
 def test_a_full_disk_is_a_harness_error_and_keeps_what_was_stored(tmp_path, monkeypatch, partial):
     store = _good_store(tmp_path)
-    before = {p.name: p.read_bytes() for p in shards(store.directory)}
+    before = {p.name: p.read_bytes() for p in shards(store.directory, store)}
     _refuse_writes(monkeypatch, errno.ENOSPC, partial=partial)
+    store.put(rows(("q5", "h", ranking("q5")), ("q6", "h", ranking("q6"))))  # handed to the writer thread
     with pytest.raises(HarnessError, match=r"cache .*bm25-k: cannot store results: No space left on device; free"):
-        store.put(rows(("q5", "h", ranking("q5")), ("q6", "h", ranking("q6"))))
-    store.flush()  # the failed rows are not retried by the runner's final flush (the run stops)
+        store.flush()  # which raises what the writer met
+    store.flush()  # said once; the failed rows are not written again (the run stopped)
     monkeypatch.undo()
-    assert {p.name: p.read_bytes() for p in shards(store.directory)} == before
+    assert {p.name: p.read_bytes() for p in shards(store.directory, store)} == before
     assert sorted(p.name for p in store.directory.iterdir()) == sorted(before)  # no temporary file left
     assert len(StageStore(store.directory)) == 4
 
@@ -315,8 +319,9 @@ def test_a_failing_fsync_is_a_harness_error_and_leaves_no_shard(tmp_path, monkey
     store = _good_store(tmp_path)
     names = {p.name for p in store.directory.iterdir()}
     monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "Input/output error")))
+    store.put(rows(("q5", "h", ranking("q5")), ("q6", "h", ranking("q6"))))
     with pytest.raises(HarnessError, match=r"cannot store results: Input/output error; check the cache directory"):
-        store.put(rows(("q5", "h", ranking("q5")), ("q6", "h", ranking("q6"))))
+        store.put(rows(("q7", "h", ranking("q7")), ("q8", "h", ranking("q8"))))  # the next hand-over raises it
     monkeypatch.undo()
     assert {p.name for p in store.directory.iterdir()} == names
 
@@ -331,12 +336,14 @@ def test_a_read_only_cache_is_a_harness_error_and_a_removed_one_says_so(tmp_path
         return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", refusing)
+    store.put(rows(("q1", "h", ranking("q1"))))
     with pytest.raises(HarnessError, match=r"Permission denied; make the directory writable, or pass another cache="):
-        store.put(rows(("q1", "h", ranking("q1"))))
+        store.flush()
     monkeypatch.undo()
     shutil.rmtree(tmp_path / "cache")
+    store.put(rows(("q2", "h", ranking("q2"))))
     with pytest.raises(HarnessError, match=r"cache .*cache: the cache directory was removed during the run"):
-        store.put(rows(("q2", "h", ranking("q2"))))
+        store.flush()
 
 
 def test_an_unreadable_shard_is_a_harness_error_not_damage(tmp_path, monkeypatch):
@@ -350,7 +357,7 @@ def test_an_unreadable_shard_is_a_harness_error_not_damage(tmp_path, monkeypatch
     with pytest.raises(HarnessError, match=r"cannot read a cache shard: Permission denied"):
         StageStore(store.directory)
     monkeypatch.setattr(pa, "memory_map", real)
-    assert len(shards(store.directory)) == 2  # nothing set aside
+    assert len(shards(store.directory, store)) == 2  # nothing set aside
 
 
 def test_threads_and_stores_writing_one_directory_at_once_lose_nothing(tmp_path):
@@ -390,6 +397,7 @@ def test_lookup_across_many_shards_is_vectorised_and_exact(tmp_path):
     rng = np.random.default_rng(3)
     for start in range(0, 1000, 50):
         store.put(rows(*((f"q{i}", f"h{i}", ranking(f"q{i}", 1 + i % 4)) for i in range(start, start + 50))))
+    store.flush()
     again = StageStore(store.directory)
     assert again.shards == 20
     asked = [int(i) for i in rng.permutation(1200)[:600]]  # some never stored
@@ -404,11 +412,12 @@ def test_refresh_reads_the_shards_other_writers_wrote_since_the_store_opened(tmp
     mine, theirs = cache.store("bm25", "k"), cache.store("bm25", "k")
     mine.put(rows(("q1", "h", ranking("q1"))))
     assert theirs.lookup(["q1"], ["h"]).num_rows == 0  # opened before it was written
-    assert mine.refresh() == 0  # its own shard is indexed already
+    assert mine.refresh() == 0  # its own shard is indexed already (refresh waits for it to be written)
     assert theirs.refresh() == 1 and theirs.refresh() == 0
     assert ht.hit_lists(theirs.lookup(["q1"], ["h"])) == [tuple(ranking("q1"))]
-    _cut(shards(mine.directory)[0])
+    _cut(shards(mine.directory, mine)[0])
     mine.put(rows(("q2", "h", ranking("q2"))))
+    mine.flush()
     with pytest.warns(DamagedShard, match="1 damaged shard"):
         fresh = cache.store("bm25", "k")
     assert fresh.damaged == 1 and len(fresh) == 1

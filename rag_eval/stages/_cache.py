@@ -9,12 +9,14 @@ Writing. :meth:`StageStore.put` buffers the rows of computed (non-failed) querie
 ``shard_queries`` rows are pending, or at the first ``put`` after ``shard_seconds`` have passed since the oldest
 pending row, and by :meth:`StageStore.flush` (the runner calls it when a stage ends or the run stops: Ctrl-C, a
 HarnessError). A shard is written whole to a temporary file, fsync'd, renamed into place and the directory fsync'd
-(:func:`rag_eval._files.atomic_write`), so a shard is either all there or absent. **The bound: a SIGKILL (or a
-power cut) loses at most the shard in flight**: the rows put since the last shard was written (fewer than
-``shard_queries`` queries, put within the last ``shard_seconds`` before the put that would have flushed them), plus
-whatever the runner had computed and not yet put. Each writer names its shards by time, process id and a random
-uuid, so several processes (or Ray actors) may write into one store at once without a lock; a temporary file left
-by a killed writer is removed when a store is next opened.
+(:func:`rag_eval._files.atomic_write`), so a shard is either all there or absent; a writer thread does it, one
+shard at a time, while the stage computes on (a put waits only when the previous shard is still being written).
+**The bound: a SIGKILL (or a power cut) loses at most the shard in flight**: the shard being written, and the rows
+put since it was handed over (fewer than ``shard_queries`` queries, put within the last ``shard_seconds``), plus
+whatever the runner had computed and not yet put. A failed write is raised (a HarnessError) by the next put that
+hands over a shard, or by :meth:`StageStore.flush`, which returns once every shard is on disk. Each writer names
+its shards by time, process id and a random uuid, so several processes (or Ray actors) may write into one store at
+once without a lock; a temporary file left by a killed writer is removed when a store is next opened.
 
 Reading. Opening a store reads every shard (memory-mapped, no copy) and indexes ``(query_id, query_hash) -> row``
 once, with whole-column work; :meth:`StageStore.lookup` returns the rows asked for (``take``), ``cached`` set. When
@@ -181,6 +183,7 @@ class StageStore:
         self._pending_rows = 0
         self._pending_since = 0.0
         self._read: set[str] = set()  # the shard files read (or set aside), by name
+        self._writing: tuple[threading.Thread, list[BaseException]] | None = None  # the shard being written
         try:
             if self.directory.is_dir():
                 self._load()
@@ -193,6 +196,7 @@ class StageStore:
         """Read the shards other writers (processes, Ray workers) wrote since this store was opened; returns how
         many. (A pair they stored is then found; one stored both here and there: the one read last wins.)"""
         with self._lock:
+            self._settle()  # (this store's own shards are indexed already)
             before = self.shards
             try:
                 if self.directory.is_dir():
@@ -331,15 +335,42 @@ class StageStore:
                 self._flush()
 
     def flush(self) -> None:
-        """Write what is pending now as one shard (a no-op when nothing is)."""
+        """Write what is pending now as one shard (a no-op when nothing is), and wait until every shard is on disk;
+        raises the HarnessError of a write that failed since the last put or flush."""
         with self._lock:
             self._flush()
+            self._settle()
 
     def _flush(self) -> None:
+        """Hand what is pending to a writer thread (after the previous write is done: one at a time, so at most one
+        shard is being written and fewer than ``shard_queries`` rows wait, whatever the stage computes meanwhile)."""
         if not self._pending:
             return
         pending, self._pending, self._pending_rows = self._pending, [], 0  # a failed write is not retried
+        self._settle()
         table = ht.concat(pending)
+        failure: list[BaseException] = []
+
+        def write() -> None:
+            try:
+                self._write(table)
+            except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread by _settle
+                failure.append(exc)
+
+        writer = threading.Thread(target=write, name=f"rag_eval cache {self.stage}", daemon=False)  # exit waits
+        writer.start()
+        self._writing = (writer, failure)
+
+    def _settle(self) -> None:
+        """Wait for the shard being written, if any; raise its failure."""
+        if self._writing is None:
+            return
+        (writer, failure), self._writing = self._writing, None
+        writer.join()
+        if failure:
+            raise failure[0]
+
+    def _write(self, table: pa.Table) -> None:
         sink = pa.BufferOutputStream()
         with ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
