@@ -62,7 +62,7 @@ import pyarrow as pa
 from ..errors import HarnessError
 from . import _hit_table as ht
 from ._cache import json_metadata
-from .hits import _EMPTY, Hit, as_hit
+from .hits import Hit, as_hit
 from .stage import Reranker, Retriever, Stage
 
 if TYPE_CHECKING:
@@ -128,28 +128,30 @@ def entry_hash(texts: Sequence[str], hits: pa.Array | pa.ChunkedArray | None = N
     if not len(column):
         return []
     valid = column.is_valid().to_numpy(zero_copy_only=False).tolist()
-    rows = np.asarray(column.offsets.to_numpy(), np.int64)
+    rows = column.offsets.to_numpy().tolist()
     ids = column.values.field("doc_id")  # every row's hits (of the whole array: offsets index into it)
     if ids.type != pa.large_string():
         ids = ids.cast(pa.large_string())
     buffers = ids.buffers()
     id_offsets = np.frombuffer(buffers[1], np.int64)[ids.offset : ids.offset + len(ids) + 1]
     data = memoryview(buffers[2]) if buffers[2] is not None else memoryview(b"")
-    lengths = np.diff(id_offsets)
+    lengths = memoryview(np.diff(id_offsets).astype("<i8").tobytes())  # each id's length in bytes, 8 bytes each
+    starts = id_offsets.tolist()
     pack = struct.Struct("<q").pack
+    sha256 = hashlib.sha256
     out = []
     for i, text in enumerate(texts):
         if not valid[i]:
             out.append("")
             continue
-        lo, hi = int(rows[i]), int(rows[i + 1])
+        lo, hi = rows[i], rows[i + 1]
         encoded = text.encode()
-        digest = hashlib.sha256(b"rerank\x00")
+        digest = sha256(b"rerank\x00")
         digest.update(pack(len(encoded)))
         digest.update(encoded)
         digest.update(pack(hi - lo))
-        digest.update(lengths[lo:hi].tobytes())
-        digest.update(data[int(id_offsets[lo]) : int(id_offsets[hi])])
+        digest.update(lengths[8 * lo : 8 * hi])
+        digest.update(data[starts[lo] : starts[hi]])
         out.append(digest.hexdigest()[:16])
     return out
 
@@ -231,7 +233,7 @@ def _reranked_hits(returned: Any, given: Given) -> Checked:
 def _stored_types(stage: str, query: str, hits: tuple[Hit, ...]) -> tuple[Hit, ...]:
     """The hits with their metadata in JSON types (the cache's rule, applied with or without a cache, so that a
     rerun from the cache sees what the first run saw); anything else is an InputError naming the hit."""
-    if not hits or list(map(_metadata, hits)).count(_EMPTY) == len(hits):
+    if not any(map(_metadata, hits)):  # no metadata (an empty mapping is falsy): nothing to convert
         return hits
     out = []
     for hit in hits:
