@@ -135,17 +135,24 @@ def _in_loopback_netns() -> None:
     _by_value()
 
 
+@pytest.fixture(scope="module")
+def _ray_of_this_module():
+    """Stops at the end of the module the Ray that :func:`local_ray` started (one Ray for its tests: each start
+    costs seconds)."""
+    yield
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+        sys.modules["ray"].shutdown()
+
+
 @pytest.fixture
-def local_ray():
+def local_ray(_ray_of_this_module):
     """A Ray started in this process with 2 CPUs (the user's own ray.init, which the executor attaches to)."""
     _in_loopback_netns()
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    return ray
 
 
 # -- on Ray ---------------------------------------------------------------------------------------------------------
@@ -178,11 +185,10 @@ def test_a_killed_actor_is_replaced_and_nothing_stored_is_computed_again(local_r
     log, flag = tmp_path / "calls.log", tmp_path / "killed"
     victim = QUERIES["q085"]  # the 26th query of the Ray batch q060-q089: about 3.75 s into it
     stage = Scored(log=str(log), delay=0.15, kill_on=victim, kill_flag=str(flag))
-    pipeline = Pipeline(stage, Flip(), depth=20, budget=5)
     executor = RayExecutor(batch_size=30, actors=2, stateful={"scored"}, flush_seconds=0)
-    ours = pipeline.run(QUERIES, executor=executor, cache=tmp_path / "cache", progress=False)
+    ours = Pipeline(stage, depth=20, budget=5).run(QUERIES, executor=executor, cache=tmp_path / "cache", progress=False)
     assert flag.exists(), "the worker was never killed"
-    _assert_same_report(ours, _pipeline().run(QUERIES, progress=False))
+    _assert_same_report(ours, Pipeline(Scored(), depth=20, budget=5).run(QUERIES, progress=False))
     starts: dict[str, list[tuple[int, float]]] = {}
     ends: dict[str, list[float]] = {}
     for line in log.read_text().splitlines():
@@ -207,6 +213,10 @@ def test_a_killed_actor_is_replaced_and_nothing_stored_is_computed_again(local_r
 @pytest.mark.ray
 def test_a_head_started_apart_is_reached_by_address(tmp_path):
     _in_loopback_netns()
+    import ray
+
+    if ray.is_initialized():  # the Ray of the tests above (a driver connects to one Ray at a time)
+        ray.shutdown()
     ray_command = str(Path(sys.executable).parent / "ray")
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="rg-ray-", dir="/tmp")  # short: Ray's unix socket paths must fit in 107 bytes
@@ -224,8 +234,6 @@ def test_a_head_started_apart_is_reached_by_address(tmp_path):
         local = _pipeline().run(QUERIES, progress=False)
         with RayExecutor(f"127.0.0.1:{port}", batch_size=32) as executor:
             ours = _pipeline().run(QUERIES, executor=executor, progress=False)
-            import ray
-
             assert ray.is_initialized() and ray.get_runtime_context().gcs_address == f"127.0.0.1:{port}"
         assert not ray.is_initialized()  # the executor started this connection, so it ended it
         _assert_same_report(ours, local)
