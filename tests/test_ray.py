@@ -161,7 +161,8 @@ def local_ray(_ray_of_this_module):
 @pytest.mark.ray
 def test_a_local_ray_gives_the_local_report_and_writes_the_same_cache(local_ray, tmp_path):
     local = _pipeline().run(QUERIES, progress=False)
-    executor = RayExecutor(batch_size=16, stateful={"flip"}, actors=2)
+    # the reranker built in each actor by a factory (checked there against the pipeline's flip), the retriever as tasks
+    executor = RayExecutor(batch_size=16, factory={"flip": Flip}, actors=2)
     ours = _pipeline().run(QUERIES, executor=executor, cache=tmp_path / "cache", progress=False)
     _assert_same_report(ours, local)
     assert ours.stages["scored"].failures == local.stages["scored"].failures
