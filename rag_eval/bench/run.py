@@ -36,7 +36,7 @@ def run(args: argparse.Namespace, *, command: str) -> int:
     from ..reports import evaluate
     from ..stages import Budget
     from .outputs import write_report_folder
-    from .pipelines import BUILTIN, Parts, build, prefetch
+    from .pipelines import BATCH_SIZE, BUILTIN, Parts, build
 
     started = time.perf_counter()
     try:
@@ -64,8 +64,9 @@ def run(args: argparse.Namespace, *, command: str) -> int:
     results = {}
     for name, pipeline in pipelines.items():
         print(f"{name}: {pipeline} on {collection.name} ({len(collection.queries)} queries)", file=sys.stderr)
-        prefetch(pipeline, parts, list(collection.queries.values()))
-        results[name] = pipeline.run(collection.queries, cache=cache / "stages", concurrency=args.concurrency)
+        results[name] = pipeline.run(
+            collection.queries, cache=cache / "stages", concurrency=args.concurrency, batch_size=BATCH_SIZE
+        )
     report = evaluate(collection.qrels, results)
     wall = time.perf_counter() - started
     facts = {
