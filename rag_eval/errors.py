@@ -102,8 +102,8 @@ class DamagedShard(RagEvalWarning):
 
 
 class TornLine(RagEvalWarning):
-    """A damaged line of a file rag_eval appends to (a stage cache, a judgement log), cut short by a kill or not a
-    record: dropped, and its query recomputed (cache) or its judgement ignored (log)."""
+    """A damaged line of a file rag_eval appends to (a judgement log), cut short by a kill or not a record: dropped,
+    its judgement ignored. (A stage cache's damaged shard is a :class:`DamagedShard`.)"""
 
 
 class StarvedBudget(RagEvalWarning):
