@@ -226,13 +226,6 @@ def _specs(metrics: Sequence[str | Metric] | None, role: str, final: bool, resul
     return specs
 
 
-def _dcg(gains: np.ndarray) -> float:
-    """The discounted gains of one ranking added one by one, in rank order (as
-    :func:`rag_eval.metrics._kernels.dcg`)."""
-    weights = K.discounted(gains, np.arange(len(gains)))
-    return float(np.cumsum(weights)[-1]) if len(weights) else 0.0
-
-
 class _PipelineJudge:
     """Judges the stages of one pipeline result against the qrels."""
 
@@ -383,63 +376,67 @@ class _PipelineJudge:
     def _gains(self, grades: np.ndarray) -> np.ndarray:
         return K.gain_of(np.asarray(grades, dtype=np.int64), self.conv.gain, None, None)
 
-    def _hit_grades(self, out: StageOutput) -> npt.NDArray[np.int64]:
-        """The grade of every hit of the stage (0 where not judged), in its columns' CSR order."""
+    def _positive_cells(self, out: StageOutput) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows, ranks, gains)`` of the stage's hits with a positive gain (by row, then rank): one grade lookup
+        over the packed doc ids; the other hits, gain 0, add nothing to a DCG."""
         offsets, _ = out.hit_columns()
         judgements = self.qrels.judgements
         tables: list[dict[str, int] | None] = [judgements.get(q) for q in out.query_ids]
         grades = _lookup_rows(out.doc_ids(), offsets, tables)
-        return np.where(grades == UNJUDGED, 0, grades).astype(np.int64)
+        cells = np.flatnonzero(grades > 0)  # UNJUDGED is negative; a gain is positive only for a grade > 0
+        gains = self._gains(grades[cells])
+        del grades
+        rows = np.searchsorted(offsets, cells, side="right") - 1
+        keep = gains > 0
+        return rows[keep], (cells - offsets[rows])[keep], gains[keep]
 
     def _candidate_ndcg(self, out: StageOutput, given: StageOutput, counted: list[str]) -> np.ndarray:
         """nDCG@budget of each counted query over the best order of the candidates it was given, from the
-        columns: both stages' hits graded by one lookup, the DCGs added in rank order per query (a row of a
-        [queries x budget] matrix at a time, zeros after the end: the same sums as adding one by one)."""
+        columns: only the hits with a positive gain are read (a gain of 0 adds nothing), and each query's DCG is
+        added in rank order (``np.bincount`` adds its weights one by one in array order), as one by one."""
         cut = self._cut(out, "budget")
         n = len(counted)
         values = np.full(n, np.nan)
-        given_rows = _rows_of(given, counted)
-        mine_rows = _rows_of(out, counted)
-        g_off, _ = given.hit_columns()
-        m_off, _ = out.hit_columns()
-        g_gain = self._gains(self._hit_grades(given))
-        m_gain = self._gains(self._hit_grades(out))
-        g_len = np.diff(g_off)
-        m_len = np.diff(m_off)
         budgets = np.full(n, cut, np.int64) if isinstance(cut, int) else np.array([cut.get(q, 0) for q in counted])
-        has_given = given_rows >= 0
-        has_given[has_given] &= ~given.failed[given_rows[has_given]]
-        for lo in range(0, n, _BLOCK):
-            rows = np.arange(lo, min(lo + _BLOCK, n))
-            rows = rows[has_given[rows]]
-            if not len(rows):
-                continue
-            g_rows = given_rows[rows]
-            width = int(g_len[g_rows].max(initial=0))
-            if width == 0:
-                continue
-            cand = _padded(g_gain, g_off[g_rows], g_len[g_rows], width, -np.inf)
-            cand = -np.sort(-cand, axis=1)  # best first; padding (-inf) last
-            b = np.minimum(budgets[rows], g_len[g_rows])
-            ideal = np.where(np.arange(width) < b[:, None], cand, 0.0)
-            ideal[~np.isfinite(ideal)] = 0.0
-            first = ideal[:, 0]
-            good = (b > 0) & (first > 0)  # else 0/0: no relevant candidate (or a budget of 0): NaN
-            if not good.any():
-                continue
-            rows, ideal, first = rows[good], ideal[good], first[good]
-            scale = np.frexp(first)[1][:, None]
-            best = _dcg_rows(np.ldexp(ideal, -scale))
-            m_rows = mine_rows[rows]
-            present = m_rows >= 0
-            take = np.where(present, np.minimum(budgets[rows], np.where(present, m_len[m_rows], 0)), 0)
-            mine_width = max(int(take.max(initial=0)), 1)
-            starts = np.where(present, m_off[np.maximum(m_rows, 0)], 0)
-            mine = _padded(m_gain, starts, take, mine_width, 0.0)
-            dcg = _dcg_rows(np.ldexp(mine, -scale))
-            # DCG as the engine's nDCG computes it: gains scaled by a power of two, each divided by its log2,
-            # added in rank order; so cand_ndcg is ndcg@budget against the qrels of the candidates alone
-            values[rows] = np.where(take > 0, dcg / best, 0.0)
+        given_rows, mine_rows = _rows_of(given, counted), _rows_of(out, counted)
+        g_len, m_len = np.diff(given.hit_columns()[0]), np.diff(out.hit_columns()[0])
+        ok = given_rows >= 0
+        ok[ok] &= ~given.failed[given_rows[ok]]  # nothing was given: no best order to compare with
+        # the candidates' positive gains, best first, per counted query; the ideal keeps the first b of them
+        where = _inverse(given_rows, len(given.table))
+        rows, _, gains = self._positive_cells(given)
+        who = where[rows]
+        inside = who >= 0
+        who, gains = who[inside], gains[inside]
+        inside = ok[who]
+        who, gains = who[inside], gains[inside]
+        order = np.lexsort((-gains, who))
+        who, gains = who[order], gains[order]
+        place = np.arange(len(who)) - np.searchsorted(who, who, side="left")
+        b = np.minimum(budgets, np.where(given_rows >= 0, g_len[np.maximum(given_rows, 0)], 0))
+        kept = place < b[who]
+        who, gains, place = who[kept], gains[kept], place[kept]
+        if not len(who):
+            return values  # no counted query has a relevant candidate: 0/0 everywhere
+        has = np.zeros(n, bool)  # a relevant candidate (else 0/0: NaN)
+        has[who] = True
+        starts = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])
+        top = np.zeros(n)
+        top[who[starts]] = gains[starts]  # each query's best gain (ideal[0])
+        scale = np.frexp(top)[1]  # DCG as the engine's nDCG computes it: gains scaled by a power of two
+        best = np.bincount(who, weights=K.discounted(np.ldexp(gains, -scale[who]), place), minlength=n)
+        # the stage's own positive gains within its first b hits
+        where = _inverse(mine_rows, len(out.table))
+        rows, ranks, gains = self._positive_cells(out)
+        who = where[rows]
+        take = np.where(mine_rows >= 0, np.minimum(budgets, m_len[np.maximum(mine_rows, 0)]), 0)
+        inside = who >= 0
+        who, ranks, gains = who[inside], ranks[inside], gains[inside]
+        inside = has[who] & (ranks < take[who])
+        who, ranks, gains = who[inside], ranks[inside], gains[inside]
+        dcg = np.bincount(who, weights=K.discounted(np.ldexp(gains, -scale[who]), ranks), minlength=n)
+        # so cand_ndcg is ndcg@budget against the qrels of the candidates alone
+        values[has] = np.where(take[has] > 0, dcg[has] / best[has], 0.0)
         return values
 
     def _loss(self, counted: list[str]) -> dict[str, np.ndarray]:
@@ -471,14 +468,16 @@ class _PipelineJudge:
         head_failed = (head_rows >= 0) & np.where(head_rows >= 0, first.failed[np.maximum(head_rows, 0)], False)
         tail_failed = (tail_rows >= 0) & np.where(tail_rows >= 0, final.failed[np.maximum(tail_rows, 0)], False)
 
-        def found(out: StageOutput, ids: PackedIds, offsets: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+        def found(out: StageOutput, ids: PackedIds, offsets: np.ndarray, limit: np.ndarray | None = None) -> np.ndarray:
+            """Which items the stage's ids name (``limit``: only the first ``limit[row]`` hits of each row)."""
             tables: list[dict[str, int] | None] = [numbered.get(q) for q in out.query_ids]
             codes = _lookup_rows(ids, offsets, tables)
-            hit = codes != UNJUDGED
-            if keep is not None:
-                hit &= keep
+            cells = np.flatnonzero(codes != UNJUDGED)
+            if limit is not None:  # the rank of the few relevant hits only (no rank array over every hit)
+                rows = np.searchsorted(offsets, cells, side="right") - 1
+                cells = cells[cells - offsets[rows] < limit[rows]]
             mask = np.zeros(m, bool)
-            mask[codes[hit]] = True
+            mask[codes[cells]] = True
             return mask
 
         head_off, _ = first.hit_columns()
@@ -486,10 +485,7 @@ class _PipelineJudge:
         beyond_off, beyond_ids = _beyond(first)
         below = found(first, beyond_ids, beyond_off)
         tail_off, _ = final.hit_columns()
-        delivered_n = self._delivered_counts(final)
-        tail_len = np.diff(tail_off)
-        rank = np.arange(int(tail_off[-1])) - np.repeat(tail_off[:-1], tail_len)
-        delivered = found(final, final.doc_ids(), tail_off, rank < np.repeat(delivered_n, tail_len))
+        delivered = found(final, final.doc_ids(), tail_off, self._delivered_counts(final))
         # a failed stage's rows hold no hits, so a failed first stage leaves candidates and below empty
         fate = np.full(m, FATES.index("never_retrieved"), np.int64)
         fate[below] = FATES.index("below_depth")
@@ -513,9 +509,6 @@ class _PipelineJudge:
         )
         self._loss_cache = shares
         return shares
-
-
-_BLOCK = 16384  # queries at a time in the [queries x budget] matrices of cand_ndcg
 
 
 def _ranking(out: StageOutput, *, with_failed: bool) -> Run:
@@ -555,19 +548,9 @@ def _beyond(out: StageOutput) -> tuple[npt.NDArray[np.int64], PackedIds]:
     return offsets, _ArrowIds(data, starts)
 
 
-def _padded(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int, fill: float) -> np.ndarray:
-    """A [rows x width] matrix: row ``i`` holds ``values[starts[i]:starts[i] + lengths[i]]``, then ``fill``."""
-    out = np.full((len(starts), width), fill, np.float64)
-    cols = np.arange(width)
-    inside = cols[None, :] < lengths[:, None]
-    where = (starts[:, None] + cols[None, :])[inside]
-    out[inside] = values[where]
+def _inverse(rows: np.ndarray, size: int) -> npt.NDArray[np.int64]:
+    """For a table of ``size`` rows: the position in ``rows`` of each row (-1 where absent)."""
+    out = np.full(size, -1, np.int64)
+    present = rows >= 0
+    out[rows[present]] = np.flatnonzero(present)
     return out
-
-
-def _dcg_rows(gains: np.ndarray) -> np.ndarray:
-    """Each row's discounted gains added one by one in rank order (as :func:`_dcg`)."""
-    if gains.shape[1] == 0:
-        return np.zeros(len(gains))
-    weights = K.discounted(gains, np.arange(gains.shape[1]))
-    return np.cumsum(weights, axis=1)[:, -1]

@@ -65,7 +65,7 @@ class Hit(_Fields):
         if metadata is not _EMPTY:
             kind = type(metadata)
             if kind is dict:  # the common case, without the ABC check of isinstance(.., Mapping)
-                metadata = MappingProxyType(metadata.copy()) if metadata else _EMPTY
+                metadata = MappingProxyType(dict(metadata)) if metadata else _EMPTY
             elif kind is not MappingProxyType:
                 if not isinstance(metadata, Mapping):
                     raise InputError(f"hit {doc_id!r}: metadata must be a mapping, not {kind.__name__}")
