@@ -19,14 +19,15 @@ its shards by time, process id and a random uuid, so several processes (or Ray a
 once without a lock; a temporary file left by a killed writer is removed when a store is next opened.
 
 Reading. Opening a store reads every shard (memory-mapped, no copy) and indexes ``(query_id, query_hash) -> row``
-once, with whole-column work; :meth:`StageStore.lookup` returns the rows asked for (``take``), ``cached`` set. When
-one pair is in several shards, the last written wins. :meth:`StageStore.refresh` reads the shards other writers
-added since (a Ray worker does before a retried batch). A shard is damaged when its bytes do not match the CRC-32 in
-its name (cut short, overwritten), Arrow cannot read it, its columns are not the schema's, or its rows hold values a
-:class:`~rag_eval.stages.Hit` would refuse (a null or empty doc id, a NaN score, a negative token count, metadata
-that is not a JSON object, a failed row), checked on whole columns with ``pyarrow.compute``: it is said once, with
-a :class:`~rag_eval.errors.DamagedShard` warning naming the file and why, renamed to ``<name>.damaged`` (set
-aside, never read again) and its queries are recomputed.
+once, with whole-column work; :meth:`StageStore.lookup` returns the rows asked for (a zero-copy slice when asked in
+the order stored, else ``take``), ``cached`` set. When one pair is in several shards, the last written wins.
+:meth:`StageStore.refresh` reads the shards other writers added since (what a long-lived worker calls before a
+retried batch). A shard is damaged when its bytes do not match the CRC-32 in its name (cut short, overwritten),
+Arrow cannot read it, its columns are not the schema's, or its rows hold values a :class:`~rag_eval.stages.Hit`
+would refuse (a null or empty doc id, a NaN score, a negative token count, metadata that is not a JSON object, a
+failed row), checked on whole columns with ``pyarrow.compute``: it is said once, with a
+:class:`~rag_eval.errors.DamagedShard` warning naming the file and why, renamed to ``<name>.damaged`` (set aside,
+never read again) and its queries are recomputed.
 
 Hits' metadata is stored in JSON types by one rule, applied when the hit reaches the runner (with or without a
 cache, so that a rerun from the cache sees what the first run saw): str, int, float, bool and None as they are;
