@@ -106,7 +106,8 @@ class RayExecutor:
     re-initialises a Ray the user started: it attaches to it, and ``address``, ``runtime_env`` and ``init`` are then
     refused (they would be silently ignored). ``runtime_env``: Ray's runtime environment for the workers (``pip``,
     ``working_dir``, ``env_vars``: what a cluster's machines need to import the stages). ``init``: more keyword
-    arguments for ``ray.init`` (``num_cpus`` of a local Ray, for instance).
+    arguments for ``ray.init`` (``num_cpus`` of a local Ray, for instance; the workers' output is not echoed on the
+    driver unless ``init={"log_to_driver": True}``: a stage's faults are recorded per query all the same).
 
     ``num_cpus`` and ``num_gpus``: what each worker (actor or task) asks of Ray (default 1 CPU, no GPU).
     ``batch_size``: the rows of a Ray batch (default: 16 x the stage's own batch size x its concurrency, at least
@@ -234,8 +235,6 @@ class RayExecutor:
             common["num_cpus"] = self.num_cpus
         if self.num_gpus is not None:
             common["num_gpus"] = self.num_gpus
-        if self.runtime_env is not None and not self._started:
-            common["runtime_env"] = self.runtime_env
         if build is not None or stage.name in self.stateful:
             pool = min(self.actors or _pool_size(ray, self.num_cpus, self.num_gpus), len(blocks))
             mapped = dataset.map_batches(
@@ -288,7 +287,7 @@ class _StageWorker:
         store: Any,
         flush_seconds: float,
     ) -> None:
-        check_ray_data()  # this worker's own versions (a cluster's machines may differ from the driver's)
+        _check_once()  # this worker's own versions (a cluster's machines may differ from the driver's)
         if build is not None:
             stage = build()
             _check_built(stage, name, digest)
@@ -301,8 +300,17 @@ class _StageWorker:
 
 def _task_batch(batch: pa.Table, *, stage: Any, job: Any, store: Any, flush_seconds: float) -> pa.Table:
     """One batch as a Ray task (a stage with no state worth keeping between batches; the store is opened per task)."""
-    check_ray_data()
+    _check_once()
     return compute_rows(stage, job, batch, _open(store, flush_seconds))
+
+
+_CHECKED_HERE: list[bool] = []  # whether this worker process has checked its versions
+
+
+def _check_once() -> None:
+    if not _CHECKED_HERE:
+        check_ray_data()
+        _CHECKED_HERE.append(True)
 
 
 def compute_rows(stage: Any, job: Any, batch: pa.Table, store: Any) -> pa.Table:
