@@ -56,15 +56,15 @@ FAST := not slow and not browser and not notebook and not sigkill and not wheel 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "$(FAST)"
 
-## test-pure: the fast suite of the layers the C twins serve (the readers of layer 1, the grade lookups of layer 2)
-## and of the commands that read files end to end, on the pure-Python twins (RAG_EVAL_PURE_PYTHON=1), so that
-## the twins stay twins; every test file that names the twins (_accel, speedups, the `reader` fixture) is in it
-## (tests/test_tooling.py checks). .ci/run runs it after the whole suite.
-PURE_TESTS := tests/test_speedups.py tests/test_qrels.py tests/test_run.py tests/test_ranking.py tests/test_spans.py \
+## test-pure: the fast suite of what the C twins serve (the TREC reader of layer 1 and the grade lookup of the ids
+## it packs, layer 2) and of the commands that read files end to end, on the pure-Python twins
+## (RAG_EVAL_PURE_PYTHON=1), so that the twins stay twins; every test file that names the twins (_accel, speedups,
+## the `reader` fixture) is in it (tests/test_tooling.py checks). .ci/run runs it after the whole suite.
+PURE_TESTS := tests/test_speedups.py tests/test_qrels.py tests/test_run.py tests/test_spans.py \
 	tests/test_bad_input.py tests/test_bad_input_data.py tests/test_bad_input_values.py \
 	tests/test_bad_input_trec_format.py tests/test_fuzz_parsers.py tests/test_no_silent_wrong_number.py \
-	tests/test_metric_invariance.py tests/test_metric_edge_cases.py tests/test_conformance_trec_eval.py \
-	tests/test_crosscheck_pytrec_eval.py tests/test_cli.py tests/test_labelling_server.py
+	tests/test_metric_invariance.py tests/test_conformance_trec_eval.py tests/test_cli.py \
+	tests/test_labelling_server.py tests/test_stage_output_columns.py
 test-pure: $(STAMP)
 	RAG_EVAL_PURE_PYTHON=1 $(BIN)/python -m pytest -q -m "$(FAST)" $(PURE_TESTS)
 

@@ -1,23 +1,21 @@
 /*
- * rag_eval._speedups: the per-result loops of rag_eval in C.
+ * rag_eval._speedups: the TREC reader's per-line loop in C, and the grade lookup of the ids it packs.
  *
- * Six functions; wherever rag_eval calls them it has a pure-Python path that gives the same result (used when this
+ * Two functions; wherever rag_eval calls them it has a pure-Python path that gives the same result (used when this
  * module is not built, or under RAG_EVAL_PURE_PYTHON=1; tests/test_speedups.py compares the two):
  *
- * - three readers, which return None instead of guessing on anything unusual (a non-str id, a score that is not a
- *   float or an int, a boolean, a malformed line, a number not spelled as a plain ASCII decimal), so that the
- *   Python path handles it and names the problem:
- *   - score_columns: a {query: {doc: score}} mapping into columns (rag_eval.data.run);
- *   - judgement_dicts: a {query: {doc: grade}} mapping copied, with its columns (rag_eval.data.qrels);
- *   - parse_columns: a whitespace-separated TREC run or qrels file into columns (rag_eval.data._columns);
- * - three lookups over arrays rag_eval has built itself, which raise TypeError or ValueError on arrays that do
- *   not fit (a bug of the caller, never the user's data):
- *   - lookup: the grade of every result in per-query judgement dicts (rag_eval.metrics._grades);
- *   - lookup_packed: the same for doc ids packed as UTF-8 bytes, which only parse_columns makes (its Python path
- *     is the line reader's doc ids looked up by lookup's twin; rag_eval.metrics._grades);
- *   - search_segments: np.searchsorted within each row's own sorted segment (rag_eval.data._ranking).
+ * - parse_columns: a whitespace-separated TREC run or qrels file into columns (rag_eval.data._columns); it returns
+ *   None instead of guessing on anything unusual (a malformed line, a number not spelled as a plain ASCII decimal),
+ *   so that the Python line reader handles the file and names the line and the problem;
+ * - lookup_packed: the grade of every result for doc ids packed as UTF-8 bytes (what parse_columns and a stage's
+ *   Arrow table give), in per-query judgement dicts (rag_eval.metrics._grades); it raises TypeError or ValueError
+ *   on arrays that do not fit (a bug of the caller, never the user's data). Its Python path unpacks the ids into
+ *   str objects and looks them up with dict.get.
  *
- * Whether each earns its keep is measured in the scale issue, after the harness is columnar. */
+ * Each is kept because it makes the metric benchmark's headline read from TREC files at least 1.5x faster end to
+ * end than its best alternative (benchmarks/bench_speedups.py; RESULTS.md, "The C extension"). Four other loops
+ * (score_columns, judgement_dicts, lookup, search_segments) were measured no faster end to end than their Python
+ * and NumPy twins and were removed in 0.3.0. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
@@ -25,246 +23,6 @@
 
 #define GRADE_LIMIT (1LL << 29) /* as rag_eval.data._columns.GRADE_LIMIT */
 #include <string.h>
-
-/* ---- score_columns(mapping) -> (query_ids, lengths, doc_ids, scores) | None ------------------------------ */
-
-static PyObject *
-score_columns(PyObject *self, PyObject *mapping)
-{
-    if (!PyDict_Check(mapping))
-        Py_RETURN_NONE;
-    Py_ssize_t pos = 0, total = 0, nq = PyDict_GET_SIZE(mapping);
-    PyObject *qid, *inner;
-    while (PyDict_Next(mapping, &pos, &qid, &inner)) {
-        if (!PyUnicode_CheckExact(qid) || !PyDict_Check(inner))
-            Py_RETURN_NONE;
-        total += PyDict_GET_SIZE(inner);
-    }
-    npy_intp n = total, q = nq;
-    PyObject *qids = PyList_New(nq);
-    PyArrayObject *lengths = (PyArrayObject *)PyArray_SimpleNew(1, &q, NPY_INT64);
-    PyArrayObject *docs = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_OBJECT); /* zero-filled: NULLs */
-    PyArrayObject *scores = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_FLOAT64);
-    if (!qids || !lengths || !docs || !scores)
-        goto fail;
-    PyObject **d = (PyObject **)PyArray_DATA(docs);
-    double *s = (double *)PyArray_DATA(scores);
-    npy_int64 *len = (npy_int64 *)PyArray_DATA(lengths);
-    Py_ssize_t i = 0, k = 0;
-    pos = 0;
-    while (PyDict_Next(mapping, &pos, &qid, &inner)) {
-        Py_INCREF(qid);
-        PyList_SET_ITEM(qids, i, qid);
-        Py_ssize_t ipos = 0;
-        PyObject *doc, *value;
-        len[i] = PyDict_GET_SIZE(inner);
-        while (PyDict_Next(inner, &ipos, &doc, &value)) {
-            if (!PyUnicode_CheckExact(doc))
-                goto unusual;
-            if (PyFloat_Check(value))
-                s[k] = PyFloat_AS_DOUBLE(value);
-            else if (PyLong_Check(value) && !PyBool_Check(value)) { /* a boolean is not a score */
-                s[k] = PyLong_AsDouble(value);
-                if (s[k] == -1.0 && PyErr_Occurred()) {
-                    PyErr_Clear();
-                    goto unusual;
-                }
-            }
-            else
-                goto unusual;
-            Py_INCREF(doc);
-            d[k++] = doc;
-        }
-        i++;
-    }
-    return Py_BuildValue("(NNNN)", qids, lengths, docs, scores);
-unusual:
-    Py_DECREF(qids); Py_DECREF(lengths); Py_DECREF(docs); Py_DECREF(scores);
-    Py_RETURN_NONE;
-fail:
-    Py_XDECREF(qids); Py_XDECREF(lengths); Py_XDECREF(docs); Py_XDECREF(scores);
-    return NULL;
-}
-
-/* ---- judgement_dicts(mapping) -> (copies, lengths, grades) | None ---------------------------------------
-   A copy of {query: {doc: grade}} when every id is a str and every grade an int (not a bool), with each query's
-   judgement count and every grade in order: the qrels' lookup tables and columns in one pass. */
-
-static PyObject *
-judgement_dicts(PyObject *self, PyObject *mapping)
-{
-    if (!PyDict_Check(mapping))
-        Py_RETURN_NONE;
-    Py_ssize_t pos = 0, total = 0;
-    PyObject *qid, *inner;
-    while (PyDict_Next(mapping, &pos, &qid, &inner)) {
-        if (!PyUnicode_CheckExact(qid) || !PyDict_Check(inner))
-            Py_RETURN_NONE;
-        total += PyDict_GET_SIZE(inner);
-    }
-    npy_intp n = total, q = PyDict_GET_SIZE(mapping);
-    PyObject *copies = PyDict_New();
-    PyArrayObject *lengths = (PyArrayObject *)PyArray_SimpleNew(1, &q, NPY_INT64);
-    PyArrayObject *grades = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
-    if (!copies || !lengths || !grades)
-        goto fail;
-    npy_int64 *len = (npy_int64 *)PyArray_DATA(lengths), *g = (npy_int64 *)PyArray_DATA(grades);
-    Py_ssize_t i = 0, k = 0;
-    pos = 0;
-    while (PyDict_Next(mapping, &pos, &qid, &inner)) {
-        Py_ssize_t ipos = 0;
-        PyObject *doc, *grade;
-        while (PyDict_Next(inner, &ipos, &doc, &grade)) {
-            if (!PyUnicode_CheckExact(doc) || !PyLong_CheckExact(grade))
-                goto unusual;
-            int overflow;
-            long long value = PyLong_AsLongLongAndOverflow(grade, &overflow);
-            if (overflow || (value == -1 && PyErr_Occurred())) {
-                PyErr_Clear();
-                goto unusual;
-            }
-            if (value >= GRADE_LIMIT || value <= -GRADE_LIMIT)
-                goto unusual; /* out of range: the Python path names it */
-            g[k++] = value;
-        }
-        PyObject *copy = PyDict_Copy(inner); /* a plain dict, whatever the input's class */
-        if (!copy || PyDict_SetItem(copies, qid, copy) < 0) {
-            Py_XDECREF(copy);
-            goto fail;
-        }
-        Py_DECREF(copy);
-        len[i++] = PyDict_GET_SIZE(inner);
-    }
-    return Py_BuildValue("(NNN)", copies, lengths, grades);
-unusual:
-    Py_DECREF(copies); Py_DECREF(lengths); Py_DECREF(grades);
-    Py_RETURN_NONE;
-fail:
-    Py_XDECREF(copies); Py_XDECREF(lengths); Py_XDECREF(grades);
-    return NULL;
-}
-
-/* ---- lookup(doc_ids, offsets, judgements, missing) -> int32 grades ------------------------------------- */
-
-static PyObject *
-lookup(PyObject *self, PyObject *args)
-{
-    PyArrayObject *docs, *offsets;
-    PyObject *judgements;
-    int missing;
-    if (!PyArg_ParseTuple(args, "O!O!O!i", &PyArray_Type, &docs, &PyArray_Type, &offsets, &PyList_Type,
-                          &judgements, &missing))
-        return NULL;
-    if (PyArray_TYPE(docs) != NPY_OBJECT || PyArray_NDIM(docs) != 1 || !PyArray_IS_C_CONTIGUOUS(docs) ||
-        PyArray_TYPE(offsets) != NPY_INT64 || PyArray_NDIM(offsets) != 1 || !PyArray_IS_C_CONTIGUOUS(offsets)) {
-        PyErr_SetString(PyExc_TypeError, "lookup: expected a contiguous object array and int64 offsets");
-        return NULL;
-    }
-    Py_ssize_t nq = PyList_GET_SIZE(judgements);
-    if (PyArray_DIM(offsets, 0) != nq + 1) {
-        PyErr_SetString(PyExc_ValueError, "lookup: offsets must have one more entry than judgements");
-        return NULL;
-    }
-    const npy_int64 *o = (const npy_int64 *)PyArray_DATA(offsets);
-    npy_intp n = PyArray_DIM(docs, 0);
-    if (o[0] != 0 || o[nq] != n) {
-        PyErr_SetString(PyExc_ValueError, "lookup: offsets do not cover the doc ids");
-        return NULL;
-    }
-    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT32);
-    if (!out)
-        return NULL;
-    npy_int32 *g = (npy_int32 *)PyArray_DATA(out);
-    PyObject **d = (PyObject **)PyArray_DATA(docs);
-    for (Py_ssize_t i = 0; i < nq; i++) {
-        PyObject *judged = PyList_GET_ITEM(judgements, i);
-        npy_int64 a = o[i], b = o[i + 1];
-        if (a > b || b > n) {
-            Py_DECREF(out);
-            PyErr_SetString(PyExc_ValueError, "lookup: offsets must not decrease");
-            return NULL;
-        }
-        if (judged == Py_None || !PyDict_CheckExact(judged) || PyDict_GET_SIZE(judged) == 0) {
-            if (judged != Py_None && !PyDict_CheckExact(judged)) {
-                Py_DECREF(out);
-                PyErr_SetString(PyExc_TypeError, "lookup: judgements must be dicts or None");
-                return NULL;
-            }
-            for (npy_int64 j = a; j < b; j++)
-                g[j] = missing;
-            continue;
-        }
-        for (npy_int64 j = a; j < b; j++) {
-            PyObject *doc = d[j];
-            PyObject *grade = doc ? PyDict_GetItemWithError(judged, doc) : NULL;
-            if (!grade) {
-                if (PyErr_Occurred()) {
-                    Py_DECREF(out);
-                    return NULL;
-                }
-                g[j] = missing;
-                continue;
-            }
-            long value = PyLong_AsLong(grade);
-            if ((value == -1 && PyErr_Occurred()) || value < INT32_MIN || value > INT32_MAX) {
-                Py_DECREF(out);
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_OverflowError, "lookup: a grade does not fit in 32 bits");
-                return NULL;
-            }
-            g[j] = (npy_int32)value;
-        }
-    }
-    return (PyObject *)out;
-}
-
-/* ---- search_segments(sorted, starts, ends, needles, right) -> int64 -------------------------------------
-   np.searchsorted of each needle within its own ascending segment sorted[starts[i]:ends[i]]. */
-
-static PyObject *
-search_segments(PyObject *self, PyObject *args)
-{
-    PyArrayObject *sorted, *starts, *ends, *needles;
-    int right;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!p", &PyArray_Type, &sorted, &PyArray_Type, &starts, &PyArray_Type, &ends,
-                          &PyArray_Type, &needles, &right))
-        return NULL;
-    PyArrayObject *arrays[4] = {sorted, starts, ends, needles};
-    int types[4] = {NPY_FLOAT64, NPY_INT64, NPY_INT64, NPY_FLOAT64};
-    for (int k = 0; k < 4; k++)
-        if (PyArray_TYPE(arrays[k]) != types[k] || PyArray_NDIM(arrays[k]) != 1 || !PyArray_IS_C_CONTIGUOUS(arrays[k])) {
-            PyErr_SetString(PyExc_TypeError, "search_segments: expected contiguous float64, int64, int64, float64");
-            return NULL;
-        }
-    npy_intp n = PyArray_DIM(needles, 0), size = PyArray_DIM(sorted, 0);
-    if (PyArray_DIM(starts, 0) != n || PyArray_DIM(ends, 0) != n) {
-        PyErr_SetString(PyExc_ValueError, "search_segments: starts, ends and needles differ in length");
-        return NULL;
-    }
-    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
-    if (!out)
-        return NULL;
-    const double *v = (const double *)PyArray_DATA(sorted), *x = (const double *)PyArray_DATA(needles);
-    const npy_int64 *a = (const npy_int64 *)PyArray_DATA(starts), *b = (const npy_int64 *)PyArray_DATA(ends);
-    npy_int64 *o = (npy_int64 *)PyArray_DATA(out);
-    for (npy_intp i = 0; i < n; i++) {
-        npy_int64 lo = a[i], hi = b[i];
-        if (lo < 0 || hi > size || lo > hi) {
-            Py_DECREF(out);
-            PyErr_SetString(PyExc_ValueError, "search_segments: a segment lies outside the array");
-            return NULL;
-        }
-        while (lo < hi) {
-            npy_int64 mid = lo + (hi - lo) / 2;
-            if (right ? v[mid] <= x[i] : v[mid] < x[i])
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        o[i] = lo;
-    }
-    return (PyObject *)out;
-}
 
 /* ---- lookup_packed(blob, starts, offsets, judgements, missing) -> int32 grades ----------------------------
    The same as lookup, for doc ids packed as UTF-8 bytes: each query's judgements go into a small C table
@@ -808,13 +566,6 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"score_columns", score_columns, METH_O,
-     "score_columns(mapping) -> (query_ids, lengths, doc_ids, scores), or None when the mapping is unusual."},
-    {"judgement_dicts", judgement_dicts, METH_O,
-     "judgement_dicts(mapping) -> (copied dicts, lengths, grades), or None when the mapping is unusual."},
-    {"lookup", lookup, METH_VARARGS, "lookup(doc_ids, offsets, judgements, missing) -> int32 grade per doc id."},
-    {"search_segments", search_segments, METH_VARARGS,
-     "search_segments(sorted, starts, ends, needles, right) -> int64 insertion points within each segment."},
     {"lookup_packed", lookup_packed, METH_VARARGS,
      "lookup_packed(blob, starts, offsets, judgements, missing) -> int32 grade per packed doc id."},
     {"parse_columns", parse_columns, METH_VARARGS,
@@ -823,7 +574,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speedups", "rag_eval's per-result loops in C.", -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speedups", "rag_eval's TREC reader and packed-id grade lookup in C.", -1, methods};
 
 PyMODINIT_FUNC
 PyInit__speedups(void)

@@ -11,8 +11,6 @@ from typing import Literal
 
 import numpy as np
 
-from .. import _accel
-
 TieRule = Literal["trec_eval", "doc_id", "input_order"]
 TIE_RULES: dict[str, str] = {
     "trec_eval": "doc id descending, compared as strings (what trec_eval, pytrec_eval and ir_measures do)",
@@ -82,16 +80,7 @@ def search_rows(
 ) -> np.ndarray:
     """``np.searchsorted(..., side)`` of each needle within its own segment ``sorted_values[starts[i]:ends[i]]``
     (each segment ascending), for all needles at once: a vectorised binary search of about log2(longest
-    segment) steps (in C when rag_eval._speedups is built)."""
-    if _accel.speedups is not None and sorted_values.dtype == np.float64:
-        found: np.ndarray = _accel.speedups.search_segments(
-            np.ascontiguousarray(sorted_values),
-            np.ascontiguousarray(starts, np.int64),
-            np.ascontiguousarray(ends, np.int64),
-            np.ascontiguousarray(needles, np.float64),
-            side == "right",
-        )
-        return found
+    segment) steps (a C twin measured no faster end to end: RESULTS.md, "The C extension")."""
     lo, hi = starts.copy(), ends.copy()
     last = len(sorted_values) - 1
     while True:

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from .. import _accel
 from .._files import write_output
 from ..errors import DuplicateJudgement, InputError
 from ._columns import GRADE_LIMIT, line_number, parse_int, read_table
@@ -44,14 +43,7 @@ class Qrels:
 
     def __init__(self, judgements: Mapping[str, Mapping[str, int]], *, source: Source | None = None) -> None:
         """Judgements as ``{query_id: {doc_id: grade}}`` (the form pytrec_eval takes); validated and copied."""
-        native = _accel.speedups.judgement_dicts(judgements) if _accel.speedups is not None else None
-        if native is not None:  # a plain dict of dicts, str ids and int grades: copied, columns on the way
-            self._judgements, lengths, grades = native
-            offsets = np.zeros(len(lengths) + 1, np.int64)
-            np.cumsum(lengths, out=offsets[1:])
-            self.__dict__["columns"] = (list(self._judgements), offsets, grades)
-        else:
-            self._judgements = _validated(judgements, "qrels")
+        self._judgements = _validated(judgements, "qrels")
         self.source = source
 
     # ----- constructors -------------------------------------------------------------------------------------

@@ -81,10 +81,6 @@ class Run:
         plain ASCII decimal as a TREC file would hold it."""
         if not isinstance(scores, Mapping):
             raise TypeError(f"scores must be a mapping {{query_id: {{doc_id: score}}}}, not {type(scores).__name__}")
-        native = _accel.speedups.score_columns(scores) if _accel.speedups is not None else None
-        if native is not None:  # a plain dict of dicts with str ids and float or int scores
-            query_ids, lengths, docs, values = native
-            return cls._build(name, query_ids, lengths, docs, values, by_score=True, source=None, dedupe=False)
         with IdCheck(name) as ids:
             query_ids = ids.keys(scores.keys(), "query id")
             doc_lists: list[list[str]] = []

@@ -116,13 +116,10 @@ def _lookup(
     """
     speedups = _accel.speedups
     grades: np.ndarray
-    if isinstance(doc_ids, PackedIds):  # only the C reader packs ids, so the C lookup is there
+    if isinstance(doc_ids, PackedIds):  # ids stay packed only where the C lookup is loaded (Run._from_csr)
         if speedups is None:
             raise RuntimeError("doc ids packed by the C reader, but rag_eval._speedups is not loaded")
         grades = speedups.lookup_packed(doc_ids.blob, doc_ids.starts, offsets, judgements, UNJUDGED)
-        return grades
-    if speedups is not None:
-        grades = speedups.lookup(doc_ids, offsets, judgements, UNJUDGED)
         return grades
     out = np.full(len(doc_ids), UNJUDGED, np.int32)
     o = offsets.tolist()
