@@ -7,7 +7,7 @@ imported only when used, so ``import rag_eval`` and ``import rag_eval.adapters``
 LlamaIndex (each module imports its framework when an adapter is built):
 
 - ``rag_eval.adapters.functions``: plain Python callables, sync or async: ``retriever(fn, name=...)``,
-  ``reranker(fn, name=...)``;
+  ``reranker(fn, name=...)``, and with ``batch=True`` functions answering a batch of queries in one call;
 - ``rag_eval.adapters.langchain``: LangChain retrievers, vector stores and document compressors:
   ``retriever``, ``reranker``, and ``pipeline`` (unfolds a ``ContextualCompressionRetriever`` or an
   ``EnsembleRetriever`` into stages);

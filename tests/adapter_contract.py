@@ -15,7 +15,10 @@ What the contract checks:
 - fingerprints are stable strings, equal for an equal configuration, different for a different one;
 - ``asearch``/``arerank`` agree with ``search``/``rerank``; a stage's native async path (``has_async``) carries a
   ``concurrency=4`` run on its own, with the same results (sync stages run on the runner's threads);
-- stage outputs survive the JSON cache (metadata is JSON-friendly).
+- stage outputs survive the JSON cache (metadata is JSON-friendly);
+- the batch methods (``search_batch``/``rerank_batch`` and their async twins) give the single calls' answers, and a
+  ``Pipeline.run(batch_size=...)`` the unbatched run's results; a query whose framework call raises inside a batch
+  fails alone, with its own error, and every other query of the batch gets its answer (``AdapterCase.faulty``).
 """
 
 from __future__ import annotations
@@ -121,6 +124,9 @@ class AdapterCase:
     depth: int = 5
     budget: int = 3
     has_text: bool = True  # whether the retriever's hits carry the chunk text
+    # the same two stages built over framework objects (or functions) that raise ValueError("boom ...") for the
+    # query text given and answer every other query as the case's own stages do
+    faulty: Callable[[str], tuple[Retriever, Reranker]] | None = None
 
 
 class AdapterContract:
@@ -230,6 +236,55 @@ class AdapterContract:
                 assert [h.to_json() for h in cached.stages[name].outcomes[qid].hits] == [
                     h.to_json() for h in outcome.hits
                 ]
+
+    def test_the_batch_methods_give_the_single_calls_answers(self, case: AdapterCase):
+        texts = list(self.queries.values())
+        single = [[h.to_json() for h in case.retriever.search(t, case.depth)] for t in texts]
+        assert [[h.to_json() for h in hits] for hits in case.retriever.search_batch(texts, case.depth)] == single
+        batch = asyncio.run(case.retriever.asearch_batch(texts, case.depth))
+        assert [[h.to_json() for h in hits] for hits in batch] == single
+        given = [list(case.retriever.search(t, case.depth))[: case.depth] for t in texts]
+        snapshot = [list(hits) for hits in given]
+        reranked = [[h.to_json() for h in case.reranker.rerank(t, hits)] for t, hits in zip(texts, given)]
+        assert [[h.to_json() for h in hits] for hits in case.reranker.rerank_batch(texts, given)] == reranked
+        batch = asyncio.run(case.reranker.arerank_batch(texts, given))
+        assert [[h.to_json() for h in hits] for hits in batch] == reranked
+        assert given == snapshot  # the batch left its input lists alone
+        assert case.retriever.search_batch([], case.depth) == [] and case.reranker.rerank_batch([], []) == []
+
+    def test_a_batched_run_gives_the_unbatched_results(self, case: AdapterCase):
+        pipe = Pipeline(case.retriever, case.reranker, depth=case.depth, budget=case.budget)
+        one = _hits(pipe.run(self.queries))
+        for batch_size, concurrency in ((3, 1), (2, 2), (len(self.queries), 4)):
+            result = pipe.run(self.queries, batch_size=batch_size, concurrency=concurrency)
+            assert result.failures.empty, result.failures
+            assert _hits(result) == one, (batch_size, concurrency)
+
+    def test_a_fault_in_a_batch_is_charged_to_its_own_query(self, case: AdapterCase):
+        assert case.faulty is not None, "give the case a faulty builder: the contract checks per-query faults"
+        bad_id = "q2"
+        bad_retriever, bad_reranker = case.faulty(self.queries[bad_id])
+        healthy = Pipeline(case.retriever, case.reranker, depth=case.depth, budget=case.budget).run(self.queries)
+        expected = list(_hits(healthy).values())
+        for first, second, failing in ((bad_retriever, case.reranker, 0), (case.retriever, bad_reranker, 1)):
+            pipe = Pipeline(first, second, depth=case.depth, budget=case.budget)
+            result = pipe.run(self.queries, batch_size=3)  # q1, q2, q3 in one batch, q4 alone
+            outputs = list(result.stages.values())
+            outcome = outputs[failing].outcomes[bad_id]
+            assert outcome.failed and "ValueError" in outcome.error and "boom" in outcome.error, outcome
+            assert list(result.failures.query_id.unique()) == [bad_id]
+            for position, out in enumerate(outputs):
+                for qid, outcome in out.outcomes.items():
+                    if qid != bad_id:
+                        assert not outcome.failed
+                        assert [h.to_json() for h in outcome.hits] == expected[position][qid]
+
+
+def _hits(result) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    return {
+        name: {q: [h.to_json() for h in o.hits or ()] for q, o in out.outcomes.items()}
+        for name, out in result.stages.items()
+    }
 
 
 def _ids(result) -> dict[str, dict[str, list[str]]]:

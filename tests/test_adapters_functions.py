@@ -46,6 +46,62 @@ async def async_rerank(query, hits):
     return scored[:4]
 
 
+def failing(fn, bad):
+    """``fn``, but ValueError when its query text (or one of a batch's texts) is ``bad``."""
+    if asyncio.iscoroutinefunction(fn):
+
+        async def afailing(query, second):
+            if query == bad or (isinstance(query, list) and bad in query):
+                raise ValueError(f"boom on {bad!r}")
+            return await fn(query, second)
+
+        return afailing
+
+    def sync_failing(query, second):
+        if query == bad or (isinstance(query, list) and bad in query):
+            raise ValueError(f"boom on {bad!r}")
+        return fn(query, second)
+
+    return sync_failing
+
+
+def faulty_pair(search, rerank, names, *, batch=False):
+    def build(bad):
+        return (
+            functions.retriever(failing(search, bad), name=names[0], batch=batch),
+            functions.reranker(failing(rerank, bad), name=names[1], batch=batch),
+        )
+
+    return build
+
+
+# (which, how many queries) of every call of the batch functions below: a global they change, so their stages are
+# given a version (their fingerprint would otherwise cover the list's contents, and change with every call)
+BATCH_CALLS: list[tuple[str, int]] = []
+
+
+def batch_search(queries, k):
+    """keyword_search_with_text for a whole batch in one call."""
+    BATCH_CALLS.append(("search", len(queries)))
+    return [keyword_search_with_text(q, k) for q in queries]
+
+
+def batch_by_length(queries, hit_lists):
+    BATCH_CALLS.append(("rerank", len(queries)))
+    return [by_length(q, hits) for q, hits in zip(queries, hit_lists)]
+
+
+async def async_batch_search(queries, k):
+    await asyncio.sleep(0)
+    BATCH_CALLS.append(("asearch", len(queries)))
+    return [[(d, s) for d, s in keyword_ranking(q, k)] for q in queries]
+
+
+async def async_batch_rerank(queries, hit_lists):
+    BATCH_CALLS.append(("arerank", len(queries)))
+    return [await async_rerank(q, hits) for q, hits in zip(queries, hit_lists)]
+
+
 class TestSyncFunctions(AdapterContract):
     @pytest.fixture(scope="class")
     @classmethod
@@ -66,6 +122,7 @@ class TestSyncFunctions(AdapterContract):
             depth=4,
             budget=2,
             has_text=False,
+            faulty=faulty_pair(keyword_search, by_length, ("keywords", "shortest")),
         )
 
 
@@ -92,6 +149,7 @@ class TestAsyncFunctions(AdapterContract):
             depth=5,
             budget=3,
             has_text=False,
+            faulty=faulty_pair(async_search, async_rerank, ("keywords-async", "overlap-async")),
         )
 
     def test_async_stages_say_so(self, case):
@@ -118,7 +176,105 @@ class TestHitsCarryingText(AdapterContract):
                 functions.retriever(keyword_search_with_text, name="keywords", version="x"),
                 functions.reranker(async_rerank, name="overlap", version="x"),
             ),
+            faulty=faulty_pair(keyword_search_with_text, async_rerank, ("keywords", "overlap")),
         )
+
+
+class TestBatchFunctions(AdapterContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def case(cls):
+        def build():
+            return (
+                functions.retriever(batch_search, name="keywords", batch=True, version="1"),
+                functions.reranker(batch_by_length, name="shortest", batch=True, version="1"),
+            )
+
+        retriever, reranker = build()
+        return AdapterCase(
+            retriever=retriever,
+            reranker=reranker,
+            ranking=lambda text, k: [d for d, _ in keyword_ranking(text, k)],
+            rebuild=build,
+            variants=(  # the same functions read one query at a time are other stages
+                functions.retriever(keyword_search_with_text, name="keywords"),
+                functions.reranker(by_length, name="shortest"),
+            ),
+            depth=4,
+            budget=2,
+            faulty=faulty_pair(batch_search, batch_by_length, ("keywords", "shortest"), batch=True),
+        )
+
+    def test_a_batched_run_hands_the_functions_whole_batches(self, case):
+        BATCH_CALLS.clear()
+        pipe = Pipeline(case.retriever, case.reranker, depth=case.depth, budget=case.budget)
+        result = pipe.run(QUERIES, batch_size=3)
+        assert result.failures.empty
+        assert BATCH_CALLS == [("search", 3), ("search", 1), ("rerank", 3), ("rerank", 1)]
+        BATCH_CALLS.clear()
+        assert case.retriever.search(QUERIES["q1"], 2) == keyword_search_with_text(QUERIES["q1"], 2)
+        assert BATCH_CALLS == [("search", 1)]  # a single query is a batch of one
+
+
+class TestAsyncBatchFunctions(AdapterContract):
+    @pytest.fixture(scope="class")
+    @classmethod
+    def case(cls):
+        def build():
+            return (
+                functions.retriever(async_batch_search, name="keywords-async", batch=True, version="1"),
+                functions.reranker(async_batch_rerank, name="overlap-async", batch=True, version="1"),
+            )
+
+        retriever, reranker = build()
+        return AdapterCase(
+            retriever=retriever,
+            reranker=reranker,
+            ranking=lambda text, k: [d for d, _ in keyword_ranking(text, k)],
+            rebuild=build,
+            variants=(
+                functions.retriever(async_batch_search, name="keywords-async", batch=True, version="2"),
+                functions.reranker(async_batch_rerank, name="overlap-async", batch=True, version="2"),
+            ),
+            depth=5,
+            budget=3,
+            has_text=False,
+            faulty=faulty_pair(async_batch_search, async_batch_rerank, ("keywords-async", "overlap-async"), batch=True),
+        )
+
+    def test_the_async_batch_path_is_the_one_a_batched_run_takes(self, case):
+        BATCH_CALLS.clear()
+        result = Pipeline(case.retriever, case.reranker, depth=case.depth, budget=case.budget).run(
+            QUERIES, batch_size=4
+        )
+        assert result.failures.empty and case.retriever.has_async and case.reranker.has_async
+        assert BATCH_CALLS == [("asearch", 4), ("arerank", 4)]
+
+
+def test_a_batch_function_returning_another_number_of_answers_is_asked_query_by_query():
+    """Two rankings for a batch of three: the batch cannot be matched to its queries, so each query is asked alone
+    (a batch of one), and a query whose own answer is still wrong fails alone, naming the counts."""
+    calls = []
+
+    def short(queries, k):
+        calls.append(list(queries))
+        answers = [keyword_ranking(q, k) for q in queries]
+        return answers[:2] if len(queries) > 1 else ([] if queries == [QUERIES["q3"]] else answers)
+
+    stage = functions.retriever(short, name="short", batch=True)
+    with pytest.raises(ValueError, match=r"'short': the batch function returned 2 rankings for 3 queries"):
+        stage.search_batch([QUERIES["q1"], QUERIES["q2"], QUERIES["q3"]], 3)
+    calls.clear()
+    result = Pipeline(stage, depth=3, budget=1).run(QUERIES, batch_size=3)
+    assert calls[0] == [QUERIES["q1"], QUERIES["q2"], QUERIES["q3"]]
+    assert sorted(map(tuple, calls[1:])) == sorted((QUERIES[q],) for q in ("q1", "q2", "q3", "q4"))
+    assert dict(zip(result.failures.query_id, result.failures.error)) == {
+        "q3": "ValueError: stage 'short': the batch function returned 0 rankings for 1 query (one per query, in "
+        "their order)"
+    }
+    assert [h.doc_id for h in result.stages["short"].outcomes["q1"].hits] == [
+        d for d, _ in keyword_ranking(QUERIES["q1"], 3)
+    ]
 
 
 # -- what a function may return ------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -102,6 +103,53 @@ class KeywordRetriever(BaseRetriever):
         ]
 
 
+class FailingKeywordRetriever(KeywordRetriever):
+    """KeywordRetriever, but ValueError for one query text (what a batch must charge to that query)."""
+
+    bad: str = ""
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        if query == self.bad:
+            raise ValueError(f"boom on {query!r}")
+        return super()._get_relevant_documents(query, run_manager=run_manager)
+
+
+class FailingCompressor(BaseDocumentCompressor):
+    """Another compressor's answers, but ValueError for one query text."""
+
+    inner: Any
+    bad: str
+
+    def compress_documents(self, documents: Sequence[Document], query: str, callbacks=None) -> list[Document]:
+        if query == self.bad:
+            raise ValueError(f"boom on {query!r}")
+        return self.inner.compress_documents(documents, query)
+
+
+class FailingEmbeddings(HashEmbeddings):
+    """HashEmbeddings, but ValueError when asked to embed one query text."""
+
+    def __init__(self, bad: str) -> None:
+        super().__init__()
+        self.bad = bad
+
+    def embed_query(self, text: str) -> list[float]:
+        if text == self.bad:
+            raise ValueError(f"boom on {text!r}")
+        return super().embed_query(text)
+
+
+def _store(embeddings: Embeddings) -> InMemoryVectorStore:
+    vs = InMemoryVectorStore(embeddings)
+    vs.add_documents(
+        [
+            Document(page_content=c.text, id=c.id, metadata={"source": c.source, "start": c.start, "tags": ["corpus"]})
+            for c in CHUNKS
+        ]
+    )
+    return vs
+
+
 @pytest.fixture(scope="module")
 def store() -> InMemoryVectorStore:
     vs = InMemoryVectorStore(HashEmbeddings())
@@ -144,6 +192,10 @@ class TestVectorStoreWithScores(AdapterContract):
                 lc.reranker(KeywordOverlapCompressor(top_n=2), name="overlap"),
             ),
             framework_scores=lambda: _store_scores(store),
+            faulty=lambda bad: (
+                lc.retriever(_store(FailingEmbeddings(bad)), name="dense", with_scores=True),
+                lc.reranker(FailingCompressor(inner=KeywordOverlapCompressor(top_n=3), bad=bad), name="overlap"),
+            ),
         )
 
     def test_scores_come_from_the_store(self, case, store):
@@ -176,6 +228,10 @@ class TestVectorStoreRetriever(AdapterContract):
             ),
             framework_scores=lambda: _store_scores(store),
             depth=6,
+            faulty=lambda bad: (
+                lc.retriever(_store(FailingEmbeddings(bad)).as_retriever(search_kwargs={"k": 2}), name="dense"),
+                lc.reranker(FailingCompressor(inner=IdKeepingFilter(), bad=bad), name="filter"),
+            ),
         )
 
     def test_the_depth_reaches_search_kwargs_without_changing_them(self, case):
@@ -203,6 +259,10 @@ class TestOwnRetrieverWithIdKey(AdapterContract):
             variants=(
                 lc.retriever(KeywordRetriever(k=2), name="keywords", id_key="chunk_id", score_key="s"),
                 lc.reranker(KeywordOverlapCompressor(top_n=4), name="overlap", score_key="other"),
+            ),
+            faulty=lambda bad: (
+                lc.retriever(FailingKeywordRetriever(k=2, bad=bad), name="keywords", id_key="chunk_id"),
+                lc.reranker(FailingCompressor(inner=KeywordOverlapCompressor(top_n=4), bad=bad), name="overlap"),
             ),
         )
 
@@ -401,3 +461,68 @@ def test_two_stores_of_the_same_size_never_share_a_key(tmp_path):
         first.stages["store"].outcomes["q1"].hits[0].doc_id,
         second.stages["store"].outcomes["q1"].hits[0].doc_id,
     ) == ("d0", "d1")
+
+
+# -- batches -------------------------------------------------------------------------------------------------------
+
+seen_batches: list[tuple[str, list[str], Any, dict[str, Any], int]] = []  # (method, inputs, config, kwargs, k field)
+
+
+class BatchRecordingRetriever(KeywordRetriever):
+    """KeywordRetriever recording every batch/abatch call it gets (LangChain's own batch then runs it)."""
+
+    def batch(self, inputs, config=None, *, return_exceptions=False, **kwargs):
+        seen_batches.append(("batch", list(inputs), config, {"return_exceptions": return_exceptions, **kwargs}, self.k))
+        return super().batch(inputs, config, return_exceptions=return_exceptions, **kwargs)
+
+    async def abatch(self, inputs, config=None, *, return_exceptions=False, **kwargs):
+        seen_batches.append(
+            ("abatch", list(inputs), config, {"return_exceptions": return_exceptions, **kwargs}, self.k)
+        )
+        return await super().abatch(inputs, config, return_exceptions=return_exceptions, **kwargs)
+
+
+def test_a_batched_run_is_one_call_of_the_retrievers_batch_with_k_and_max_concurrency():
+    stage = lc.retriever(BatchRecordingRetriever(k=2), name="kw", id_key="chunk_id", max_concurrency=3)
+    seen_batches.clear()
+    result = Pipeline(stage, depth=5, budget=1).run(QUERIES, batch_size=len(QUERIES))
+    assert result.failures.empty
+    # the runner takes the async path of a stage that has one: abatch, given every query, on a copy with k = depth
+    assert seen_batches == [("abatch", list(QUERIES.values()), {"max_concurrency": 3}, {"return_exceptions": True}, 5)]
+    seen_batches.clear()
+    hits = stage.search_batch(list(QUERIES.values()), 4)
+    assert seen_batches == [("batch", list(QUERIES.values()), {"max_concurrency": 3}, {"return_exceptions": True}, 4)]
+    assert [[h.doc_id for h in one] for one in hits] == [
+        [d.metadata["chunk_id"] for d in KeywordRetriever(k=4).invoke(q)] for q in QUERIES.values()
+    ]
+    seen_batches.clear()
+    lc.retriever(BatchRecordingRetriever(), name="kw", id_key="chunk_id").search_batch(["cat"], 2)
+    assert seen_batches[0][2] == {}  # no max_concurrency: LangChain's default
+
+
+def test_a_batch_passes_k_as_the_keyword_a_vector_store_retriever_takes(store):
+    stage = lc.retriever(store.as_retriever(search_kwargs={"k": 2}), name="dense")
+    hits = stage.search_batch(list(QUERIES.values()), 6)
+    assert [len(one) for one in hits] == [6] * len(QUERIES)
+    assert stage.wrapped.search_kwargs == {"k": 2}
+
+
+def test_a_document_failing_a_check_inside_a_batch_fails_its_query_alone():
+    """A document without an id for one query only: the batch's other queries keep their answers."""
+
+    class SometimesNoIds(KeywordRetriever):
+        def _get_relevant_documents(self, query, *, run_manager):
+            documents = super()._get_relevant_documents(query, run_manager=run_manager)
+            if query == QUERIES["q3"]:
+                documents[0].metadata.pop("chunk_id")
+            return documents
+
+    stage = lc.retriever(SometimesNoIds(k=3), name="patchy", id_key="chunk_id")
+    with pytest.raises(ValueError, match=r"'patchy': a document has no metadata\['chunk_id'\]"):
+        stage.search_batch(list(QUERIES.values()), 3)
+    result = Pipeline(stage, depth=3, budget=1).run(QUERIES, batch_size=4)
+    assert list(result.failures.query_id) == ["q3"]
+    assert "no metadata['chunk_id']" in result.failures.error[0]
+    assert [h.doc_id for h in result.stages["patchy"].outcomes["q1"].hits] == [
+        d.metadata["chunk_id"] for d in KeywordRetriever(k=3).invoke(QUERIES["q1"])
+    ]

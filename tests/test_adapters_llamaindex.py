@@ -9,9 +9,11 @@ import json
 import math
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from llama_index.core import VectorStoreIndex
+from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.embeddings import BaseEmbedding
 from llama_index.core.postprocessor import SimilarityPostprocessor
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -71,6 +73,41 @@ class ScoreOverwriter(BaseNodePostprocessor):
         return sorted(nodes, key=lambda n: -n.score)[: self.top_n]
 
 
+class FailingRetriever(BaseRetriever):
+    """Another retriever's answers, but ValueError for one query text (what a batch must charge to that query)."""
+
+    def __init__(self, inner: BaseRetriever, bad: str) -> None:
+        super().__init__()
+        self.inner, self.bad = inner, bad
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        if query_bundle.query_str == self.bad:
+            raise ValueError(f"boom on {self.bad!r}")
+        return self.inner.retrieve(query_bundle)
+
+
+class FailingPostprocessor(BaseNodePostprocessor):
+    """Another postprocessor's answers, but ValueError for one query text."""
+
+    inner: Any
+    bad: str
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None):
+        if query_bundle is not None and query_bundle.query_str == self.bad:
+            raise ValueError(f"boom on {self.bad!r}")
+        return self.inner.postprocess_nodes(nodes, query_bundle=query_bundle)
+
+
+def _faulty(retriever: BaseRetriever, postprocessor: BaseNodePostprocessor, names: tuple[str, str]):
+    def build(bad: str):
+        return (
+            li.retriever(FailingRetriever(retriever, bad), name=names[0], version="index-1"),
+            li.reranker(FailingPostprocessor(inner=postprocessor, bad=bad), name=names[1]),
+        )
+
+    return build
+
+
 def _nodes() -> list[TextNode]:
     return [
         TextNode(
@@ -126,6 +163,7 @@ class TestVectorIndexWithScoreOverwriter(AdapterContract):
             ),
             framework_scores=lambda: _scores(framework),
             depth=5,
+            faulty=_faulty(framework, ScoreOverwriter(top_n=3), ("dense", "overwriter")),
         )
 
     def test_the_vector_retriever_has_a_native_async_path(self, case):
@@ -192,6 +230,7 @@ class TestBM25WithSimilarityCutoff(AdapterContract):
             ),
             framework_scores=lambda: _scores(bm25),
             depth=4,
+            faulty=_faulty(bm25, SimilarityPostprocessor(similarity_cutoff=0.5), ("bm25", "cutoff")),
         )
 
     def test_bm25_runs_on_threads(self, case):

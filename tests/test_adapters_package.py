@@ -14,7 +14,14 @@ import rag_eval.adapters
 from .conftest import ROOT
 
 MODULES = {
-    "functions": ["FunctionReranker", "FunctionRetriever", "reranker", "retriever"],
+    "functions": [
+        "FunctionBatchReranker",
+        "FunctionBatchRetriever",
+        "FunctionReranker",
+        "FunctionRetriever",
+        "reranker",
+        "retriever",
+    ],
     "langchain": ["LangChainReranker", "LangChainRetriever", "pipeline", "reranker", "retriever"],
     "llamaindex": ["LlamaIndexReranker", "LlamaIndexRetriever", "reranker", "retriever"],
 }
