@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import struct
@@ -554,7 +555,8 @@ def compute_batch(
         else:
             _on_threads(units, work, job.concurrency, saver, progress)
     except BaseException:
-        saver.stop()  # what finished before the stop is kept (unless the store itself failed)
+        with contextlib.suppress(HarnessError):  # the error that stopped the run is the one raised
+            saver.stop()  # what finished before the stop is kept (unless the store itself failed)
         raise
     finally:
         caller.close()
