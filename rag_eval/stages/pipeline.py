@@ -13,16 +13,18 @@ import math
 import numbers
 import os
 from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..metrics.grammar import check_int
-from ._cache import StageCache
-from ._executor import Executor
-from ._runner import run_pipeline
 from .budget import Budget, count_tokens
 from .fusion import Fusion
 from .result import PipelineResult
 from .stage import Reranker, Retriever, Stage
+
+if TYPE_CHECKING:  # the runner (and pyarrow under it) is imported when a pipeline runs, not with rag_eval
+    from ._cache import StageCache
+    from ._executor import Executor
 
 
 class Pipeline:
@@ -116,6 +118,8 @@ class Pipeline:
             verify = int(verify)
         if progress is not None and not isinstance(progress, bool):
             raise InputError(f"progress must be True, False or None, not {progress!r}")
+        from ._runner import run_pipeline
+
         return run_pipeline(
             self,
             queries,
