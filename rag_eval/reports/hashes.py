@@ -90,11 +90,93 @@ def _digest(lines: Iterable[list[Any]], kind: str) -> str:
     return sha.hexdigest()
 
 
-def _digest_columns(columns: list[Any], kind: str) -> str:
+_BLOCK = 1 << 18  # lines made and hashed at a time: the transient strings stay a few tens of MB
+
+
+def _digest_columns(columns: list[Any], kind: str, order: Any = None, *, distinct: bool = False) -> str:
     """:func:`_digest` of the lines whose fields are ``columns`` (Arrow arrays of strs or ints, one value per
     line; a null in the last column leaves that field out of its line), the same value, without one Python
-    object per line: the lines are made by Arrow string kernels and hashed as one buffer. A str that JSON must
-    escape (a quote, a backslash, a control character) has its line made by :func:`json.dumps`."""
+    object per line: the lines are made by Arrow string kernels, a block of lines at a time, and hashed block
+    after block (the same bytes in the same order). A str that JSON must escape (a quote, a backslash, a control
+    character) has its line made by :func:`json.dumps`. ``order`` (indices into the columns): hash the lines in
+    that order, taken a block at a time (no reordered copy of the columns). A column None: all nulls.
+    ``distinct``: a line equal to the one before it (in that order) is left out, so sorted lines hash as their
+    distinct lines."""
+    import pyarrow as pa
+
+    sha = hashlib.sha256(f"rag_eval {kind} v1\n".encode())
+    last: list[Any] = []
+    n = len(next(c for c in columns if c is not None)) if order is None else len(order)
+    for start in range(0, n, _BLOCK):
+        if order is None:
+            block = [c.slice(start, _BLOCK) if c is not None else c for c in columns]
+        else:
+            rows = order.slice(start, _BLOCK)
+            block = [_take(c, rows) if c is not None else c for c in columns]
+        size = min(_BLOCK, n - start)
+        block = [c if c is not None else pa.nulls(size, pa.large_string()) for c in block]
+        block = [c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in block]
+        if distinct:
+            block, last = _new_lines(block, last if start else None), [c.slice(size - 1) for c in block]
+        _hash_lines(sha, block)
+        del block
+    return sha.hexdigest()
+
+
+def _take(column: Any, rows: Any) -> Any:
+    """``column.take(rows)`` without concatenating a chunked array's chunks (which ``take`` does: a copy of the
+    whole column per call): each chunk gives its own rows, put back in the order asked."""
+    import pyarrow as pa
+
+    if not isinstance(column, pa.ChunkedArray) or column.num_chunks <= 1:
+        return column.take(rows) if not isinstance(column, pa.ChunkedArray) else column.combine_chunks().take(rows)
+    bounds = np.cumsum([0] + [len(c) for c in column.chunks])
+    wanted = np.asarray(rows.to_numpy(), np.int64)
+    which = np.searchsorted(bounds, wanted, side="right") - 1
+    by_chunk = np.argsort(which, kind="stable")
+    parts = []
+    for k, chunk in enumerate(column.chunks):
+        picked = by_chunk[which[by_chunk] == k]
+        if len(picked):
+            parts.append(chunk.take(pa.array(wanted[picked] - bounds[k])))
+    gathered = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
+    back = np.empty(len(wanted), np.int64)
+    back[by_chunk] = np.arange(len(wanted))
+    return gathered.take(pa.array(back))
+
+
+def _new_lines(columns: list[Any], before: list[Any] | None) -> list[Any]:
+    """The rows of ``columns`` that differ from the row before them (``before``: the row before the first, one
+    value per column; None: the first row is new). Two nulls are equal."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if before is not None:
+        columns_ = [pa.concat_arrays([b, c]) for b, c in zip(before, columns, strict=True)]
+    else:
+        columns_ = columns
+    n = len(columns_[0])
+    same = pa.array(np.ones(n - 1, bool))
+    for c in columns_:
+        head, tail = c.slice(1), c.slice(0, n - 1)
+        equal = pc.fill_null(pc.equal(head, tail), False)
+        if c.null_count:
+            equal = pc.or_(equal, pc.and_(pc.is_null(head), pc.is_null(tail)))
+        same = pc.and_(same, equal)
+    keep = np.ones(len(columns[0]), bool)
+    flags = ~np.asarray(same.to_numpy(zero_copy_only=False), bool)
+    if before is not None:
+        keep[:] = flags
+    else:
+        keep[1:] = flags
+    if keep.all():
+        return columns
+    mask = pa.array(keep)
+    return [c.filter(mask) for c in columns]
+
+
+def _hash_lines(sha: Any, columns: list[Any]) -> None:
+    """Feed ``sha`` the lines of ``columns`` (see :func:`_digest_columns`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -103,9 +185,8 @@ def _digest_columns(columns: list[Any], kind: str) -> str:
     def lit(text: str) -> Any:
         return pa.scalar(text, pa.large_string())
 
-    sha = hashlib.sha256(f"rag_eval {kind} v1\n".encode())
     if n == 0:
-        return sha.hexdigest()
+        return
     fields = []
     odd = pa.array(np.zeros(n, bool))
     for column in columns:
@@ -124,6 +205,7 @@ def _digest_columns(columns: list[Any], kind: str) -> str:
         for i, f in enumerate(fields[:-1]):
             shorter.extend([f, lit("," if i < len(fields) - 2 else "]\n")])
         lines = pc.coalesce(lines, pc.binary_join_element_wise(*shorter, lit("")))
+    del fields, parts
     if pc.any(odd).as_py():
         rows = np.flatnonzero(np.asarray(odd.to_numpy(zero_copy_only=False), bool))
         values = [c.take(pa.array(rows)).to_pylist() for c in columns]
@@ -141,7 +223,6 @@ def _digest_columns(columns: list[Any], kind: str) -> str:
     offsets = np.frombuffer(lines.buffers()[1], np.int64, n + 1, lines.offset * 8)
     data = lines.buffers()[2]
     sha.update(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
-    return sha.hexdigest()
 
 
 def _escaped(column: Any) -> npt.NDArray[np.bool_]:
@@ -200,41 +281,43 @@ def corpus_sha256(source: Collection | PipelineResult | Mapping[str, PipelineRes
         corpus = source.corpus
         return _digest(([i, corpus[i].content] for i in sorted(corpus)), "corpus"), "collection"
     results = [source] if not isinstance(source, Mapping) else list(source.values())
-    return _digest_columns(_chunks(results), "chunks"), "hits"
+    columns, order = _chunks(results)
+    return _digest_columns(columns, "chunks", order, distinct=True), "hits"
 
 
-def _chunks(results: list[PipelineResult]) -> list[Any]:
-    """``[ids, texts]``: the distinct ``(id, text)`` chunks the stages returned (a text null where the hit had
-    none), sorted by id, then text (None first), read from the stages' columns: one hash aggregation over every hit
-    and a sort of the distinct chunks (Arrow compares UTF-8 bytes, which orders as Python orders strs: by code
-    point), no Python object per hit."""
+def _chunks(results: list[PipelineResult]) -> tuple[list[Any], Any]:
+    """``([ids, texts], order)``: every hit's ``(id, text)`` (a text null where the hit had none; ``texts`` None
+    when no hit had a text), as chunked arrays over the stages' columns read in place, and the order that sorts
+    them by id, then text (None first): Arrow compares UTF-8 bytes, which orders as Python orders strs (by code
+    point). :func:`_digest_columns` (``distinct=True``) walks that order a block at a time and hashes each
+    distinct chunk once: the sorted distinct chunks, as a hash aggregation then a sort gives them, without its
+    hash table (~50 bytes per distinct id) and without a copy of every id (the order costs 8 bytes per hit)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from ..stages._hit_table import field_or_none
 
-    parts = []
+    docs: list[Any] = []
+    texts: list[Any] = []
     for result in results:
         for out in result.stages.values():
             _, hits = out.hit_columns()
-            text = field_or_none(hits, "text")
-            doc = hits.field("doc_id")
-            parts.append(pa.table({"id": doc, "text": text if text is not None else pa.nulls(len(doc), doc.type)}))
-    if not parts:
-        return [pa.array([], pa.large_string()), pa.array([], pa.large_string())]
-    table = pa.concat_tables(parts)
-    if table.column("text").null_count == len(table):
-        ids = pc.unique(table.column("id"))
-        distinct = pa.table({"id": ids, "text": pa.nulls(len(ids), pa.large_string())})
-    else:
-        distinct = table.group_by(["id", "text"], use_threads=False).aggregate([])
-    if distinct.column("text").null_count == len(distinct):
-        order = pc.array_sort_indices(distinct.column("id").combine_chunks())
-    else:  # a null text sorts first, then the texts: as (id, text is not None, text or "") sorts
-        keys = [("id", "ascending", "at_start"), ("text", "ascending", "at_start")]
-        order = pc.sort_indices(distinct, sort_keys=keys)
-    ordered = distinct.take(order)
-    return [ordered.column("id").combine_chunks(), ordered.column("text").combine_chunks()]
+            docs.append(hits.field("doc_id").cast(pa.large_string()))
+            texts.append(field_or_none(hits, "text"))
+    ids = pa.chunked_array(docs, pa.large_string())
+    if all(t is None for t in texts):
+        return [ids, None], pc.sort_indices(ids)
+    text = pa.chunked_array(
+        [
+            t.cast(pa.large_string()) if t is not None else pa.nulls(len(d), pa.large_string())
+            for d, t in zip(docs, texts, strict=True)
+        ],
+        pa.large_string(),
+    )
+    # a null text sorts first, then the texts: as (id, text is not None, text or "") sorts
+    keys = [("id", "ascending", "at_start"), ("text", "ascending", "at_start")]
+    order = pc.sort_indices(pa.table({"id": ids, "text": text}), sort_keys=keys)
+    return [ids, text], order
 
 
 def conventions_sha256(conventions: Conventions) -> str:
