@@ -45,6 +45,7 @@ __all__ = [
     "append",
     "atomic_write",
     "file_lock",
+    "move_aside",
     "output_error",
     "remove_temporaries",
     "target_of",
@@ -125,6 +126,12 @@ def fsync_directory(directory: Path) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def move_aside(path: str | os.PathLike[str], to: str | os.PathLike[str]) -> None:
+    """Rename ``path`` to ``to`` in the same folder (a damaged file set aside), durably."""
+    os.replace(path, to)
+    fsync_directory(Path(to).parent)
 
 
 def write_output(path: str | os.PathLike[str], data: bytes | Iterable[bytes]) -> Path:

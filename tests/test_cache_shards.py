@@ -269,11 +269,10 @@ def test_a_damaged_shard_that_cannot_be_set_aside_is_reported_each_time(tmp_path
     store = _good_store(tmp_path)
     first = shards(store.directory, store)[0]
     _cut(first)
-    real_replace = os.replace
     monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(PermissionError(errno.EACCES, "denied")))
     with pytest.warns(DamagedShard, match="could not set 1 aside: they will be reported again"):
         StageStore(store.directory)
-    monkeypatch.setattr(os, "replace", real_replace)
+    monkeypatch.undo()
     with pytest.warns(DamagedShard, match=r"set aside as \*\.damaged"):
         StageStore(store.directory)
 

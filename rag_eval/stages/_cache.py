@@ -68,7 +68,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from .._files import atomic_write, remove_temporaries
+from .._files import atomic_write, move_aside, remove_temporaries
 from ..errors import DamagedShard, HarnessError, InputError, OldCacheKeys
 from . import _hit_table as ht
 from ._fingerprint import SCHEME
@@ -258,7 +258,7 @@ class StageStore:
         kept = []
         for name, _ in damaged:
             try:
-                os.replace(self.directory / name, self.directory / (name + DAMAGED_SUFFIX))
+                move_aside(self.directory / name, self.directory / (name + DAMAGED_SUFFIX))
             except FileNotFoundError:
                 pass  # set aside by another process meanwhile
             except OSError:
