@@ -192,6 +192,10 @@ class StageOutput:
     def hit_columns(self) -> tuple[npt.NDArray[np.int64], pa.StructArray]:
         """``(offsets, hits)``: the non-failed rows' hits one after the other, row ``i`` owning
         ``hits[offsets[i]:offsets[i + 1]]`` (:func:`~rag_eval.stages._hit_table.flat_hits`)."""
+        if "flat" not in self._memo and self.table.column("hits").num_chunks > 1:
+            # the flat hits are one array: the table's chunks, combined once, become the table itself (the same
+            # values), so that the stage holds its hits once, not its chunks and their combined copy
+            self.table = self.table.combine_chunks()
         flat: tuple[npt.NDArray[np.int64], pa.StructArray] = self._memoised(
             "flat", lambda: _columns().flat_hits(self.table)
         )
