@@ -55,6 +55,7 @@ FACES = {
     ],
     "rag_eval.stages": [
         "Budget",
+        "Executor",
         "Fingerprint",
         "Fusion",
         "Hit",
@@ -62,6 +63,7 @@ FACES = {
         "Pipeline",
         "PipelineResult",
         "PipelineSpec",
+        "RayExecutor",
         "Reranker",
         "Retriever",
         "Stage",

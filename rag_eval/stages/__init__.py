@@ -5,7 +5,8 @@ A :class:`PipelineResult` keeps every stage's output and a frozen :class:`Pipeli
 (its printed form, depth, budget and stages, as :class:`StageSpec` records), never the live pipeline and its models.
 """
 
-from ._cache import StageCache
+from typing import TYPE_CHECKING, Any
+
 from ._chunk_refs import chunk_map
 from ._fingerprint import Fingerprint, Uncacheable
 from .budget import Budget, count_tokens
@@ -15,8 +16,32 @@ from .pipeline import Pipeline
 from .result import Outcome, PipelineResult, PipelineSpec, StageOutput, StageSpec
 from .stage import Reranker, Retriever, Stage
 
+if TYPE_CHECKING:
+    from ._cache import StageCache
+    from ._executor import Executor
+    from ._ray import RayExecutor
+
+# names whose modules need pyarrow (or Ray): imported when first used, so that ``import rag_eval`` stays light
+_LAZY = {"StageCache": "._cache", "Executor": "._executor", "RayExecutor": "._ray"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
 __all__ = [
     "Budget",
+    "Executor",
     "Fingerprint",
     "Fusion",
     "Hit",
@@ -24,6 +49,7 @@ __all__ = [
     "Pipeline",
     "PipelineResult",
     "PipelineSpec",
+    "RayExecutor",
     "Reranker",
     "Retriever",
     "Stage",
