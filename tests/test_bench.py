@@ -291,7 +291,9 @@ def test_the_harness_benchmark_at_scale_measures_each_step_in_its_own_process(tm
     for kind, steps in (("first", {"first"}), ("rerun", {"rerun", "evaluate"}), ("engine", {"engine", "evaluate"})):
         child = measured[kind]
         assert child["rag_eval"] == str(ROOT / "rag_eval" / "__init__.py")  # the tree asked for, not another
-        assert child["hits"] == 30 * 100 * 2 and child["peak"] >= child["baseline"] > 0
+        # the peak (getrusage) and the baseline (/proc, a moment earlier) are counted differently: a tiny run's
+        # peak may sit a page or two under the baseline, never far
+        assert child["hits"] == 30 * 100 * 2 and child["peak"] >= 0.99 * child["baseline"] > 0
         assert steps <= set(child["seconds"]) and all(child["seconds"][s] > 0 for s in steps)
     again = subprocess.run(
         [sys.executable, str(script), "--table", str(raw)], capture_output=True, text=True, cwd=ROOT, timeout=60
