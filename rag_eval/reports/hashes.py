@@ -306,7 +306,7 @@ def _chunks(results: list[PipelineResult]) -> tuple[list[Any], Any]:
             texts.append(field_or_none(hits, "text"))
     ids = pa.chunked_array(docs, pa.large_string())
     if all(t is None for t in texts):
-        return [ids, None], pc.sort_indices(ids)
+        return [ids, None], _narrow(pc.sort_indices(ids))
     text = pa.chunked_array(
         [
             t.cast(pa.large_string()) if t is not None else pa.nulls(len(d), pa.large_string())
@@ -317,7 +317,14 @@ def _chunks(results: list[PipelineResult]) -> tuple[list[Any], Any]:
     # a null text sorts first, then the texts: as (id, text is not None, text or "") sorts
     keys = [("id", "ascending", "at_start"), ("text", "ascending", "at_start")]
     order = pc.sort_indices(pa.table({"id": ids, "text": text}), sort_keys=keys)
-    return [ids, text], order
+    return [ids, text], _narrow(order)
+
+
+def _narrow(order: Any) -> Any:
+    """Sort indices as uint32 where they fit (half the memory they hold while the chunks are hashed)."""
+    import pyarrow as pa
+
+    return order.cast(pa.uint32()) if len(order) < 2**32 else order
 
 
 def conventions_sha256(conventions: Conventions) -> str:
