@@ -186,16 +186,21 @@ class StageOutput:
     @property
     def lengths(self) -> npt.NDArray[np.int64]:
         """int64 per row: hits returned (0 where failed)."""
+        self._combine()
         lengths: npt.NDArray[np.int64] = self._memoised("lengths", lambda: _columns().lengths_of(self.table))
         return lengths
+
+    def _combine(self) -> None:
+        """Reading the hits as one array (:meth:`hit_columns`, :meth:`lengths`) combines the table's chunks: they
+        are combined once and become the table itself (the same values), so that the stage holds its hits once,
+        not its chunks and a combined copy (or several, made and dropped)."""
+        if self.table.column("hits").num_chunks > 1:
+            self.table = self.table.combine_chunks()
 
     def hit_columns(self) -> tuple[npt.NDArray[np.int64], pa.StructArray]:
         """``(offsets, hits)``: the non-failed rows' hits one after the other, row ``i`` owning
         ``hits[offsets[i]:offsets[i + 1]]`` (:func:`~rag_eval.stages._hit_table.flat_hits`)."""
-        if "flat" not in self._memo and self.table.column("hits").num_chunks > 1:
-            # the flat hits are one array: the table's chunks, combined once, become the table itself (the same
-            # values), so that the stage holds its hits once, not its chunks and their combined copy
-            self.table = self.table.combine_chunks()
+        self._combine()
         flat: tuple[npt.NDArray[np.int64], pa.StructArray] = self._memoised(
             "flat", lambda: _columns().flat_hits(self.table)
         )
