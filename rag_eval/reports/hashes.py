@@ -106,6 +106,13 @@ def _digest_columns(columns: list[Any], kind: str, order: Any = None, *, distinc
 
     sha = hashlib.sha256(f"rag_eval {kind} v1\n".encode())
     last: list[Any] = []
+    if isinstance(columns[0], _SortedRuns):  # the ids alone, merged from runs sorted one at a time
+        first = True
+        for block in columns[0].blocks(_BLOCK):
+            ids = _new_lines([block], None if first else last)
+            last, first = [block.slice(len(block) - 1)], False
+            _hash_lines(sha, [ids[0], pa.nulls(len(ids[0]), pa.large_string())])
+        return sha.hexdigest()
     n = len(next(c for c in columns if c is not None)) if order is None else len(order)
     for start in range(0, n, _BLOCK):
         if order is None:
@@ -304,9 +311,9 @@ def _chunks(results: list[PipelineResult]) -> tuple[list[Any], Any]:
             _, hits = out.hit_columns()
             docs.append(hits.field("doc_id").cast(pa.large_string()))
             texts.append(field_or_none(hits, "text"))
-    ids = pa.chunked_array(docs, pa.large_string())
     if all(t is None for t in texts):
-        return [ids, None], _narrow(pc.sort_indices(ids))
+        return [_SortedRuns(docs), None], None
+    ids = pa.chunked_array(docs, pa.large_string())
     text = pa.chunked_array(
         [
             t.cast(pa.large_string()) if t is not None else pa.nulls(len(d), pa.large_string())
@@ -318,6 +325,47 @@ def _chunks(results: list[PipelineResult]) -> tuple[list[Any], Any]:
     keys = [("id", "ascending", "at_start"), ("text", "ascending", "at_start")]
     order = pc.sort_indices(pa.table({"id": ids, "text": text}), sort_keys=keys)
     return [ids, text], _narrow(order)
+
+
+class _SortedRuns:
+    """Every id of several arrays in sorted order, a block at a time: each array is sorted alone (its order held
+    as uint32: 4 bytes per id, not the 16 a sort over all of them at once takes) and the sorted runs are merged."""
+
+    def __init__(self, arrays: list[Any]) -> None:
+        import pyarrow.compute as pc
+
+        self.arrays = [a for a in arrays if len(a)]
+        self.orders = [_narrow(pc.sort_indices(a)) for a in self.arrays]
+
+    def __len__(self) -> int:
+        return sum(len(a) for a in self.arrays)
+
+    def blocks(self, size: int) -> Any:
+        """Sorted blocks of ids (each id as often as it occurs), together every id in sorted order."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        at = [0] * len(self.arrays)
+        while True:
+            live = [k for k in range(len(self.arrays)) if at[k] < len(self.arrays[k])]
+            if not live:
+                return
+            heads = {k: self.arrays[k].take(self.orders[k].slice(at[k], size)) for k in live}
+            if len(live) == 1:
+                (k,) = live
+                at[k] += len(heads[k])
+                yield heads[k]
+                continue
+            # what every run has reached: the smallest of the heads' last ids (str order is UTF-8 byte order)
+            cut = min((heads[k][len(heads[k]) - 1] for k in live), key=lambda v: v.as_py().encode("utf-8"))
+            parts = []
+            for k in live:
+                n = int(pc.sum(pc.less_equal(heads[k], cut)).as_py() or 0)
+                at[k] += n
+                if n:
+                    parts.append(heads[k].slice(0, n))
+            merged = pa.concat_arrays(parts)
+            yield merged.take(pc.sort_indices(merged))
 
 
 def _narrow(order: Any) -> Any:
