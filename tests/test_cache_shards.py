@@ -421,3 +421,33 @@ def test_refresh_reads_the_shards_other_writers_wrote_since_the_store_opened(tmp
         fresh = cache.store("bm25", "k")
     assert fresh.damaged == 1 and len(fresh) == 1
     assert NoStore().refresh() == 0
+
+
+def test_a_run_keeps_each_stage_once_in_one_chunk_first_run_and_rerun(tmp_path):
+    # the runner's block tables (and, on a rerun, the cache's memory-mapped rows) are copied into one table per
+    # stage and let go: a stage's hits are held once, not as blocks and a combined copy, and not by a store kept
+    # alive after the run (its rows are the blocks)
+    from rag_eval.stages import Pipeline, Reranker, Retriever
+
+    class Ranked(Retriever):
+        def search(self, query, k):
+            return [Hit(f"{query}-{i}", 1.0 / (i + 1)) for i in range(k)]
+
+    class Reverse(Reranker):
+        def rerank(self, query, hits):
+            return list(reversed(hits))
+
+    queries = {f"q{i}": f"q{i}" for i in range(2500)}  # three blocks of the local runner
+    pipeline = Pipeline(Ranked("ranked"), Reverse("reverse"), depth=100)
+    outputs = []
+    for _ in range(2):  # the first run, then the rerun from the cache
+        before = pa.total_allocated_bytes()
+        result = pipeline.run(queries, cache=tmp_path / "cache", progress=False)
+        tables = [result.stages[name].table for name in ("ranked", "reverse")]
+        assert all(column.num_chunks == 1 for table in tables for column in table.columns)
+        hits = sum(table.column("hits").nbytes for table in tables)
+        assert pa.total_allocated_bytes() - before < 0.1 * hits  # no block left in Arrow's pool (row columns only)
+        outputs.append([table.select(["query_id", "hits"]).to_pylist() for table in tables])
+        del result, tables
+    assert outputs[0] == outputs[1]
+    assert outputs[0][1][7]["hits"][0]["doc_id"] == "q7-99"

@@ -9,6 +9,7 @@ from rag_eval.stages import Hit
 from rag_eval.stages._hit_table import (
     TableBuilder,
     concat,
+    contiguous,
     failed_mask,
     field_or_none,
     flat_hits,
@@ -90,3 +91,55 @@ def test_string_buffers_of_a_sliced_array_start_at_zero():
     assert data.to_pybytes() == "éthree".encode()
     starts, data = string_buffers(pa.array([], pa.large_string()))
     assert starts.tolist() == [0] and data.to_pybytes() == b""
+
+
+def _varied_parts() -> list[pa.Table]:
+    """Parts as a run leaves them: chunked, sliced (a cache shard's rows), with failed rows, hits without a score,
+    and parts that differ in optional fields (text, tokens, metadata)."""
+    table = _table()
+    builder = TableBuilder()
+    builder.add("q4", "h4", [Hit("z", 2.0, metadata={"k": [1, "é"]}), Hit("y", 1.0)])
+    builder.add("q5", "h5", None, error="down", skipped=True)
+    return [table.slice(2, 2), table.slice(0, 2), builder.table(), concat([table.slice(1, 1), table.slice(3, 1)])]
+
+
+def test_contiguous_gives_one_chunk_per_column_with_the_same_values():
+    parts = _varied_parts()
+    expected = concat(list(parts)).combine_chunks()
+    combined = contiguous(parts)
+    assert parts == []  # taken over: the caller's list no longer holds the parts
+    combined.validate(full=True)
+    assert all(column.num_chunks == 1 for column in combined.columns)
+    assert combined.schema.equals(expected.schema)
+    assert combined.to_pylist() == expected.to_pylist()
+    assert combined.column("hits").null_count == 3  # the failed rows (q1 twice, q5) stay null
+    assert lengths_of(combined).tolist() == lengths_of(expected).tolist() == [0, 1, 2, 0, 2, 0, 0, 1]
+    offsets, hits = flat_hits(combined)
+    assert offsets.tolist() == [0, 0, 1, 3, 3, 5, 5, 5, 6]
+    assert hits.field("score").to_pylist() == [None, 1.0, 0.5, 2.0, 1.0, None]
+    starts, data = string_buffers(hits.field("doc_id"))
+    assert data.to_pybytes() == b"cccabbzyccc" and starts.tolist() == [0, 3, 4, 6, 7, 8, 11]
+
+
+def test_contiguous_of_nothing_or_of_one_contiguous_table():
+    assert contiguous([]).num_rows == 0
+    table = _table()
+    assert contiguous([table]) is table  # already one chunk per column: nothing copied
+
+
+def test_contiguous_lets_go_of_the_parts_it_copied():
+    # the parts live in Arrow's pool; the combined table in buffers of its own: once the parts are copied and let
+    # go, the pool no longer holds them (what lets a million-query run keep one copy of its hits, not two)
+    builder = TableBuilder()
+    for q in range(3000):
+        builder.add(f"q{q}", "h", [Hit(f"q{q}-{i}", 1.0 / (i + 1)) for i in range(50)])
+    whole = builder.table()
+    parts = [whole.slice(lo, 500) for lo in range(0, 3000, 500)]
+    expected = concat(parts).to_pylist()
+    del builder
+    held = pa.total_allocated_bytes()
+    size = whole.nbytes
+    del whole
+    combined = contiguous(parts)
+    assert held - pa.total_allocated_bytes() > 0.9 * size  # the parts' memory is free again
+    assert combined.to_pylist() == expected

@@ -213,6 +213,163 @@ def concat(tables: Iterable[pa.Table]) -> pa.Table:
     return pa.concat_tables([conform(t, wanted) for t in parts])
 
 
+RELEASE_EVERY = 4  # parts copied by contiguous() between two returns of the Arrow pool's freed memory to the OS
+
+
+def contiguous(parts: list[pa.Table]) -> pa.Table:
+    """The tables of ``parts`` (of :data:`SCHEMA`, one after the other) as one table with one chunk per column,
+    the same values; ``parts`` is emptied.
+
+    Arrow's own ``combine_chunks`` needs every chunk and the whole copy at once (twice a stage's hits at the
+    peak). Here the row columns (a few per query) are combined first, then each part's hits are copied into
+    buffers made once for the whole and let go, part after part: where nothing else holds a part (the runner's
+    block tables, a cache shard's memory-mapped rows), its memory is freed as soon as it is copied, so the peak is
+    the new table plus the parts still to copy, never two copies of every hit."""
+    if not parts:
+        return empty_table()
+    wanted = {f for t in parts for f in fields_of(t)}
+    tables = [conform(t, wanted) for t in parts]
+    parts.clear()
+    if len(tables) == 1 and all(c.num_chunks == 1 for c in tables[0].columns):
+        return tables[0]
+    target = tables[0].schema
+    rows = {
+        name: pa.chunked_array(
+            [c for t in tables for c in t.column(name).chunks], target.field(name).type
+        ).combine_chunks()
+        for name in target.names
+        if name != "hits"
+    }
+    chunks: list[pa.LargeListArray | None] = [c for t in tables for c in t.column("hits").chunks]
+    tables.clear()  # the hits chunks are now held by `chunks` alone (unless by the caller)
+    hits = _combined_lists(chunks, target.field("hits").type)
+    return pa.Table.from_arrays([hits if n == "hits" else rows[n] for n in target.names], schema=target)
+
+
+def _combined_lists(chunks: list[pa.LargeListArray | None], kind: pa.LargeListType) -> pa.LargeListArray:
+    """The ``large_list<struct<...>>`` chunks as one array, each chunk set to None once copied (see
+    :func:`contiguous`). Every leaf of the struct is a large_string or a fixed-width number."""
+    spans = []  # per chunk: (rows, first value, end value) in its struct child
+    for chunk in chunks:
+        assert chunk is not None
+        offsets = chunk.offsets.to_numpy()  # (a sliced chunk's own rows)
+        spans.append((len(chunk), int(offsets[0]), int(offsets[-1])))
+    n_rows = sum(r for r, _, _ in spans)
+    n_values = sum(end - first for _, first, end in spans)
+    struct_type: pa.StructType = kind.value_type
+    leaves = [_Leaf(field.type, n_values) for field in struct_type]
+    for at, chunk in enumerate(chunks):  # the string leaves' sizes first: their data buffers are made once
+        assert chunk is not None
+        _, first, end = spans[at]
+        values = chunk.values.slice(first, end - first)
+        for i, leaf in enumerate(leaves):
+            leaf.size(values.field(i))
+    for leaf in leaves:
+        leaf.allocate()
+    list_offsets = np.zeros(n_rows + 1, np.int64)
+    list_valid: np.ndarray | None = None
+    struct_valid: np.ndarray | None = None
+    row = value = 0
+    pool = pa.default_memory_pool()
+    for at, (n, first, end) in enumerate(spans):
+        chunk = chunks[at]
+        assert chunk is not None
+        chunks[at] = None
+        list_offsets[row + 1 : row + n + 1] = chunk.offsets.to_numpy()[1:] - first + value
+        if chunk.null_count:
+            if list_valid is None:
+                list_valid = np.ones(n_rows, bool)
+            list_valid[row : row + n] = chunk.is_valid().to_numpy(zero_copy_only=False)
+        values = chunk.values.slice(first, end - first)
+        del chunk
+        if values.null_count:
+            if struct_valid is None:
+                struct_valid = np.ones(n_values, bool)
+            struct_valid[value : value + len(values)] = values.is_valid().to_numpy(zero_copy_only=False)
+        for i, leaf in enumerate(leaves):
+            leaf.copy(values.field(i), value)
+        del values
+        row, value = row + n, value + end - first
+        if (at + 1) % RELEASE_EVERY == 0:
+            pool.release_unused()  # the parts let go: back to the OS, not kept by the allocator for later
+    pool.release_unused()
+    struct = pa.Array.from_buffers(
+        struct_type,
+        n_values,
+        [_bitmap(struct_valid)],
+        null_count=_nulls(struct_valid),
+        children=[leaf.array() for leaf in leaves],
+    )
+    combined: pa.LargeListArray = pa.Array.from_buffers(
+        kind,
+        n_rows,
+        [_bitmap(list_valid), pa.py_buffer(list_offsets)],
+        null_count=_nulls(list_valid),
+        children=[struct],
+    )
+    return combined
+
+
+class _Leaf:
+    """One leaf column of the hits (a large_string or a fixed-width number), filled chunk by chunk."""
+
+    def __init__(self, kind: pa.DataType, n: int) -> None:
+        self.kind = kind
+        self.n = n
+        self.strings = kind == pa.large_string()
+        if not self.strings and (not pa.types.is_primitive(kind) or pa.types.is_boolean(kind)):  # pragma: no cover
+            raise TypeError(f"a hits leaf of type {kind} cannot be combined")
+        self.bytes = 0
+        self.valid: np.ndarray | None = None
+
+    def size(self, part: pa.Array) -> None:
+        if self.strings and len(part):
+            offsets = np.frombuffer(part.buffers()[1], np.int64, len(part) + 1, part.offset * 8)
+            self.bytes += int(offsets[-1] - offsets[0])
+
+    def allocate(self) -> None:
+        if self.strings:
+            self.offsets = np.zeros(self.n + 1, np.int64)
+            self.data = np.empty(self.bytes, np.uint8)
+            self.at_byte = 0
+        else:
+            self.values = np.empty(self.n, self.kind.to_pandas_dtype())
+
+    def copy(self, part: pa.Array, at: int) -> None:
+        n = len(part)
+        if not n:
+            return
+        if part.null_count:
+            if self.valid is None:
+                self.valid = np.ones(self.n, bool)
+            self.valid[at : at + n] = part.is_valid().to_numpy(zero_copy_only=False)
+        if self.strings:
+            starts, data = string_buffers(part)
+            self.offsets[at + 1 : at + n + 1] = starts[1:] + self.at_byte
+            size = len(data)
+            self.data[self.at_byte : self.at_byte + size] = np.frombuffer(data, np.uint8)
+            self.at_byte += size
+        else:
+            width = self.values.itemsize
+            self.values[at : at + n] = np.frombuffer(part.buffers()[1], self.values.dtype, n, part.offset * width)
+
+    def array(self) -> pa.Array:
+        validity = _bitmap(self.valid)
+        if self.strings:
+            buffers = [validity, pa.py_buffer(self.offsets), pa.py_buffer(self.data)]
+        else:
+            buffers = [validity, pa.py_buffer(self.values)]
+        return pa.Array.from_buffers(self.kind, self.n, buffers, null_count=_nulls(self.valid))
+
+
+def _bitmap(valid: np.ndarray | None) -> pa.Buffer | None:
+    return None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def _nulls(valid: np.ndarray | None) -> int:
+    return 0 if valid is None else int(valid.size - np.count_nonzero(valid))
+
+
 def hit_lists(table: pa.Table, rows: Sequence[int] | np.ndarray | None = None) -> list[tuple[Hit, ...] | None]:
     """The hits of ``rows`` (every row by default) as Hit tuples (None where the stage failed): built from whole
     columns, with the per-hit checks skipped (every value in a table was checked when the hit was made, or when
@@ -326,6 +483,8 @@ def string_buffers(array: pa.Array) -> tuple[np.ndarray, pa.Buffer]:
     offsets = np.frombuffer(buffers[1], np.int64, n + 1, array.offset * 8)
     first = int(offsets[0])
     data = buffers[2] if buffers[2] is not None else pa.py_buffer(b"")
+    if first == 0:  # (a contiguous table's: the offsets themselves, read-only, no copy of 8 bytes a string)
+        return offsets, data.slice(0, int(offsets[-1]))
     return offsets - first, data.slice(first, int(offsets[-1]) - first)
 
 

@@ -154,28 +154,41 @@ def run_pipeline(
     try:
         if running is None:
             with _few_full_collections():
-                tables = _run_in_blocks(steps, stores, bars, queries, block_size(batch_size, concurrency))
+                parts = _run_in_blocks(steps, stores, bars, queries, block_size(batch_size, concurrency))
         else:
             tables = _run_by_stage(steps, stores, bars, queries, running, cached=not isinstance(store, NoCache))
+            parts = [[t] for t in tables]
+            del tables
     except BaseException:
-        for opened in stores:  # keep what finished; the error that stopped the run is the one raised
-            with contextlib.suppress(HarnessError, OSError):
-                opened.flush()
+        _flush(stores, quietly=True)  # keep what finished; the error that stopped the run is the one raised
         raise
     else:
-        for opened in stores:
-            opened.flush()
+        _flush(stores)
     finally:
         for bar in bars:
             if bar is not None:
                 bar.close()
-    outputs = {
-        s.stage.name: StageOutput(s.stage.name, s.role, s.key, table=table, covers=s.covers)
-        for s, table in zip(steps, tables, strict=True)
-    }
+    # the stores are let go before the outputs are made contiguous: they hold the rows they were given or read
+    # (the block tables, the memory-mapped shards), which are then freed part by part as they are copied
+    stores.clear()
+    outputs = {}
+    for s, stage_parts in zip(steps, parts, strict=True):
+        table = ht.contiguous(stage_parts)
+        outputs[s.stage.name] = StageOutput(s.stage.name, s.role, s.key, table=table, covers=s.covers)
     result = PipelineResult(spec, queries, outputs)
     announce(result.findings, stacklevel=3)  # once per run, one line per kind, at the caller of Pipeline.run
     return result
+
+
+def _flush(stores: list[StageStore | NoStore], *, quietly: bool = False) -> None:
+    """Every store's pending rows written (``quietly``: a store failing now does not hide the error that stopped
+    the run). A function of its own, so that no loop variable of the run keeps a store (and its rows) alive."""
+    for opened in stores:
+        if quietly:
+            with contextlib.suppress(HarnessError, OSError):
+                opened.flush()
+        else:
+            opened.flush()
 
 
 @contextlib.contextmanager
@@ -247,7 +260,8 @@ def _run_in_blocks(
     bars: list[_Bar | None],
     queries: dict[str, str],
     block: int,
-) -> list[pa.Table]:
+) -> list[list[pa.Table]]:
+    """Every block through every stage: per stage, its block tables in query order."""
     ids, texts = list(queries), list(queries.values())
     hashes = entry_hash(texts)
     parts: list[list[pa.Table]] = [[] for _ in steps]
@@ -273,7 +287,7 @@ def _run_in_blocks(
                     verify[n] = max(0, verify[n] - computed)
             parts[n].append(table)
             done.append((table, hits if step.read else None))
-    return [ht.concat(p) if p else ht.empty_table() for p in parts]
+    return parts
 
 
 def _block(
