@@ -54,6 +54,11 @@ def test_the_chunk_hash_is_the_same_for_any_block_size(monkeypatch, with_text):
         for block in (1, 2, 3):
             monkeypatch.setattr(hashes, "_BLOCK", block)
             assert _chunk_hash(results) == whole
+        monkeypatch.setattr(hashes, "_BLOCK", 1 << 18)
+        for run in (1, 2, 5):  # each stage's ids sorted in runs of that many, then merged
+            monkeypatch.setattr(hashes, "_RUN", run)
+            assert _chunk_hash(results) == whole
+        monkeypatch.setattr(hashes, "_RUN", 1 << 24)
 
 
 def test_the_chunk_hash_of_ids_alone_is_the_sorted_distinct_ids():

@@ -327,14 +327,19 @@ def _chunks(results: list[PipelineResult]) -> tuple[list[Any], Any]:
     return [ids, text], _narrow(order)
 
 
+_RUN = 1 << 24  # ids sorted at a time by _SortedRuns: the sort's own int64 order is 128 MB at most
+
+
 class _SortedRuns:
-    """Every id of several arrays in sorted order, a block at a time: each array is sorted alone (its order held
-    as uint32: 4 bytes per id, not the 16 a sort over all of them at once takes) and the sorted runs are merged."""
+    """Every id of several arrays in sorted order, a block at a time: each array is sorted alone, in runs of at
+    most :data:`_RUN` ids (each run's order held as uint32: 4 bytes per id, and the sort's transient int64 order
+    of one run, not of a stage's every hit, nor the 16 bytes per id a sort over all of them at once takes), and the
+    sorted runs are merged."""
 
     def __init__(self, arrays: list[Any]) -> None:
         import pyarrow.compute as pc
 
-        self.arrays = [a for a in arrays if len(a)]
+        self.arrays = [a.slice(lo, _RUN) for a in arrays for lo in range(0, len(a), _RUN)]
         self.orders = [_narrow(pc.sort_indices(a)) for a in self.arrays]
 
     def __len__(self) -> int:

@@ -191,11 +191,12 @@ class StageOutput:
         return lengths
 
     def _combine(self) -> None:
-        """Reading the hits as one array (:meth:`hit_columns`, :meth:`lengths`) combines the table's chunks: they
-        are combined once and become the table itself (the same values), so that the stage holds its hits once,
-        not its chunks and a combined copy (or several, made and dropped)."""
+        """Reading the hits as one array (:meth:`hit_columns`, :meth:`lengths`) needs one chunk per column. A run's
+        outputs are made so (:func:`~rag_eval.stages._hit_table.contiguous`); a table given in chunks (made by
+        hand) is combined once and becomes the table itself (the same values), so that the stage then holds its
+        hits once, not its chunks and a combined copy."""
         if self.table.column("hits").num_chunks > 1:
-            self.table = self.table.combine_chunks()
+            self.table = _columns().contiguous([self.table])
 
     def hit_columns(self) -> tuple[npt.NDArray[np.int64], pa.StructArray]:
         """``(offsets, hits)``: the non-failed rows' hits one after the other, row ``i`` owning
