@@ -7,9 +7,11 @@ reranker. For each stage and block it looks the queries up in the stage's cache 
 :func:`rag_eval.stages._batch.compute_batch` and puts their new rows into the store; the checked Hit tuples of a
 block go straight to the next stage (rebuilt from columns only for rows read from the cache), and live only for
 that block. What a stage's output keeps is its table (:data:`~rag_eval.stages._hit_table.SCHEMA`, one row per
-query, in query order). With an executor (``executor="ray"`` or an object with ``run_stage``,
-:mod:`rag_eval.stages._executor`) the runner goes stage by stage instead, handing each stage's uncached queries to
-the executor as one table; the result is the same.
+query, in query order): when the run ends, the stores are let go and each stage's block tables (on a rerun, rows of
+the cache's memory-mapped shards) are copied into one table part by part, each part freed once copied
+(:func:`~rag_eval.stages._hit_table.contiguous`), so that a stage's hits are held once. With an executor
+(``executor="ray"`` or an object with ``run_stage``, :mod:`rag_eval.stages._executor`) the runner goes stage by
+stage instead, handing each stage's uncached queries to the executor as one table; the result is the same.
 
 A fault in one query of one stage (an exception, a timeout, None or another bad return, ids that are not strings, a
 reranker returning ids it was not given, ids outside the corpus) is recorded for that query with its text, and the
