@@ -17,7 +17,7 @@ from .data import Collection, Qrels, Run, SpanLabels
 from .errors import HarnessError, InputError, RagEvalWarning
 from .ground_truth import Pool, Projection, pool, project
 from .metrics import Conventions, Metric, parse_metric
-from .reports import Comparison, MetricCard, Report, compare, evaluate, format_trec_eval
+from .reports import Comparison, MetricCard, PowerAnalysis, Report, compare, evaluate, format_trec_eval, power
 from .stages import Hit, Pipeline, PipelineResult, fuse
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "Pipeline",
     "PipelineResult",
     "Pool",
+    "PowerAnalysis",
     "Projection",
     "Qrels",
     "RagEvalWarning",
@@ -45,5 +46,6 @@ __all__ = [
     "fuse",
     "parse_metric",
     "pool",
+    "power",
     "project",
 ]

@@ -2,6 +2,7 @@
 
     rag-eval evaluate QRELS RUN [RUN ...] [-m METRIC ...] [--format table|csv|json|markdown|trec_eval] [-q]
     rag-eval compare QRELS RUN RUN [...] [--baseline RUN] [-m METRIC ...] [--test ...] [--correction ...]
+    rag-eval power REPORT [--baseline RUN] [-m METRIC ...] [--effect D] [--method t|resample] [--alpha] [--power]
     rag-eval pool RUN [...] --depth N -o POOL [--qrels QRELS] [--beir FOLDER]
     rag-eval label POOL -o QRELS [--assessor NAME] [--port N] [--scale 0..3]
     rag-eval merge LOG [...] -o QRELS [--qrels QRELS] [-l N]
@@ -10,7 +11,8 @@
 
 The commands are one family: an option that two commands share (``-m/--metric``, ``--conventions``, ``-c``,
 ``-M``, ``-l``, ``-J``, ``--dialect``, ``--judged-threshold``, ``--resamples``, ``--seed``, ``--format``,
-``--no-card``, ``--qrels``, ``--beir``, ``--split``, ``-o/--out``, ``--no-plots``) is declared once, in
+``--no-card``, ``--baseline``, ``--alpha``, ``--test``, ``--qrels``, ``--beir``, ``--split``, ``-o/--out``,
+``--no-plots``) is declared once, in
 :data:`SHARED_OPTIONS`, with one spelling, default and help (docs/naming.md has the table). A run is named by its
 file's stem everywhere (``bm25`` for ``runs/bm25.trec``), by the path as given where two stems collide; a TREC
 file's tag is kept on the metric card as the run's tag, never as its name (:func:`run_names`).
@@ -49,6 +51,7 @@ from .metrics.conventions import PRESETS, resolve_conventions
 from .metrics.grammar import DIALECTS, GRADE_LIMIT, MAX_CUTOFF, Metric, parse_metric, read_int
 from .metrics.trec_eval_measures import is_trec_eval_measure, trec_eval_metrics
 from .reports import DEFAULT_METRICS, FORMATS, evaluate, format_comparison, format_report, format_trec_eval
+from .reports._systems import resolve_system, with_systems
 
 __all__ = ["EXIT_BAD_INPUT", "SHARED_OPTIONS", "build_parser", "main", "resolve_metrics", "run_names"]
 
@@ -122,6 +125,23 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         },
     ),
     "format": (("--format",), {"default": "table", "help": "output format (default table)"}),
+    "baseline": (
+        ("--baseline",),
+        {
+            "metavar": "RUN",
+            "help": "the baseline run: its name (the file's stem; in a saved report, a run or run/stage), its file "
+            "name or its path as given; default: the first",
+        },
+    ),
+    "alpha": (("--alpha",), {"default": "0.05", "help": "significance level, in (0, 1) (default 0.05)"}),
+    "test": (
+        ("--test",),
+        {
+            "choices": ["randomization", "t", "wilcoxon"],
+            "default": "randomization",
+            "help": "the paired test (default randomization)",
+        },
+    ),
     "no_card": (("--no-card",), {"action": "store_true", "help": "do not print the metric card to stderr"}),
     "qrels": (
         ("--qrels",),
@@ -177,30 +197,63 @@ def build_parser() -> argparse.ArgumentParser:
         "named as in evaluate (its file's stem).",
     )
     _positional_inputs(cmp)
-    cmp.add_argument(
-        "--baseline",
-        metavar="RUN",
-        help="the baseline run: its name (the file's stem), its file name or its path as given; default: the first",
-    )
+    _shared(cmp, "baseline")
     _measuring(cmp)
-    cmp.add_argument(
-        "--test",
-        choices=["randomization", "t", "wilcoxon"],
-        default="randomization",
-        help="the paired test (default randomization)",
-    )
+    _shared(cmp, "test")
     cmp.add_argument(
         "--correction",
         choices=["holm", "bh", "none"],
         default="holm",
         help="p-value correction across every pair and metric (default holm)",
     )
-    cmp.add_argument("--alpha", default="0.05", help="significance level, in (0, 1) (default 0.05)")
+    _shared(cmp, "alpha")
     cmp.add_argument("--permutations", default="10000", metavar="N", help="randomization test permutations")
+    cmp.add_argument(
+        "--margin",
+        metavar="D",
+        help="the smallest difference that matters: a difference that is not significant is said to be ruled out "
+        "(its interval within (-D, D)) or inconclusive",
+    )
     _shared(cmp, "format", choices=list(FORMATS))
     _shared(cmp, "resamples")
     _shared(cmp, "seed")
     _shared(cmp, "no_card")
+
+    pw = commands.add_parser(
+        "power",
+        help="how many queries a comparison needs, from a pilot report",
+        description="From a saved report (a report.parquet, or a result folder) used as a pilot: for the paired test "
+        "the comparison will use, the minimum detectable difference at the pilot's number of queries and, with "
+        "--effect, the number of queries needed to detect that difference, at --alpha (Bonferroni over the "
+        "comparisons) and --power. One analysis per metric and system compared with the baseline. See "
+        "docs/power.md.",
+    )
+    pw.add_argument("report", help="a saved report (Report.save's Parquet file) or a result folder")
+    _shared(pw, "baseline")
+    pw.add_argument("--system", metavar="NAME", help="the system compared with the baseline (default: every other)")
+    _shared(pw, "metric")
+    _shared(pw, "alpha")
+    pw.add_argument("--power", default="0.8", help="the power to reach, in (0, 1) (default 0.8)")
+    pw.add_argument("--effect", metavar="D", help="a difference to detect: print the queries needed for it")
+    pw.add_argument(
+        "--method",
+        choices=["t", "resample"],
+        default="t",
+        help="t: the paired t-test, noncentral t (default); resample: simulate --test on the pilot's resampled "
+        "per-query differences",
+    )
+    _shared(pw, "test")
+    pw.add_argument(
+        "--comparisons",
+        metavar="N",
+        help="tests the correction spans (Bonferroni); default: every other system x every metric of the report",
+    )
+    pw.add_argument(
+        "--correlation",
+        metavar="RHO",
+        help="a report of one system: the assumed correlation of its per-query values with the other system's",
+    )
+    pw.add_argument("--simulations", default="1000", metavar="N", help="resample: query sets per point (default 1000)")
 
     bench = commands.add_parser(
         "bench",
@@ -329,7 +382,14 @@ def _show_warning(
 
 
 def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
-    commands = {"evaluate": _evaluate, "compare": _compare, "pool": _pool, "merge": _merge, "label": _label}
+    commands = {
+        "evaluate": _evaluate,
+        "compare": _compare,
+        "power": _power,
+        "pool": _pool,
+        "merge": _merge,
+        "label": _label,
+    }
     try:
         _read_numbers(args)
         if args.command == "bench":
@@ -355,11 +415,15 @@ _INT_FLAGS = {
     "depth": ("--depth", 1, MAX_CUTOFF),
     "limit_queries": ("--limit-queries", 1, MAX_CUTOFF),
     "concurrency": ("--concurrency", 1, 1024),
+    "comparisons": ("--comparisons", 1, MAX_CUTOFF),
+    "simulations": ("--simulations", 1, MAX_CUTOFF),
     "max_depth": ("-M (max_depth)", 1, MAX_CUTOFF),
     "threshold": ("-l (relevance_threshold)", 1, GRADE_LIMIT - 1),
     "legacy_threshold": ("--threshold", 1, GRADE_LIMIT - 1),
 }
-_SHARE_FLAGS = {"judged_threshold": "--judged-threshold", "alpha": "--alpha"}
+_SHARE_FLAGS = {"judged_threshold": "--judged-threshold", "alpha": "--alpha", "power": "--power"}
+# flags read as any plain decimal (their range is checked where they are used)
+_DECIMAL_FLAGS = {"effect": "--effect", "correlation": "--correlation", "margin": "--margin"}
 
 
 def _read_numbers(args: argparse.Namespace) -> None:
@@ -372,6 +436,13 @@ def _read_numbers(args: argparse.Namespace) -> None:
             value = score_text(text.strip())
             if value is None or not 0.0 <= value <= 1.0:
                 raise InputError(f"{flag} {text!r} is not a plain decimal number in [0, 1]")
+            setattr(args, attr, value)
+    for attr, flag in _DECIMAL_FLAGS.items():
+        text = getattr(args, attr, None)
+        if isinstance(text, str):
+            value = score_text(text.strip())
+            if value is None:
+                raise InputError(f"{flag} {text!r} is not a plain decimal number")
             setattr(args, attr, value)
 
 
@@ -517,12 +588,56 @@ def _compare(args: argparse.Namespace) -> int:
         resamples=args.resamples,
         permutations=args.permutations,
         seed=args.seed,
+        margin=args.margin,
     )
     sys.stdout.write(format_comparison(result, args.format))
     sys.stdout.flush()
     if args.format != "json" and not args.no_card:
         print(result.card.render(), file=sys.stderr)
     return 0
+
+
+def _power(args: argparse.Namespace) -> int:
+    from .reports import Report, power
+
+    where = Path(args.report)
+    if not where.exists():
+        raise InputError("no such report file or result folder", source=args.report)
+    report = Report.load_folder(where) if where.is_dir() else Report.load(where)
+    metrics = [str(m) for m in resolve_metrics(args.metrics)]
+    systems = _report_systems(report)
+    if args.correlation is not None or len(systems) < 2:
+        pairs = [(args.system, args.baseline)]  # power() takes these as they are (and says what is wrong)
+    else:
+        base = resolve_system(args.baseline, systems) if args.baseline is not None else systems[0]
+        others = [args.system] if args.system is not None else [s for s in systems if s != base]
+        pairs = [(system, base) for system in others]
+    analyses = [
+        power(
+            report,
+            baseline=against,
+            system=system,
+            metric=metric,
+            alpha=args.alpha,
+            power=args.power,
+            effect=args.effect,
+            method=args.method,
+            comparisons=args.comparisons,
+            correlation=args.correlation,
+            test=args.test,
+            simulations=args.simulations,
+        )
+        for metric in metrics
+        for system, against in pairs
+    ]
+    sys.stdout.write("\n\n".join(a.to_text() for a in analyses) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def _report_systems(report: Any) -> list[str]:
+    """The systems of a report as compare names them: its runs, or run/stage for a pipeline's stages."""
+    return list(dict.fromkeys(with_systems(report.per_query)["system"]))
 
 
 def _pool(args: argparse.Namespace) -> int:

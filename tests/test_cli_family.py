@@ -21,7 +21,7 @@ EXAMPLES = ROOT / "rag_eval" / "examples"
 QRELS = EXAMPLES / "qrels.txt"
 BM25 = EXAMPLES / "bm25.trec"  # its TREC tag is bm25
 RERANK = EXAMPLES / "bm25_rerank.trec"  # its TREC tag is minilm-rerank: not its name
-COMMANDS = {"evaluate", "compare", "bench", "pool", "merge", "label", "demo"}
+COMMANDS = {"evaluate", "compare", "power", "bench", "pool", "merge", "label", "demo"}
 # what a command may set itself (SHARED_OPTIONS' comment): which formats apply, and what -o writes, --depth cuts
 OWN = {"--format": {"choices"}, "-o": {"help"}, "--out": {"help"}, "--depth": {"help"}}
 
@@ -63,8 +63,11 @@ def test_an_option_shared_by_two_commands_is_the_same_in_each():
     shared = {flag: uses for flag, uses in by_flag.items() if len(uses) > 1}
     # the options the family shares today, each in the commands named (a new sharing must keep to the rule too)
     assert {flag: sorted(n for n, _ in uses) for flag, uses in shared.items()} == {
-        "-m": ["compare", "evaluate"],
-        "--metric": ["compare", "evaluate"],
+        "-m": ["compare", "evaluate", "power"],
+        "--metric": ["compare", "evaluate", "power"],
+        "--baseline": ["compare", "power"],
+        "--alpha": ["compare", "power"],
+        "--test": ["compare", "power"],
         "--dialect": ["compare", "evaluate"],
         "--conventions": ["compare", "evaluate"],
         "-c": ["compare", "evaluate"],
@@ -235,8 +238,8 @@ def test_docs_naming_lists_every_shared_option_in_the_commands_that_have_it():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if line.startswith("| option |"):
             header = cells
-        elif line.startswith("| `-") and len(cells) == 9:
-            rows[cells[0]] = {header[i] for i in range(2, 9) if cells[i]}
+        elif line.startswith("| `-") and len(cells) == len(header):
+            rows[cells[0]] = {header[i] for i in range(2, len(header)) if cells[i]}
     commands = _commands()
     expected = {}
     for flags, _ in SHARED_OPTIONS.values():

@@ -20,6 +20,7 @@ PUBLIC = [
     "Pipeline",
     "PipelineResult",
     "Pool",
+    "PowerAnalysis",
     "Projection",
     "Qrels",
     "RagEvalWarning",
@@ -33,6 +34,7 @@ PUBLIC = [
     "fuse",
     "parse_metric",
     "pool",
+    "power",
     "project",
 ]
 

@@ -4,6 +4,7 @@ from .card import MetricCard
 from .comparison import Comparison, compare
 from .evaluation import DEFAULT_METRICS, evaluate
 from .formats import FORMATS, format_comparison, format_report
+from .power_analysis import PowerAnalysis, power
 from .report import Report
 from .trec_eval import format_trec_eval
 
@@ -12,10 +13,12 @@ __all__ = [
     "FORMATS",
     "Comparison",
     "MetricCard",
+    "PowerAnalysis",
     "Report",
     "compare",
     "evaluate",
     "format_comparison",
     "format_report",
     "format_trec_eval",
+    "power",
 ]

@@ -189,6 +189,25 @@ class MetricCard(BaseModel):
                 + f", {c['correction']} correction over {c['hypotheses']} hypotheses, alpha {c['alpha']}, "
                 f"{c['bootstrap_resamples']} bootstrap resamples, seed {c['seed']}"
             )
+            detectable = c.get("minimum_detectable") or {}
+            found = [r for r in detectable.get("pairs", []) if r.get("difference") is not None]
+            if found:
+                geometric = set(c.get("geometric") or [])
+                lines.append(
+                    f"  minimum detectable difference (paired t, power {detectable['power']:g}, alpha "
+                    f"{detectable['alpha_per_test']:.4g} per test): "
+                    + ", ".join(
+                        f"{r['system']} {r['metric']} {r['difference']:.4g}"
+                        + (" (of the mean log)" if r["metric"] in geometric else "")
+                        + f" (n={r['n']}, sd {r['sd']:.4g})"
+                        for r in found
+                    )
+                )
+            if c.get("margin") is not None:
+                lines.append(
+                    f"  margin {c['margin']:g}: a difference that is not significant is ruled out where its "
+                    f"{c['confidence']:.0%} interval lies within (-{c['margin']:g}, {c['margin']:g})"
+                )
             shares = {k: v for k, v in c.get("unjudged_share", {}).items() if v is not None}
             at = c.get("unjudged_at") or {}
             if shares:

@@ -20,6 +20,7 @@ compared.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +29,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._markdown import html_table, markdown_cell, markdown_table
+from ._systems import resolve_system, with_systems
 from .card import MetricCard
+from .power_analysis import t_minimum_detectable_difference
 from .report import Report, is_geometric_metric
 from .statistics import CORRECTIONS, TESTS, correct, effect_size, p_value, paired_bootstrap_ci
 from .summary import MIN_GEO_MEAN, bootstrap_means, summarize_geometric, summarize_values
@@ -58,6 +61,7 @@ PAIR_COLUMNS = [
     "ties",
     "losses",
 ]
+MDD_POWER = 0.8  # the power of the minimum detectable difference the card states
 SYSTEM_COLUMNS = ["system", "metric", "mean", "std", "median", "ci_low", "ci_high", "n", "n_nan"]
 
 
@@ -93,6 +97,8 @@ class Comparison:
         out["W/T/L"] = [
             f"{w}/{t}/{lost}" for w, t, lost in zip(frame["wins"], frame["ties"], frame["losses"], strict=True)
         ]
+        if "conclusion" in frame.columns:
+            out[f"margin {self.settings['margin']:g}"] = frame["conclusion"]
         return out
 
     def _heading(self) -> str:
@@ -187,12 +193,19 @@ def compare(
     permutations: int = 10000,
     seed: int = 0,
     confidence: float = 0.95,
+    margin: float | None = None,
 ) -> Comparison:
     """Compare every system of ``reports`` with ``baseline`` (see the module's docstring).
 
     ``reports``: a :class:`Report` (or several, or paths of saved ones). A system is a run, or ``run/stage`` for
     the stages of a pipeline (a stage name alone works when it is unambiguous). ``baseline`` defaults to the first
     system. ``metrics`` default to those every compared system has.
+
+    ``margin``: the smallest difference that matters to you. Each row then gets a ``conclusion``: for a
+    difference that is not significant, ``"no difference of {margin} or more"`` where the interval lies within
+    (-margin, margin), else ``"inconclusive: ..."`` naming what the interval includes (the interval decides, not
+    a post-hoc power). Either way the card states each pair's minimum detectable difference at the pilot's
+    variance (:func:`rag_eval.power`'s paired t, power 0.8, at ``alpha`` over the hypotheses by Bonferroni).
     """
     if test not in TESTS:
         raise ValueError(f"unknown test {test!r}; choose one of {TESTS}")
@@ -200,6 +213,8 @@ def compare(
         raise ValueError(f"unknown correction {correction!r}; choose one of {CORRECTIONS}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie in (0, 1), not {alpha}")
+    if margin is not None and not (math.isfinite(margin) and margin > 0):
+        raise ValueError(f"margin must be a finite difference > 0, not {margin}")
     import pandas as pd
 
     loaded = [
@@ -208,16 +223,11 @@ def compare(
     ]
     frames = [r.per_query for r in loaded]
     per_query = pd.concat(frames, ignore_index=True)
-    if "stage" in per_query.columns:
-        per_query["system"] = np.where(
-            per_query["stage"].isna(), per_query["run"], per_query["run"] + "/" + per_query["stage"].fillna("")
-        )
-    else:
-        per_query["system"] = per_query["run"]
+    per_query = with_systems(per_query)
     systems = list(dict.fromkeys(per_query["system"]))
     if len(systems) < 2:
         raise ValueError(f"nothing to compare: one system ({systems})")
-    base = _resolve(baseline, systems) if baseline is not None else systems[0]
+    base = resolve_system(baseline, systems) if baseline is not None else systems[0]
     available = {s: set(per_query.loc[per_query["system"] == s, "metric"]) for s in systems}
     wanted = (
         list(metrics)
@@ -252,6 +262,7 @@ def compare(
                 [s, m] + [stats[c][0] for c in ("mean", "std", "median", "ci_low", "ci_high", "n", "n_nan")]
             )
     pair_rows = []
+    spreads: list[float] = []  # the sd of each pair's differences (of the logs for a geometric metric)
     for s in systems:
         if s == base:
             continue
@@ -274,6 +285,7 @@ def compare(
                 low, high = paired_bootstrap_ci(diff, resamples=resamples, confidence=confidence, seed=seed)
                 mean_x, mean_y = (float(x.mean()), float(y.mean())) if len(x) else (np.nan, np.nan)
             p = p_value(test, x, y, permutations=permutations, seed=seed)
+            spreads.append(float(np.std(diff, ddof=1)) if len(diff) >= 2 else math.nan)
             pair_rows.append(
                 [
                     s,
@@ -299,6 +311,9 @@ def compare(
     table = pd.DataFrame(pair_rows, columns=PAIR_COLUMNS)
     table["p_adjusted"] = correct(table["p_value"].to_numpy(), correction)
     table["rejected"] = table["p_adjusted"] < alpha
+    hypotheses = int(table["p_value"].notna().sum())
+    if margin is not None:
+        table["conclusion"] = [_conclusion(row, margin) for row in table.itertuples(index=False)]
     comparison = {
         "baseline": base,
         "systems": systems,
@@ -310,7 +325,9 @@ def compare(
         "bootstrap_resamples": resamples,
         "permutations": permutations if test == "randomization" else None,
         "seed": seed,
-        "hypotheses": int(table["p_value"].notna().sum()),
+        "hypotheses": hypotheses,
+        "margin": margin,
+        "minimum_detectable": _minimum_detectable(table, spreads, alpha, correction, hypotheses),
         "geometric": [m for m in wanted if is_geometric_metric(m)],
         "pipelines": [r.card.pipeline for r in loaded if r.card.pipeline],
         **_unjudged(loaded, systems),
@@ -318,6 +335,46 @@ def compare(
     }
     card = loaded[0].card.model_copy(update={"comparison": comparison})
     return Comparison(table, pd.DataFrame(system_rows, columns=SYSTEM_COLUMNS), card)
+
+
+def _conclusion(row: Any, margin: float) -> str:
+    """What a row's interval says about a difference of ``margin``: significant rows are so; for the others the
+    interval decides (within (-margin, margin): no difference that large; otherwise inconclusive)."""
+    if row.rejected:
+        return "significant"
+    low, high = float(row.ci_low), float(row.ci_high)
+    if math.isnan(low) or math.isnan(high):
+        return "inconclusive: no interval"
+    if -margin < low and high < margin:
+        return f"no difference of {margin:g} or more"
+    reached = [f"{v:g}" for v, hit in ((-margin, low <= -margin), (margin, high >= margin)) if hit]
+    if low <= 0 <= high:
+        return f"inconclusive: the interval includes both 0 and {' and '.join(reached)}"
+    return f"inconclusive: the interval includes {' and '.join(reached)} (and not 0), yet the test is not significant"
+
+
+def _minimum_detectable(
+    table: pd.DataFrame, spreads: list[float], alpha: float, correction: str, hypotheses: int
+) -> dict[str, Any]:
+    """Each pair's minimum detectable difference at its own number of queries and the sd of its differences: the
+    two-sided paired t-test's (noncentral t), power 0.8, at ``alpha`` divided among the hypotheses (Bonferroni,
+    a bound for Holm's and BH's methods) unless no correction is made."""
+    per_test = alpha if correction == "none" or hypotheses <= 1 else alpha / hypotheses
+    rows = []
+    columns = zip(table["system"], table["metric"], table["n"].to_numpy(dtype=np.int64), spreads, strict=True)
+    for system, metric, count, sd in columns:
+        n = int(count)
+        mdd = t_minimum_detectable_difference(sd, n, per_test, MDD_POWER) if n >= 2 and sd > 0 else None
+        rows.append(
+            {
+                "system": system,
+                "metric": metric,
+                "n": n,
+                "sd": sd if math.isfinite(sd) else None,
+                "difference": mdd if mdd is not None and math.isfinite(mdd) else None,
+            }
+        )
+    return {"power": MDD_POWER, "alpha_per_test": per_test, "method": "paired t, noncentral t", "pairs": rows}
 
 
 def _geometric_pair(
@@ -336,16 +393,6 @@ def _geometric_pair(
 def _row(frame: pd.DataFrame, key: tuple[str, str]) -> pd.Series:
     """One row of a frame indexed by (system, metric), as a Series over the query ids."""
     return frame.loc[[key]].iloc[0]
-
-
-def _resolve(name: str, systems: list[str]) -> str:
-    if name in systems:
-        return name
-    matches = [s for s in systems if s.split("/")[-1] == name or s.split("/")[0] == name]
-    if len(matches) == 1:
-        return matches[0]
-    hint = f"; it could be any of {matches}" if matches else f"; systems: {systems}"
-    raise ValueError(f"baseline {name!r} is not one of the systems{hint}")
 
 
 def _unjudged(reports: Sequence[Report], systems: list[str]) -> dict[str, dict[str, Any]]:

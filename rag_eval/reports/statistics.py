@@ -7,6 +7,8 @@ the corrections against statsmodels' ``multipletests``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from .summary import chunk_rows
@@ -29,12 +31,27 @@ def randomization_test(diff: np.ndarray, *, permutations: int, seed: int) -> flo
         return float("nan")
     observed = abs(diff.mean())
     tolerance = 1e-12 * max(1.0, float(np.abs(diff).max()))
-    if n <= 30 and 2**n <= permutations:
-        signs = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) * 2 - 1
-        means = np.abs(signs @ diff) / n
-        return float(np.mean(means >= observed - tolerance))
-    rng = np.random.default_rng(seed)
+    exact = is_exact(n, permutations)
     hits = 0
+    for signs in sign_blocks(n, permutations=permutations, seed=seed):
+        hits += int(np.count_nonzero(np.abs(signs @ diff) / n >= observed - tolerance))
+    return hits / 2**n if exact else (hits + 1) / (permutations + 1)
+
+
+def is_exact(n: int, permutations: int) -> bool:
+    """Whether :func:`randomization_test` enumerates every sign assignment of ``n`` differences (2^n of them)."""
+    return n <= 30 and 2**n <= permutations
+
+
+def sign_blocks(n: int, *, permutations: int, seed: int) -> Iterator[np.ndarray]:
+    """The sign assignments :func:`randomization_test` uses for ``n`` differences, a block of rows at a time:
+    every one of the 2^n when :func:`is_exact`, else ``permutations`` random ones drawn from a generator seeded
+    with ``seed`` (int8 rows of +1 and -1). The same stream for every set of ``n`` differences, which is what lets
+    :mod:`rag_eval.reports.power_analysis` simulate the test on many resampled sets at once."""
+    if is_exact(n, permutations):
+        yield ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) * 2 - 1
+        return
+    rng = np.random.default_rng(seed)
     # about CHUNK signs at a time (O(n) memory); a multiple of 4 rows per call, because NumPy draws int8 values
     # four to a 32-bit word and drops a word's unused bytes at the end of a call: so the stream of signs is the
     # same however the draws are split (and the same as when they were drawn 1000 rows at a time)
@@ -44,8 +61,7 @@ def randomization_test(diff: np.ndarray, *, permutations: int, seed: int) -> flo
         signs = rng.integers(0, 2, size=(b, n), dtype=np.int8)
         signs *= 2
         signs -= 1
-        hits += int(np.count_nonzero(np.abs(signs @ diff) / n >= observed - tolerance))
-    return (hits + 1) / (permutations + 1)
+        yield signs
 
 
 def t_test(a: np.ndarray, b: np.ndarray) -> float:
