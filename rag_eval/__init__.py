@@ -6,14 +6,14 @@
     >>> report = rag_eval.evaluate(qrels, run, ["ndcg@10", "recall@100"])
     >>> report.summary  # mean, std, bootstrap CI per run and metric
 
-Layers, each importing only those below it: ``rag_eval.data`` (qrels, runs), ``rag_eval.metrics`` (grammar,
+Layers, each importing only those below it: ``rag_eval.data`` (qrels, runs, query sets), ``rag_eval.metrics`` (grammar,
 conventions, kernels), ``rag_eval.stages`` (pipelines, runner, cache) with ``rag_eval.adapters`` (frameworks),
 ``rag_eval.reports`` (evaluate, Report, card, stage-aware views) with ``rag_eval.ground_truth`` (pooling, judgements),
 ``rag_eval.cli`` and ``rag_eval.labelling`` (faces). ``import rag_eval`` loads no framework and no model.
 """
 
 from ._version import __version__
-from .data import Collection, Qrels, Run, SpanLabels
+from .data import Collection, Qrels, QuerySet, Run, SpanLabels
 from .errors import HarnessError, InputError, RagEvalWarning
 from .ground_truth import Pool, Projection, pool, project
 from .metrics import Conventions, Metric, parse_metric
@@ -35,6 +35,7 @@ __all__ = [
     "PowerAnalysis",
     "Projection",
     "Qrels",
+    "QuerySet",
     "RagEvalWarning",
     "Report",
     "Run",

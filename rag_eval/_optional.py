@@ -20,6 +20,7 @@ EXTRAS = {
     "labelling": "the labelling page (rag-eval label)",
     "bench": "the benchmarks against pytrec_eval, ir_measures and ranx",
     "ray": "rag_eval.stages.RayExecutor (stages over Ray Data, on one machine or a cluster)",
+    "querysets": "query sets from logs: near-duplicate merging and sampling (rag-eval queries sample)",
 }
 
 

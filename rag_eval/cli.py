@@ -8,6 +8,8 @@
     rag-eval merge LOG [...] -o QRELS [--qrels QRELS] [-l N]
     rag-eval bench --beir FOLDER [--pipeline NAME ...] [-o FOLDER]
     rag-eval demo [-o FOLDER]
+    rag-eval queries sample LOG -n N [--stratify frequency[,COLUMN]] [--text COL] [--timestamp COL] [--count COL]
+        [--allocation proportional|equal] [--seed N] [--mask-pii] [--no-near-duplicates] -o QUERIES
 
 The commands are one family: an option that two commands share (``-m/--metric``, ``--conventions``, ``-c``,
 ``-M``, ``-l``, ``-J``, ``--dialect``, ``--judged-threshold``, ``--resamples``, ``--seed``, ``--format``,
@@ -121,7 +123,8 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         {
             "default": "0",
             "metavar": "N",
-            "help": "random seed of the bootstrap (and of compare's randomization test; default 0)",
+            "help": "random seed of the bootstrap (and of compare's randomization test, of queries sample's draw; "
+            "default 0)",
         },
     ),
     "format": (("--format",), {"default": "table", "help": "output format (default table)"}),
@@ -344,7 +347,64 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _shared(demo, "out", help="the report folder to write (default ./demo-report)")
     _shared(demo, "no_plots")
+    _queries_parser(commands)
     return parser
+
+
+def _queries_parser(commands: Any) -> None:
+    queries = commands.add_parser(
+        "queries",
+        help="query sets from logs: `queries sample LOG` draws a stratified sample of a query log",
+        description="Query sets from query logs (CSV, TSV, JSON lines, Parquet, OTLP JSON trace exports). See "
+        "docs/querysets.md.",
+    )
+    actions = queries.add_subparsers(dest="queries_command", required=True, help="what to do with a log")
+    sample = actions.add_parser(
+        "sample",
+        help="read a query log, merge duplicates and near-duplicates, draw a stratified sample",
+        description="Read a query log, merge the queries equal after normalisation and (with the querysets extra) "
+        "the near-duplicates, draw a seeded stratified sample of N queries and write it as a query set (JSON lines, "
+        "with its card). The strata go to stdout, a summary to stderr.",
+    )
+    sample.add_argument("log", help="the query log: CSV (with a header), TSV, JSON lines, Parquet or OTLP JSON traces")
+    sample.add_argument("-n", dest="sample_size", required=True, metavar="N", help="how many queries to draw")
+    sample.add_argument(
+        "--stratify",
+        default="frequency",
+        metavar="CRITERIA",
+        help="comma-separated: frequency (head, torso, tail: 50%%, 30%%, 20%% of the traffic) and/or columns of "
+        "the log (default frequency)",
+    )
+    sample.add_argument(
+        "--allocation",
+        choices=["proportional", "equal"],
+        default="proportional",
+        help="sample sizes proportional to the strata's sizes, or equal (default proportional)",
+    )
+    sample.add_argument("--text", metavar="COL", help="the column of query texts (default query; OTLP: input.value)")
+    sample.add_argument("--timestamp", metavar="COL", help="the column of times (ISO 8601 or Unix seconds)")
+    sample.add_argument("--count", metavar="COL", help="the column of how many times each line's query was asked")
+    sample.add_argument(
+        "--log-format",
+        choices=["csv", "tsv", "jsonl", "parquet", "otlp"],
+        help="the log's format (default: told from its content)",
+    )
+    sample.add_argument(
+        "--mask-pii", action="store_true", help="mask e-mail addresses and phone numbers before anything is kept"
+    )
+    sample.add_argument(
+        "--no-near-duplicates",
+        action="store_true",
+        help="merge only the queries equal after normalisation (near-duplicate merging needs the querysets extra)",
+    )
+    sample.add_argument(
+        "--near-threshold",
+        default="0.5",
+        metavar="J",
+        help="Jaccard similarity of character 4-grams at which two queries are near-duplicates (default 0.5)",
+    )
+    _shared(sample, "seed")
+    _shared(sample, "out", required=True, help="the query set to write (JSON lines)")
 
 
 def _positional_inputs(parser: argparse.ArgumentParser) -> None:
@@ -389,6 +449,7 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
         "pool": _pool,
         "merge": _merge,
         "label": _label,
+        "queries": _queries,
     }
     try:
         _read_numbers(args)
@@ -420,8 +481,14 @@ _INT_FLAGS = {
     "max_depth": ("-M (max_depth)", 1, MAX_CUTOFF),
     "threshold": ("-l (relevance_threshold)", 1, GRADE_LIMIT - 1),
     "legacy_threshold": ("--threshold", 1, GRADE_LIMIT - 1),
+    "sample_size": ("-n", 1, MAX_CUTOFF),
 }
-_SHARE_FLAGS = {"judged_threshold": "--judged-threshold", "alpha": "--alpha", "power": "--power"}
+_SHARE_FLAGS = {
+    "judged_threshold": "--judged-threshold",
+    "alpha": "--alpha",
+    "power": "--power",
+    "near_threshold": "--near-threshold",
+}
 # flags read as any plain decimal (their range is checked where they are used)
 _DECIMAL_FLAGS = {"effect": "--effect", "correlation": "--correlation", "margin": "--margin"}
 
@@ -718,6 +785,56 @@ def _login_name() -> str:
         return getpass.getuser() or "assessor"
     except (KeyError, OSError):  # no login name (some containers)
         return "assessor"
+
+
+def _queries(args: argparse.Namespace) -> int:
+    """``rag-eval queries sample``: the strata table to stdout, a summary line to stderr."""
+    from .data import QuerySet
+    from .ground_truth import merge_near_duplicates, sample_queries
+
+    queries = QuerySet.from_log(
+        args.log,
+        text=args.text,
+        timestamp=args.timestamp,
+        count=args.count,
+        format=args.log_format,
+        mask_pii=args.mask_pii,
+    )
+    distinct = len(queries)
+    if not args.no_near_duplicates:
+        try:
+            queries = merge_near_duplicates(queries, threshold=args.near_threshold)
+        except ImportError as exc:
+            print(f"rag-eval: error: {_one_line(exc)} (or give --no-near-duplicates)", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    sample = sample_queries(
+        queries, args.sample_size, stratify=args.stratify, allocation=args.allocation, seed=args.seed
+    )
+    sample.save(args.out)
+    card = sample.card
+    rows = [("stratum", "queries", "traffic", "share", "sampled", "probability")]
+    for name, stratum in card.strata.items():
+        rows.append(
+            (
+                name,
+                f"{stratum['queries']:,}",
+                f"{stratum['traffic']:,}",
+                f"{100 * stratum['traffic_share']:.1f}%",
+                f"{stratum['sampled']:,}",
+                f"{stratum['inclusion_probability']:.4g}",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = [row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))]
+        print("  ".join(cells))
+    merged = "" if args.no_near_duplicates else f", {distinct - len(queries):,} near-duplicates merged"
+    print(
+        f"rag-eval: {card.records:,} log records, {distinct:,} distinct queries{merged}; {len(sample):,} drawn "
+        f"(seed {args.seed}) -> {args.out}",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def _bench(args: argparse.Namespace, *, command: str) -> int:

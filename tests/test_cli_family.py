@@ -21,7 +21,7 @@ EXAMPLES = ROOT / "rag_eval" / "examples"
 QRELS = EXAMPLES / "qrels.txt"
 BM25 = EXAMPLES / "bm25.trec"  # its TREC tag is bm25
 RERANK = EXAMPLES / "bm25_rerank.trec"  # its TREC tag is minilm-rerank: not its name
-COMMANDS = {"evaluate", "compare", "power", "bench", "pool", "merge", "label", "demo"}
+COMMANDS = {"evaluate", "compare", "power", "bench", "pool", "merge", "label", "demo", "queries"}
 # what a command may set itself (SHARED_OPTIONS' comment): which formats apply, and what -o writes, --depth cuts
 OWN = {"--format": {"choices"}, "-o": {"help"}, "--out": {"help"}, "--depth": {"help"}}
 

@@ -23,6 +23,7 @@ PUBLIC = [
     "PowerAnalysis",
     "Projection",
     "Qrels",
+    "QuerySet",
     "RagEvalWarning",
     "Report",
     "Run",

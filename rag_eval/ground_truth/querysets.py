@@ -1,0 +1,313 @@
+"""Query sets from logs (layer 4): merging near-duplicate queries, and drawing a stratified sample.
+
+:func:`merge_near_duplicates` finds queries that differ by a few words (MinHash over character shingles, with
+``datasketch``'s locality-sensitive hashing for the candidates, each candidate confirmed by the exact Jaccard
+similarity of the shingle sets) and folds each into the most frequent query it resembles, keeping the traffic
+merged. :func:`sample_queries` draws a seeded stratified random sample: by traffic (``head``, ``torso``, ``tail``:
+the queries that make up the first 50%, the next 30% and the last 20% of cumulative traffic), by a column of the
+log, or both; each query drawn records its stratum and its inclusion probability, so that a report can weigh it
+back to the traffic it stands for (:meth:`rag_eval.data.QuerySet.weights`).
+
+Near-duplicate merging needs the ``querysets`` extra (``pip install 'rag-eval-stages[querysets]'``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, Literal
+
+import numpy as np
+
+from .._optional import require
+from ..data.queryset import QueryProvenance, QuerySet, normalise
+
+__all__ = [
+    "FREQUENCY_STRATA",
+    "frequency_strata",
+    "merge_near_duplicates",
+    "sample_queries",
+    "shingles",
+]
+
+#: the frequency strata and the share of cumulative traffic at which each ends
+FREQUENCY_STRATA: tuple[tuple[str, float], ...] = (("head", 0.5), ("torso", 0.8), ("tail", 1.0))
+
+#: near-duplicate defaults (docs/querysets.md says how they were chosen)
+SHINGLE = 4
+THRESHOLD = 0.5
+NUM_PERM = 128
+
+_WORD = re.compile(r"\w+")
+
+
+def shingles(text: str, size: int = SHINGLE) -> set[str]:
+    """The character shingles of a query: every run of ``size`` characters of its :func:`normalise`d words joined
+    by one space (punctuation dropped); a text shorter than ``size`` is its own one shingle."""
+    joined = " ".join(_WORD.findall(normalise(text)))
+    if len(joined) <= size:
+        return {joined}
+    return {joined[i : i + size] for i in range(len(joined) - size + 1)}
+
+
+def merge_near_duplicates(
+    queries: QuerySet,
+    *,
+    threshold: float = THRESHOLD,
+    shingle: int = SHINGLE,
+    num_perm: int = NUM_PERM,
+    seed: int = 1,
+) -> QuerySet:
+    """Fold every query into a more frequent one whose character shingles it shares at Jaccard ``threshold`` or
+    more.
+
+    Queries are taken from the most frequent down (ties by id); each query not yet folded keeps its place and
+    takes in every query not yet folded whose Jaccard similarity with it is ``threshold`` or more. Candidates come
+    from ``datasketch.MinHashLSH`` (``num_perm`` permutations, seeded, at ``threshold - 0.1`` so that few true
+    pairs are missed by the estimate); each is confirmed by the exact Jaccard similarity of the two shingle sets.
+    A kept query's frequency is the sum of those it took in, its first and last seen the earliest and latest, its
+    ``merged`` the texts taken in; its other columns stay its own. Merging is never transitive: a query is folded
+    into a kept query it resembles itself, not into a chain.
+    """
+    datasketch = require("datasketch", extra="querysets", feature="merging near-duplicate queries")
+    if not isinstance(queries, QuerySet):
+        raise TypeError(f"queries must be a QuerySet, not {type(queries).__name__}")
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must be in (0, 1], not {threshold!r}")
+    if isinstance(shingle, bool) or not isinstance(shingle, int) or shingle < 1:
+        raise ValueError(f"shingle must be a positive int, not {shingle!r}")
+    if any(p.inclusion_probability is not None for p in queries.provenance.values()):
+        raise ValueError(
+            "merge near-duplicates before sampling: this set is a sample (its queries have inclusion probabilities)"
+        )
+    provenance = queries.provenance
+    order = sorted(queries, key=lambda q: (-provenance[q].frequency, q))
+    sets = {qid: shingles(queries[qid], shingle) for qid in order}
+    rank = {qid: i for i, qid in enumerate(order)}
+    lsh = datasketch.MinHashLSH(threshold=max(0.05, threshold - 0.1), num_perm=num_perm)
+    minhashes = {}
+    for qid in order:
+        minhash = datasketch.MinHash(num_perm=num_perm, seed=seed)
+        minhash.update_batch([s.encode("utf-8") for s in sets[qid]])
+        lsh.insert(qid, minhash)
+        minhashes[qid] = minhash
+    folded: dict[str, str] = {}  # query -> the kept query it went into
+    kept: dict[str, list[str]] = {}
+    for qid in order:
+        if qid in folded:
+            continue
+        kept[qid] = []
+        for other in sorted(lsh.query(minhashes[qid]), key=rank.__getitem__):
+            if other == qid or other in folded or other in kept:
+                continue
+            a, b = sets[qid], sets[other]
+            if len(a & b) >= threshold * len(a | b):
+                folded[other] = qid
+                kept[qid].append(other)
+    del minhashes, lsh
+    texts: dict[str, str] = {}
+    merged_provenance: dict[str, QueryProvenance] = {}
+    for qid in queries:  # the set's own order
+        if qid not in kept:
+            continue
+        members = kept[qid]
+        own = provenance[qid]
+        firsts = [t for m in [qid, *members] if (t := provenance[m].first_seen) is not None]
+        lasts = [t for m in [qid, *members] if (t := provenance[m].last_seen) is not None]
+        texts[qid] = queries[qid]
+        merged_provenance[qid] = QueryProvenance(
+            source=own.source,
+            frequency=own.frequency + sum(provenance[m].frequency for m in members),
+            first_seen=min(firsts, key=_when) if firsts else None,
+            last_seen=max(lasts, key=_when) if lasts else None,
+            stratum=own.stratum,
+            columns=own.columns,
+            merged=(*own.merged, *(t for m in members for t in (queries[m], *provenance[m].merged))),
+        )
+    deduplication = {
+        **queries.card.deduplication,
+        "near": {
+            "method": "MinHash (datasketch) over character shingles, LSH candidates confirmed by exact Jaccard",
+            "shingle": f"{shingle} characters of the normalised words",
+            "threshold": threshold,
+            "num_perm": num_perm,
+            "seed": seed,
+            "merged": len(folded),
+            "into": "the most frequent query (ties: the smaller id)",
+        },
+    }
+    return QuerySet(texts, merged_provenance, replace(queries.card, deduplication=deduplication))
+
+
+def _when(iso: str) -> dt.datetime:
+    """An ISO 8601 time as a datetime (as text, ``09:00:00Z`` would sort after ``09:00:00.5Z``)."""
+    return dt.datetime.fromisoformat(iso)
+
+
+Allocation = Literal["proportional", "equal"]
+
+
+def sample_queries(
+    queries: QuerySet,
+    n: int,
+    *,
+    stratify: Sequence[str] | str = ("frequency",),
+    allocation: Allocation = "proportional",
+    seed: int = 0,
+) -> QuerySet:
+    """A seeded stratified random sample of ``n`` queries (all of them where ``n`` is the set's size or more).
+
+    ``stratify`` names the criteria, crossed: ``"frequency"`` (``head``, ``torso``, ``tail``: the queries that make
+    up the first 50%, the next 30% and the last 20% of the traffic, most frequent first, ties by id; the query
+    that crosses a boundary belongs to the stratum it starts in) and any column the queries hold
+    (``"tenant"`` gives ``tenant=acme``, ...; a query without a value is in ``tenant=(none)``); a str is split at
+    commas; ``()`` is one stratum, ``all``. A stratum crossed from several is named by its parts joined with
+    ``/`` (``head/tenant=acme``).
+
+    ``allocation``: ``"proportional"`` (each stratum's share of ``n`` as its share of the queries) or ``"equal"``;
+    either way every stratum gets at least one query where ``n`` is at least the number of strata, then the seats
+    left go one at a time to the stratum furthest below its share, never beyond its size. Within a stratum the
+    queries are drawn without replacement (NumPy's ``default_rng(seed)``, over the stratum's ids sorted). Each
+    query drawn records its stratum and its inclusion probability ``n_h / N_h``; the card records the criteria,
+    the allocation, the seed and, per stratum, its queries, traffic, traffic share, sample size and probability.
+    """
+    if not isinstance(queries, QuerySet):
+        raise TypeError(f"queries must be a QuerySet, not {type(queries).__name__}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, not {n!r}")
+    if allocation not in ("proportional", "equal"):
+        raise ValueError(f"allocation must be 'proportional' or 'equal', not {allocation!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an int of 0 or more, not {seed!r}")
+    criteria = _criteria(stratify)
+    if any(p.inclusion_probability is not None for p in queries.provenance.values()):
+        raise ValueError(
+            "this set is already a sample (its queries have inclusion probabilities): sample the set it was drawn from"
+        )
+    parts = _strata(queries, criteria)
+    strata = {qid: "/".join(p) if p else "all" for qid, p in parts.items()}
+    members: dict[str, list[str]] = {}
+    order: dict[str, tuple[tuple[int, str], ...]] = {}
+    for qid, name in strata.items():
+        members.setdefault(name, []).append(qid)
+        order[name] = _stratum_order(parts[qid], criteria)
+    names = sorted(members, key=order.__getitem__)
+    sizes = _allocate([len(members[s]) for s in names], n, allocation)
+    rng = np.random.default_rng(seed)
+    drawn: set[str] = set()
+    for name, size in zip(names, sizes, strict=True):
+        population = sorted(members[name])
+        if size:
+            drawn.update(population[i] for i in rng.choice(len(population), size=size, replace=False).tolist())
+    provenance = queries.provenance
+    traffic = sum(p.frequency for p in provenance.values())
+    table: dict[str, dict[str, Any]] = {}
+    for name, size in zip(names, sizes, strict=True):
+        stratum_traffic = sum(provenance[q].frequency for q in members[name])
+        table[name] = {
+            "queries": len(members[name]),
+            "traffic": stratum_traffic,
+            "traffic_share": stratum_traffic / traffic,
+            "sampled": size,
+            "inclusion_probability": size / len(members[name]),
+        }
+    texts = {qid: queries[qid] for qid in queries if qid in drawn}
+    sampled = {
+        qid: replace(
+            provenance[qid],
+            stratum=strata[qid],
+            inclusion_probability=table[strata[qid]]["inclusion_probability"],
+        )
+        for qid in texts
+    }
+    card = replace(
+        queries.card,
+        stratify=criteria or ("all",),
+        allocation=allocation,
+        strata=table,
+        sample_size=len(texts),
+        seed=seed,
+    )
+    return QuerySet(texts, sampled, card)
+
+
+def _criteria(stratify: Sequence[str] | str) -> tuple[str, ...]:
+    if isinstance(stratify, str):
+        stratify = [part.strip() for part in stratify.split(",") if part.strip()]
+    criteria = tuple(stratify)
+    for criterion in criteria:
+        if not isinstance(criterion, str) or not criterion:
+            raise ValueError(f"each stratification criterion must be 'frequency' or a column name, not {criterion!r}")
+    if len(set(criteria)) != len(criteria):
+        raise ValueError(f"a criterion named twice in {', '.join(criteria)}")
+    if "cluster" in criteria:
+        raise ValueError(
+            "stratification by cluster (embedding k-means) is not there yet: use 'frequency' and the log's columns"
+        )
+    return criteria
+
+
+def frequency_strata(queries: QuerySet) -> dict[str, str]:
+    """``{query_id: "head" | "torso" | "tail"}``: the most frequent first (ties by id), a query in the stratum in
+    which its traffic starts (the first 50% of the cumulative traffic is the head, the next 30% the torso)."""
+    provenance = queries.provenance
+    order = sorted(queries, key=lambda q: (-provenance[q].frequency, q))
+    total = sum(provenance[q].frequency for q in order)
+    out = {}
+    before = 0
+    for qid in order:
+        share = before / total
+        out[qid] = next(name for name, end in FREQUENCY_STRATA if share < end or end == 1.0)
+        before += provenance[qid].frequency
+    return out
+
+
+def _strata(queries: QuerySet, criteria: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """``{query_id: its stratum's parts}``, one part per criterion."""
+    parts: dict[str, list[str]] = {qid: [] for qid in queries}
+    for criterion in criteria:
+        if criterion == "frequency":
+            for qid, name in frequency_strata(queries).items():
+                parts[qid].append(name)
+            continue
+        held = {c for p in queries.provenance.values() for c in p.columns}
+        if criterion not in held:
+            raise ValueError(
+                f"no query holds a column {criterion!r} to stratify by (theirs: {', '.join(sorted(held)) or 'none'}; "
+                "or 'frequency')"
+            )
+        for qid, p in queries.provenance.items():
+            value = p.columns.get(criterion)
+            parts[qid].append(f"{criterion}=" + ("(none)" if value is None else str(value)))
+    return {qid: tuple(names) for qid, names in parts.items()}
+
+
+def _stratum_order(parts: tuple[str, ...], criteria: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
+    """Strata in order: head, torso, tail; a column's values as text."""
+    rank = {s: i for i, (s, _) in enumerate(FREQUENCY_STRATA)}
+    return tuple(
+        (rank[part], "") if criterion == "frequency" else (0, part)
+        for criterion, part in zip(criteria, parts, strict=True)
+    )
+
+
+def _allocate(sizes: list[int], n: int, allocation: Allocation) -> list[int]:
+    """How many to draw from each stratum: every stratum one first where ``n`` is at least their number, then one
+    seat at a time to the stratum with room that is furthest below its target (proportional: ``n * N_h / N``;
+    equal: ``n / H``), ties to the first stratum."""
+    total = sum(sizes)
+    if n >= total:
+        return list(sizes)
+    strata = len(sizes)
+    targets = [n * s / total for s in sizes] if allocation == "proportional" else [n / strata] * strata
+    given = [1 if n >= strata and s else 0 for s in sizes]
+    for _ in range(n - sum(given)):
+        best, gap = -1, -math.inf
+        for i, (size, target) in enumerate(zip(sizes, targets, strict=True)):
+            if given[i] < size and target - given[i] > gap:
+                best, gap = i, target - given[i]
+        given[best] += 1
+    return given
