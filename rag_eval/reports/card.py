@@ -97,6 +97,9 @@ class MetricCard(BaseModel):
     metric_notes: list[str] = Field(default_factory=list)
     # what the numbers were computed on (None on a card saved before rag_eval 0.2.0): see rag_eval.reports.hashes
     hashes: ContentHashes | None = None
+    # a report made with a rag_eval.QuerySet: that set's card (QuerySetCard.to_dict()); its summary then has the
+    # traffic-weighted mean (see rag_eval.reports.weighted)
+    query_set: dict[str, Any] | None = None
 
     @property
     def budget(self) -> str | None:
@@ -181,6 +184,14 @@ class MetricCard(BaseModel):
                 else "  judged share: " + "; ".join(shown)
             )
         lines.extend(f"  warning: {n}" for n in self.notes)
+        if self.query_set is not None:
+            from ..data.queryset import QuerySetCard
+
+            lines.append(
+                "  queries: a query set; the summary's traffic_mean is the traffic-weighted (Hajek) mean, "
+                "weights frequency / inclusion probability, with a stratified bootstrap interval"
+            )
+            lines.extend("  " + line for line in QuerySetCard.from_dict(self.query_set).render().splitlines())
         if self.comparison:
             c = self.comparison
             lines.append(

@@ -8,6 +8,7 @@ imports this module.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..data.qrels import Qrels
 from ..data.run import Run
@@ -21,6 +22,9 @@ from ._runs import evaluate_runs, named_runs
 from .projected import evaluate_projections, projections_of
 from .report import Report
 from .stage_aware import evaluate_pipelines, pipeline_results
+
+if TYPE_CHECKING:
+    from ..data.queryset import QuerySet
 
 __all__ = ["DEFAULT_METRICS", "evaluate"]
 
@@ -45,6 +49,7 @@ def evaluate(
     *,
     conventions: Conventions | str = "default",
     judged_threshold: float = JUDGED_THRESHOLD,
+    queries: QuerySet | None = None,
 ) -> Report:
     """Measure one or more runs against the qrels.
 
@@ -63,13 +68,25 @@ def evaluate(
     Systematic problems that would show only as zeros (qrels sharing no query, or under 10% of theirs, with a run;
     a stage failing on most queries; a retriever capping its results) are each warned once, in one line, and kept
     in ``Report.issues`` and the card's notes.
+
+    ``queries``: the :class:`~rag_eval.QuerySet` the runs answered (a pipeline result run on a QuerySet carries its
+    own, ``PipelineResult.query_set``). The report then carries its card (``Report.card.query_set``) and its summary
+    has the traffic-weighted mean beside the per-query mean (``traffic_mean``, ``traffic_ci_low``,
+    ``traffic_ci_high``: see :mod:`rag_eval.reports.weighted`); every evaluated query must be in the set.
     """
     if not 0.0 <= judged_threshold <= 1.0:
         raise ValueError(f"judged_threshold must lie in [0, 1], not {judged_threshold!r}")
+    if queries is not None:
+        from ..data.queryset import QuerySet
+
+        if not isinstance(queries, QuerySet):
+            raise TypeError(f"queries must be a rag_eval.QuerySet, not {type(queries).__name__}")
     conv = resolve_conventions(conventions)
     projections = projections_of(runs)
     if projections is not None:  # each judged by its own qrels, made from the labels given as ``qrels``
-        return evaluate_projections(qrels, projections, _metric_list(metrics), conv, judged_threshold)
+        return _with_queries(
+            evaluate_projections(qrels, projections, _metric_list(metrics), conv, judged_threshold), queries
+        )
     if not isinstance(qrels, (Qrels, Mapping)):
         raise TypeError(
             f"qrels must be a Qrels or a {{query_id: {{doc_id: grade}}}} mapping, not {type(qrels).__name__}"
@@ -78,8 +95,25 @@ def evaluate(
     pipelines = pipeline_results(runs)
     if pipelines is not None:
         chosen = None if metrics is None else ([metrics] if isinstance(metrics, (str, Metric)) else list(metrics))
-        return evaluate_pipelines(judged, pipelines, chosen, conv, judged_threshold)
-    return evaluate_runs(judged, named_runs(runs), _metric_list(metrics), conv, judged_threshold, user_frame=2)
+        if queries is None:
+            queries = _query_set_of(pipelines)
+        return _with_queries(evaluate_pipelines(judged, pipelines, chosen, conv, judged_threshold), queries)
+    report = evaluate_runs(judged, named_runs(runs), _metric_list(metrics), conv, judged_threshold, user_frame=2)
+    return _with_queries(report, queries)
+
+
+def _with_queries(report: Report, queries: QuerySet | None) -> Report:
+    return report if queries is None else report.with_query_set(queries)
+
+
+def _query_set_of(results: Mapping[str, PipelineResult]) -> QuerySet | None:
+    """The QuerySet the pipelines were run on (None when run on plain mappings); several must be equal."""
+    found = [r.query_set for r in results.values() if r.query_set is not None]
+    if not found:
+        return None
+    if len(found) != len(results) or any(q != found[0] for q in found[1:]):
+        raise ValueError("the pipeline results were run on different query sets: give the one to weight by as queries=")
+    return found[0]
 
 
 def _metric_list(metrics: str | Metric | Sequence[str | Metric] | None) -> list[Metric]:

@@ -31,6 +31,7 @@ from ..metrics.grammar import Metric, parse_metric
 from ._markdown import html_table, markdown_table
 from .card import CARD_KEY, MetricCard
 from .summary import STAGE_SUMMARY_COLUMNS, SUMMARY_COLUMNS, summarize_geometric, summarize_values
+from .weighted import TRAFFIC_COLUMNS, QueryWeights, hajek_bootstrap, hajek_geometric
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -49,6 +50,7 @@ STAGE_PER_QUERY_COLUMNS = ["run", "stage", "query_id", "metric", "value"]
 _BLOCKS_KEY = b"rag_eval.blocks"
 _TABLES_KEY = b"rag_eval.tables"
 _TEXTS_KEY = b"rag_eval.texts"
+_WEIGHTS_KEY = b"rag_eval.query_weights"
 
 
 def is_text_metric(name: str) -> bool:
@@ -101,6 +103,7 @@ class Report:
         metrics: list[Metric | str],
         card: MetricCard,
         tables: dict[str, pd.DataFrame] | None = None,
+        weights: QueryWeights | None = None,
     ) -> None:
         names = [str(m) for m in metrics]
         self._blocks = [
@@ -114,6 +117,10 @@ class Report:
         self._metrics = names
         self._card = card
         self._tables = dict(tables or {})
+        self._weights = weights
+        if weights is not None:
+            for b in self._blocks:
+                weights.check(b.query_ids, f"run {b.run!r}" + (f", stage {b.stage!r}" if b.stage is not None else ""))
         self._per_query: pd.DataFrame | None = None
         self._summary: pd.DataFrame | None = None
 
@@ -178,6 +185,25 @@ class Report:
         return self._card
 
     @property
+    def query_weights(self) -> dict[str, float] | None:
+        """A report made with a :class:`~rag_eval.QuerySet`: each query's traffic weight (``frequency / inclusion
+        probability``, what ``QuerySet.weights("traffic")`` gives), from which :attr:`summary` computes the
+        traffic-weighted mean; None for other reports."""
+        return None if self._weights is None else dict(self._weights.weights)
+
+    def with_query_set(self, query_set: Any) -> Report:
+        """The same values with a :class:`~rag_eval.QuerySet`'s card (``card.query_set``) and traffic weights: its
+        summary then has the traffic-weighted mean beside the per-query mean. Every evaluated query must be in the
+        set (else an InputError naming it)."""
+        from ..data.queryset import QuerySet
+
+        if not isinstance(query_set, QuerySet):
+            raise TypeError(f"queries must be a rag_eval.QuerySet, not {type(query_set).__name__}")
+        weights = QueryWeights.of(query_set)
+        card = self._card.model_copy(update={"query_set": query_set.card.to_dict()})
+        return Report(self._blocks, list(self._metrics), card, self._tables, weights)
+
+    @property
     def per_query(self) -> pd.DataFrame:
         """One row per run, [stage,] query and metric: columns ``run, [stage,] query_id, metric, value``."""
         if self._per_query is None:
@@ -203,7 +229,9 @@ class Report:
         """Per run [and stage] and metric: ``mean, sum, std, median, ci_low, ci_high, n, n_nan`` (95% bootstrap
         interval of the mean, 1000 resamples, seed 0; see :meth:`summarize`). ``n`` values are averaged; ``n_nan``
         counted queries are 0/0 (NaN) and left out; ``n + n_nan`` is what the card says was counted. Pipeline
-        reports add ``n_failed`` (queries the stage failed on)."""
+        reports add ``n_failed`` (queries the stage failed on). A report made with a :class:`~rag_eval.QuerySet`
+        adds ``traffic_mean, traffic_ci_low, traffic_ci_high`` after ``ci_high``: the traffic-weighted (Hajek) mean
+        and its stratified bootstrap interval (see :mod:`rag_eval.reports.weighted`)."""
         if self._summary is None:
             self._summary = self.summarize()
         return self._summary.copy()
@@ -212,7 +240,10 @@ class Report:
         """The summary with a bootstrap of ``resamples`` resamples (seeded) at the given confidence."""
         import pandas as pd
 
-        columns = STAGE_SUMMARY_COLUMNS if self.staged else SUMMARY_COLUMNS
+        columns = list(STAGE_SUMMARY_COLUMNS if self.staged else SUMMARY_COLUMNS)
+        if self._weights is not None:  # the traffic-weighted mean beside the per-query mean (see weighted.py)
+            at = columns.index("ci_high") + 1
+            columns[at:at] = TRAFFIC_COLUMNS
         sequential = follows_trec_eval(self._card.conventions)  # trec_eval's mean, in its order of operations
         rows = []
         for b in self._blocks:
@@ -227,14 +258,32 @@ class Report:
                 for key, column in gm.items():
                     stats[key] = stats[key].astype(np.result_type(stats[key], column))
                     stats[key][geometric] = column
+            if self._weights is not None:
+                stats |= self._traffic(b, geometric, resamples=resamples, confidence=confidence, seed=seed)
             for j, metric in enumerate(b.metrics):
                 row = {"run": b.run, "stage": b.stage, "metric": metric, "n_failed": b.n_failed}
-                row.update(
-                    {c: stats[c][j] for c in ("mean", "sum", "std", "median", "ci_low", "ci_high", "n", "n_nan")}
-                )
+                row.update({c: stats[c][j] for c in columns if c in stats})
                 rows.append([row[c] for c in columns])
         frame = pd.DataFrame(rows, columns=columns)
         return frame.astype({c: np.int64 for c in ("n", "n_failed", "n_nan") if c in columns})
+
+    def _traffic(
+        self, b: RunScores, geometric: list[int], *, resamples: int, confidence: float, seed: int
+    ) -> dict[str, np.ndarray]:
+        """One block's traffic-weighted (Hajek) means and their stratified bootstrap intervals, per metric."""
+        assert self._weights is not None
+        weights = np.array([self._weights.weights[q] for q in b.query_ids], dtype=np.float64)
+        strata = [self._weights.strata.get(q) for q in b.query_ids]
+        mean, low, high = hajek_bootstrap(
+            b.values, weights, strata, resamples=resamples, confidence=confidence, seed=seed
+        )
+        if geometric:
+            gm = hajek_geometric(
+                b.values[:, geometric], weights, strata, resamples=resamples, confidence=confidence, seed=seed
+            )
+            for whole, part in zip((mean, low, high), gm, strict=True):
+                whole[geometric] = part
+        return dict(zip(TRAFFIC_COLUMNS, (mean, low, high), strict=True))
 
     def _block(self, run: str, stage: str | None) -> RunScores:
         if run not in self.runs:
@@ -326,7 +375,7 @@ class Report:
 
     def _with_card(self, card: MetricCard) -> Report:
         """The same values under another card (a result folder's, with the corpus fingerprinted)."""
-        return Report(self._blocks, list(self._metrics), card, self._tables)
+        return Report(self._blocks, list(self._metrics), card, self._tables, self._weights)
 
     def __repr__(self) -> str:
         stages = f", stages={self.stages}" if self.staged else ""
@@ -336,7 +385,8 @@ class Report:
     def _shown(self) -> pd.DataFrame:
         """The summary as a notebook shows it: keys, mean with its interval, n and n_nan."""
         keys = ["run", "stage"] if self.staged else ["run"]
-        return self.summary[keys + ["metric", "mean", "ci_low", "ci_high", "n", "n_nan"]]
+        traffic = TRAFFIC_COLUMNS if self._weights is not None else []
+        return self.summary[keys + ["metric", "mean", "ci_low", "ci_high", *traffic, "n", "n_nan"]]
 
     def _heading(self) -> str:
         card = self.card
@@ -418,6 +468,8 @@ class Report:
         meta[_TEXTS_KEY] = json.dumps(
             [{"run": b.run, "stage": b.stage, "texts": b.texts} for b in self._blocks if b.texts]
         ).encode()
+        if self._weights is not None:  # only for reports made with a QuerySet: older files have no such key
+            meta[_WEIGHTS_KEY] = self._weights.to_json()
         pq.write_table(table.replace_schema_metadata(meta), path)
 
     @classmethod
@@ -459,7 +511,8 @@ class Report:
             }
         except (ValueError, TypeError, AttributeError) as exc:
             raise InputError(f"its pipeline tables do not parse ({' '.join(str(exc).split())})", source=where) from None
-        return cls(blocks, list[Metric | str](card.metrics), card, tables)
+        weights = QueryWeights.from_json(meta[_WEIGHTS_KEY], where) if _WEIGHTS_KEY in meta else None
+        return cls(blocks, list[Metric | str](card.metrics), card, tables, weights)
 
 
 def counted_of(card: MetricCard, run: str, stage: str | None = None) -> int | None:

@@ -52,6 +52,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..data.queryset import QuerySet
 from ..errors import HarnessError, InputError
 from . import _hit_table as ht
 from ._batch import Given, StageJob, _describe, compute_batch, entry_hash
@@ -127,6 +128,7 @@ def run_pipeline(
     batch_size: int = 1,
     executor: Executor | str | None = None,
 ) -> PipelineResult:
+    query_set = queries if isinstance(queries, QuerySet) else None  # kept on the result: evaluate weights by it
     queries = _checked_queries(queries)
     for value, what in ((concurrency, "concurrency"), (batch_size, "batch_size")):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -177,7 +179,7 @@ def run_pipeline(
     for s, stage_parts in zip(steps, parts, strict=True):
         table = ht.contiguous(stage_parts)
         outputs[s.stage.name] = StageOutput(s.stage.name, s.role, s.key, table=table, covers=s.covers)
-    result = PipelineResult(spec, queries, outputs)
+    result = PipelineResult(spec, queries, outputs, query_set)
     announce(result.findings, stacklevel=3)  # once per run, one line per kind, at the caller of Pipeline.run
     return result
 

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..data._packed import PackedIds
+from ..data.queryset import QuerySet
 from ..data.run import Run
 from ..errors import CappedResults, FailingStage, InputError
 from .budget import Budget, count_tokens
@@ -483,14 +484,25 @@ def announce(findings: list[Finding], stacklevel: int) -> list[str]:
 
 class PipelineResult:
     """The outputs of :meth:`Pipeline.run`: one :class:`StageOutput` (and Run) per stage, in pipeline order.
-    ``pipeline`` is the :class:`PipelineSpec` of the pipeline that ran (a frozen description, not the pipeline)."""
+    ``pipeline`` is the :class:`PipelineSpec` of the pipeline that ran (a frozen description, not the pipeline).
+    ``queries`` is the ``{query_id: text}`` dict run; ``query_set`` the :class:`~rag_eval.QuerySet` it was given as,
+    if it was one (None otherwise): ``rag_eval.evaluate`` then reports the traffic-weighted mean with its card."""
 
-    def __init__(self, pipeline: PipelineSpec, queries: Mapping[str, str], stages: dict[str, StageOutput]) -> None:
+    def __init__(
+        self,
+        pipeline: PipelineSpec,
+        queries: Mapping[str, str],
+        stages: dict[str, StageOutput],
+        query_set: QuerySet | None = None,
+    ) -> None:
         if not isinstance(pipeline, PipelineSpec):
             raise TypeError(f"a PipelineResult holds a PipelineSpec, not a {type(pipeline).__name__}")
+        if query_set is not None and not isinstance(query_set, QuerySet):
+            raise TypeError(f"query_set must be a QuerySet or None, not {type(query_set).__name__}")
         self.pipeline = pipeline
         self.queries = dict(queries)
         self.stages = stages
+        self.query_set = query_set
 
     @property
     def query_ids(self) -> list[str]:
