@@ -186,7 +186,7 @@ def test_a_jsonl_log_line_that_is_not_json(tmp_path):
 
 def test_a_query_text_that_is_not_a_string(tmp_path):
     lines = _write(tmp_path / "log.jsonl", '{"query": "fine"}\n{"query": 42}\n')
-    assert _message(QuerySet.from_log, lines) == f"{lines}:2: the text ('query') is a int, not a string"
+    assert _message(QuerySet.from_log, lines) == f"{lines}:2: the text ('query') is an int, not a string"
     listed = _write(tmp_path / "listed.jsonl", '{"q": ["a", "b"]}\n')
     assert _message(QuerySet.from_log, listed, text="q") == f"{listed}:1: the text ('q') is a list, not a string"
 
@@ -232,7 +232,7 @@ def test_a_timestamp_that_is_not_a_time(tmp_path):
 def test_a_kept_column_that_holds_no_scalar(tmp_path):
     lines = _write(tmp_path / "log.jsonl", '{"query": "fine", "meta": {"a": 1}}\n')
     assert _message(QuerySet.from_log, lines) == (
-        f"{lines}:1: column 'meta' holds a object: a kept column must hold text, numbers or booleans "
+        f"{lines}:1: column 'meta' holds an object: a kept column must hold text, numbers or booleans "
         "(name the columns to keep with columns=[...])"
     )
     nan = _write(tmp_path / "nan.jsonl", '{"query": "fine", "score": NaN}\n')

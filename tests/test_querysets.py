@@ -254,10 +254,10 @@ def test_bad_logs_are_errors_naming_the_file_and_line(tmp_path):
     with pytest.raises(InputError, match=r"log\.jsonl:2: no text key 'query' \(its keys: text\)"):
         QuerySet.from_log(lines)
     lines.write_text('{"query": "fine"}\n{"query": 42}\n')
-    with pytest.raises(InputError, match=r"log\.jsonl:2: the text \('query'\) is a int, not a string"):
+    with pytest.raises(InputError, match=r"log\.jsonl:2: the text \('query'\) is an int, not a string"):
         QuerySet.from_log(lines)
     lines.write_text('{"query": "fine", "meta": {"a": 1}}\n')
-    with pytest.raises(InputError, match=r"log\.jsonl:1: column 'meta' holds a object"):
+    with pytest.raises(InputError, match=r"log\.jsonl:1: column 'meta' holds an object"):
         QuerySet.from_log(lines)
     assert QuerySet.from_log(lines, columns=[]).provenance[query_id("fine")].columns == {}
     broken = tmp_path / "broken.parquet"
@@ -645,3 +645,12 @@ def test_done_when_a_squad_log_samples_with_right_strata_frequencies_card_and_ne
 
 def _exact_frequencies(records) -> dict[str, int]:
     return dict(Counter(normalise(r[1]) for r in records))
+
+
+def test_columns_named_as_one_str_is_refused_not_read_letter_by_letter(tmp_path):
+    log = tmp_path / "log.csv"
+    log.write_text("query,tenant\nhello,a\n", encoding="utf-8")
+    with pytest.raises(TypeError, match=r"columns must be a list of column names, not a str \('tenant'"):
+        QuerySet.from_log(log, text="query", columns="tenant")
+    kept = QuerySet.from_log(log, text="query", columns=["tenant"])
+    assert [p.columns["tenant"] for p in kept.provenance.values()] == ["a"]

@@ -232,7 +232,8 @@ def _scalar(value: Any, column: str, file: InputFile, where: int | str) -> Scala
         return value.isoformat()
     kind = "list" if isinstance(value, (list, tuple)) else "object" if isinstance(value, dict) else type(value).__name__
     raise file.error(
-        f"column {column!r}{_at(where)} holds a {kind}: a kept column must hold text, numbers or booleans "
+        f"column {column!r}{_at(where)} holds {'an' if kind[:1] in 'aeiou' else 'a'} {kind}: a kept column must hold "
+        "text, numbers or booleans "
         "(name the columns to keep with columns=[...])",
         _line(where),
     )

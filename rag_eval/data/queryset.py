@@ -374,6 +374,8 @@ class QuerySet(Mapping[str, str]):
         column, an unreadable line, a text that is not a string, a bad count or time is an InputError naming the
         file and line (or row, or span).
         """
+        if isinstance(columns, str):  # (a str is a sequence of its letters: name the columns in a list)
+            raise TypeError(f"columns must be a list of column names, not a str ({columns!r}: columns=[{columns!r}])")
         wanted = _where(where)
         reading = None if columns is None else list(dict.fromkeys([*columns, *wanted]))
         table = read_log(
@@ -398,7 +400,7 @@ class QuerySet(Mapping[str, str]):
                 if raw is None:
                     dropped["no text"] += 1
                     continue
-                raise file.error(f"{at}the text ({text_name!r}) is a {type(raw).__name__}, not a string", line)
+                raise file.error(f"{at}the text ({text_name!r}) is {_article(type(raw).__name__)}, not a string", line)
             amount = _count(record.count, file, line, at)
             if amount == 0:
                 dropped["count 0"] += 1
@@ -615,3 +617,8 @@ def _iso(when: dt.datetime | None) -> str | None:
     if when is None:
         return None
     return when.isoformat().replace("+00:00", "Z")
+
+
+def _article(noun: str) -> str:
+    """``noun`` with "a" or "an" before it ("an int", "a list")."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
