@@ -679,7 +679,14 @@ def _power(args: argparse.Namespace) -> int:
     if not where.exists():
         raise InputError("no such report file or result folder", source=args.report)
     report = Report.load_folder(where) if where.is_dir() else Report.load(where)
-    metrics = [str(m) for m in resolve_metrics(args.metrics)]
+    measured = set(report.per_query["metric"])  # a stage-aware name (recall@budget) is taken as the report has it
+    metrics: list[str] = []
+    for name in args.metrics or [None]:
+        if name is not None and name in measured:
+            metrics.append(name)
+        else:
+            metrics.extend(str(m) for m in resolve_metrics(None if name is None else [name]))
+    metrics = list(dict.fromkeys(metrics))
     systems = _report_systems(report)
     if args.correlation is not None or len(systems) < 2:
         pairs = [(args.system, args.baseline)]  # power() takes these as they are (and says what is wrong)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -180,7 +181,33 @@ def demo_folder(tmp_path_factory) -> Path:
         cwd=str(ROOT),
     )
     assert done.returncode == 0, done.stderr[-2000:]
+    (out.parent / "stdout.txt").write_text(done.stdout)  # what the first run printed
     return out
+
+
+def test_demo_states_how_many_questions_from_its_own_report(demo_folder):
+    report = rag_eval.Report.load(demo_folder / "report.parquet")
+    analysis = rag_eval.power(
+        report,
+        baseline="bm25",
+        system="minilm-rerank",
+        metric="recall@budget",
+        effect=0.02,
+        method="t",
+        comparisons=1,
+    )
+    assert analysis.alpha == 0.05 and analysis.power == 0.8
+    printed = (demo_folder.parent / "stdout.txt").read_text()
+    found = re.search(
+        r"How many questions: .* (\d+) questions detect a difference in recall@budget between bm25 and "
+        r"minilm-rerank of (\S+) or more .*; detecting 0.02 would take (\d+) questions\.",
+        printed,
+    )
+    assert found, printed[-1500:]
+    assert int(found[1]) == analysis.n
+    assert found[2] == f"{analysis.minimum_detectable_difference:.3f}"
+    assert int(found[3]) == analysis.queries_needed
+    assert found[0].removeprefix("How many questions: ") in (demo_folder / "report.md").read_text()
 
 
 def test_demo_runs_the_whole_flow_offline(demo_folder):

@@ -373,3 +373,25 @@ def test_cli_compare_takes_a_margin(tmp_path, capsys):
     assert "no difference of 0.2 or more" in capsys.readouterr().out
     assert main([*argv, "-m", "mrr", "--margin", "x"]) == 2
     assert "--margin 'x' is not a plain decimal number" in capsys.readouterr().err
+
+
+def test_cli_power_takes_a_stage_aware_metric_as_the_report_names_it(tmp_path, capsys):
+    # recall@budget is not a name of the metric grammar (its cutoff is the pipeline's budget): the CLI takes it as
+    # the saved report has it, as rag_eval.power does
+    from rag_eval import Pipeline, evaluate, power
+    from rag_eval.adapters import functions
+    from rag_eval.stages import Hit
+
+    docs = [f"d{i}" for i in range(8)]
+    first = functions.retriever(lambda q, k: [Hit(d, 1.0 / (i + 1)) for i, d in enumerate(docs[:k])], name="first")
+    rerank = functions.reranker(
+        lambda q, hits: sorted(hits, key=lambda h: (h.doc_id != f"d{len(q) % 8}", h.doc_id)), name="rerank"
+    )
+    queries = {f"q{i}": "x" * (i + 1) for i in range(12)}
+    qrels = {q: {f"d{len(t) % 8}": 1, "d0": 1} for q, t in queries.items()}
+    report = evaluate(qrels, Pipeline(first, rerank, depth=8, budget=2).run(queries, progress=False))
+    report.save(tmp_path / "pilot.parquet")
+    assert main(["power", str(tmp_path / "pilot.parquet"), "-m", "recall@budget", "--comparisons", "1"]) == 0
+    printed = capsys.readouterr().out
+    expected = power(report, metric="recall@budget", comparisons=1)
+    assert f"{expected.minimum_detectable_difference:.4g}" in printed and "recall@budget" in printed

@@ -29,6 +29,7 @@ from .corpus import build_corpus, text_hash
 DEMO_PIPELINE = "bm25>>dense"
 DEMO_DEPTH = 50
 DEMO_BUDGET = 5
+DEMO_EFFECT = 0.02  # the difference in recall@budget the "How many questions" paragraph asks about
 
 
 def _data(name: str) -> str:
@@ -106,6 +107,35 @@ def pool(depth: int = 10, systems: tuple[str, ...] = ("bm25", "dense"), cache_di
     ]
 
 
+def how_many_questions(report) -> str:
+    """The demo's "How many questions" paragraph: from its report, the minimum detectable difference in
+    recall@budget between the first stage and the reranker at the report's number of questions, and the questions
+    needed to detect a difference of ``DEMO_EFFECT`` (:func:`rag_eval.power`, paired t-test, one comparison)."""
+    from ..reports import power
+
+    first, reranker = report.stages[0], report.stages[-1]
+    try:
+        analysis = power(
+            report,
+            baseline=first,
+            system=reranker,
+            metric="recall@budget",
+            effect=DEMO_EFFECT,
+            method="t",
+            comparisons=1,
+        )
+    except ValueError as error:
+        return f"How many questions: no power analysis of recall@budget ({error})."
+    needed = analysis.queries_needed
+    return (
+        f"How many questions: with the paired t-test at alpha {analysis.alpha:g} and power {analysis.power:g}, "
+        f"{analysis.n} questions detect a difference in recall@budget between {first} and {reranker} of "
+        f"{analysis.minimum_detectable_difference:.3f} or more (sd of the per-question differences "
+        f"{analysis.sd:.3f}); detecting {DEMO_EFFECT:g} would take "
+        + (f"{needed} questions." if needed is not None else "more questions than can be searched.")
+    )
+
+
 def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
     parser = argparse.ArgumentParser(prog=prog, description="Run the bundled demo: bm25>>dense on Python's own docs.")
     parser.add_argument("--out", default="demo-report", help="report folder (default ./demo-report)")
@@ -135,6 +165,7 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
     result = pipeline.run(collection.queries, cache=cache / "stages", batch_size=BATCH_SIZE)
     report = evaluate(collection.qrels, {DEMO_PIPELINE: result})
     wall = time.perf_counter() - started
+    questions_paragraph = how_many_questions(report)
     facts = {
         "collection": (
             f"{len(collection.corpus)} docstring chunks of {len(collection.queries)} questions' worth of stdlib"
@@ -149,6 +180,7 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
         ),
         "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
         "wall time": f"{wall:.1f} s",
+        "how many questions": questions_paragraph.removeprefix("How many questions: "),
     }
     path = write_report_folder(
         out,
@@ -166,6 +198,7 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
             index=False, float_format=lambda v: f"{v:.3f}"
         )
     )
+    print(questions_paragraph)
     print(f"report: {path.resolve()}")
     return 0
 
