@@ -33,10 +33,19 @@ example: $(STAMP)
 	$(BIN)/rag-eval evaluate $(EXAMPLES)/qrels.txt $(EXAMPLES)/bm25.trec $(EXAMPLES)/bm25_rerank.trec \
 		-m recall@20 -m recall@5 -m precision@5 -m ndcg@5 -m mrr@5 -m judged@5
 
+## XDIST: pytest-xdist on the machine's two cores, two worker processes (-n 2 rather than -n auto, which counts
+## physical cores where psutil is installed, and more than two on a bigger machine). What both workers would make
+## is made once, under a lock (tests/conftest.py's _once_per_run): the wheel, built in the checkout's build/
+## folder, and trec_eval; the tests write under their own tmp_path, on free ports
+XDIST := -n 2
+
 ## test: the whole test suite (conformance with trec_eval, cross-checks with pytrec_eval, properties, CLI,
-## the labelling page in a headless Chromium), then the Ray tests in their network namespace (test-ray)
+## the labelling page in a headless Chromium) on both cores, each test file whole on one worker and in its order
+## (--dist loadfile: a file's module fixtures, such as test_bench's demo run, are made once, and test_bench's
+## tests of that run see it in the order written), then the Ray tests in their network namespace (test-ray),
+## one at a time
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q -m "not ray"
+	$(BIN)/python -m pytest -q -m "not ray" $(XDIST) --dist loadfile
 	$(MAKE) --no-print-directory test-ray
 
 ## test-ray: the tests marked ray (tests/test_ray.py: a local Ray, and a `ray start --head` cluster the tests
@@ -51,22 +60,25 @@ test-ray: $(STAMP)
 		$(BIN)/python -m pytest -q -m ray tests/test_ray.py; \
 	fi
 
-## test-fast: the edit-test loop: the suite without the slow, browser, notebook, SIGKILL, wheel and Ray tests
+## test-fast: the edit-test loop: the suite without the slow, browser, notebook, SIGKILL, wheel and Ray tests, on
+## both cores as `make test` runs it (--dist loadfile: test_bench's demo run, not marked slow, is made once)
 FAST := not slow and not browser and not notebook and not sigkill and not wheel and not ray
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "$(FAST)"
+	$(BIN)/python -m pytest -q -m "$(FAST)" $(XDIST) --dist loadfile
 
 ## test-pure: the fast suite of what the C twins serve (the TREC reader of layer 1 and the grade lookup of the ids
 ## it packs, layer 2) and of the commands that read files end to end, on the pure-Python twins
 ## (RAG_EVAL_PURE_PYTHON=1), so that the twins stay twins; every test file that names the twins (_accel, speedups,
-## the `reader` fixture) is in it (tests/test_tooling.py checks). .ci/run runs it after the whole suite.
+## the `reader` fixture) is in it (tests/test_tooling.py checks). .ci/run runs it after the whole suite. On both
+## cores, test by test (--dist worksteal: test_metric_invariance.py is two thirds of it, so it is split across
+## the workers; no file here has a fixture costlier than a folder); the workers inherit RAG_EVAL_PURE_PYTHON.
 PURE_TESTS := tests/test_speedups.py tests/test_qrels.py tests/test_run.py tests/test_spans.py \
 	tests/test_bad_input.py tests/test_bad_input_data.py tests/test_bad_input_values.py \
 	tests/test_bad_input_trec_format.py tests/test_fuzz_parsers.py tests/test_no_silent_wrong_number.py \
 	tests/test_metric_invariance.py tests/test_conformance_trec_eval.py tests/test_cli.py \
 	tests/test_labelling_server.py tests/test_stage_output_columns.py
 test-pure: $(STAMP)
-	RAG_EVAL_PURE_PYTHON=1 $(BIN)/python -m pytest -q -m "$(FAST)" $(PURE_TESTS)
+	RAG_EVAL_PURE_PYTHON=1 $(BIN)/python -m pytest -q -m "$(FAST)" $(XDIST) --dist worksteal $(PURE_TESTS)
 
 ## lint: ruff (check and format, repo-wide, notebooks included) and mypy on the package with its adapters
 lint: $(STAMP)

@@ -6,7 +6,8 @@ below adds what the plugin leaves open there (``connect_ex``, datagrams sent wit
 other than the machine's own, which would ask a DNS server). Every library with telemetry that the tests use has
 it switched off through its environment variable, set here before any test module imports it. Subprocesses that
 the tests start (the CLI, notebook kernels, Chromium, venvs) inherit this environment, so their telemetry is off
-too; the socket guard itself works in the pytest process only.
+too; the socket guard itself works in the pytest process only: in each pytest-xdist worker under ``make test``
+(every worker loads this file and the plugin with the same options; the workers talk to pytest over pipes).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -152,24 +154,47 @@ def _build_trec_eval(folder: Path, *, digits: str | None = None) -> Path:
     return binary
 
 
+def _once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], Path]) -> Path:
+    """``make(folder)`` once for the whole run, in a new folder; returns what it returned.
+
+    Under pytest-xdist each worker is a process of its own with its own session fixtures: the workers share one
+    result, made by the first to take the lock, in the folder that holds every worker's temporary folder (the
+    run's own). Two ``pip wheel .`` at once would share the checkout's build/ folder, where one removes what the
+    other is packing; the others are built once rather than once per worker. A ``make`` that fails or skips
+    leaves nothing behind, so the next worker to need the result tries again (and fails or skips the same way).
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:  # one process: the session fixture is once per run already
+        return make(tmp_path_factory.mktemp(name))
+    import fcntl  # POSIX, as are the SIGKILL and tmpfs tests; here only under xdist
+
+    run = tmp_path_factory.getbasetemp().parent  # the run's folder: each worker's is popen-gwN inside it
+    done = run / f"{name}.done"  # the path of the result, written once it is complete
+    with (run / f"{name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, by a worker that dies too
+        if not done.exists():
+            folder = run / name
+            shutil.rmtree(folder, ignore_errors=True)  # what a worker that failed halfway left
+            folder.mkdir()
+            done.write_text(str(make(folder)))
+        return Path(done.read_text())
+
+
 @pytest.fixture(scope="session")
 def trec_eval_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real trec_eval 10.0, built from its source (see :func:`_build_trec_eval`)."""
-    return _build_trec_eval(tmp_path_factory.mktemp("trec_eval") / "src")
+    """The real trec_eval 10.0, built from its source (see :func:`_build_trec_eval`), once per run."""
+    return _once_per_run(tmp_path_factory, "trec_eval", lambda folder: _build_trec_eval(folder / "src"))
 
 
 @pytest.fixture(scope="session")
 def trec_eval_exact_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """trec_eval 10.0 printing every value with 17 significant digits (``%.17g``): enough to tell every double
     apart, so rag_eval's values can be compared with its bit for bit."""
-    return _build_trec_eval(tmp_path_factory.mktemp("trec_eval_exact") / "src", digits="%.17g")
+    return _once_per_run(
+        tmp_path_factory, "trec_eval_exact", lambda folder: _build_trec_eval(folder / "src", digits="%.17g")
+    )
 
 
-@pytest.fixture(scope="session")
-def project_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The project's wheel, built once per session from the repository root (``pip wheel --no-deps
-    --no-build-isolation .`` with the venv's setuptools: nothing is downloaded)."""
-    folder = tmp_path_factory.mktemp("wheel")
+def _build_wheel(folder: Path) -> Path:
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(folder), "."],
         cwd=ROOT,
@@ -180,6 +205,14 @@ def project_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if built.returncode != 0 or len(wheels) != 1:
         pytest.fail(f"pip wheel . failed (exit {built.returncode}):\n{built.stderr[-3000:]}")
     return wheels[0]
+
+
+@pytest.fixture(scope="session")
+def project_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's wheel, built once per run from the repository root (``pip wheel --no-deps
+    --no-build-isolation .`` with the venv's setuptools: nothing is downloaded). Under pytest-xdist the workers
+    share it (:func:`_once_per_run`): two builds at once in the checkout's build/ folder would spoil each other."""
+    return _once_per_run(tmp_path_factory, "wheel", _build_wheel)
 
 
 @pytest.fixture(params=["c", "python"])

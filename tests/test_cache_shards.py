@@ -106,6 +106,9 @@ def test_the_last_written_entry_wins_and_a_fresh_store_reads_every_shard(tmp_pat
     cache = StageCache(tmp_path, shard_queries=1)
     first = cache.store("rerank", "k")
     first.put(rows(("q1", "h", ranking("q1"))))
+    # on disk before the other writer comes: put hands the shard to a writer thread, which a loaded machine (the
+    # suite's other pytest-xdist worker) may delay past second's write, so that the count below saw one shard
+    first.flush()
     second = cache.store("rerank", "k")  # another writer, opened later
     second.put(rows(("q1", "h", [Hit("new", 2.0)]), ("q2", "h", ranking("q2"))))
     assert len(shards(first.directory, second)) == 2

@@ -1,6 +1,7 @@
 """The tools maintainers run: the pre-commit hooks are local (nothing cloned offline) and run what ``make lint`` runs,
-``make lint`` and ``make test-fast`` run what they say, and the linters in the venv are the versions pyproject.toml
-pins (a new ruff may format differently)."""
+``make lint`` and ``make test-fast`` run what they say, ``make test`` and ``make test-pure`` run on both cores
+(pytest-xdist), and the linters in the venv are the versions pyproject.toml pins (a new ruff may format
+differently)."""
 
 from __future__ import annotations
 
@@ -92,6 +93,19 @@ def test_make_test_pure_runs_every_test_of_the_twins_on_the_pure_python_paths():
     assert len(naming_twins) >= 8
     assert naming_twins - listed == set()
     assert "make test-pure" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_make_test_and_test_pure_run_on_both_cores_and_the_ray_tests_one_at_a_time():
+    """The main suite (each file whole on one worker: its module fixtures, such as the demo run, made once) and the
+    pure pass (test by test) run on two pytest-xdist workers; the Ray tests of `make test` stay in one process."""
+    main = [c for c in _dry_run("test").splitlines() if "pytest" in c]
+    assert re.search(r'pytest -q -m "not ray" -n 2 --dist loadfile$', main[0]), main
+    ray = [c for c in main[1:] if "-m ray tests/test_ray.py" in c]  # in its namespace (unshare -n) or not
+    assert ray and not any(re.search(r"-n (\d+|auto)\b|--numprocesses|--dist", c) for c in ray), ray
+    pure = next(c for c in _dry_run("test-pure").splitlines() if "pytest" in c)
+    assert " -n 2 --dist worksteal " in pure, pure
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    assert any(d.startswith("pytest-xdist") for d in dev)
 
 
 def test_the_linters_are_the_pinned_versions():
