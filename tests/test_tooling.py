@@ -99,8 +99,9 @@ def test_make_test_and_test_pure_run_on_both_cores_and_the_ray_tests_one_at_a_ti
     """The main suite (each file whole on one worker: its module fixtures, such as the demo run, made once) and the
     pure pass (test by test) run on two pytest-xdist workers; the Ray tests of `make test` stay in one process."""
     main = [c for c in _dry_run("test").splitlines() if "pytest" in c]
-    assert re.search(r'pytest -q -m "not ray" -n 2 --dist loadfile$', main[0]), main
-    ray = [c for c in main[1:] if "-m ray tests/test_ray.py" in c]  # in its namespace (unshare -n) or not
+    assert re.search(r'pytest -q -m "not ray and not browser" -n 2 --dist loadfile$', main[0]), main
+    assert re.search(r"pytest -q -m browser$", main[1]), main  # the browser tests apart, in one process
+    ray = [c for c in main[2:] if "-m ray tests/test_ray.py" in c]  # in its namespace (unshare -n) or not
     assert ray and not any(re.search(r"-n (\d+|auto)\b|--numprocesses|--dist", c) for c in ray), ray
     pure = next(c for c in _dry_run("test-pure").splitlines() if "pytest" in c)
     assert " -n 2 --dist worksteal " in pure, pure
