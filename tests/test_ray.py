@@ -250,9 +250,10 @@ def _free_port() -> int:
 
 
 def test_the_ray_tests_are_kept_out_of_the_main_run_and_run_by_make_test():
-    """`make test` runs the main suite with -m "not ray" and then this file in its own namespace."""
+    """`make test` runs the main suite with -m "not ray and not browser" (the browser tests apart) and then this
+    file in its own namespace."""
     makefile = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
-    assert '-m "not ray"' in makefile and "$(MAKE) --no-print-directory test-ray" in makefile
+    assert '-m "not ray and not browser"' in makefile and "$(MAKE) --no-print-directory test-ray" in makefile
     assert (
         "unshare -n sh -c 'ip link set lo up && exec $(BIN)/python -m pytest -q -m ray tests/test_ray.py'" in makefile
     )
