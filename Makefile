@@ -44,8 +44,7 @@ XDIST := -n 2
 ## (--dist loadfile: a file's module fixtures, such as test_bench's demo run, are made once, and test_bench's
 ## tests of that run see it in the order written), then the Ray tests in their network namespace (test-ray),
 ## one at a time
-## The browser tests run apart, in one process: under pytest-xdist the labelling server they start did not exit on
-## Ctrl-C within a minute in two CI runs of two (it exits in 0.4 s when run alone; not yet understood)
+## The browser tests run apart, in one process (their labelling server and Chromium away from the other worker)
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -m "not ray and not browser" $(XDIST) --dist loadfile
 	$(BIN)/python -m pytest -q -m browser

@@ -86,6 +86,9 @@ class Label:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            # Ctrl-C as a terminal sends it: a suite started in the background (`cmd &`, nohup) ignores SIGINT, and a
+            # child inherits that, so the server would never see the Ctrl-C this test sends
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         line = self._line(time.monotonic() + 20)
         found = re.fullmatch(
