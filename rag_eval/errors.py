@@ -16,18 +16,21 @@ __all__ = [
     "DamagedShard",
     "DuplicateJudgement",
     "DuplicateResult",
+    "FailingJudge",
     "FailingStage",
     "HarnessError",
     "IdsConverted",
     "InfiniteScore",
     "InputError",
     "JudgedDocsNotInCorpus",
+    "LowAgreement",
     "LowJudgedShare",
     "LowQueryOverlap",
     "NearMissIds",
     "OldCacheKeys",
     "RagEvalError",
     "RagEvalWarning",
+    "StaleGradedBy",
     "StarvedBudget",
     "TornLine",
     "TrecEvalParameterTruncated",
@@ -106,6 +109,11 @@ class TornLine(RagEvalWarning):
     its judgement ignored. (A stage cache's damaged shard is a :class:`DamagedShard`.)"""
 
 
+class StaleGradedBy(RagEvalWarning):
+    """A qrels file's graded-by record (``QRELS.graded-by.json``: how many judgements model judges decided) written
+    for other bytes than the qrels file holds now: ignored, so the card cannot say who graded the qrels."""
+
+
 class StarvedBudget(RagEvalWarning):
     """A token budget that delivers no chunk to some queries: their first chunk alone exceeds it."""
 
@@ -128,9 +136,23 @@ class FailingStage(RagEvalWarning):
     the first error."""
 
 
+class FailingJudge(RagEvalWarning):
+    """A model judge that failed on more than half of the items it was asked to grade (a malformed answer, a
+    timeout, an error of its own): said once, with the count and the first error; the failed items are not in the
+    log and are asked again on the next run (:func:`rag_eval.ground_truth.judging.judge`)."""
+
+
 class CappedResults(RagEvalWarning):
     """A retriever that returns the same number of hits, fewer than the depth asked, on most queries: a cap of its
     own (LangChain's default ``k=4``, a store's limit), which bounds recall@depth."""
+
+
+class LowAgreement(RagEvalWarning):
+    """A model judge that agrees too little with people to stand in for them: on the items both graded, its
+    quadratic-weighted Cohen's kappa is below the threshold (0.4 by default) or cannot be measured; or the systems'
+    ranking under its qrels differs from the ranking under human qrels (Kendall's tau below 0.9 with five or more
+    systems, or a pair of systems whose order or significance differs with fewer). See
+    :mod:`rag_eval.ground_truth.agreement`."""
 
 
 class LowJudgedShare(RagEvalWarning):

@@ -24,6 +24,7 @@ from ._ids import IdCheck, check_writable
 from ._io import InputFile, PathLike, binary_input, decode_input, read_input, read_raw, warn
 from ._numbers import grade_value
 from ._packed import PackedIds
+from .graded_by import GradedBy, read_sidecar, write_sidecar
 from .source import Source
 
 if TYPE_CHECKING:
@@ -39,12 +40,22 @@ GRADE_COLUMNS = ("grade", "relevance", "label", "score")
 class Qrels:
     """Graded judgements per query. Immutable; build it with one of the ``from_*`` constructors."""
 
-    __slots__ = ("__dict__", "_judgements", "source")
+    __slots__ = ("__dict__", "_judgements", "graded_by", "source")
 
-    def __init__(self, judgements: Mapping[str, Mapping[str, int]], *, source: Source | None = None) -> None:
-        """Judgements as ``{query_id: {doc_id: grade}}`` (the form pytrec_eval takes); validated and copied."""
+    def __init__(
+        self,
+        judgements: Mapping[str, Mapping[str, int]],
+        *,
+        source: Source | None = None,
+        graded_by: GradedBy | None = None,
+    ) -> None:
+        """Judgements as ``{query_id: {doc_id: grade}}`` (the form pytrec_eval takes); validated and copied.
+        ``graded_by``: how many judgements people and each model judge decided (:mod:`rag_eval.data.graded_by`),
+        where known; a merge of logs holding a judge's grades sets it, and every card made with these qrels says
+        so."""
         self._judgements = _validated(judgements, "qrels")
         self.source = source
+        self.graded_by = graded_by
 
     # ----- constructors -------------------------------------------------------------------------------------
     @classmethod
@@ -220,6 +231,8 @@ class Qrels:
         qrels = cls.__new__(cls)
         qrels._judgements = judgements
         qrels.source = Source.of(file) if file else None
+        # a graded-by record beside the file, written by write_qrels for these very bytes (graded_by.py)
+        qrels.graded_by = read_sidecar(file.path, file.sha256) if file else None
         return qrels
 
     # ----- reading ------------------------------------------------------------------------------------------
@@ -271,7 +284,9 @@ class Qrels:
         """Write a TREC qrels file, whole or not at all (:func:`rag_eval._files.write_output`: a full disk is an
         InputError naming it, and the file keeps its old content; a symlink is written through). An id that would
         not read back as itself (a query id starting with ``#``, an id holding whitespace, an empty id) is an
-        InputError, raised before anything is written."""
+        InputError, raised before anything is written. Qrels graded in part by model judges (:attr:`graded_by`) get
+        their graded-by record beside the file (``QRELS.graded-by.json``, :mod:`rag_eval.data.graded_by`); a stale
+        one is removed where these qrels have none."""
         where = str(path)
         check_writable(self._judgements, "query id", where)
         for q, judged in self._judgements.items():
@@ -283,6 +298,7 @@ class Qrels:
                 for q, judged in self._judgements.items()
             ),
         )
+        write_sidecar(path, self.graded_by)
 
     # ----- for the metric engine ----------------------------------------------------------------------------
     @property

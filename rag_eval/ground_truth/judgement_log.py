@@ -12,6 +12,16 @@ warning when the log is read, and cut off before the next append; any other bad 
 :class:`~rag_eval.errors.InputError` naming the file and line. A later judgement by the same assessor of the same
 (query, doc) pair supersedes the earlier one: that is how "back" and a new grade work, and the log keeps both.
 
+A model judge's grade is a judgement like a person's, under the judge's name as ``assessor``, with a ``judge``
+object holding the judge's fingerprint (what changes its grades: model, prompt, scale) and, where the judge gives
+one, its confidence in [0, 1]::
+
+    {"query_id": "q1", "doc_id": "d7", "grade": 1, "assessor": "umbrela-llama", "time": "...", "scale": [0, 3],
+     "judge": {"fingerprint": "9c41e07b2d10", "confidence": 0.62}}
+
+A judge's grade never overwrites a person's: :func:`~rag_eval.ground_truth.merge` uses it only for pairs no person
+graded, and the qrels it builds say how many judgements each judge decided (:class:`rag_eval.data.GradedBy`).
+
 Merging logs into qrels is :func:`rag_eval.ground_truth.merge` (:mod:`.merging`).
 """
 
@@ -49,6 +59,7 @@ class Judgement:
     time: str  # ISO 8601, UTC, milliseconds: 2026-11-05T09:12:33.481Z
     scale: tuple[int, int] = DEFAULT_SCALE
     pool: Mapping[str, Any] | None = None
+    judge: Mapping[str, Any] | None = None  # a model judge's grade: {"fingerprint": str[, "confidence": float]}
 
     def __post_init__(self) -> None:
         # checked when made (by hand, by append, or from a log line), so a log never holds a grade of True or 2.0
@@ -68,11 +79,23 @@ class Judgement:
         }
         if self.pool is not None:
             record["pool"] = dict(self.pool)
+        if self.judge is not None:
+            record["judge"] = dict(self.judge)
         return json.dumps(record, ensure_ascii=False)
 
     @property
     def pair(self) -> tuple[str, str]:
         return (self.query_id, self.doc_id)
+
+    @property
+    def by_judge(self) -> bool:
+        """Whether a model judge gave this grade (a person's judgement has no ``judge`` object)."""
+        return self.judge is not None
+
+    @property
+    def confidence(self) -> float | None:
+        """A model judge's confidence in its grade, in [0, 1], where it gave one."""
+        return None if self.judge is None else self.judge.get("confidence")
 
 
 class JudgementLog:
@@ -137,6 +160,16 @@ class JudgementLog:
     def assessors(self) -> list[str]:
         return sorted({j.assessor for j in self._judgements})
 
+    @property
+    def judges(self) -> dict[str, str]:
+        """``{name: fingerprint}`` of the model judges in the log (the last fingerprint each name wrote)."""
+        return {j.assessor: j.judge["fingerprint"] for j in self._judgements if j.judge is not None}
+
+    @property
+    def people(self) -> list[str]:
+        """The assessors that are not model judges."""
+        return sorted({j.assessor for j in self._judgements if j.judge is None})
+
     def latest(self, assessor: str | None = None) -> dict[tuple[str, str, str], Judgement]:
         """``{(assessor, query_id, doc_id): judgement}``: each assessor's last judgement of each pair (the later
         line wins), for one assessor or all."""
@@ -157,9 +190,11 @@ class JudgementLog:
         scale: tuple[int, int] = DEFAULT_SCALE,
         pool: Mapping[str, Any] | None = None,
         time: str | None = None,
+        judge: Mapping[str, Any] | None = None,
     ) -> Judgement:
         """Write one judgement (one line, flushed and fsync'd) and return it. ``pool`` is a pool's
-        provenance (``Pool.provenance``); its id, depth, strategy and systems are recorded."""
+        provenance (``Pool.provenance``); its id, depth, strategy and systems are recorded. ``judge`` marks a model
+        judge's grade: ``{"fingerprint": str}``, with ``"confidence"`` (a number in [0, 1]) where it gives one."""
         judgement = Judgement(
             query_id,
             doc_id,
@@ -168,6 +203,7 @@ class JudgementLog:
             time or _now(),
             scale,
             None if pool is None else {k: pool[k] for k in _POOL_KEYS if k in pool},
+            None if judge is None else dict(judge),
         )
         line = (judgement.to_json() + "\n").encode()
         with self._lock:
@@ -237,6 +273,17 @@ def _problem(j: Judgement) -> str | None:
         return f"time {j.time!r} is not an ISO 8601 time"
     if j.pool is not None and not isinstance(j.pool.get("id", ""), str):
         return "pool.id must be a string"
+    if j.judge is not None:
+        if not isinstance(j.judge, Mapping):
+            return f"judge must be an object with the judge's fingerprint, not {j.judge!r}"
+        fingerprint = j.judge.get("fingerprint")
+        if not isinstance(fingerprint, str) or not fingerprint.strip():
+            return f"judge.fingerprint must be a non-empty string, not {fingerprint!r}"
+        confidence = j.judge.get("confidence")
+        if confidence is not None and (
+            isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0.0 <= confidence <= 1.0
+        ):
+            return f"judge.confidence must be a number in [0, 1] or absent, not {confidence!r}"
     return None
 
 
@@ -294,4 +341,9 @@ def _judgement_of(record: object) -> Judgement:
     pool = record.get("pool")
     if pool is not None and not isinstance(pool, dict):
         raise _BadRecord("field 'pool' must be an object or null")
-    return Judgement(record["query_id"], record["doc_id"], grade, record["assessor"], record["time"], scale, pool)
+    judge = record.get("judge")
+    if judge is not None and not isinstance(judge, dict):
+        raise _BadRecord("field 'judge' must be an object (a model judge's fingerprint) or absent")
+    return Judgement(
+        record["query_id"], record["doc_id"], grade, record["assessor"], record["time"], scale, pool, judge
+    )

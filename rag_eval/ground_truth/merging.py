@@ -6,8 +6,12 @@ qrels is
 
 - the existing qrels grade, where the qrels given to :func:`merge` judge the pair (the labelling page never
   changes a grade it was not asked for);
-- otherwise the lower median of the assessors' latest grades (``resolve="median"``, the default: with two
-  assessors the lower grade, with three the middle one), or their ``"max"`` or ``"min"``.
+- otherwise, where a person graded the pair, the lower median of the people's latest grades (``resolve="median"``,
+  the default: with two assessors the lower grade, with three the middle one), or their ``"max"`` or ``"min"``: a
+  model judge's grade never overwrites a person's;
+- otherwise (only model judges graded the pair) the same over the judges' grades; the merged qrels then carry a
+  :class:`~rag_eval.data.GradedBy` saying how many judgements each judge decided, which every card made with them
+  shows (and :func:`~rag_eval.ground_truth.write_qrels` keeps beside the file).
 
 :func:`cohen_kappa` measures the assessors' agreement beyond chance on the pairs both judged; :attr:`Merged.kappa`
 gives it on the grades and at the relevance threshold, for every two assessors.
@@ -25,7 +29,9 @@ from functools import cached_property
 from itertools import combinations
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..data.graded_by import GradedBy, JudgeShare
 from ..data.qrels import Qrels
+from ..errors import InputError
 from .judgement_log import RESERVED_NAMES, Judgement, JudgementLog, _parse_time
 
 if TYPE_CHECKING:
@@ -102,6 +108,7 @@ class Merged:
     assessors: tuple[str, ...]
     resolve: Resolve
     threshold: int
+    judges: Mapping[str, str] = field(default_factory=dict)  # model judges among the assessors: name -> fingerprint
 
     @cached_property
     def conflicts(self) -> pd.DataFrame:
@@ -212,25 +219,61 @@ def merge(
             if kept is None or kept[1] == order or (when, order) >= (kept[0], kept[1]):
                 latest[key] = (when, order, j)
     grades: dict[tuple[str, str], dict[str, int]] = {}
+    fingerprints: dict[str, set[str]] = {}  # model judges: name -> every fingerprint its counted grades carry
+    people: set[str] = set()
     for (assessor, q, d), (_, _, j) in latest.items():
         grades.setdefault((q, d), {})[assessor] = j.grade
+        if j.judge is not None:
+            fingerprints.setdefault(assessor, set()).add(j.judge["fingerprint"])
+        else:
+            people.add(assessor)
     assessors = tuple(sorted({a for a, _, _ in latest}))
     clash = RESERVED_NAMES & set(assessors)
     if clash:
         raise ValueError(f"assessor name {sorted(clash)[0]!r} is reserved (a column of Merged.conflicts)")
+    both = people & set(fingerprints)
+    if both:
+        raise InputError(
+            f"assessor {sorted(both)[0]!r} is both a person (judgements without a judge object) and a model judge "
+            "in the logs merged: give the judge another name, so that its grades can never pass for a person's"
+        )
 
     merged = base_qrels.to_dict() if base_qrels is not None else {}
     base = {(q, d): g for q, docs in merged.items() for d, g in docs.items()}
+    # the base qrels' pairs keep their grades, and so who decided them (a base graded in part by judges says so)
+    earlier = base_qrels.graded_by if base_qrels is not None else None
+    by_people = len(base) if earlier is None else earlier.people
+    by_judge: Counter[str] = Counter({j.name: j.judgements for j in earlier.judges} if earlier else {})
+    for share in earlier.judges if earlier else ():
+        fingerprints.setdefault(share.name, set()).update(share.fingerprint.split(","))
     for (q, d), by_assessor in grades.items():
-        if (q, d) not in base:
+        if (q, d) in base:
+            continue
+        human = [g for a, g in by_assessor.items() if a not in fingerprints]
+        if human:  # a judge's grade never overwrites a person's
+            merged.setdefault(q, {})[d] = _combine(human, resolve)
+            by_people += 1
+        else:
             merged.setdefault(q, {})[d] = _combine(list(by_assessor.values()), resolve)
+            by_judge[" + ".join(sorted(by_assessor))] += 1  # several judges on one pair decide it together
+    judges = {name: ",".join(sorted(fps)) for name, fps in sorted(fingerprints.items())}
+    graded_by = None
+    if judges:
+        graded_by = GradedBy(
+            by_people,
+            tuple(
+                JudgeShare(name, ",".join(judges[n] for n in name.split(" + ")), count)
+                for name, count in sorted(by_judge.items())
+            ),
+        )
     return Merged(
-        Qrels.from_dict(merged),
+        Qrels(merged, graded_by=graded_by),
         {p: dict(sorted(g.items())) for p, g in grades.items()},
         base,
         assessors,
         resolve,
         threshold,
+        judges,
     )
 
 

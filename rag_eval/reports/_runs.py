@@ -77,7 +77,8 @@ def evaluate_runs(
                 run=name, counted=len(account.counted), left_out=account.left_out, counted_as_zero=account.zeroed
             )
         )
-    inputs = [_record("qrels", Path(qrels.source.path).name if qrels.source else "qrels", qrels.source)]
+    name = Path(qrels.source.path).name if qrels.source else "qrels"
+    inputs = [_record("qrels", name, qrels.source, notes=graded_by_notes(qrels))]
     inputs += [
         _record("run", name, run.source, run.ranked_by, list(run.notes), tag=run.tag) for name, run in named.items()
     ]
@@ -138,6 +139,12 @@ def named_runs(runs: object) -> dict[str, Run]:
     if not named or any(not isinstance(r, Run) for r in named.values()):
         raise TypeError(hint)
     return named
+
+
+def graded_by_notes(qrels: Qrels) -> list[str]:
+    """The qrels input's note on a card: the share of judgements model judges decided, where they did."""
+    graded = qrels.graded_by
+    return [graded.note()] if graded is not None and graded.judges else []
 
 
 def _record(

@@ -41,6 +41,7 @@ from ..metrics.conventions import Conventions
 from ..metrics.grammar import Metric, parse_metric
 from ..stages.result import Finding, PipelineResult, StageOutput, _ArrowIds, announce
 from ._judged import JUDGED_THRESHOLD, JudgedShare, ceiling, judged_share, shares_frame, warn_low
+from ._runs import graded_by_notes
 from ._systematic import announce_overlap, issue_rows, query_overlap
 from .card import InputRecord, MetricCard, QueryRecord
 from .hashes import content_hashes
@@ -96,6 +97,7 @@ def evaluate_pipelines(
             name="qrels",
             path=qrels.source.path if qrels.source else None,
             sha256=qrels.source.sha256 if qrels.source else None,
+            notes=graded_by_notes(qrels),
         )
     ]
     tables: dict[str, list[pd.DataFrame]] = {"latency": [], "failures": [], "issues": [], "loss_items": []}
