@@ -21,6 +21,7 @@ EXTRAS = {
     "bench": "the benchmarks against pytrec_eval, ir_measures and ranx",
     "ray": "rag_eval.stages.RayExecutor (stages over Ray Data, on one machine or a cluster)",
     "querysets": "query sets from logs: near-duplicate merging and sampling (rag-eval queries sample)",
+    "judges": "model judges and their agreement with people (Krippendorff's alpha: krippendorff)",
 }
 
 

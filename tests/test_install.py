@@ -35,7 +35,7 @@ WHEELHOUSE = ROOT / ".venv" / "wheelhouse"
 DIST = "rag-eval-stages"
 EXAMPLES = ROOT / "rag_eval" / "examples"
 EVALUATE = ["evaluate", "qrels.txt", "bm25.trec", "bm25_rerank.trec", "-m", "ndcg@5", "-m", "recall@20", "-m", "P@5"]
-FEATURE_EXTRAS = ("langchain", "llamaindex", "models", "labelling", "bench", "ray", "querysets")
+FEATURE_EXTRAS = ("langchain", "llamaindex", "models", "labelling", "bench", "ray", "querysets", "judges")
 
 
 def _pip_env() -> dict[str, str]:
@@ -175,6 +175,7 @@ def test_each_extra_lists_what_its_feature_needs(project_wheel):
     } <= requires["models"]
     assert {"pytrec-eval-terrier", "ir-measures", "ranx"} <= requires["bench"]
     assert requires["querysets"] == {"datasketch", "scikit-learn"}
+    assert requires["judges"] == {"krippendorff"}
     assert requires["all"] == set().union(*(requires[e] for e in FEATURE_EXTRAS))
     assert requires["all"] | {"pytest", "hypothesis", "pytest-socket", "ruff", "mypy", "pre-commit"} <= requires["dev"]
     assert requires["core"].isdisjoint({"langchain-core", "llama-index-core", "torch", "matplotlib"})

@@ -1,16 +1,18 @@
 """HTTP for the labelling page, and its security checks: what a request must show before it reaches the session.
 
-The page and a small JSON API, all of it on fixed routes (no request names a file): ``GET /`` (the page, with
-this server's token), ``GET /api/state[?after=N]``, ``GET /api/item?i=N``, ``POST /api/judge``
-(``{"index": N, "grade": G}``, optionally with ``query_id`` and ``doc_id`` to check). A request whose ``Host`` is
-not ``127.0.0.1:PORT`` or ``localhost:PORT``, or whose ``Origin`` (when sent) is not ``http://`` one of those, gets
-403 (DNS rebinding, other sites); every ``/api/`` request must carry the server's random token in
-``X-Rag-Eval-Token`` (403 otherwise), and a POST must be ``application/json``, so that no other page can make the
-browser judge. The page is served with a Content-Security-Policy that allows only its own inline script and style
-(by a per-server nonce). Errors are JSON: ``{"error": "..."}``: a body that is not JSON, or nested too deep to
-parse, is 400; a body over :data:`MAX_BODY` bytes is 413; a request (line, headers and body) that does not arrive
-whole within the server's timeout, however slowly it trickles, is 408 and the connection is closed, so no request
-holds a thread for longer; any other failure of a request is a 500, never a dead thread.
+The page and a small JSON API, all of it on fixed routes (no request names a file): ``GET /`` (the page, with this
+server's token), ``GET /api/state[?after=N]``, ``GET /api/item?i=N``, ``POST /api/judge``
+(``{"index": N, "grade": G}``, optionally with ``query_id`` and ``doc_id`` to check), ``GET /api/agreement`` (this
+assessor's agreement with each model judge of the log, which the page shows when every item is judged:
+:func:`rag_eval.ground_truth.agreement.assessor_summary`). A request whose ``Host`` is not ``127.0.0.1:PORT`` or
+``localhost:PORT``, or whose ``Origin`` (when sent) is not ``http://`` one of those, gets 403 (DNS rebinding, other
+sites); every ``/api/`` request must carry the server's random token in ``X-Rag-Eval-Token`` (403 otherwise), and a
+POST must be ``application/json``, so that no other page can make the browser judge. The page is served with a
+Content-Security-Policy that allows only its own inline script and style (by a per-server nonce). Errors are JSON:
+``{"error": "..."}``: a body that is not JSON, or nested too deep to parse, is 400; a body over :data:`MAX_BODY`
+bytes is 413; a request (line, headers and body) that does not arrive whole within the server's timeout, however
+slowly it trickles, is 408 and the connection is closed, so no request holds a thread for longer; any other failure
+of a request is a 500, never a dead thread.
 """
 
 from __future__ import annotations
@@ -149,7 +151,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             return HTTPStatus.OK, site.page
         if url.path == "/favicon.ico":
             return HTTPStatus.NO_CONTENT, {}
-        routes = {("GET", "/api/state"), ("GET", "/api/item"), ("POST", "/api/judge")}
+        routes = {("GET", "/api/state"), ("GET", "/api/item"), ("POST", "/api/judge"), ("GET", "/api/agreement")}
         if not url.path.startswith("/api/") or (method, url.path) not in routes:
             if any(p == url.path for _, p in routes):
                 raise RequestError(HTTPStatus.METHOD_NOT_ALLOWED, f"{method} {url.path} is not allowed")
@@ -165,6 +167,12 @@ class RequestHandler(BaseHTTPRequestHandler):
             return HTTPStatus.OK, session.state(None if after is None else _int(after, "after"))
         if url.path == "/api/item":
             return HTTPStatus.OK, session.item(_int(query.get("i", [""])[0], "i"))
+        if url.path == "/api/agreement":
+            from ..ground_truth.agreement import assessor_summary
+            from ..ground_truth.judgement_log import JudgementLog
+
+            log = JudgementLog(session.log_path, session.log.judgements)  # a snapshot: judging goes on meanwhile
+            return HTTPStatus.OK, assessor_summary(log, session.assessor, scale=session.scale)
         return HTTPStatus.OK, session.judge(self._json_body())
 
     def _json_body(self) -> object:

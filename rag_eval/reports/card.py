@@ -100,6 +100,9 @@ class MetricCard(BaseModel):
     # a report made with a rag_eval.QuerySet: that set's card (QuerySetCard.to_dict()); its summary then has the
     # traffic-weighted mean (see rag_eval.reports.weighted)
     query_set: dict[str, Any] | None = None
+    # a model judge's agreement with people (Report.with_judge_agreement): {"items": [JudgeAgreement.to_dict()],
+    # "rankings": [RankingAgreement.to_dict()]}; see rag_eval.ground_truth.agreement
+    judge_agreement: dict[str, Any] | None = None
 
     @property
     def budget(self) -> str | None:
@@ -192,6 +195,10 @@ class MetricCard(BaseModel):
                 "weights frequency / inclusion probability, with a stratified bootstrap interval"
             )
             lines.extend("  " + line for line in QuerySetCard.from_dict(self.query_set).render().splitlines())
+        if self.judge_agreement:
+            from ..ground_truth.agreement import card_lines
+
+            lines.extend(card_lines(self.judge_agreement))
         if self.comparison:
             c = self.comparison
             lines.append(

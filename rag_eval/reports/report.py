@@ -203,6 +203,25 @@ class Report:
         card = self._card.model_copy(update={"query_set": query_set.card.to_dict()})
         return Report(self._blocks, list(self._metrics), card, self._tables, weights)
 
+    def with_judge_agreement(self, *agreements: Any) -> Report:
+        """The same values with a model judge's agreement with people on the card (``card.judge_agreement``, shown
+        by ``card.render()``): each of ``agreements`` a :class:`~rag_eval.ground_truth.agreement.JudgeAgreement`
+        (on the items both graded) or a :class:`~rag_eval.ground_truth.agreement.RankingAgreement` (of the systems'
+        rankings), added to those the card holds already."""
+        from ..ground_truth.agreement import JudgeAgreement, RankingAgreement
+
+        held = dict(self._card.judge_agreement or {})
+        items, rankings = list(held.get("items") or []), list(held.get("rankings") or [])
+        for a in agreements:
+            if isinstance(a, JudgeAgreement):
+                items.append(a.to_dict())
+            elif isinstance(a, RankingAgreement):
+                rankings.append(a.to_dict())
+            else:
+                raise TypeError(f"expected a JudgeAgreement or a RankingAgreement, not {type(a).__name__}")
+        card = self._card.model_copy(update={"judge_agreement": {"items": items, "rankings": rankings}})
+        return self._with_card(card)
+
     @property
     def per_query(self) -> pd.DataFrame:
         """One row per run, [stage,] query and metric: columns ``run, [stage,] query_id, metric, value``."""

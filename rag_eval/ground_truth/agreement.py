@@ -1,0 +1,890 @@
+"""How far a model judge's grades can be trusted: its agreement with people, item by item and where it matters,
+in the ranking of the systems evaluated.
+
+**On the items both graded** (:func:`judge_agreement`), with ``O`` the confusion matrix of counts (people's
+grades as rows, the judge's as columns, every grade of the scale ``low..high``: ``k`` grades), ``n`` its total,
+``P = O / n``, ``r`` and ``c`` its row and column sums and ``E = r c^T`` the agreement expected by chance:
+
+- Cohen's kappa, unweighted (Cohen 1960): ``(p_o - p_e) / (1 - p_e)`` with ``p_o = trace(P)``,
+  ``p_e = trace(E)``;
+- Cohen's kappa, quadratic-weighted (Cohen 1968; Fleiss and Cohen 1973): ``1 - sum(W * P) / sum(W * E)`` with
+  the disagreement weights ``W[i, j] = (i - j)^2 / (k - 1)^2``: a grade off by two costs four times one off by
+  one, which suits an ordinal scale;
+- Krippendorff's alpha, ordinal (Krippendorff 2004/2011, the ``krippendorff`` package,
+  ``level_of_measurement="ordinal"`` with the scale's grades as its value domain): ``1 - D_o / D_e`` with the
+  ordinal distance, which depends on how often each grade is used;
+- the binary kappa: Cohen's unweighted kappa on "relevant" (grade ``>= threshold``) against not;
+- per grade ``g`` above the lowest, the judge's precision and recall of "relevant at g": among the items the judge
+  graded ``>= g``, the share people graded ``>= g`` (precision), and among the items people graded ``>= g``, the
+  share the judge did (recall), with the counts.
+
+A value that cannot be computed is None with a reason (:attr:`JudgeAgreement.reasons`), never NaN: no item in
+common, every item given one and the same grade by both (chance agreement 1), no item the judge (or people) graded
+``>= g``. :class:`~rag_eval.errors.LowAgreement` is warned when the quadratic-weighted kappa is below
+``warn_below`` (0.4 by default: below "moderate" on Landis and Koch's 1977 scale, where the agreement between
+trained people on graded relevance typically lies; see ``docs/agreement.md``) or cannot be measured: the judge's
+grades should then not stand in for people's.
+
+**Where it matters** (:func:`ranking_agreement`): the systems (runs, and ``run/stage`` for pipeline reports)
+scored on the same queries under human qrels and under the judge's. Voorhees (2000, "Variations in relevance
+judgments and the measurement of retrieval effectiveness") found that assessors who disagree on many documents
+still rank systems alike (Kendall's tau around 0.9); a judge is judged the same way. With five or more systems:
+Kendall's tau (tau-b, ``scipy.stats.kendalltau``) between the two orders of the system means, and whether the top
+system is the same; below ``tau_below`` (0.9, Voorhees' mark of an equivalent ranking) a warning. With fewer (too
+few for a tau to mean anything): for every two systems, whether their order and the significance of their
+difference (a paired test over the queries both reports hold, :mod:`rag_eval.reports.statistics`) agree; a warning
+unless every pair agrees.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._optional import install_hint, require
+from ..data.qrels import Qrels
+from ..errors import InputError, LowAgreement
+from .judgement_log import JudgementLog
+from .merging import Merged, merge
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..reports.report import Report
+
+__all__ = [
+    "LOW_KAPPA",
+    "LOW_TAU",
+    "GradeCut",
+    "JudgeAgreement",
+    "RankingAgreement",
+    "assessor_summary",
+    "card_lines",
+    "grades_of",
+    "judge_agreement",
+    "judge_assessors",
+    "kappa_of",
+    "log_agreement",
+    "ranking_agreement",
+]
+
+LOW_KAPPA = 0.4  # quadratic-weighted kappa below which a judge should not stand in for people (Landis & Koch 1977)
+LOW_TAU = 0.9  # Kendall's tau below which two rankings of systems are not equivalent (Voorhees 2000)
+MIN_SYSTEMS_FOR_TAU = 5  # with fewer systems, the pairs' order and significance are compared instead
+
+Grades = Qrels | Merged | Mapping[str, Mapping[str, int]]
+
+
+@dataclass(frozen=True)
+class GradeCut:
+    """The judge's precision and recall of "relevant at ``grade``" (grade ``>= grade``) against people's, on the
+    items both graded: ``both`` (people and judge say relevant), ``judge_only``, ``people_only``, ``neither``.
+    ``precision = both / (both + judge_only)``, ``recall = both / (both + people_only)``; None with a reason when
+    the judge (people) graded no item ``>= grade``."""
+
+    grade: int
+    both: int
+    judge_only: int
+    people_only: int
+    neither: int
+    precision: float | None
+    recall: float | None
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "grade": self.grade,
+            "both": self.both,
+            "judge_only": self.judge_only,
+            "people_only": self.people_only,
+            "neither": self.neither,
+            "precision": self.precision,
+            "recall": self.recall,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class JudgeAgreement:
+    """What :func:`judge_agreement` returns: the agreement of a judge with people on the items both graded (the
+    formulas are in the module's doc). Each number is None where it cannot be computed; ``reasons`` maps its name
+    (``"kappa"``, ``"weighted_kappa"``, ``"alpha"``, ``"binary_kappa"``) to why."""
+
+    n: int  # items graded by both
+    n_human: int  # items people graded (in common or not)
+    n_judge: int  # items the judge graded
+    scale: tuple[int, int]
+    threshold: int  # the lowest relevant grade, for the binary kappa
+    observed: float | None  # share of the items given the same grade
+    kappa: float | None  # Cohen's kappa, unweighted
+    weighted_kappa: float | None  # Cohen's kappa, quadratic weights
+    alpha: float | None  # Krippendorff's alpha, ordinal
+    binary_kappa: float | None  # unweighted kappa of grade >= threshold
+    counts: tuple[tuple[int, ...], ...] = field(repr=False)  # the confusion matrix: people's grades x judge's
+    cuts: tuple[GradeCut, ...] = field(repr=False)
+    reasons: Mapping[str, str] = field(default_factory=dict)
+    warn_below: float = LOW_KAPPA
+    names: tuple[str, str] = ("people", "judge")
+
+    @property
+    def grades(self) -> list[int]:
+        """Every grade of the scale, lowest first: the confusion matrix's rows and columns."""
+        return list(range(self.scale[0], self.scale[1] + 1))
+
+    @property
+    def low(self) -> bool:
+        """Whether the judge's grades should not stand in for people's: the quadratic-weighted kappa is below
+        ``warn_below``, or cannot be measured."""
+        return self.weighted_kappa is None or self.weighted_kappa < self.warn_below
+
+    @property
+    def confusion(self) -> pd.DataFrame:
+        """The counts of the items both graded: people's grade as the row (index ``human``), the judge's as the
+        column (``judge``); every grade of the scale is present, used or not."""
+        import pandas as pd
+
+        grades = self.grades
+        return pd.DataFrame(
+            [list(row) for row in self.counts],
+            index=pd.Index(grades, name="human"),
+            columns=pd.Index(grades, name="judge"),
+            dtype="int64",
+        )
+
+    @property
+    def per_grade(self) -> pd.DataFrame:
+        """One row per grade above the lowest: ``grade, precision, recall, both, judge_only, people_only, neither,
+        reason`` (see :class:`GradeCut`)."""
+        import pandas as pd
+
+        columns = ["grade", "precision", "recall", "both", "judge_only", "people_only", "neither", "reason"]
+        return pd.DataFrame([c.to_dict() for c in self.cuts], columns=columns)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every number, JSON-able (None where undefined, never NaN)."""
+        return {
+            "kind": "items",
+            "people": self.names[0],
+            "judge": self.names[1],
+            "n": self.n,
+            "n_human": self.n_human,
+            "n_judge": self.n_judge,
+            "scale": list(self.scale),
+            "threshold": self.threshold,
+            "observed": self.observed,
+            "kappa": self.kappa,
+            "weighted_kappa": self.weighted_kappa,
+            "alpha": self.alpha,
+            "binary_kappa": self.binary_kappa,
+            "confusion": {"grades": self.grades, "counts": [list(row) for row in self.counts]},
+            "per_grade": [c.to_dict() for c in self.cuts],
+            "reasons": dict(self.reasons),
+            "warn_below": self.warn_below,
+            "low": self.low,
+        }
+
+    def render(self) -> str:
+        """A few lines of text: the numbers, the confusion matrix and the per-grade precision and recall."""
+        lines = [_items_line(self.to_dict())]
+        if self.n:
+            width = max(len(str(v)) for row in self.counts for v in row) + 2
+            width = max(width, max(len(str(g)) for g in self.grades) + 2)
+            lines.append(f"  confusion (rows: {self.names[0]}'s grade, columns: {self.names[1]}'s grade)")
+            lines.append("    " + " " * 8 + "".join(f"{g:>{width}}" for g in self.grades))
+            for g, row in zip(self.grades, self.counts, strict=True):
+                lines.append(f"    grade {g:>2}" + "".join(f"{v:>{width}}" for v in row))
+            for c in self.cuts:
+                lines.append(
+                    f"  grade >= {c.grade}: precision {_num(c.precision)} ({c.both} of {c.both + c.judge_only}), "
+                    f"recall {_num(c.recall)} ({c.both} of {c.both + c.people_only})"
+                    + (f"; {c.reason}" if c.reason else "")
+                )
+        lines.extend(f"  {name}: {why}" for name, why in self.reasons.items())
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+def judge_agreement(
+    human: Grades,
+    judge: Grades,
+    *,
+    scale: tuple[int, int] = (0, 3),
+    threshold: int = 1,
+    warn_below: float = LOW_KAPPA,
+    warn: bool = True,
+    names: tuple[str, str] = ("people", "judge"),
+) -> JudgeAgreement:
+    """The agreement of ``judge``'s grades with ``human``'s on the (query, doc) items both graded (see the
+    module's doc for the formulas). Each of ``human`` and ``judge`` is :class:`~rag_eval.Qrels`, a
+    :class:`~rag_eval.ground_truth.Merged` (its qrels) or ``{query_id: {doc_id: grade}}``; a judgement log's
+    grades are :func:`grades_of` it (or use :func:`log_agreement`). Every grade must lie on ``scale`` (an
+    :class:`~rag_eval.errors.InputError` names the query and doc otherwise); ``threshold`` is the lowest relevant
+    grade, for the binary kappa. Warns :class:`~rag_eval.errors.LowAgreement` where the quadratic-weighted kappa is
+    below ``warn_below`` or undefined (``warn=False``: no warning; :attr:`JudgeAgreement.low` still says so).
+    Krippendorff's alpha needs the ``krippendorff`` package (``pip install 'rag-eval-stages[judges]'``)."""
+    result = _measure(
+        human, judge, scale=scale, threshold=threshold, warn_below=warn_below, names=names, with_alpha=True
+    )
+    if warn and result.low:
+        _warn_items(result, stacklevel=3)
+    return result
+
+
+def _measure(
+    human: Grades,
+    judge: Grades,
+    *,
+    scale: tuple[int, int],
+    threshold: int,
+    warn_below: float,
+    names: tuple[str, str],
+    with_alpha: bool,
+) -> JudgeAgreement:
+    """:func:`judge_agreement` without the warning; ``with_alpha=False`` leaves alpha out (None, with a reason)."""
+    low, high = _check_scale(scale)
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or not low < threshold <= high:
+        raise InputError(f"threshold {threshold!r}: expected an int grade above {low} and at most {high}")
+    if isinstance(warn_below, bool) or not isinstance(warn_below, (int, float)) or not math.isfinite(warn_below):
+        raise InputError(f"warn_below {warn_below!r}: expected a number (a kappa, at most 1)")
+    people = _grades(human, "human", (low, high))
+    judged = _grades(judge, "judge", (low, high))
+    common = sorted(set(people) & set(judged))
+    k = high - low + 1
+    counts = np.zeros((k, k), dtype=np.int64)
+    for pair in common:
+        counts[people[pair] - low, judged[pair] - low] += 1
+    x = np.array([people[p] for p in common], dtype=np.int64)
+    y = np.array([judged[p] for p in common], dtype=np.int64)
+    reasons: dict[str, str] = {}
+    n = len(common)
+    why: str | None
+    observed: float | None
+    alpha: float | None
+    if n == 0:
+        none = f"{names[0]} and {names[1]} graded no item in common"
+        reasons = dict.fromkeys(("kappa", "weighted_kappa", "alpha", "binary_kappa"), none)
+        observed = kappa = weighted = alpha = binary = None
+    else:
+        observed = float(np.trace(counts)) / n
+        kappa, why = kappa_of(counts)
+        if why:
+            reasons["kappa"] = why
+        weighted, why = kappa_of(counts, weights="quadratic")
+        if why:
+            reasons["weighted_kappa"] = why
+        relevant = np.array(
+            [
+                [
+                    counts[: threshold - low, : threshold - low].sum(),
+                    counts[: threshold - low, threshold - low :].sum(),
+                ],
+                [
+                    counts[threshold - low :, : threshold - low].sum(),
+                    counts[threshold - low :, threshold - low :].sum(),
+                ],
+            ]
+        )
+        binary, why = kappa_of(relevant)
+        if why:
+            reasons["binary_kappa"] = f"at grade >= {threshold}: {why}"
+        if with_alpha:
+            alpha, why = _alpha(x, y, (low, high))
+            if why:
+                reasons["alpha"] = why
+        else:
+            alpha = None
+            reasons["alpha"] = f"krippendorff is not installed: {install_hint('judges')}"
+    cuts = tuple(_cut(x, y, g) for g in range(low + 1, high + 1))
+    return JudgeAgreement(
+        n=n,
+        n_human=len(people),
+        n_judge=len(judged),
+        scale=(low, high),
+        threshold=threshold,
+        observed=observed,
+        kappa=kappa,
+        weighted_kappa=weighted,
+        alpha=alpha,
+        binary_kappa=binary,
+        counts=tuple(tuple(int(v) for v in row) for row in counts),
+        cuts=cuts,
+        reasons=reasons,
+        warn_below=float(warn_below),
+        names=names,
+    )
+
+
+def kappa_of(table: np.ndarray, *, weights: str | None = None) -> tuple[float | None, str | None]:
+    """Cohen's kappa of a square contingency table of counts (one rater's categories as rows, the other's as
+    columns, in the scale's order): unweighted (Cohen 1960) or with ``weights="quadratic"`` (Cohen 1968)
+    disagreement weights ``(i - j)^2 / (k - 1)^2``; ``1 - sum(W * P) / sum(W * E)``, which for ``W = 1 - I`` is
+    the unweighted ``(p_o - p_e) / (1 - p_e)``. ``(None, reason)`` where chance disagreement is 0 (every item in
+    one and the same category for both raters)."""
+    table = np.asarray(table, dtype=np.float64)
+    k = table.shape[0]
+    n = table.sum()
+    if n == 0:
+        return None, "no item"
+    p = table / n
+    expected = np.outer(p.sum(axis=1), p.sum(axis=0))
+    i, j = np.indices((k, k))
+    if weights is None:
+        w = (i != j).astype(np.float64)
+    elif weights == "quadratic":
+        w = (i - j) ** 2 / (k - 1) ** 2
+    else:
+        raise ValueError(f"weights must be None or 'quadratic', not {weights!r}")
+    chance = float((w * expected).sum())
+    if chance <= 1e-15:
+        return None, (
+            f"every one of the {int(n)} item(s) is in one and the same category for both, so the agreement "
+            "expected by chance is 1 and kappa is undefined"
+        )
+    return 1.0 - float((w * p).sum()) / chance, None
+
+
+def _alpha(x: np.ndarray, y: np.ndarray, scale: tuple[int, int]) -> tuple[float | None, str | None]:
+    """Krippendorff's ordinal alpha of two raters' grades (the ``krippendorff`` package)."""
+    krippendorff = require("krippendorff", extra="judges", feature="Krippendorff's alpha (judge_agreement)")
+    values = np.unique(np.concatenate([x, y]))
+    if len(values) < 2:
+        return None, (
+            f"every grade given is {int(values[0])}: with one value there is no expected disagreement, and "
+            "alpha is undefined"
+        )
+    if len(x) < 2:
+        return None, "one item in common: alpha needs at least two"
+    with np.errstate(all="ignore"):
+        value = float(
+            krippendorff.alpha(
+                reliability_data=np.vstack([x, y]).astype(np.float64),
+                value_domain=list(range(scale[0], scale[1] + 1)),
+                level_of_measurement="ordinal",
+            )
+        )
+    if not math.isfinite(value):
+        return None, "Krippendorff's alpha is undefined on these grades (no expected disagreement)"
+    return value, None
+
+
+def _cut(x: np.ndarray, y: np.ndarray, grade: int) -> GradeCut:
+    h, j = x >= grade, y >= grade
+    both, judge_only = int(np.sum(h & j)), int(np.sum(~h & j))
+    people_only, neither = int(np.sum(h & ~j)), int(np.sum(~h & ~j))
+    why = []
+    if both + judge_only == 0:
+        why.append(f"the judge graded no item >= {grade}: precision undefined")
+    if both + people_only == 0:
+        why.append(f"people graded no item >= {grade}: recall undefined")
+    return GradeCut(
+        grade,
+        both,
+        judge_only,
+        people_only,
+        neither,
+        both / (both + judge_only) if both + judge_only else None,
+        both / (both + people_only) if both + people_only else None,
+        "; ".join(why) or None,
+    )
+
+
+def _check_scale(scale: object) -> tuple[int, int]:
+    if (
+        not isinstance(scale, (tuple, list))
+        or len(scale) != 2
+        or any(isinstance(v, bool) or not isinstance(v, int) for v in scale)
+        or not scale[0] < scale[1]
+    ):
+        raise InputError(f"scale {scale!r}: expected two ints (lowest, highest grade), lowest < highest")
+    return (scale[0], scale[1])
+
+
+def _grades(source: Grades, role: str, scale: tuple[int, int]) -> dict[tuple[str, str], int]:
+    """``{(query_id, doc_id): grade}`` of qrels, a merge or a mapping, every grade checked against the scale."""
+    if isinstance(source, Merged):
+        source = source.qrels
+    if isinstance(source, Qrels):
+        nested: Mapping[str, Mapping[str, int]] = source.to_dict()
+    elif isinstance(source, Mapping):
+        nested = source
+    elif isinstance(source, JudgementLog):
+        raise InputError(f"{role}: a judgement log holds several assessors: give grades_of(log, assessor)")
+    else:
+        raise InputError(f"{role}: expected Qrels or {{query_id: {{doc_id: grade}}}}, not {type(source).__name__}")
+    out: dict[tuple[str, str], int] = {}
+    low, high = scale
+    for q, docs in nested.items():
+        if not isinstance(q, str) or not isinstance(docs, Mapping):
+            raise InputError(f"{role}: query {q!r}: expected a str query id mapped to {{doc_id: grade}}")
+        for d, g in docs.items():
+            if not isinstance(d, str):
+                raise InputError(f"{role}: query {q!r}: doc id {d!r} is not a str")
+            if isinstance(g, bool) or not isinstance(g, (int, np.integer)):
+                raise InputError(f"{role}: query {q!r}, doc {d!r}: grade {g!r} is not an int")
+            if not low <= g <= high:
+                raise InputError(f"{role}: query {q!r}, doc {d!r}: grade {g} is outside the scale {low}..{high}")
+            out[(q, d)] = int(g)
+    return out
+
+
+# ----- judgement logs ---------------------------------------------------------------------------------------------
+
+
+def _open(log: JudgementLog | str | os.PathLike[str]) -> JudgementLog:
+    return log if isinstance(log, JudgementLog) else JudgementLog.load(log)
+
+
+def judge_assessors(log: JudgementLog | str | os.PathLike[str]) -> list[str]:
+    """The assessors of ``log`` that are model judges: those whose judgements carry a judge's fingerprint (the
+    ``judge`` field of a judged line), sorted."""
+    return sorted(_open(log).judges)
+
+
+def grades_of(log: JudgementLog | str | os.PathLike[str], assessors: str | Sequence[str]) -> dict[str, dict[str, int]]:
+    """``{query_id: {doc_id: grade}}`` of the ``assessors`` of ``log``: each one's latest grade of each pair; where
+    several graded a pair, their lower median (as :func:`~rag_eval.ground_truth.merge` resolves it). An assessor
+    the log does not hold is an InputError naming the assessors it does."""
+    opened = _open(log)
+    wanted = [assessors] if isinstance(assessors, str) else list(assessors)
+    missing = [a for a in wanted if a not in opened.assessors]
+    if missing or not wanted:
+        raise InputError(
+            f"assessor(s) {missing or wanted!r} not in the log; it holds {opened.assessors}", source=str(opened.path)
+        )
+    chosen = JudgementLog(opened.path, [j for j in opened if j.assessor in wanted])
+    return merge(None, chosen).qrels.to_dict()
+
+
+def log_agreement(
+    log: JudgementLog | str | os.PathLike[str],
+    *,
+    judge: str,
+    people: str | Sequence[str] | None = None,
+    scale: tuple[int, int] | None = None,
+    threshold: int = 1,
+    warn_below: float = LOW_KAPPA,
+    warn: bool = True,
+) -> JudgeAgreement:
+    """:func:`judge_agreement` of the assessor ``judge`` of a judgement log with ``people`` (by default every
+    other assessor of the log that is not a model judge, see :func:`judge_assessors`; their grades combined by
+    :func:`grades_of`). ``scale`` defaults to the log's (the scale its judgements were given on)."""
+    opened = _open(log)
+    if judge not in opened.assessors:
+        raise InputError(
+            f"judge {judge!r} is not an assessor of the log; it holds {opened.assessors}", source=str(opened.path)
+        )
+    if people is None:
+        people = [a for a in opened.people if a != judge]
+        if not people:
+            raise InputError(
+                f"no person graded in the log besides the judge(s) {sorted({judge, *opened.judges})}",
+                source=str(opened.path),
+            )
+    humans = [people] if isinstance(people, str) else list(people)
+    if judge in humans:
+        raise InputError(f"assessor {judge!r} is both the judge and one of the people", source=str(opened.path))
+    if scale is None:
+        scales = sorted({j.scale for j in opened if j.assessor in (judge, *humans)})
+        if len(scales) > 1:
+            raise InputError(f"the judgements are on several scales {scales}: give scale=", source=str(opened.path))
+        scale = scales[0] if scales else (0, 3)
+    return judge_agreement(
+        grades_of(opened, humans),
+        grades_of(opened, judge),
+        scale=scale,
+        threshold=threshold,
+        warn_below=warn_below,
+        warn=warn,
+        names=(", ".join(humans), judge),
+    )
+
+
+def assessor_summary(log: JudgementLog, assessor: str, *, scale: tuple[int, int], threshold: int = 1) -> dict[str, Any]:
+    """What the labelling page shows: the agreement of ``assessor`` with each model judge of ``log``
+    (:func:`judge_assessors`), without warning (each entry's ``low`` says it). Krippendorff's alpha is left out
+    (None, with the reason) where its package is not installed, so that the page needs no extra."""
+    import importlib.util
+
+    with_alpha = importlib.util.find_spec("krippendorff") is not None
+    judges = [j for j in judge_assessors(log) if j != assessor]
+    mine = grades_of(log, assessor) if assessor in log.assessors else {}  # an assessor who has judged nothing yet
+    out = []
+    for name in judges:
+        result = _measure(
+            mine,
+            grades_of(log, name),
+            scale=scale,
+            threshold=threshold,
+            warn_below=LOW_KAPPA,
+            names=(assessor, name),
+            with_alpha=with_alpha,
+        )
+        entry = result.to_dict()
+        entry["line"] = _items_line(entry)
+        out.append(entry)
+    return {"assessor": assessor, "judges": out, "warn_below": LOW_KAPPA}
+
+
+# ----- rankings ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankingAgreement:
+    """What :func:`ranking_agreement` returns: the systems' means under human and under judge qrels on the queries
+    both reports hold, and how their orders agree. ``method`` is ``"kendall_tau"`` (five or more systems:
+    ``tau``, ``tau_p_value``, ``top_match``) or ``"pairs"`` (fewer: ``pair_share``); :attr:`pairs` is computed
+    either way. None where undefined, with the reason in ``reasons``."""
+
+    metric: str
+    systems: tuple[str, ...]
+    human_means: Mapping[str, float]
+    judge_means: Mapping[str, float]
+    n_queries: Mapping[str, int]  # per system, the queries both reports hold (NaN values left out)
+    method: str
+    tau: float | None
+    tau_p_value: float | None
+    top_human: tuple[str, ...]  # the system(s) with the highest mean under human qrels
+    top_judge: tuple[str, ...]
+    pair_share: float | None  # share of the pairs of systems whose order and significance agree
+    pair_rows: tuple[Mapping[str, Any], ...] = field(repr=False)
+    test: str = "t"
+    alpha: float = 0.05
+    tau_below: float = LOW_TAU
+    reasons: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def top_match(self) -> bool:
+        """Whether the best system under the judge's qrels is the best under people's (ties: the same tied set)."""
+        return set(self.top_human) == set(self.top_judge)
+
+    @property
+    def low(self) -> bool:
+        """Whether the judge's qrels rank the systems unlike people's: tau below ``tau_below`` (or undefined) with
+        five or more systems; a pair of systems that disagrees (or no pair share) with fewer."""
+        if self.method == "kendall_tau":
+            return self.tau is None or self.tau < self.tau_below
+        return self.pair_share is None or self.pair_share < 1.0
+
+    @property
+    def pairs(self) -> pd.DataFrame:
+        """One row per two systems: ``system_a, system_b``, then for ``human`` and ``judge`` qrels ``n_*`` (queries
+        paired), ``diff_*`` (mean of a minus b), ``p_*`` and ``significant_*`` (p < alpha), and ``order_agrees``,
+        ``significance_agrees``, ``agrees`` (both)."""
+        import pandas as pd
+
+        return pd.DataFrame(list(self.pair_rows), columns=PAIR_COLUMNS)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "ranking",
+            "metric": self.metric,
+            "systems": list(self.systems),
+            "human_means": dict(self.human_means),
+            "judge_means": dict(self.judge_means),
+            "n_queries": dict(self.n_queries),
+            "method": self.method,
+            "tau": self.tau,
+            "tau_p_value": self.tau_p_value,
+            "top_human": list(self.top_human),
+            "top_judge": list(self.top_judge),
+            "top_match": self.top_match,
+            "pair_share": self.pair_share,
+            "pairs": [dict(r) for r in self.pair_rows],
+            "test": self.test,
+            "alpha": self.alpha,
+            "tau_below": self.tau_below,
+            "reasons": dict(self.reasons),
+            "low": self.low,
+        }
+
+    def render(self) -> str:
+        lines = [_ranking_line(self.to_dict())]
+        width = max(len("system"), *(len(s) for s in self.systems))
+        lines.append(f"  {'system':<{width}}  human   judge   queries")
+        for s in sorted(self.systems, key=lambda s: -self.human_means[s]):
+            lines.append(f"  {s:<{width}}  {self.human_means[s]:.4f}  {self.judge_means[s]:.4f}  {self.n_queries[s]}")
+        for r in self.pair_rows:
+            if not r["agrees"]:
+                lines.append(
+                    f"  disagree: {r['system_a']} - {r['system_b']}: human {_signed(r['diff_human'])} "
+                    f"(p {_num(r['p_human'])}), judge {_signed(r['diff_judge'])} (p {_num(r['p_judge'])})"
+                )
+        lines.extend(f"  {name}: {why}" for name, why in self.reasons.items())
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+PAIR_COLUMNS = [
+    "system_a",
+    "system_b",
+    "n_human",
+    "diff_human",
+    "p_human",
+    "significant_human",
+    "n_judge",
+    "diff_judge",
+    "p_judge",
+    "significant_judge",
+    "order_agrees",
+    "significance_agrees",
+    "agrees",
+]
+
+
+def ranking_agreement(
+    human_report: Report,
+    judge_report: Report,
+    metric: str,
+    *,
+    test: str = "t",
+    alpha: float = 0.05,
+    tau_below: float = LOW_TAU,
+    permutations: int = 10000,
+    seed: int = 0,
+    warn: bool = True,
+) -> RankingAgreement:
+    """Do the judge's qrels rank the systems as people's do? ``human_report`` and ``judge_report`` are
+    :func:`rag_eval.evaluate` of the same runs (pipelines) under human qrels and under the judge's; a system is a
+    run, or ``run/stage`` (as in :func:`rag_eval.compare`); both reports must hold the same systems and
+    ``metric``. Each system is scored on the queries both reports count for it (a value NaN in either left out);
+    for a geometric family (gm_map) its geometric mean, tested on the logs.
+
+    With five or more systems: Kendall's tau-b between the two orders of the means and whether the top system is
+    the same (Voorhees 2000); a :class:`~rag_eval.errors.LowAgreement` warning when tau is below ``tau_below``.
+    With two to four: for each two systems, the sign of their mean difference and whether a paired ``test``
+    (``"t"``, ``"wilcoxon"``, ``"randomization"`` with ``permutations`` and ``seed``; uncorrected, at ``alpha``)
+    finds it significant, under each qrels; a warning unless every pair agrees in both."""
+    from ..reports.report import Report, is_geometric_metric
+    from ..reports.statistics import TESTS, p_value
+    from ..reports.summary import MIN_GEO_MEAN
+
+    if test not in TESTS:
+        raise InputError(f"test {test!r}: expected one of {TESTS}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise InputError(f"alpha {alpha!r}: expected a number in (0, 1)")
+    for role, report in (("human_report", human_report), ("judge_report", judge_report)):
+        if not isinstance(report, Report):
+            raise InputError(f"{role}: expected a rag_eval Report, not {type(report).__name__}")
+    name = _metric_name(metric, human_report, judge_report)
+    human_values, judge_values = _system_values(human_report, name), _system_values(judge_report, name)
+    only_human = sorted(set(human_values) - set(judge_values))
+    only_judge = sorted(set(judge_values) - set(human_values))
+    if only_human or only_judge:
+        raise InputError(
+            "the two reports must hold the same systems: "
+            + "; ".join(
+                f"only in {role}: {names}"
+                for role, names in (("human_report", only_human), ("judge_report", only_judge))
+                if names
+            )
+        )
+    systems = list(human_values)
+    if len(systems) < 2:
+        raise InputError(f"ranking agreement needs two systems or more; the reports hold {systems}")
+    geometric = is_geometric_metric(name)
+
+    def comparable(values: Mapping[str, float]) -> dict[str, float]:  # logs of a geometric family's floored values
+        if not geometric:
+            return dict(values)
+        return {q: math.log(max(v, MIN_GEO_MEAN)) for q, v in values.items()}
+
+    h_by: dict[str, dict[str, float]] = {}
+    j_by: dict[str, dict[str, float]] = {}
+    human_means: dict[str, float] = {}
+    judge_means: dict[str, float] = {}
+    n_queries: dict[str, int] = {}
+    for s in systems:
+        h, j = comparable(human_values[s]), comparable(judge_values[s])
+        common = sorted(set(h) & set(j))
+        if not common:
+            raise InputError(f"system {s!r}: the two reports share no query with a value of {name!r}")
+        h_by[s], j_by[s] = {q: h[q] for q in common}, {q: j[q] for q in common}
+        hm = float(np.mean([h[q] for q in common]))
+        jm = float(np.mean([j[q] for q in common]))
+        human_means[s] = math.exp(hm) if geometric else hm
+        judge_means[s] = math.exp(jm) if geometric else jm
+        n_queries[s] = len(common)
+
+    rows = []
+    for a, b in combinations(systems, 2):
+        row: dict[str, Any] = {"system_a": a, "system_b": b}
+        for role, by in (("human", h_by), ("judge", j_by)):
+            paired = sorted(set(by[a]) & set(by[b]))
+            x = np.array([by[a][q] for q in paired], dtype=np.float64)
+            y = np.array([by[b][q] for q in paired], dtype=np.float64)
+            diff = float(np.mean(x - y)) if len(paired) else math.nan
+            with warnings.catch_warnings():  # differences equal but for rounding (0.6 - 0.4, 0.4 - 0.2): p ~ 0
+                warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+                p = p_value(test, x, y, permutations=permutations, seed=seed) if len(paired) else math.nan
+            row[f"n_{role}"] = len(paired)
+            row[f"diff_{role}"] = None if math.isnan(diff) else diff  # None: no query paired
+            row[f"p_{role}"] = None if math.isnan(p) else p
+            row[f"significant_{role}"] = bool(p < alpha) if not math.isnan(p) else False
+        signs = _sign(row["diff_human"]), _sign(row["diff_judge"])
+        row["order_agrees"] = None not in signs and signs[0] == signs[1]
+        row["significance_agrees"] = row["significant_human"] == row["significant_judge"]
+        row["agrees"] = row["order_agrees"] and row["significance_agrees"]
+        rows.append({c: row[c] for c in PAIR_COLUMNS})
+
+    reasons: dict[str, str] = {}
+    tau = tau_p = None
+    method = "kendall_tau" if len(systems) >= MIN_SYSTEMS_FOR_TAU else "pairs"
+    if method == "kendall_tau":
+        from scipy.stats import kendalltau
+
+        hv = [human_means[s] for s in systems]
+        jv = [judge_means[s] for s in systems]
+        if len(set(hv)) < 2 or len(set(jv)) < 2:
+            reasons["tau"] = "every system has the same mean under one of the qrels: Kendall's tau is undefined"
+        else:
+            result = kendalltau(hv, jv)
+            tau, tau_p = float(result.statistic), float(result.pvalue)
+    else:
+        reasons["tau"] = (
+            f"{len(systems)} systems: too few for Kendall's tau (5 or more); the pairs' order and significance "
+            "are compared instead"
+        )
+    pair_share = sum(r["agrees"] for r in rows) / len(rows)
+    result_ = RankingAgreement(
+        metric=name,
+        systems=tuple(systems),
+        human_means=human_means,
+        judge_means=judge_means,
+        n_queries=n_queries,
+        method=method,
+        tau=tau,
+        tau_p_value=tau_p,
+        top_human=_top(human_means),
+        top_judge=_top(judge_means),
+        pair_share=pair_share,
+        pair_rows=tuple(rows),
+        test=test,
+        alpha=float(alpha),
+        tau_below=float(tau_below),
+        reasons=reasons,
+    )
+    if warn and result_.low:
+        warnings.warn(
+            f"the judge's qrels rank the systems unlike people's on {name}: {_ranking_line(result_.to_dict())}; "
+            "its qrels should not stand in for people's when comparing these systems",
+            LowAgreement,
+            stacklevel=2,
+        )
+    return result_
+
+
+def _metric_name(metric: str, *reports: Report) -> str:
+    """The reported name of ``metric`` (canonical, or as a stage reports it: ``ndcg@budget``), in both reports."""
+    from ..metrics.grammar import parse_metric
+
+    for report in reports:
+        if metric in report.metrics:
+            name = metric
+            break
+    else:
+        try:
+            name = str(parse_metric(metric))
+        except (ValueError, TypeError) as exc:
+            raise InputError(f"metric {metric!r}: {exc}") from None
+    for role, report in zip(("human_report", "judge_report"), reports, strict=True):
+        if name not in report.metrics:
+            raise InputError(f"metric {name!r} is not in {role}; it measures {report.metrics}")
+    return name
+
+
+def _system_values(report: Report, metric: str) -> dict[str, dict[str, float]]:
+    """``{system: {query_id: value}}`` of one metric, NaN values left out; a system is a run or ``run/stage``."""
+    from ..reports._systems import with_systems
+
+    frame = with_systems(report.per_query)
+    frame = frame[frame["metric"] == metric]
+    out: dict[str, dict[str, float]] = {}
+    for system, q, v in zip(frame["system"], frame["query_id"], frame["value"], strict=True):
+        values = out.setdefault(str(system), {})
+        if v == v:
+            values[str(q)] = float(v)
+    return out
+
+
+def _sign(value: float | None) -> int | None:
+    return None if value is None else 0 if value == 0 else (1 if value > 0 else -1)
+
+
+def _top(means: Mapping[str, float]) -> tuple[str, ...]:
+    best = max(means.values())
+    return tuple(s for s, v in means.items() if v == best)
+
+
+# ----- text ------------------------------------------------------------------------------------------------------
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.4f}"
+
+
+def _items_line(d: Mapping[str, Any]) -> str:
+    """One line of a :meth:`JudgeAgreement.to_dict`: the numbers and whether they are low."""
+    head = f"judge {d['judge']!r} against {d['people']}: {d['n']} item(s) graded by both"
+    if not d["n"]:
+        return head + "; agreement cannot be measured"
+    verdict = (
+        f"below {d['warn_below']:g}: its grades should not stand in for people's"
+        if d["low"]
+        else f"at least {d['warn_below']:g}"
+    )
+    return (
+        f"{head}; same grade {d['observed']:.1%}, kappa {_num(d['kappa'])}, quadratic-weighted kappa "
+        f"{_num(d['weighted_kappa'])} ({verdict}), Krippendorff's alpha (ordinal) {_num(d['alpha'])}, "
+        f"kappa at grade >= {d['threshold']} {_num(d['binary_kappa'])}"
+    )
+
+
+def _ranking_line(d: Mapping[str, Any]) -> str:
+    """One line of a :meth:`RankingAgreement.to_dict`."""
+    head = f"{len(d['systems'])} systems ranked by {d['metric']} under human and judge qrels"
+    if d["method"] == "kendall_tau":
+        top = "the same top system" if d["top_match"] else f"top {d['top_human']} (human) vs {d['top_judge']} (judge)"
+        return (
+            f"{head}: Kendall's tau {_num(d['tau'])} (warned below {d['tau_below']:g}), {top}; "
+            f"{d['pair_share']:.0%} of pairs agree in order and significance"
+        )
+    n = len(d["pairs"])
+    agree = round(d["pair_share"] * n)
+    return f"{head}: {agree} of {n} pair(s) agree in order and significance ({d['test']} test, alpha {d['alpha']:g})"
+
+
+def card_lines(d: Mapping[str, Any]) -> list[str]:
+    """The metric card's lines for its ``judge_agreement`` (what :meth:`Report.with_judge_agreement` stores)."""
+    lines = []
+    for entry in d.get("items") or []:
+        lines.append("  judge agreement: " + _items_line(entry))
+    for entry in d.get("rankings") or []:
+        lines.append("  judge ranking agreement: " + _ranking_line(entry))
+    return lines
+
+
+def _warn_items(result: JudgeAgreement, *, stacklevel: int) -> None:
+    if result.weighted_kappa is None:
+        why = result.reasons.get("weighted_kappa", "")
+        problem = f"the agreement of judge {result.names[1]!r} with {result.names[0]} cannot be measured ({why})"
+    else:
+        problem = (
+            f"judge {result.names[1]!r} agrees with {result.names[0]} at a quadratic-weighted kappa of "
+            f"{result.weighted_kappa:.3f} on {result.n} item(s), below {result.warn_below:g}"
+        )
+    warnings.warn(problem + ": its grades should not stand in for people's", LowAgreement, stacklevel=stacklevel)
