@@ -45,7 +45,7 @@ __all__ = ["DEFAULT_SCALE", "RESERVED_NAMES", "Judgement", "JudgementLog"]
 DEFAULT_SCALE = (0, 3)
 # column names of Merged.conflicts that are not assessors: an assessor may not be called so
 RESERVED_NAMES = frozenset({"query_id", "doc_id", "grade", "qrels"})
-_POOL_KEYS = ("id", "depth", "strategy", "systems")
+_POOL_KEYS = ("id", "depth", "strategy", "systems", "order")
 
 
 @dataclass(frozen=True)

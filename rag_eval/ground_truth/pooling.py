@@ -7,6 +7,11 @@ judged on what it put in front of the model. ``strategy="rrf"`` orders each quer
 fusion (sum over systems of ``1 / (k + rank)``, k = 60), so that an assessor who stops early has labelled the
 items most likely to matter; ``strategy="depth"`` orders by best rank, then by how many systems returned it.
 
+A pool may also carry an ``order``: how its items were put in the order they are served, when that is not the
+strategy's own, query by query; :func:`~rag_eval.ground_truth.ordering.impact_order` records there that it ordered
+the pool by impact (``{"by": "impact", ...}``). A pool without one has no ``order`` key in its provenance, so
+pool files written before it load as they did.
+
 A pool is saved as JSON lines (:meth:`Pool.save`: one item per line, its provenance on every line, so that a
 judgement can always say which pool it came from) and loaded back with :meth:`Pool.load` by the labelling page;
 :meth:`Pool.to_csv` is a spreadsheet view for people, not read back.
@@ -103,7 +108,9 @@ class PoolItem:
 @dataclass(frozen=True)
 class Pool:
     """The items to judge, query by query (queries in the order the systems first name them), with how they were
-    pooled. ``already_judged`` counts the pooled pairs left out because the qrels judged them."""
+    pooled. ``already_judged`` counts the pooled pairs left out because the qrels judged them. ``order``, when
+    not None, says how the items were reordered after pooling (a JSON object with a ``"by"`` key, e.g. what
+    :func:`~rag_eval.ground_truth.ordering.impact_order` records); it is part of the provenance and of the id."""
 
     items: tuple[PoolItem, ...]
     depth: int
@@ -111,6 +118,7 @@ class Pool:
     systems: tuple[str, ...]
     already_judged: int = 0
     id: str = field(default="")
+    order: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "depth", check_int(self.depth, "pool depth"))
@@ -126,6 +134,8 @@ class Pool:
         if not isinstance(self.items, tuple) or any(not isinstance(i, PoolItem) for i in self.items):
             raise InputError("pool items must be a tuple of PoolItem")
         _check_trec_ids(self.items, "pool")
+        if self.order is not None:
+            _check_order(self.order)
         if not self.id:
             object.__setattr__(self, "id", self._fingerprint())
 
@@ -147,17 +157,22 @@ class Pool:
 
     @property
     def provenance(self) -> dict[str, Any]:
-        """What a judgement records about the pool it came from."""
-        return {
+        """What a judgement records about the pool it came from (``order`` only where the pool has one)."""
+        provenance: dict[str, Any] = {
             "id": self.id,
             "depth": self.depth,
             "strategy": self.strategy,
             "systems": list(self.systems),
             "already_judged": self.already_judged,
         }
+        if self.order is not None:
+            provenance["order"] = json.loads(json.dumps(self.order))
+        return provenance
 
     def _fingerprint(self) -> str:
         digest = hashlib.sha256(json.dumps([self.depth, self.strategy, list(self.systems)]).encode())
+        if self.order is not None:  # a pool without an order keeps the id it always had
+            digest.update(json.dumps(self.order, sort_keys=True).encode())
         for item in self.items:
             digest.update(json.dumps([item.query_id, item.doc_id, dict(item.ranks)]).encode())
         return digest.hexdigest()[:12]
@@ -273,6 +288,7 @@ class Pool:
                 tuple(header["systems"]),
                 already_judged=header.get("already_judged") or 0,
                 id=header["id"],
+                order=header.get("order"),
             )
         except InputError as exc:
             raise file.error(f"field 'pool': {exc}", 1) from None
@@ -434,6 +450,16 @@ def _item_of(record: dict[str, Any], file: InputFile, number: int) -> tuple[Pool
     except InputError as exc:
         raise file.error(str(exc), number) from None
     return item, provenance
+
+
+def _check_order(order: object) -> None:
+    """A pool's ``order``: a JSON object (JSON values only) naming in ``"by"`` how the items were ordered."""
+    if not isinstance(order, Mapping) or not isinstance(order.get("by"), str) or not order["by"]:
+        raise InputError(f"pool order must be a JSON object with a non-empty 'by' string, not {order!r}")
+    try:
+        json.dumps(order, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"pool order must hold JSON values only: {exc}") from None
 
 
 def _check_trec_ids(items: Sequence[PoolItem], where: str) -> None:

@@ -1,7 +1,7 @@
 """The labelling page's server (layer 5): the standard library's ``ThreadingHTTPServer`` on 127.0.0.1, and
 :func:`serve`, what ``rag-eval label`` runs::
 
-    rag-eval label POOL --qrels OUT [--assessor NAME] [--port N] [--scale 0..3]
+    rag-eval label POOL --qrels OUT [--assessor NAME] [--port N] [--scale 0..3] [--order pool|impact]
 
 :class:`LabellingServer` serves one :class:`~rag_eval.labelling.session.LabellingSession` (what is judged, and how
 each grade reaches the disk) through the request handler of :mod:`._handler` (the routes and the checks every
@@ -22,7 +22,7 @@ from .._files import file_lock, target_of
 from ..errors import InputError
 from ..ground_truth import Pool
 from ._handler import RequestHandler, Site
-from .session import LabellingSession, log_path_for
+from .session import ORDERS, LabellingSession, log_path_for
 
 __all__ = ["TIMEOUT", "LabellingServer", "serve"]
 
@@ -77,11 +77,15 @@ def serve(
     assessor: str,
     port: int = 0,
     scale: tuple[int, int] = (0, 3),
+    order: str = "pool",
     stdout: IO[str] | None = None,
 ) -> int:
-    """Label ``pool_path`` into ``out`` until Ctrl-C (what ``rag-eval label`` runs)."""
+    """Label ``pool_path`` into ``out`` until Ctrl-C (what ``rag-eval label`` runs); ``order="impact"`` serves
+    the pool in impact order (:class:`LabellingSession`)."""
     stdout = stdout or sys.stdout
     pool = Pool.load(pool_path)
+    if order not in ORDERS:  # before the lock and the port: a typo costs nothing
+        raise InputError(f"--order {order!r}: expected one of {', '.join(ORDERS)}")
     given, out = Path(out), target_of(out)  # resolved before locking: a symlink and its target are one output
     if out.is_dir():
         raise InputError("is a directory, not a qrels file", source=str(given))
@@ -90,20 +94,24 @@ def serve(
     log = log_path_for(out)
     try:
         with file_lock(log, exclusive=True, blocking=False):  # one server per qrels file, for this process's life
-            return _serve(pool, out, assessor=assessor, port=port, scale=scale, stdout=stdout)
+            return _serve(pool, out, assessor=assessor, port=port, scale=scale, order=order, stdout=stdout)
     except BlockingIOError:
         raise InputError("another 'rag-eval label' is writing to this log; stop it first", source=str(log)) from None
 
 
-def _serve(pool: Pool, out: Path, *, assessor: str, port: int, scale: tuple[int, int], stdout: IO[str]) -> int:
-    session = LabellingSession(pool, out, assessor=assessor, scale=scale)
+def _serve(
+    pool: Pool, out: Path, *, assessor: str, port: int, scale: tuple[int, int], order: str, stdout: IO[str]
+) -> int:
+    session = LabellingSession(pool, out, assessor=assessor, scale=scale, order=order)
+    pool = session.pool  # in the order served
     try:
         server = LabellingServer(session, port=port)
     except OSError as exc:
         raise InputError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
     state = session.state()
+    ordered = " in impact order" if order == "impact" else ""
     print(
-        f"rag-eval: labelling {state['total']} items of pool {pool.id} at {server.url} (Ctrl-C to stop)",
+        f"rag-eval: labelling {state['total']} items of pool {pool.id}{ordered} at {server.url} (Ctrl-C to stop)",
         file=stdout,
         flush=True,
     )

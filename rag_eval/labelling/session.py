@@ -9,7 +9,9 @@ A grade is acknowledged only once it is in the log; one that could not be stored
 log stays readable: free space and go on. ``OUT`` is resolved first (a symlink is written through, and its log sits
 beside the file it points to), so two names of one file share one log and one lock; temporary files left by a
 killed server are removed at start. Starting again resumes at the first pool item this assessor has not judged.
-Skips are not written: a skipped item stays unjudged and comes back.
+Skips are not written: a skipped item stays unjudged and comes back. ``order="impact"`` serves the pool in impact
+order (:func:`rag_eval.ground_truth.ordering.impact_order`: the items whose grade would most change the comparison
+of its systems first, across queries); ``"pool"`` (the default) in the pool's own order.
 
 What the session refuses is a :class:`RequestError` carrying the HTTP status the server answers with; the server
 itself (:mod:`.server`) and the HTTP checks in front of it (:mod:`._handler`) live apart.
@@ -32,10 +34,11 @@ from ..errors import HarnessError, InputError
 from ..ground_truth import JudgementLog, Merged, Pool, merge, write_qrels
 from ..ground_truth.judgement_log import RESERVED_NAMES
 
-__all__ = ["LabellingSession", "RequestError", "check_scale", "log_path_for", "parse_scale"]
+__all__ = ["ORDERS", "LabellingSession", "RequestError", "check_scale", "log_path_for", "parse_scale"]
 
 CONTEXT_LIMIT = 200  # judged chunks shown beside an item, at most
 SNIPPET = 600  # characters of a judged chunk's text shown in the context
+ORDERS = ("pool", "impact")  # the orders a pool can be served in: its own, or impact_order's
 GRADE_WORDS = {0: "not relevant", 1: "on topic, does not answer", 2: "partly answers", 3: "answers"}
 
 
@@ -87,10 +90,22 @@ class LabellingSession:
     :meth:`judge` returns."""
 
     def __init__(
-        self, pool: Pool, out: str | os.PathLike[str], *, assessor: str, scale: tuple[int, int] = (0, 3)
+        self,
+        pool: Pool,
+        out: str | os.PathLike[str],
+        *,
+        assessor: str,
+        scale: tuple[int, int] = (0, 3),
+        order: str = "pool",
     ) -> None:
         if not isinstance(pool, Pool):  # a Pool holds only ids that a TREC qrels line gives back (pool.py)
             raise TypeError(f"pool must be a Pool (rag_eval.pool or Pool.load), not {type(pool).__name__}")
+        if order not in ORDERS:
+            raise InputError(f"--order {order!r}: expected one of {', '.join(ORDERS)}")
+        if order == "impact":
+            from ..ground_truth.ordering import impact_order
+
+            pool = impact_order(pool)
         self.pool = pool
         self.out = target_of(out)  # a symlink's target: one file, one log, whichever name it is given by
         self.log_path = log_path_for(self.out)
@@ -147,7 +162,8 @@ class LabellingSession:
             order = range(n) if after is None else [*range(after + 1, n), *range(after + 1)]
             following = next((i for i in order if i not in self.judged), None)
             judged = len(self.judged)
-        provenance = {k: v for k, v in self.pool.provenance.items() if k in ("id", "depth", "strategy", "systems")}
+        shown = ("id", "depth", "strategy", "systems", "order")  # "order" only where the pool has one
+        provenance = {k: v for k, v in self.pool.provenance.items() if k in shown}
         low, high = self.scale
         return {
             "pool": provenance,

@@ -1,0 +1,185 @@
+"""Label what matters first: the impact order of a pool.
+
+A pool is labelled to compare systems, and most of its items cannot change the comparison: a chunk that two
+systems put at the same rank adds the same gain to both. Carterette, Allan and Sitaraman (2006, "Minimal test
+collections for retrieval evaluation", SIGIR) judge first the documents whose relevance would most change the
+difference between two systems' scores. For DCG that weight is the difference of the two discounts, so this
+module orders a pool by it, across queries, and takes a model judge's doubt into account where one is given.
+
+**The impact of an item.** For the compared systems ``S`` (by default every system of the pool, in the pool's
+order) and the metric's cutoff ``k`` (by default the pool's depth), each system's discount of item ``d`` of query
+``q`` is nDCG@k's::
+
+    w_s(d) = 1 / log2(1 + r_s(d))   where system s ranks d at r_s(d) <= k (1-based), else 0
+
+An item graded ``g`` adds ``gain(g) * (w_a(d) - w_b(d))`` to the DCG difference of systems ``a`` and ``b`` on
+query ``q``, whatever the gain rule; so its impact on the comparison of ``a`` and ``b`` is ``|w_a(d) - w_b(d)|``.
+Over the pairs compared ``P`` (every unordered pair of ``S``; or, with ``baseline``, the baseline against each
+other system)::
+
+    impact(d) = (1 / |P|) * sum over (a, b) in P of |w_a(d) - w_b(d)|          (0 <= impact <= 1)
+
+so an item ranked 1 by one system and not at all by the other weighs 1, one ranked 1 and 2 weighs 0.37, and one
+ranked equally by both weighs 0. The weight ignores nDCG's normalisation (the ideal DCG, unknown until the query's
+relevant items are found), as MTC's DCG weights do; it is a static weight, computed once from the ranks the pool
+holds, so a saved pool suffices.
+
+**A judge's doubt.** ``uncertainty`` maps ``(query_id, doc_id)`` to ``u`` in [0, 1] (e.g. 1 - the judge's
+confidence in its grade); an item it does not name has ``u = 1`` (no judge grade: nothing is known). Where a judge
+has graded the pool, a person's grade changes the comparison that the judge's grades give only where the two
+differ, with a probability that ``u`` stands for; so the priority of an item is its expected impact::
+
+    priority(d) = impact(d) * u(d)
+
+Without ``uncertainty``, ``u = 1`` everywhere and the priority is the impact.
+
+**Ties** (deterministic): higher priority first; then higher impact; then higher ``u``; then higher best discount
+``max_s w_s(d)`` (an item some system ranks high is likely relevant and sets its query's ideal DCG); then the
+pool's own order. The order is global: the items of all queries are interleaved.
+
+The result is a :class:`~rag_eval.ground_truth.pooling.Pool` with the same items, depth, strategy and systems,
+whose ``order`` records ``{"by": "impact", "metric": "ndcg@k", "systems": [...], "pairs": "all" or "against
+NAME", "uncertainty": true/false, "from": the source pool's id}``; its id is a new fingerprint (the items' order and
+``order`` are part of it). ``rag-eval label POOL -o OUT --order impact`` serves a pool in this order.
+
+Measured on cranfield (``benchmarks/label_order_replay.py``, docs/labelling.md "Label what matters first"): the
+order and the paired t-test's significance of two BM25 systems' nDCG@20 settled for good after 332 labels in impact
+order against 4,580 in depth order (of 5,861 pooled items). Over 9 pairs of BM25 variants impact order needed
+0.3% to 92% of depth order's labels, at most 60% for 6 of them (the docs' table); an adaptive experiment in the
+script, which after each label divides the impact by the query's ideal DCG so far, did better on the hardest
+pairs and is not served yet.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from itertools import combinations
+from typing import Any
+
+from ..errors import InputError
+from ..metrics.grammar import check_int
+from .pooling import Pool, PoolItem
+
+__all__ = ["impact_order", "impact_weights"]
+
+
+def impact_weights(
+    pool: Pool,
+    *,
+    systems: Sequence[str] | None = None,
+    depth: int | None = None,
+    baseline: str | None = None,
+) -> dict[tuple[str, str], float]:
+    """``{(query_id, doc_id): impact}`` for every item of ``pool``, in the pool's order: the mean over the pairs
+    of systems compared of ``|w_a - w_b|``, with ``w_s = 1 / log2(1 + rank)`` within ``depth`` (see the module
+    doc). Same options as :func:`impact_order`."""
+    _, k, pairs = _compared(pool, systems, depth, baseline)
+    return {(item.query_id, item.doc_id): _impact(item, pairs, k) for item in pool.items}
+
+
+def impact_order(
+    pool: Pool,
+    *,
+    systems: Sequence[str] | None = None,
+    depth: int | None = None,
+    baseline: str | None = None,
+    uncertainty: Mapping[tuple[str, str], float] | None = None,
+) -> Pool:
+    """``pool`` with its items in impact order: highest ``impact * u`` first, across queries (the module doc gives
+    the formula and the tie rule), its ``order`` recording how.
+
+    ``systems``: the pool's systems compared (default: all of them; at least two). ``depth``: the cutoff of the
+    nDCG compared (default: the pool's depth; at most it, since the pool holds no rank below). ``baseline``: one of
+    ``systems``, compared with each other one (default: every pair is compared). ``uncertainty``: ``{(query_id,
+    doc_id): u}``, ``u`` in [0, 1], the judge's doubt; pairs not in the pool are ignored, items not named count
+    ``u = 1``. Bad input is an :class:`~rag_eval.errors.InputError`.
+    """
+    if not isinstance(pool, Pool):
+        raise TypeError(f"pool must be a Pool (rag_eval.pool or Pool.load), not {type(pool).__name__}")
+    compared, k, pairs = _compared(pool, systems, depth, baseline)
+    doubt = _check_uncertainty(uncertainty)
+
+    def key(position: int) -> tuple[float, float, float, float, int]:
+        item = pool.items[position]
+        impact = _impact(item, pairs, k)
+        u = doubt.get((item.query_id, item.doc_id), 1.0)
+        best = max(_discount(item.ranks.get(s), k) for s in compared)
+        return (-impact * u, -impact, -u, -best, position)
+
+    ordered = tuple(pool.items[i] for i in sorted(range(len(pool.items)), key=key))
+    order: dict[str, Any] = {
+        "by": "impact",
+        "metric": f"ndcg@{k}",
+        "systems": list(compared),
+        "pairs": "all" if baseline is None else f"against {baseline}",
+        "uncertainty": uncertainty is not None,
+        "from": pool.id,
+    }
+    return Pool(ordered, pool.depth, pool.strategy, pool.systems, already_judged=pool.already_judged, order=order)
+
+
+# ----- helpers --------------------------------------------------------------------------------------------------
+
+
+def _discount(rank: int | None, k: int) -> float:
+    """nDCG@k's discount of a 1-based rank: ``1 / log2(1 + rank)`` within the cutoff, 0 beyond it or unranked."""
+    return 0.0 if rank is None or rank > k else 1.0 / math.log2(1.0 + rank)
+
+
+def _impact(item: PoolItem, pairs: Sequence[tuple[str, str]], k: int) -> float:
+    total = sum(abs(_discount(item.ranks.get(a), k) - _discount(item.ranks.get(b), k)) for a, b in pairs)
+    return total / len(pairs)
+
+
+def _compared(
+    pool: Pool, systems: Sequence[str] | None, depth: int | None, baseline: str | None
+) -> tuple[tuple[str, ...], int, list[tuple[str, str]]]:
+    """The systems compared, the cutoff and the pairs, checked against the pool."""
+    if systems is None:
+        compared = tuple(pool.systems)
+    elif isinstance(systems, str) or not isinstance(systems, Sequence):
+        raise InputError(f"systems must be a list of the pool's system names, not {systems!r}")
+    else:
+        compared = tuple(systems)
+        unknown = [s for s in compared if s not in pool.systems]
+        if unknown:
+            raise InputError(f"system(s) {unknown} are not in pool {pool.id} (its systems: {list(pool.systems)})")
+        if len(set(compared)) != len(compared):
+            raise InputError(f"systems {list(compared)} name one system twice")
+    if len(compared) < 2:
+        raise InputError(
+            f"impact order compares systems, and pool {pool.id} has {len(compared)} to compare "
+            f"({list(compared)}): pool two systems or more, or keep the pool's own order"
+        )
+    k = pool.depth if depth is None else check_int(depth, "impact order depth", high=pool.depth)
+    if baseline is None:
+        pairs = list(combinations(compared, 2))
+    elif baseline not in compared:
+        raise InputError(f"baseline {baseline!r} is not one of the systems compared {list(compared)}")
+    else:
+        pairs = [(baseline, s) for s in compared if s != baseline]
+    return compared, k, pairs
+
+
+def _check_uncertainty(uncertainty: Mapping[tuple[str, str], float] | None) -> dict[tuple[str, str], float]:
+    if uncertainty is None:
+        return {}
+    if not isinstance(uncertainty, Mapping):
+        raise InputError(f"uncertainty must map (query_id, doc_id) to a number in [0, 1], not {uncertainty!r}")
+    checked: dict[tuple[str, str], float] = {}
+    for pair, value in uncertainty.items():
+        if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
+            raise InputError(f"uncertainty: key {pair!r} is not a (query_id, doc_id) pair of str")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Real)
+            or not math.isfinite(value)
+            or not 0 <= value <= 1
+        ):
+            raise InputError(
+                f"uncertainty of query {pair[0]!r}, doc {pair[1]!r} must be a number in [0, 1], not {value!r}"
+            )
+        checked[pair] = float(value)
+    return checked
