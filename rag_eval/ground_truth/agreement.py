@@ -51,6 +51,7 @@ import numpy as np
 from .._optional import install_hint, require
 from ..data.qrels import Qrels
 from ..errors import InputError, LowAgreement
+from ..reports._agreement_text import card_lines, items_line, num, ranking_line, signed
 from .judgement_log import JudgementLog
 from .merging import Merged, merge
 
@@ -192,7 +193,7 @@ class JudgeAgreement:
 
     def render(self) -> str:
         """A few lines of text: the numbers, the confusion matrix and the per-grade precision and recall."""
-        lines = [_items_line(self.to_dict())]
+        lines = [items_line(self.to_dict())]
         if self.n:
             width = max(len(str(v)) for row in self.counts for v in row) + 2
             width = max(width, max(len(str(g)) for g in self.grades) + 2)
@@ -202,8 +203,8 @@ class JudgeAgreement:
                 lines.append(f"    grade {g:>2}" + "".join(f"{v:>{width}}" for v in row))
             for c in self.cuts:
                 lines.append(
-                    f"  grade >= {c.grade}: precision {_num(c.precision)} ({c.both} of {c.both + c.judge_only}), "
-                    f"recall {_num(c.recall)} ({c.both} of {c.both + c.people_only})"
+                    f"  grade >= {c.grade}: precision {num(c.precision)} ({c.both} of {c.both + c.judge_only}), "
+                    f"recall {num(c.recall)} ({c.both} of {c.both + c.people_only})"
                     + (f"; {c.reason}" if c.reason else "")
                 )
         lines.extend(f"  {name}: {why}" for name, why in self.reasons.items())
@@ -529,7 +530,7 @@ def assessor_summary(log: JudgementLog, assessor: str, *, scale: tuple[int, int]
             with_alpha=with_alpha,
         )
         entry = result.to_dict()
-        entry["line"] = _items_line(entry)
+        entry["line"] = items_line(entry)
         out.append(entry)
     return {"assessor": assessor, "judges": out, "warn_below": LOW_KAPPA}
 
@@ -607,7 +608,7 @@ class RankingAgreement:
         }
 
     def render(self) -> str:
-        lines = [_ranking_line(self.to_dict())]
+        lines = [ranking_line(self.to_dict())]
         width = max(len("system"), *(len(s) for s in self.systems))
         lines.append(f"  {'system':<{width}}  human   judge   queries")
         for s in sorted(self.systems, key=lambda s: -self.human_means[s]):
@@ -615,8 +616,8 @@ class RankingAgreement:
         for r in self.pair_rows:
             if not r["agrees"]:
                 lines.append(
-                    f"  disagree: {r['system_a']} - {r['system_b']}: human {_signed(r['diff_human'])} "
-                    f"(p {_num(r['p_human'])}), judge {_signed(r['diff_judge'])} (p {_num(r['p_judge'])})"
+                    f"  disagree: {r['system_a']} - {r['system_b']}: human {signed(r['diff_human'])} "
+                    f"(p {num(r['p_human'])}), judge {signed(r['diff_judge'])} (p {num(r['p_judge'])})"
                 )
         lines.extend(f"  {name}: {why}" for name, why in self.reasons.items())
         return "\n".join(lines)
@@ -776,7 +777,7 @@ def ranking_agreement(
     )
     if warn and result_.low:
         warnings.warn(
-            f"the judge's qrels rank the systems unlike people's on {name}: {_ranking_line(result_.to_dict())}; "
+            f"the judge's qrels rank the systems unlike people's on {name}: {ranking_line(result_.to_dict())}; "
             "its qrels should not stand in for people's when comparing these systems",
             LowAgreement,
             stacklevel=2,
@@ -827,55 +828,6 @@ def _top(means: Mapping[str, float]) -> tuple[str, ...]:
 
 
 # ----- text ------------------------------------------------------------------------------------------------------
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
-def _signed(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.4f}"
-
-
-def _items_line(d: Mapping[str, Any]) -> str:
-    """One line of a :meth:`JudgeAgreement.to_dict`: the numbers and whether they are low."""
-    head = f"judge {d['judge']!r} against {d['people']}: {d['n']} item(s) graded by both"
-    if not d["n"]:
-        return head + "; agreement cannot be measured"
-    verdict = (
-        f"below {d['warn_below']:g}: its grades should not stand in for people's"
-        if d["low"]
-        else f"at least {d['warn_below']:g}"
-    )
-    return (
-        f"{head}; same grade {d['observed']:.1%}, kappa {_num(d['kappa'])}, quadratic-weighted kappa "
-        f"{_num(d['weighted_kappa'])} ({verdict}), Krippendorff's alpha (ordinal) {_num(d['alpha'])}, "
-        f"kappa at grade >= {d['threshold']} {_num(d['binary_kappa'])}"
-    )
-
-
-def _ranking_line(d: Mapping[str, Any]) -> str:
-    """One line of a :meth:`RankingAgreement.to_dict`."""
-    head = f"{len(d['systems'])} systems ranked by {d['metric']} under human and judge qrels"
-    if d["method"] == "kendall_tau":
-        top = "the same top system" if d["top_match"] else f"top {d['top_human']} (human) vs {d['top_judge']} (judge)"
-        return (
-            f"{head}: Kendall's tau {_num(d['tau'])} (warned below {d['tau_below']:g}), {top}; "
-            f"{d['pair_share']:.0%} of pairs agree in order and significance"
-        )
-    n = len(d["pairs"])
-    agree = round(d["pair_share"] * n)
-    return f"{head}: {agree} of {n} pair(s) agree in order and significance ({d['test']} test, alpha {d['alpha']:g})"
-
-
-def card_lines(d: Mapping[str, Any]) -> list[str]:
-    """The metric card's lines for its ``judge_agreement`` (what :meth:`Report.with_judge_agreement` stores)."""
-    lines = []
-    for entry in d.get("items") or []:
-        lines.append("  judge agreement: " + _items_line(entry))
-    for entry in d.get("rankings") or []:
-        lines.append("  judge ranking agreement: " + _ranking_line(entry))
-    return lines
 
 
 def _warn_items(result: JudgeAgreement, *, stacklevel: int) -> None:

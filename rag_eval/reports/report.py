@@ -208,15 +208,16 @@ class Report:
         by ``card.render()``): each of ``agreements`` a :class:`~rag_eval.ground_truth.agreement.JudgeAgreement`
         (on the items both graded) or a :class:`~rag_eval.ground_truth.agreement.RankingAgreement` (of the systems'
         rankings), added to those the card holds already."""
-        from ..ground_truth.agreement import JudgeAgreement, RankingAgreement
-
         held = dict(self._card.judge_agreement or {})
         items, rankings = list(held.get("items") or []), list(held.get("rankings") or [])
         for a in agreements:
-            if isinstance(a, JudgeAgreement):
-                items.append(a.to_dict())
-            elif isinstance(a, RankingAgreement):
-                rankings.append(a.to_dict())
+            # told apart by the kind their to_dict() states (ground_truth sits beside reports: no import of it here)
+            record = a.to_dict() if callable(getattr(a, "to_dict", None)) else None
+            kind = record.get("kind") if isinstance(record, dict) else None
+            if kind == "items":
+                items.append(record)
+            elif kind == "ranking":
+                rankings.append(record)
             else:
                 raise TypeError(f"expected a JudgeAgreement or a RankingAgreement, not {type(a).__name__}")
         card = self._card.model_copy(update={"judge_agreement": {"items": items, "rankings": rankings}})
