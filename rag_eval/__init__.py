@@ -8,16 +8,28 @@
 
 Layers, each importing only those below it: ``rag_eval.data`` (qrels, runs, query sets), ``rag_eval.metrics`` (grammar,
 conventions, kernels), ``rag_eval.stages`` (pipelines, runner, cache) with ``rag_eval.adapters`` (frameworks),
-``rag_eval.reports`` (evaluate, Report, card, stage-aware views) with ``rag_eval.ground_truth`` (pooling, judgements),
+``rag_eval.reports`` (evaluate, Report, card, stage-aware views, judge-assisted estimates) with
+``rag_eval.ground_truth`` (pooling, judgements, model judges' runs and agreement, label order),
 ``rag_eval.cli`` and ``rag_eval.labelling`` (faces). ``import rag_eval`` loads no framework and no model.
 """
 
 from ._version import __version__
 from .data import Collection, Qrels, QuerySet, Run, SpanLabels
 from .errors import HarnessError, InputError, RagEvalWarning
-from .ground_truth import Pool, Projection, pool, project
+from .ground_truth import Pool, Projection, impact_order, judge_agreement, pool, project
 from .metrics import Conventions, Metric, parse_metric
-from .reports import Comparison, MetricCard, PowerAnalysis, Report, compare, evaluate, format_trec_eval, power
+from .reports import (
+    Comparison,
+    MetricCard,
+    PowerAnalysis,
+    Report,
+    compare,
+    evaluate,
+    format_trec_eval,
+    judge_assisted,
+    power,
+    ppi_interval,
+)
 from .stages import Hit, Pipeline, PipelineResult, fuse
 
 __all__ = [
@@ -45,8 +57,12 @@ __all__ = [
     "evaluate",
     "format_trec_eval",
     "fuse",
+    "impact_order",
+    "judge_agreement",
+    "judge_assisted",
     "parse_metric",
     "pool",
     "power",
+    "ppi_interval",
     "project",
 ]

@@ -282,6 +282,41 @@ def test_rag_eval_label_order_impact_serves_and_names_the_order(tmp_path, capsys
     assert "invalid choice: 'best'" in capsys.readouterr().err
 
 
+def test_a_judges_log_gives_the_doubt_and_the_label_command_orders_by_it(tmp_path, capsys, monkeypatch):
+    from rag_eval.ground_truth import JudgementLog
+    from rag_eval.ground_truth.ordering import judge_uncertainty
+
+    made, path = make_pool(tmp_path)
+    log = JudgementLog.open(tmp_path / "judge.jsonl")
+    log.append("q2", "f", 3, assessor="umbrela", judge={"fingerprint": "fp", "confidence": 0.75})
+    log.append("q1", "c", 1, assessor="umbrela", judge={"fingerprint": "fp", "confidence": 0.5})
+    log.append("q1", "c", 2, assessor="umbrela", judge={"fingerprint": "fp", "confidence": 0.1})  # supersedes
+    log.append("q2", "d", 0, assessor="umbrela", judge={"fingerprint": "fp"})  # no confidence: left out (u = 1)
+    log.append("q2", "e", 1, assessor="alice")  # a person's grade: not a judge's doubt
+    doubt = judge_uncertainty(log)
+    assert doubt == pytest.approx({("q2", "f"): 0.25, ("q1", "c"): 0.9})
+    assert judge_uncertainty(log, judge="umbrela") == doubt
+    with pytest.raises(InputError, match="no model judge 'other' in the log"):
+        judge_uncertainty(log, judge="other")
+    expected = impact_order(made, uncertainty=doubt)
+    session = LabellingSession(made, tmp_path / "s.qrels", assessor="bob", order="impact", uncertainty=doubt)
+    assert pairs(session.pool) == pairs(expected) and session.pool.id == expected.id
+    with pytest.raises(InputError, match="only in impact order"):
+        LabellingSession(made, tmp_path / "t.qrels", assessor="bob", uncertainty=doubt)
+
+    def interrupted(self, poll_interval=0.5):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LabellingServer, "serve_forever", interrupted)
+    out = tmp_path / "out.qrels"
+    args = ["label", str(path), "-o", str(out), "--assessor", "carol", "--order", "impact"]
+    assert main([*args, "--judge-log", str(tmp_path / "judge.jsonl")]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"rag-eval: labelling 7 items of pool {expected.id} in impact order, weighted by the ")
+    assert main([*args[:-2], "--judge-log", str(tmp_path / "judge.jsonl")]) == 2
+    assert "it needs --order impact" in capsys.readouterr().err
+
+
 # ----- the measurement: the cranfield replay ---------------------------------------------------------------------
 
 

@@ -33,9 +33,13 @@ PUBLIC = [
     "evaluate",
     "format_trec_eval",
     "fuse",
+    "impact_order",
+    "judge_agreement",
+    "judge_assisted",
     "parse_metric",
     "pool",
     "power",
+    "ppi_interval",
     "project",
 ]
 

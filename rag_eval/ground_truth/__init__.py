@@ -2,10 +2,16 @@
 log (:mod:`.judgement_log`), merge the logs into qrels with the assessors' agreement (:mod:`.merging`), write the
 qrels (:mod:`.qrels_writer`); and project labels given on documents and answer spans onto ranked chunks
 (:mod:`.projection`); merge near-duplicate queries of a query set and draw a stratified sample of it
-(:mod:`.querysets`)."""
+(:mod:`.querysets`). With model judges: grade a pool with a judge into a log (:mod:`.judging`), measure the judge's
+agreement with people (:mod:`.agreement`), draw the queries people grade in full for prediction-powered estimates
+(:mod:`.human_sample`), and order a pool so that what matters to the comparison is labelled first
+(:mod:`.ordering`)."""
 
+from .agreement import JudgeAgreement, RankingAgreement, judge_agreement, log_agreement, ranking_agreement
+from .human_sample import HumanSample, check_complete, draw_human_sample
 from .judgement_log import Judgement, JudgementLog
 from .merging import Agreement, Kappa, Merged, cohen_kappa, merge
+from .ordering import impact_order, impact_weights, judge_uncertainty
 from .pooling import Pool, PoolItem, pool
 from .projection import Projection, ProjectionRules, QueryCounts, project
 from .qrels_writer import write_qrels
@@ -13,6 +19,8 @@ from .querysets import merge_near_duplicates, sample_queries
 
 __all__ = [
     "Agreement",
+    "HumanSample",
+    "JudgeAgreement",
     "Judgement",
     "JudgementLog",
     "Kappa",
@@ -22,11 +30,20 @@ __all__ = [
     "Projection",
     "ProjectionRules",
     "QueryCounts",
+    "RankingAgreement",
+    "check_complete",
     "cohen_kappa",
+    "draw_human_sample",
+    "impact_order",
+    "impact_weights",
+    "judge_agreement",
+    "judge_uncertainty",
+    "log_agreement",
     "merge",
     "merge_near_duplicates",
     "pool",
     "project",
+    "ranking_agreement",
     "sample_queries",
     "write_qrels",
 ]

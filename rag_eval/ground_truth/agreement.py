@@ -51,7 +51,7 @@ import numpy as np
 from .._optional import install_hint, require
 from ..data.qrels import Qrels
 from ..errors import InputError, LowAgreement
-from ..reports._agreement_text import card_lines, items_line, num, ranking_line, signed
+from ._agreement_text import card_lines, items_line, num, ranking_line, signed
 from .judgement_log import JudgementLog
 from .merging import Merged, merge
 

@@ -60,6 +60,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..metrics.grammar import check_int
+from .judgement_log import JudgementLog
 from .pooling import Pool, PoolItem
 
 __all__ = ["impact_order", "impact_weights"]
@@ -121,6 +122,26 @@ def impact_order(
 
 
 # ----- helpers --------------------------------------------------------------------------------------------------
+
+
+def judge_uncertainty(log: JudgementLog, *, judge: str | None = None) -> dict[tuple[str, str], float]:
+    """``{(query_id, doc_id): 1 - confidence}`` from a model judge's grades in a judgement log (each pair's latest
+    grade by ``judge``, or by any judge in the log): what :func:`impact_order` takes as ``uncertainty``. A grade
+    given without a confidence leaves its pair out (``u = 1``, as for a pair no judge graded)."""
+    if judge is not None and judge not in log.judges:
+        raise InputError(
+            f"no model judge {judge!r} in the log (its judges: {sorted(log.judges) or 'none'})", source=str(log.path)
+        )
+    doubt: dict[tuple[str, str], float] = {}
+    for j in log.judgements:  # in file order: a later grade of a pair supersedes an earlier one
+        if j.judge is None or (judge is not None and j.assessor != judge):
+            continue
+        confidence = j.confidence
+        if confidence is None:
+            doubt.pop(j.pair, None)
+        else:
+            doubt[j.pair] = 1.0 - float(confidence)
+    return doubt
 
 
 def _discount(rank: int | None, k: int) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO
@@ -78,14 +79,24 @@ def serve(
     port: int = 0,
     scale: tuple[int, int] = (0, 3),
     order: str = "pool",
+    judge_log: str | os.PathLike[str] | None = None,
     stdout: IO[str] | None = None,
 ) -> int:
     """Label ``pool_path`` into ``out`` until Ctrl-C (what ``rag-eval label`` runs); ``order="impact"`` serves
-    the pool in impact order (:class:`LabellingSession`)."""
+    the pool in impact order (:class:`LabellingSession`), its items weighted by the doubt (1 - confidence) of the
+    model judges' grades in ``judge_log`` where given."""
     stdout = stdout or sys.stdout
     pool = Pool.load(pool_path)
     if order not in ORDERS:  # before the lock and the port: a typo costs nothing
         raise InputError(f"--order {order!r}: expected one of {', '.join(ORDERS)}")
+    uncertainty = None
+    if judge_log is not None:
+        if order != "impact":
+            raise InputError("--judge-log orders the pool by the judge's doubt: it needs --order impact")
+        from ..ground_truth import JudgementLog
+        from ..ground_truth.ordering import judge_uncertainty
+
+        uncertainty = judge_uncertainty(JudgementLog.load(judge_log))
     given, out = Path(out), target_of(out)  # resolved before locking: a symlink and its target are one output
     if out.is_dir():
         raise InputError("is a directory, not a qrels file", source=str(given))
@@ -94,15 +105,32 @@ def serve(
     log = log_path_for(out)
     try:
         with file_lock(log, exclusive=True, blocking=False):  # one server per qrels file, for this process's life
-            return _serve(pool, out, assessor=assessor, port=port, scale=scale, order=order, stdout=stdout)
+            return _serve(
+                pool,
+                out,
+                assessor=assessor,
+                port=port,
+                scale=scale,
+                order=order,
+                uncertainty=uncertainty,
+                stdout=stdout,
+            )
     except BlockingIOError:
         raise InputError("another 'rag-eval label' is writing to this log; stop it first", source=str(log)) from None
 
 
 def _serve(
-    pool: Pool, out: Path, *, assessor: str, port: int, scale: tuple[int, int], order: str, stdout: IO[str]
+    pool: Pool,
+    out: Path,
+    *,
+    assessor: str,
+    port: int,
+    scale: tuple[int, int],
+    order: str,
+    uncertainty: Mapping[tuple[str, str], float] | None,
+    stdout: IO[str],
 ) -> int:
-    session = LabellingSession(pool, out, assessor=assessor, scale=scale, order=order)
+    session = LabellingSession(pool, out, assessor=assessor, scale=scale, order=order, uncertainty=uncertainty)
     pool = session.pool  # in the order served
     try:
         server = LabellingServer(session, port=port)
@@ -110,6 +138,7 @@ def _serve(
         raise InputError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
     state = session.state()
     ordered = " in impact order" if order == "impact" else ""
+    ordered += ", weighted by the judge's doubt" if uncertainty is not None else ""
     print(
         f"rag-eval: labelling {state['total']} items of pool {pool.id}{ordered} at {server.url} (Ctrl-C to stop)",
         file=stdout,

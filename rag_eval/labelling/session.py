@@ -11,7 +11,8 @@ beside the file it points to), so two names of one file share one log and one lo
 killed server are removed at start. Starting again resumes at the first pool item this assessor has not judged.
 Skips are not written: a skipped item stays unjudged and comes back. ``order="impact"`` serves the pool in impact
 order (:func:`rag_eval.ground_truth.ordering.impact_order`: the items whose grade would most change the comparison
-of its systems first, across queries); ``"pool"`` (the default) in the pool's own order.
+of its systems first, across queries, each weighted by a judge's ``uncertainty`` where given); ``"pool"`` (the
+default) in the pool's own order.
 
 What the session refuses is a :class:`RequestError` carrying the HTTP status the server answers with; the server
 itself (:mod:`.server`) and the HTTP checks in front of it (:mod:`._handler`) live apart.
@@ -24,6 +25,7 @@ import json
 import os
 import re
 import threading
+from collections.abc import Mapping
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -97,6 +99,7 @@ class LabellingSession:
         assessor: str,
         scale: tuple[int, int] = (0, 3),
         order: str = "pool",
+        uncertainty: Mapping[tuple[str, str], float] | None = None,
     ) -> None:
         if not isinstance(pool, Pool):  # a Pool holds only ids that a TREC qrels line gives back (pool.py)
             raise TypeError(f"pool must be a Pool (rag_eval.pool or Pool.load), not {type(pool).__name__}")
@@ -105,7 +108,9 @@ class LabellingSession:
         if order == "impact":
             from ..ground_truth.ordering import impact_order
 
-            pool = impact_order(pool)
+            pool = impact_order(pool, uncertainty=uncertainty)
+        elif uncertainty is not None:
+            raise InputError("a judge's uncertainty orders a pool only in impact order (--order impact)")
         self.pool = pool
         self.out = target_of(out)  # a symlink's target: one file, one log, whichever name it is given by
         self.log_path = log_path_for(self.out)
