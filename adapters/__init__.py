@@ -13,6 +13,10 @@ LlamaIndex (each module imports its framework when an adapter is built):
   ``EnsembleRetriever`` into stages);
 - ``rag_eval.adapters.llamaindex``: LlamaIndex retrievers and node postprocessors: ``retriever``, ``reranker``.
 
+Each module also builds a judge (:mod:`rag_eval.stages.judges`: grades pooled (query, chunk) pairs for
+:func:`rag_eval.ground_truth.judging.judge`): ``functions.judge(fn, name=...)``, ``langchain.judge(chat_model)``,
+``llamaindex.judge(llm)``; the framework ones ask an UMBRELA-style prompt and read the grade strictly.
+
     >>> from rag_eval.adapters import functions, langchain, llamaindex
     >>> pipe = rag_eval.stages.Pipeline(langchain.retriever(store, name="dense", with_scores=True),
     ...                                 llamaindex.reranker(postprocessor, name="rerank"), depth=50, budget=5)

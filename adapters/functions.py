@@ -31,6 +31,11 @@ version; data by content (two indexes of the same size differ). An object that c
 model, a client, a C extension's index) makes the stage refuse to be cached, naming it: pass ``version="..."`` and
 change it yourself when that object changes. With ``version=`` the fingerprint is the version alone, so editing the
 code no longer invalidates the cache.
+
+A function can also be a judge (:func:`judge`): ``fn(query_text, chunk_text)`` returns a grade (an int), a
+``(grade, confidence)`` pair or a :class:`~rag_eval.stages.judges.JudgeGrade`; with ``batch=True``,
+``fn(query_texts, chunk_texts)`` returns one of those per pair, in order. Its fingerprint is the function's, read
+when the judge is built; a function that cannot be described exactly needs ``version=``.
 """
 
 from __future__ import annotations
@@ -40,17 +45,22 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..errors import InputError
 from ..stages import Fingerprint, Hit, Reranker, Retriever
 from ..stages._fingerprint import fingerprint
 from ..stages.hits import as_hit
+from ..stages.judges import DEFAULT_SCALE, BaseJudge, JudgeGrade, JudgeItem, check_scale
 from ._common import map_back, qualified_name, returned_items, run_sync
 
 __all__ = [
     "FunctionBatchReranker",
     "FunctionBatchRetriever",
+    "FunctionJudge",
     "FunctionReranker",
     "FunctionRetriever",
+    "judge",
     "reranker",
     "retriever",
 ]
@@ -252,3 +262,124 @@ def source_fingerprint(fn: Callable[..., Any]) -> str:
     """The hash of what defines ``fn``'s behaviour (see the module's docstring); ``Uncacheable`` when some of it
     cannot be described exactly. Stable across processes."""
     return fingerprint(fn, stage=qualified_name(fn)).digest
+
+
+# ----- judges -------------------------------------------------------------------------------------------------
+
+
+def judge(fn: Callable[..., Any], *, name: str, batch: bool = False, version: str | None = None) -> FunctionJudge:
+    """A judge calling ``fn(query_text, chunk_text)``, which returns the grade on the scale asked (an int), a
+    ``(grade, confidence)`` pair (confidence in [0, 1]) or a :class:`~rag_eval.stages.judges.JudgeGrade`. What it
+    raises, or a grade off the scale, is that item's failure.
+
+    ``batch=True``: ``fn(query_texts, chunk_texts)`` takes two lists and returns one answer per pair, in order; a
+    batch that raises, or returns another number of answers, is asked again pair by pair (a batch of one each), so
+    that a fault is charged to its own item. ``version``: the fingerprint is then the version, not the code (needed
+    for a function holding what cannot be described exactly: a model, a client)."""
+    return FunctionJudge(fn, name=name, batch=_batch_flag(name, batch), version=version)
+
+
+class FunctionJudge(BaseJudge):
+    """A judge made from a function; see :func:`judge`."""
+
+    description = "a function of the user's"
+
+    def __init__(self, fn: Callable[..., Any], *, name: str, batch: bool = False, version: str | None = None) -> None:
+        super().__init__(name, version=version)
+        if not callable(fn):
+            raise TypeError(f"judge {name!r}: expected a function, not {type(fn).__name__}")
+        self.fn = fn
+        self.batch = batch
+        self._is_async = _is_async(fn)
+        _ = self.fingerprint  # read now: Uncacheable (asking for version=) at once, not midway through a run
+
+    def config(self) -> dict[str, Any]:
+        code = None if self.version is not None else fingerprint(self.fn, stage=self.name).digest
+        return {"code": code, "batch": self.batch}
+
+    @property
+    def has_async(self) -> bool:
+        return self._is_async
+
+    def _call(self, *args: Any) -> Any:
+        if self._is_async:
+            return run_sync(lambda: self.fn(*args))
+        return self.fn(*args)
+
+    async def _acall(self, *args: Any) -> Any:
+        if self._is_async:
+            return await self.fn(*args)
+        return await asyncio.to_thread(self.fn, *args)
+
+    def grade(self, items: Sequence[JudgeItem], *, scale: tuple[int, int] = DEFAULT_SCALE) -> list[JudgeGrade]:
+        scale, items = check_scale(scale), list(items)
+        if not self.batch:
+            return [self._one(item, scale) for item in items]
+        try:
+            answers = _answers(
+                self.name, self._call([i.query for i in items], [i.text for i in items]), len(items), "grades"
+            )
+        except Exception:  # noqa: BLE001 - asked again item by item, so that the fault is charged to its own item
+            return [self._one(item, scale) for item in items]
+        return [_as_grade(answer, scale) for answer in answers]
+
+    async def agrade(self, items: Sequence[JudgeItem], *, scale: tuple[int, int] = DEFAULT_SCALE) -> list[JudgeGrade]:
+        scale, items = check_scale(scale), list(items)
+        if self.batch:
+            try:
+                returned = await self._acall([i.query for i in items], [i.text for i in items])
+                return [_as_grade(a, scale) for a in _answers(self.name, returned, len(items), "grades")]
+            except Exception:  # noqa: BLE001 - item by item, as in grade
+                pass
+
+        async def one(item: JudgeItem) -> JudgeGrade:
+            try:
+                if self.batch:
+                    return _as_grade(_single(self.name, await self._acall([item.query], [item.text])), scale)
+                return _as_grade(await self._acall(item.query, item.text), scale)
+            except Exception as exc:  # noqa: BLE001 - the item's fault
+                return JudgeGrade.failed(exc)
+
+        return list(await asyncio.gather(*(one(item) for item in items)))
+
+    def _one(self, item: JudgeItem, scale: tuple[int, int]) -> JudgeGrade:
+        """One item's grade (a batch function asked a batch of one), or its failure."""
+        try:
+            if self.batch:
+                return _as_grade(_single(self.name, self._call([item.query], [item.text])), scale)
+            return _as_grade(self._call(item.query, item.text), scale)
+        except Exception as exc:  # noqa: BLE001 - the item's fault
+            return JudgeGrade.failed(exc)
+
+    def __repr__(self) -> str:
+        return f"FunctionJudge({self.name!r}, fn={getattr(self.fn, '__qualname__', self.fn)!r})"
+
+
+def _single(name: str, returned: Any) -> Any:
+    return _answers(name, returned, 1, "grades")[0]
+
+
+def _as_grade(value: Any, scale: tuple[int, int]) -> JudgeGrade:
+    """A function judge's answer for one item as a JudgeGrade (checked against the scale), or its failure."""
+    confidence = None
+    if isinstance(value, JudgeGrade):
+        grade: Any = value.grade
+        if grade is None:
+            return value
+        confidence = value.confidence
+    elif isinstance(value, tuple) and len(value) == 2:
+        grade, confidence = value
+    else:
+        grade = value
+    if isinstance(grade, bool) or not isinstance(grade, (int, np.integer)):
+        return JudgeGrade.failed(
+            f"the function returned {value!r:.200}, not an int grade (or a (grade, confidence) pair)"
+        )
+    grade = int(grade)
+    low, high = scale
+    if not low <= grade <= high:
+        return JudgeGrade.failed(f"the function returned grade {grade}, off the scale {low}..{high}")
+    try:
+        return JudgeGrade(grade=grade, confidence=None if confidence is None else float(confidence))
+    except (InputError, TypeError, ValueError) as exc:
+        return JudgeGrade.failed(f"the function returned {value!r:.200}: {exc}")

@@ -34,6 +34,12 @@ Rules, each decided here once:
 - **Fingerprint**: the adapter's options and a description of the wrapped object (its class and settings, e.g.
   ``search_type`` and ``search_kwargs``; never the index contents). Pass ``version=`` and change it when the
   indexed documents change.
+- **Judges** (:func:`judge`): a chat model grades each pooled (query, chunk) pair from a prompt
+  (:data:`rag_eval.stages.judges.UMBRELA_PROMPT` by default), a batch through the model's own ``batch``/``abatch``
+  with ``return_exceptions=True`` (a batch that raises whole is asked again prompt by prompt), each answer read
+  strictly (:func:`rag_eval.stages.judges.parse_grade`); an exception, a malformed answer or, with ``timeout=``,
+  a call slower than the timeout is that item's failure. The fingerprint is the model's class and settings
+  (credentials left out), the prompt's hash and the parsing rules, read when the judge is built.
 
 langchain-core is imported when an adapter is built, not when this module is imported (without it, building one
 raises an ImportError naming ``pip install 'rag-eval-stages[langchain]'``); langchain-classic is never imported
@@ -49,10 +55,12 @@ from typing import Any
 
 from .._optional import require
 from ..stages import Hit, Pipeline, Reranker, Retriever, fuse
+from ..stages.judges import without_secrets
 from ._common import content, describe, jsonable, metadata_copy, read_score, returned_items, settled
 from ._common import max_concurrency as _max_concurrency
+from ._judging import Answer, PromptJudge
 
-__all__ = ["LangChainReranker", "LangChainRetriever", "pipeline", "reranker", "retriever"]
+__all__ = ["LangChainJudge", "LangChainReranker", "LangChainRetriever", "judge", "pipeline", "reranker", "retriever"]
 
 FEATURE = "rag_eval.adapters.langchain"  # what the ImportError names when langchain-core is not installed
 POSITION_KEY = "__rag_eval_position__"  # the private metadata tag a reranker's input documents carry
@@ -131,6 +139,117 @@ def pipeline(
     prefix = f"{name}/" if name else ""
     first, rerankers = _unfold(obj, prefix, id_key, score_key)
     return Pipeline(first, *rerankers, depth=depth, budget=budget)
+
+
+def judge(
+    chat_model: Any,
+    *,
+    name: str | None = None,
+    prompt: str | None = None,
+    timeout: float | None = None,
+    max_concurrency: int | None = None,
+    version: str | None = None,
+) -> LangChainJudge:
+    """A judge from a LangChain chat model (a ``BaseChatModel``; a plain ``BaseLLM`` answering text also works).
+
+    ``name``: the judge's name in the judgement log (default: the model's ``model_name``/``model`` field, else its
+    class name). ``prompt``: a template with ``{query}`` and ``{passage}`` (and optionally ``{low}``, ``{high}``,
+    ``{meanings}``); default :data:`~rag_eval.stages.judges.UMBRELA_PROMPT`. ``timeout``: seconds each call may
+    take before its item fails. ``max_concurrency``: calls at once within a batch (LangChain's ``max_concurrency``).
+    ``version``: recorded in the fingerprint (change it when the model behind the same settings changes)."""
+    return LangChainJudge(
+        chat_model, name=name, prompt=prompt, timeout=timeout, max_concurrency=max_concurrency, version=version
+    )
+
+
+class LangChainJudge(PromptJudge):
+    """A judge wrapping a LangChain chat model; see :func:`judge`."""
+
+    description = "a LangChain chat model prompted per item"
+
+    def __init__(
+        self,
+        chat_model: Any,
+        *,
+        name: str | None = None,
+        prompt: str | None = None,
+        timeout: float | None = None,
+        max_concurrency: int | None = None,
+        version: str | None = None,
+    ) -> None:
+        base = require("langchain_core.language_models", extra="langchain", feature=FEATURE).BaseLanguageModel
+        if not isinstance(chat_model, base):
+            raise TypeError(f"a LangChain judge needs a BaseChatModel, not {type(chat_model).__name__}")
+        self.model = chat_model
+        super().__init__(
+            _model_name(chat_model) if name is None else name,
+            prompt=prompt,
+            timeout=timeout,
+            max_concurrency=max_concurrency,
+            version=version,
+        )
+        _ = self.fingerprint  # read now: a model's state may change as it answers (a fake model's counter)
+
+    def model_config(self) -> Any:
+        return without_secrets(describe(self.model))
+
+    @property
+    def has_async(self) -> bool:
+        return True
+
+    def _config(self) -> dict[str, Any]:
+        return {} if self.max_concurrency is None else {"max_concurrency": self.max_concurrency}
+
+    def _invoke(self, prompt: str) -> Answer:
+        return self.model.invoke(prompt)
+
+    async def _ainvoke(self, prompt: str) -> Answer:
+        return await self.model.ainvoke(prompt)
+
+    def _batch(self, prompts: list[str]) -> list[Answer]:
+        try:
+            answers = list(self.model.batch(prompts, config=self._config(), return_exceptions=True))
+        except Exception:  # noqa: BLE001 - a batch raising whole (some models ignore return_exceptions): one by one
+            answers = []
+        if len(answers) == len(prompts):
+            return answers
+        out: list[Answer] = []
+        for prompt in prompts:
+            try:
+                out.append(self.model.invoke(prompt))
+            except Exception as exc:  # noqa: BLE001 - the item's fault
+                out.append(exc)
+        return out
+
+    async def _abatch(self, prompts: list[str]) -> list[Answer]:
+        try:
+            answers = list(await self.model.abatch(prompts, config=self._config(), return_exceptions=True))
+        except Exception:  # noqa: BLE001 - as in _batch
+            answers = []
+        if len(answers) == len(prompts):
+            return answers
+        return await self._gathered(prompts, None)
+
+    def _text(self, answer: Answer) -> str:
+        content = getattr(answer, "content", answer)
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):  # content blocks: the text ones, in order
+            parts = [b if isinstance(b, str) else b.get("text") for b in content if isinstance(b, (str, dict))]
+            if parts and all(isinstance(p, str) for p in parts):
+                return "".join(str(p) for p in parts)
+        raise TypeError(f"the model answered a {type(answer).__name__} without text content: {content!r:.200}")
+
+    def __repr__(self) -> str:
+        return f"LangChainJudge({self.name!r}, {type(self.model).__name__}, fingerprint={self.fingerprint!r})"
+
+
+def _model_name(model: Any) -> str:
+    for field in ("model_name", "model", "model_id"):
+        value = getattr(model, field, None)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return type(model).__name__
 
 
 class LangChainRetriever(Retriever):

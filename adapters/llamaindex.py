@@ -28,6 +28,13 @@ Rules, each decided here once:
   retriever is cached only with ``version=`` (change it when the index changes); without it, ``Pipeline.run(...,
   cache=...)`` refuses with an error naming ``version=`` (without a cache it runs as usual). A postprocessor is
   keyed by its class and settings (its fields).
+- **Judges** (:func:`judge`): an LLM grades each pooled (query, chunk) pair from a prompt
+  (:data:`rag_eval.stages.judges.UMBRELA_PROMPT` by default) through ``complete``/``acomplete`` (a chat model
+  answers it through LlamaIndex's completion-to-chat path); LlamaIndex has no batch call, so a batch is one call per
+  item on ``max_concurrency`` threads (or, async, that many calls at once). Each answer is read strictly
+  (:func:`rag_eval.stages.judges.parse_grade`); an exception, a malformed answer or, with ``timeout=``, a slower
+  call is that item's failure. The fingerprint is the LLM's class and settings (credentials left out), the
+  prompt's hash and the parsing rules.
 
 llama_index is imported when an adapter is built or called, never when this module is imported (without it,
 building one raises an ImportError naming ``pip install 'rag-eval-stages[llamaindex]'``).
@@ -42,9 +49,11 @@ from typing import Any
 
 from .._optional import require
 from ..stages import Fingerprint, Hit, Reranker, Retriever, Uncacheable
+from ..stages.judges import without_secrets
 from ._common import describe, jsonable, metadata_copy, read_score, returned_items
+from ._judging import Answer, PromptJudge
 
-__all__ = ["LlamaIndexReranker", "LlamaIndexRetriever", "reranker", "retriever"]
+__all__ = ["LlamaIndexJudge", "LlamaIndexReranker", "LlamaIndexRetriever", "judge", "reranker", "retriever"]
 
 FEATURE = "rag_eval.adapters.llamaindex"  # what the ImportError names when llama-index-core is not installed
 SOURCE_KEY, START_KEY, END_KEY = "source_doc_id", "start_char", "end_char"
@@ -61,6 +70,84 @@ def reranker(postprocessor: Any, *, name: str, version: str | None = None) -> Ll
     """A later stage from a LlamaIndex ``BaseNodePostprocessor`` (``postprocess_nodes(nodes, query_str=...)``),
     given fresh nodes built from the hits on each call."""
     return LlamaIndexReranker(postprocessor, name=name, version=version)
+
+
+def judge(
+    llm: Any,
+    *,
+    name: str | None = None,
+    prompt: str | None = None,
+    timeout: float | None = None,
+    max_concurrency: int | None = None,
+    version: str | None = None,
+) -> LlamaIndexJudge:
+    """A judge from a LlamaIndex LLM (``llama_index.core.llms.LLM``: ``complete``/``acomplete``).
+
+    ``name``: the judge's name in the judgement log (default: the LLM's ``model``/``model_name`` field, else its
+    class name). ``prompt``, ``timeout``, ``max_concurrency`` (calls at once, default 4), ``version``: as for
+    :func:`rag_eval.adapters.langchain.judge`."""
+    return LlamaIndexJudge(
+        llm, name=name, prompt=prompt, timeout=timeout, max_concurrency=max_concurrency, version=version
+    )
+
+
+class LlamaIndexJudge(PromptJudge):
+    """A judge wrapping a LlamaIndex LLM; see :func:`judge`."""
+
+    description = "a LlamaIndex LLM prompted per item"
+
+    def __init__(
+        self,
+        llm: Any,
+        *,
+        name: str | None = None,
+        prompt: str | None = None,
+        timeout: float | None = None,
+        max_concurrency: int | None = None,
+        version: str | None = None,
+    ) -> None:
+        base = require("llama_index.core.llms", extra="llamaindex", feature=FEATURE).LLM
+        if not isinstance(llm, base):
+            raise TypeError(f"a LlamaIndex judge needs a llama_index.core.llms.LLM, not {type(llm).__name__}")
+        self.llm = llm
+        label = next(
+            (
+                v.strip()
+                for v in (getattr(llm, f, None) for f in ("model", "model_name"))
+                if isinstance(v, str) and v.strip()
+            ),
+            type(llm).__name__,
+        )
+        super().__init__(
+            label if name is None else name,
+            prompt=prompt,
+            timeout=timeout,
+            max_concurrency=max_concurrency,
+            version=version,
+        )
+        _ = self.fingerprint  # read now, as the LLM is when the judge is built
+
+    def model_config(self) -> Any:
+        return without_secrets(describe(self.llm))
+
+    @property
+    def has_async(self) -> bool:
+        return True
+
+    def _invoke(self, prompt: str) -> Answer:
+        return self.llm.complete(prompt)
+
+    async def _ainvoke(self, prompt: str) -> Answer:
+        return await self.llm.acomplete(prompt)
+
+    def _text(self, answer: Answer) -> str:
+        text = getattr(answer, "text", None)
+        if not isinstance(text, str):
+            raise TypeError(f"the LLM answered a {type(answer).__name__} without text: {answer!r:.200}")
+        return text
+
+    def __repr__(self) -> str:
+        return f"LlamaIndexJudge({self.name!r}, {type(self.llm).__name__}, fingerprint={self.fingerprint!r})"
 
 
 class LlamaIndexRetriever(Retriever):

@@ -16,7 +16,7 @@ conventions, kernels), ``rag_eval.stages`` (pipelines, runner, cache) with ``rag
 from ._version import __version__
 from .data import Collection, Qrels, QuerySet, Run, SpanLabels
 from .errors import HarnessError, InputError, RagEvalWarning
-from .ground_truth import Pool, Projection, impact_order, judge_agreement, pool, project
+from .ground_truth import Pool, Projection, impact_order, judge, judge_agreement, pool, project
 from .metrics import Conventions, Metric, parse_metric
 from .reports import (
     Comparison,
@@ -58,6 +58,7 @@ __all__ = [
     "format_trec_eval",
     "fuse",
     "impact_order",
+    "judge",
     "judge_agreement",
     "judge_assisted",
     "parse_metric",

@@ -4,8 +4,12 @@
     rag-eval compare QRELS RUN RUN [...] [--baseline RUN] [-m METRIC ...] [--test ...] [--correction ...]
     rag-eval power REPORT [--baseline RUN] [-m METRIC ...] [--effect D] [--method t|resample] [--alpha] [--power]
     rag-eval pool RUN [...] --depth N -o POOL [--qrels QRELS] [--beir FOLDER]
-    rag-eval label POOL -o QRELS [--assessor NAME] [--port N] [--scale 0..3]
+    rag-eval human-sample POOL|REPORT -n N [--seed N] -o SAMPLE
+    rag-eval estimate --judge-report R --human-report R [--sample S] [--pool POOL --human-qrels QRELS] [-m METRIC ...]
+    rag-eval label POOL -o QRELS [--assessor NAME] [--port N] [--scale 0..3] [--order pool|impact [--judge-log LOG]]
     rag-eval merge LOG [...] -o QRELS [--qrels QRELS] [-l N]
+    rag-eval judge POOL --judge MODULE:FUNCTION -o LOG [--scale 0..3] [--batch-size N] [--human QRELS]
+    rag-eval agreement LOG [--judge-name NAME] [--people NAME ...] | HUMAN_QRELS JUDGE_QRELS [--runs RUN ... -m METRIC]
     rag-eval bench --beir FOLDER [--pipeline NAME ...] [-o FOLDER]
     rag-eval demo [-o FOLDER]
     rag-eval queries sample LOG -n N [--stratify frequency[,cluster][,COLUMN]] [--clusters K] [--text COL]
@@ -163,6 +167,10 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "out": (("-o", "--out"), {"metavar": "OUT"}),
     "depth": (("--depth",), {"metavar": "N"}),
     "no_plots": (("--no-plots",), {"action": "store_true", "help": "write no plots (matplotlib is not needed)"}),
+    "scale": (
+        ("--scale",),
+        {"default": "0..3", "help": "the pool's grades LOW..HIGH, one digit each (default 0..3; label: one key each)"},
+    ),
 }
 _PER_COMMAND = {"required", "choices", "help"}  # what a command may set (see SHARED_OPTIONS' comment)
 
@@ -338,7 +346,20 @@ def build_parser() -> argparse.ArgumentParser:
     label.add_argument("--qrels", dest="legacy_out", help=argparse.SUPPRESS)  # 0.1's spelling of -o/--out
     label.add_argument("--assessor", help="your name in the log (default: the login name)")
     label.add_argument("--port", default="0", help="port on 127.0.0.1 (default 0: a free one, printed)")
-    label.add_argument("--scale", default="0..3", help="grades LOW..HIGH, one key each (default 0..3)")
+    _shared(label, "scale")
+    label.add_argument(
+        "--order",
+        choices=("pool", "impact"),
+        default="pool",
+        help="the order items are served in: the pool's own (default), or impact: first the items whose grade "
+        "would most change the comparison of the pooled systems (their nDCG discounts differ most), across queries",
+    )
+    label.add_argument(
+        "--judge-log",
+        metavar="LOG",
+        help="with --order impact: a judgement log holding a model judge's grades of the pool; each item's impact is "
+        "weighted by the judge's doubt (1 - its confidence), so that what the judge is least sure of comes first",
+    )
 
     demo = commands.add_parser(
         "demo",
@@ -348,8 +369,126 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _shared(demo, "out", help="the report folder to write (default ./demo-report)")
     _shared(demo, "no_plots")
+    _judge_parser(commands)
+    _agreement_parser(commands)
+    _estimate_parsers(commands)
     _queries_parser(commands)
     return parser
+
+
+def _estimate_parsers(commands: Any) -> None:
+    hs = commands.add_parser(
+        "human-sample",
+        help="draw the queries people grade in full, for judge-assisted estimates",
+        description="Draw a uniform random sample of -n queries without replacement (seeded; the seed and the "
+        "population are recorded) from the queries of a pool, a saved report or a result folder, and write it as "
+        "JSON. People grade every pooled item of these queries; judge-assisted estimates (rag-eval estimate) use "
+        "them and only them. See docs/ppi.md.",
+    )
+    hs.add_argument("source", help="the query set: a pool (rag-eval pool's JSONL), a saved report or a result folder")
+    hs.add_argument("-n", dest="sample_size", required=True, metavar="N", help="queries to draw (2 or more)")
+    _shared(hs, "seed")
+    _shared(hs, "out", required=True, help="the sample's JSON file")
+
+    est = commands.add_parser(
+        "estimate",
+        help="judge-assisted means: prediction-powered intervals from a judge's and people's reports",
+        description="Per system and metric, the mean under people's grades over every query, with a "
+        "prediction-powered interval (PPI++, Angelopoulos et al. 2023) that uses the judge's values on every query "
+        "and people's on the human-graded sample; beside it the human-only and the naive judge-only intervals, "
+        "and every system's paired difference with the baseline. See docs/ppi.md.",
+    )
+    est.add_argument(
+        "--judge-report", required=True, metavar="REPORT", help="evaluated with the judge's qrels, every query"
+    )
+    est.add_argument(
+        "--human-report", required=True, metavar="REPORT", help="evaluated with people's qrels, the sample only"
+    )
+    est.add_argument(
+        "--sample",
+        metavar="SAMPLE",
+        help="the sample (rag-eval human-sample's JSON): checks the queries, weights by its inclusion probabilities; "
+        "without it the human report's queries are taken to be a uniform random sample of the judge report's",
+    )
+    est.add_argument(
+        "--pool", metavar="POOL", help="with --human-qrels: refuse sampled queries with a pooled item not graded"
+    )
+    est.add_argument("--human-qrels", metavar="QRELS", help="people's qrels, checked against --pool")
+    _shared(est, "metric")
+    _shared(est, "baseline")
+    _shared(est, "alpha")
+    est.add_argument("--plain", action="store_true", help="plain PPI (lam = 1) instead of PPI++ (lam tuned)")
+    _shared(est, "format", choices=["table", "csv", "json", "markdown"])
+
+
+def _agreement_parser(commands: Any) -> None:
+    agr = commands.add_parser(
+        "agreement",
+        help="a model judge's agreement with people: kappas, alpha, confusion matrix; and of the runs' rankings",
+        description="How far a model judge's grades can stand in for people's (docs/agreement.md). On the items "
+        "both graded: Cohen's kappa (unweighted and quadratic-weighted), Krippendorff's alpha (ordinal; the judges "
+        "extra), the confusion matrix and each grade's precision and recall. With --runs: the runs' ranking under "
+        "people's qrels and under the judge's (Kendall's tau with five runs or more, else each pair's order and "
+        "significance). Warns when the weighted kappa is below --warn-below or the rankings differ.",
+    )
+    agr.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="LOG_OR_QRELS",
+        help="a judgement log holding people's and the judge's grades, or two qrels files: people's, then the judge's",
+    )
+    agr.add_argument("--judge-name", metavar="NAME", help="the judge's name in the log (default: its only model judge)")
+    agr.add_argument(
+        "--people",
+        nargs="+",
+        metavar="NAME",
+        help="the people in the log (default: every assessor that is not a model judge; several: their lower median)",
+    )
+    _shared(agr, "scale")
+    _shared(agr, "relevance_threshold")
+    agr.add_argument(
+        "--warn-below",
+        default="0.4",
+        metavar="KAPPA",
+        help="warn when the quadratic-weighted kappa is below KAPPA (default 0.4)",
+    )
+    agr.add_argument(
+        "--runs",
+        nargs="+",
+        metavar="RUN",
+        help="run files: also compare their ranking under people's and the judge's qrels (on the first -m metric)",
+    )
+    _shared(agr, "metric")
+    _shared(agr, "test")
+    _shared(agr, "alpha")
+    _shared(agr, "format", choices=["table", "json"])
+
+
+def _judge_parser(commands: Any) -> None:
+    judge = commands.add_parser(
+        "judge",
+        help="grade a pool with a model judge into a judgement log (resumable)",
+        description="Grade every item of a pool with a judge (MODULE:FUNCTION: a callable returning a judge, or a "
+        "function (query, text) -> grade) into a judgement log, under the judge's name and fingerprint, each batch "
+        "as it returns. Run again, it asks only what the log lacks (failed items included); a person's grade is "
+        "never overwritten. See docs/judges.md.",
+    )
+    judge.add_argument("pool", help="a pool JSONL file (Pool.save) whose items carry query and chunk texts")
+    judge.add_argument(
+        "--judge",
+        required=True,
+        metavar="MODULE:FUNCTION",
+        help="package.module:function returning a judge (e.g. rag_eval.adapters.langchain.judge(model)), or a "
+        "function (query, text) -> grade",
+    )
+    _shared(judge, "out", required=True, help="the judgement log to append to (JSON lines; created when missing)")
+    _shared(judge, "scale")
+    judge.add_argument("--batch-size", default="16", metavar="N", help="items per call of the judge (default 16)")
+    judge.add_argument(
+        "--human",
+        metavar="QRELS",
+        help="people's grades (qrels or a judgement log): the items they graded are not asked (default: all are)",
+    )
 
 
 def _queries_parser(commands: Any) -> None:
@@ -457,6 +596,10 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
         "merge": _merge,
         "label": _label,
         "queries": _queries,
+        "judge": _judge,
+        "agreement": _agreement,
+        "estimate": _estimate,
+        "human-sample": _human_sample,
     }
     try:
         _read_numbers(args)
@@ -490,6 +633,7 @@ _INT_FLAGS = {
     "legacy_threshold": ("--threshold", 1, GRADE_LIMIT - 1),
     "sample_size": ("-n", 1, MAX_CUTOFF),
     "clusters": ("--clusters", 1, MAX_CUTOFF),
+    "batch_size": ("--batch-size", 1, MAX_CUTOFF),
 }
 _SHARE_FLAGS = {
     "judged_threshold": "--judged-threshold",
@@ -498,7 +642,12 @@ _SHARE_FLAGS = {
     "near_threshold": "--near-threshold",
 }
 # flags read as any plain decimal (their range is checked where they are used)
-_DECIMAL_FLAGS = {"effect": "--effect", "correlation": "--correlation", "margin": "--margin"}
+_DECIMAL_FLAGS = {
+    "effect": "--effect",
+    "correlation": "--correlation",
+    "margin": "--margin",
+    "warn_below": "--warn-below",
+}
 
 
 def _read_numbers(args: argparse.Namespace) -> None:
@@ -790,7 +939,28 @@ def _label(args: argparse.Namespace) -> int:
     if out is None:
         raise InputError("label needs -o/--out QRELS: the TREC qrels file to write")
     scale = parse_scale(args.scale)
-    return serve(args.pool, out, assessor=args.assessor or _login_name(), port=args.port, scale=scale)
+    return serve(
+        args.pool,
+        out,
+        assessor=args.assessor or _login_name(),
+        port=args.port,
+        scale=scale,
+        order=args.order,
+        judge_log=args.judge_log,
+    )
+
+
+def _judge(args: argparse.Namespace) -> int:
+    from .ground_truth.judging import judge, load_judge
+    from .labelling import parse_scale
+
+    scale = parse_scale(args.scale)
+    grader = load_judge(args.judge)
+    run = judge(args.pool, grader, log=args.out, scale=scale, batch_size=args.batch_size, human=args.human)
+    if len(run.failures):
+        sys.stdout.write(run.failures.to_csv(index=False))
+    print(f"rag-eval: {run.summary()}", file=sys.stderr)
+    return 0
 
 
 def _login_name() -> str:
@@ -879,6 +1049,159 @@ def _demo(args: argparse.Namespace) -> int:
     from .bench.demo import main as demo
 
     return demo([*(["--out", args.out] if args.out is not None else []), *(["--no-plots"] if args.no_plots else [])])
+
+
+def _agreement(args: argparse.Namespace) -> int:
+    import json
+
+    from .ground_truth import JudgementLog
+    from .ground_truth.agreement import grades_of, judge_agreement, ranking_agreement
+    from .labelling import parse_scale
+
+    scale = parse_scale(args.scale)
+    threshold = 1 if args.threshold is None else args.threshold
+    warn_below = 0.4 if args.warn_below is None else float(args.warn_below)
+    human: Qrels | dict[str, dict[str, int]]
+    judged: Qrels | dict[str, dict[str, int]]
+    if len(args.inputs) == 1:
+        log = JudgementLog.load(args.inputs[0])
+        judge = args.judge_name
+        if judge is None:
+            if len(log.judges) != 1:
+                raise InputError(
+                    f"the log holds {len(log.judges)} model judge(s) {sorted(log.judges)}: name one with --judge-name",
+                    source=args.inputs[0],
+                )
+            judge = next(iter(log.judges))
+        people = args.people or [a for a in log.people if a != judge]
+        if not people:
+            raise InputError(
+                "no person graded in the log besides the judge: name them with --people", source=args.inputs[0]
+            )
+        human, judged = grades_of(log, people), grades_of(log, judge)
+        names = (", ".join(people), judge)
+    elif len(args.inputs) == 2:
+        if args.judge_name is not None or args.people is not None:
+            raise InputError("--judge-name and --people name assessors of a log: give one judgement log, not two qrels")
+        human, judged = Qrels.load(args.inputs[0]), Qrels.load(args.inputs[1])
+        names = (_stem(args.inputs[0]), _stem(args.inputs[1]))
+    else:
+        raise InputError(
+            f"give a judgement log, or two qrels files (people's, the judge's); not {len(args.inputs)} files"
+        )
+    items = judge_agreement(human, judged, scale=scale, threshold=threshold, warn_below=warn_below, names=names)
+    ranking = None
+    if args.runs:
+        metrics = resolve_metrics(args.metrics)
+        named = _named_runs(args.runs)
+        human_report = evaluate(human, named, metrics[:1])
+        judge_report = evaluate(judged, named, metrics[:1])
+        ranking = ranking_agreement(human_report, judge_report, str(metrics[0]), test=args.test, alpha=args.alpha)
+    if args.format == "json":
+        payload = {"items": items.to_dict(), "ranking": None if ranking is None else ranking.to_dict()}
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+    else:
+        sys.stdout.write(items.render() + "\n" + ("" if ranking is None else ranking.render() + "\n"))
+    sys.stdout.flush()
+    return 0
+
+
+def _load_report(given: str, flag: str) -> Any:
+    """A saved report (Report.save's Parquet file) or a result folder."""
+    from .reports import Report
+
+    where = Path(given)
+    if not where.exists():
+        raise InputError(f"no such report file or result folder ({flag})", source=given)
+    return Report.load_folder(where) if where.is_dir() else Report.load(where)
+
+
+def _human_sample(args: argparse.Namespace) -> int:
+    from .ground_truth import Pool
+    from .ground_truth.human_sample import draw_human_sample
+
+    where = Path(args.source)
+    if not where.exists():
+        raise InputError("no such pool, report file or result folder", source=args.source)
+    if where.is_file() and where.suffix in (".jsonl", ".json"):
+        ids = Pool.load(where).query_ids
+    else:
+        report = _load_report(args.source, "source")
+        ids = sorted(set(report.per_query["query_id"]))
+    sample = draw_human_sample(ids, args.sample_size, seed=args.seed)
+    sample.save(args.out)
+    print(
+        f"rag-eval: human sample of {len(sample)} of {len(sample.population)} queries (uniform, seed {args.seed}) "
+        f"-> {args.out}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _estimate(args: argparse.Namespace) -> int:
+    import json
+
+    from .ground_truth import Pool
+    from .ground_truth.human_sample import HumanSample, check_complete
+    from .reports._markdown import markdown_table
+    from .reports.prediction_powered import judge_assisted
+
+    if (args.pool is None) != (args.human_qrels is None):
+        raise InputError("give --pool and --human-qrels together (the check that the sample is fully graded)")
+    judge_report = _load_report(args.judge_report, "--judge-report")
+    human_report = _load_report(args.human_report, "--human-report")
+    sample = HumanSample.load(args.sample) if args.sample else None
+    if args.pool is not None:
+        if sample is None:
+            raise InputError("--pool and --human-qrels check the sample's queries: give --sample too")
+        check_complete(sample, Pool.load(args.pool), Qrels.load(args.human_qrels))
+    result = judge_assisted(
+        judge_report, human_report, sample=sample, metrics=args.metrics or None, alpha=args.alpha, tuned=not args.plain
+    )
+    differences = result.compare(args.baseline) if len(result.systems) > 1 else None
+    if args.format == "json":
+
+        def records(frame: Any) -> Any:
+            return json.loads(frame.to_json(orient="records", double_precision=15))
+
+        out = {
+            "settings": result.settings,
+            "estimates": records(result.table),
+            "differences": [] if differences is None else records(differences),
+        }
+        sys.stdout.write(json.dumps(out, indent=1) + "\n")
+    elif args.format == "csv":
+        sys.stdout.write(result.table.to_csv(index=False))
+        if differences is not None:
+            sys.stdout.write("\n" + differences.to_csv(index=False))
+    elif args.format == "markdown":
+        sys.stdout.write(result._repr_markdown_() + "\n")
+        if differences is not None:
+            sys.stdout.write("\n" + markdown_table(differences) + "\n")
+    else:
+        sys.stdout.write(result.render() + "\n")
+        if differences is not None:
+            shown = differences[["system", "baseline", "metric", "diff", "ci_low", "ci_high"]].copy()
+            shown["p"] = [f"{p:.4g}" for p in differences["p_value"]]
+            shown["human only"] = [
+                f"{d:+.4f} [{lo:+.4f}, {hi:+.4f}]"
+                for d, lo, hi in zip(
+                    differences["human_diff"], differences["human_ci_low"], differences["human_ci_high"], strict=True
+                )
+            ]
+            shown["judge only (naive)"] = [
+                f"{d:+.4f} [{lo:+.4f}, {hi:+.4f}]"
+                for d, lo, hi in zip(
+                    differences["judge_diff"], differences["judge_ci_low"], differences["judge_ci_high"], strict=True
+                )
+            ]
+            sys.stdout.write(
+                f"\npaired differences ({result.settings['method']}):\n"
+                + shown.to_string(index=False, float_format=lambda v: f"{v:+.4f}")
+                + "\n"
+            )
+    sys.stdout.flush()
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

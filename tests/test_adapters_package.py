@@ -17,13 +17,23 @@ MODULES = {
     "functions": [
         "FunctionBatchReranker",
         "FunctionBatchRetriever",
+        "FunctionJudge",
         "FunctionReranker",
         "FunctionRetriever",
+        "judge",
         "reranker",
         "retriever",
     ],
-    "langchain": ["LangChainReranker", "LangChainRetriever", "pipeline", "reranker", "retriever"],
-    "llamaindex": ["LlamaIndexReranker", "LlamaIndexRetriever", "reranker", "retriever"],
+    "langchain": [
+        "LangChainJudge",
+        "LangChainReranker",
+        "LangChainRetriever",
+        "judge",
+        "pipeline",
+        "reranker",
+        "retriever",
+    ],
+    "llamaindex": ["LlamaIndexJudge", "LlamaIndexReranker", "LlamaIndexRetriever", "judge", "reranker", "retriever"],
 }
 
 

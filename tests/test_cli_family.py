@@ -21,7 +21,21 @@ EXAMPLES = ROOT / "rag_eval" / "examples"
 QRELS = EXAMPLES / "qrels.txt"
 BM25 = EXAMPLES / "bm25.trec"  # its TREC tag is bm25
 RERANK = EXAMPLES / "bm25_rerank.trec"  # its TREC tag is minilm-rerank: not its name
-COMMANDS = {"evaluate", "compare", "power", "bench", "pool", "merge", "label", "demo", "queries"}
+COMMANDS = {
+    "evaluate",
+    "compare",
+    "power",
+    "bench",
+    "pool",
+    "merge",
+    "label",
+    "demo",
+    "queries",
+    "judge",
+    "agreement",
+    "estimate",
+    "human-sample",
+}
 # what a command may set itself (SHARED_OPTIONS' comment): which formats apply, and what -o writes, --depth cuts
 OWN = {"--format": {"choices"}, "-o": {"help"}, "--out": {"help"}, "--depth": {"help"}}
 
@@ -63,28 +77,29 @@ def test_an_option_shared_by_two_commands_is_the_same_in_each():
     shared = {flag: uses for flag, uses in by_flag.items() if len(uses) > 1}
     # the options the family shares today, each in the commands named (a new sharing must keep to the rule too)
     assert {flag: sorted(n for n, _ in uses) for flag, uses in shared.items()} == {
-        "-m": ["compare", "evaluate", "power"],
-        "--metric": ["compare", "evaluate", "power"],
-        "--baseline": ["compare", "power"],
-        "--alpha": ["compare", "power"],
-        "--test": ["compare", "power"],
+        "-m": ["agreement", "compare", "estimate", "evaluate", "power"],
+        "--metric": ["agreement", "compare", "estimate", "evaluate", "power"],
+        "--baseline": ["compare", "estimate", "power"],
+        "--alpha": ["agreement", "compare", "estimate", "power"],
+        "--test": ["agreement", "compare", "power"],
         "--dialect": ["compare", "evaluate"],
         "--conventions": ["compare", "evaluate"],
         "-c": ["compare", "evaluate"],
         "-M": ["compare", "evaluate"],
-        "-l": ["compare", "evaluate", "merge"],
-        "--relevance-threshold": ["compare", "evaluate", "merge"],
+        "-l": ["agreement", "compare", "evaluate", "merge"],
+        "--relevance-threshold": ["agreement", "compare", "evaluate", "merge"],
         "-J": ["compare", "evaluate"],
         "--judged-threshold": ["compare", "evaluate"],
-        "--format": ["compare", "evaluate"],
+        "--format": ["agreement", "compare", "estimate", "evaluate"],
         "--resamples": ["compare", "evaluate"],
-        "--seed": ["compare", "evaluate"],
+        "--seed": ["compare", "evaluate", "human-sample"],
         "--no-card": ["compare", "evaluate"],
         "--beir": ["bench", "pool"],
         "--split": ["bench", "pool"],
         "--depth": ["bench", "pool"],
-        "-o": ["bench", "demo", "label", "merge", "pool"],
-        "--out": ["bench", "demo", "label", "merge", "pool"],
+        "-o": ["bench", "demo", "human-sample", "judge", "label", "merge", "pool"],
+        "--out": ["bench", "demo", "human-sample", "judge", "label", "merge", "pool"],
+        "--scale": ["agreement", "judge", "label"],
         "--qrels": ["merge", "pool"],
         "--no-plots": ["bench", "demo"],
     }

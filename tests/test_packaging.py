@@ -60,7 +60,9 @@ def test_the_core_dependencies_name_no_framework_and_every_extra_exists():
     core = {d.split(">")[0].split("=")[0].split("[")[0].strip().lower() for d in project["dependencies"]}
     assert core == {"numpy", "scipy", "pandas", "pyarrow", "pydantic", "tqdm"}
     extras = project["optional-dependencies"]
-    assert set(extras) == {"langchain", "llamaindex", "models", "labelling", "bench", "ray", "querysets", "dev", "all"}
+    assert set(extras) == {
+        *("langchain", "llamaindex", "models", "labelling", "bench", "ray", "querysets", "judges", "dev", "all")
+    }
     from rag_eval._optional import EXTRAS
 
     assert set(EXTRAS) == set(extras) - {"dev", "all"}  # every extra the error messages name exists, and back

@@ -34,6 +34,7 @@ PUBLIC = [
     "format_trec_eval",
     "fuse",
     "impact_order",
+    "judge",
     "judge_agreement",
     "judge_assisted",
     "parse_metric",

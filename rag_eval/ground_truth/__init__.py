@@ -10,6 +10,7 @@ agreement with people (:mod:`.agreement`), draw the queries people grade in full
 from .agreement import JudgeAgreement, RankingAgreement, judge_agreement, log_agreement, ranking_agreement
 from .human_sample import HumanSample, check_complete, draw_human_sample
 from .judgement_log import Judgement, JudgementLog
+from .judging import JudgingRun, judge, load_judge
 from .merging import Agreement, Kappa, Merged, cohen_kappa, merge
 from .ordering import impact_order, impact_weights, judge_uncertainty
 from .pooling import Pool, PoolItem, pool
@@ -23,6 +24,7 @@ __all__ = [
     "JudgeAgreement",
     "Judgement",
     "JudgementLog",
+    "JudgingRun",
     "Kappa",
     "Merged",
     "Pool",
@@ -36,8 +38,10 @@ __all__ = [
     "draw_human_sample",
     "impact_order",
     "impact_weights",
+    "judge",
     "judge_agreement",
     "judge_uncertainty",
+    "load_judge",
     "log_agreement",
     "merge",
     "merge_near_duplicates",

@@ -1,5 +1,6 @@
 """Layer 3, the stages: hits, retrievers and rerankers, pipelines with a depth and a context budget, fusion,
-the runner (concurrency, cache, faults) and its result. Adapters for frameworks live in ``rag_eval.adapters``.
+the runner (concurrency, cache, faults) and its result; model judges (:mod:`.judges`: the protocol a judge of
+(query, chunk) pairs keeps). Adapters for frameworks live in ``rag_eval.adapters``.
 
 A :class:`PipelineResult` keeps every stage's output and a frozen :class:`PipelineSpec` of the pipeline that ran
 (its printed form, depth, budget and stages, as :class:`StageSpec` records), never the live pipeline and its models.
@@ -12,6 +13,7 @@ from ._fingerprint import Fingerprint, Uncacheable
 from .budget import Budget, count_tokens
 from .fusion import Fusion, fuse
 from .hits import Hit
+from .judges import BaseJudge, Judge, JudgeGrade, JudgeItem
 from .pipeline import Pipeline
 from .result import Outcome, PipelineResult, PipelineSpec, StageOutput, StageSpec
 from .stage import Reranker, Retriever, Stage
@@ -40,11 +42,15 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "BaseJudge",
     "Budget",
     "Executor",
     "Fingerprint",
     "Fusion",
     "Hit",
+    "Judge",
+    "JudgeGrade",
+    "JudgeItem",
     "Outcome",
     "Pipeline",
     "PipelineResult",
