@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import rag_eval
@@ -208,6 +209,73 @@ def test_demo_states_how_many_questions_from_its_own_report(demo_folder):
     assert found[2] == f"{analysis.minimum_detectable_difference:.3f}"
     assert int(found[3]) == analysis.queries_needed
     assert found[0].removeprefix("How many questions: ") in (demo_folder / "report.md").read_text()
+
+
+def test_demo_shows_a_judge_assisted_run_next_to_the_human_one(demo_folder):
+    """The judge's grades are in the folder's log under its name and fingerprint; the printed PPI++ line of each
+    stage and metric is ppi_interval over the per-question values under the judge's grades (all 56) and people's
+    (the 20 drawn with the recorded seed); the sample's agreement is the one printed; a second run asks nothing."""
+    from rag_eval.bench.demo import DEMO_HUMAN_SAMPLE, DEMO_SEED, demo_collection
+    from rag_eval.ground_truth import JudgementLog, draw_human_sample, judge_agreement, merge
+
+    printed = (demo_folder.parent / "stdout.txt").read_text()
+    assert f"as if people had graded {DEMO_HUMAN_SAMPLE} of the 56 questions" in printed
+    log = JudgementLog.load(demo_folder / "judge.judgements.jsonl")
+    assert len(log) == 903 and list(log.judges) == ["minilm-weak"] and log.people == []
+    collection, _ = demo_collection()
+    sample = draw_human_sample(sorted(collection.queries), DEMO_HUMAN_SAMPLE, seed=DEMO_SEED)
+    judged = merge(None, log).qrels
+    assert judged.graded_by.by_judges == 903 and judged.graded_by.people == 0
+    human = rag_eval.Qrels.from_dict({q: collection.qrels[q] for q in sample.query_ids})
+    agreement = judge_agreement(human, {q: dict(judged[q]) for q in sample.query_ids}, warn=False)
+    assert f"quadratic-weighted kappa {agreement.weighted_kappa:.2f}" in printed
+    for stage in ("bm25", "minilm-rerank"):
+        for metric in ("recall@budget", "ndcg@budget"):
+            judge_values = _stage_values(demo_folder, judged, stage, metric)
+            human_values = _stage_values(demo_folder, human, stage, metric)
+            estimate = rag_eval.ppi_interval(judge_values, human_values)
+            reference = float(np.mean(list(_stage_values(demo_folder, collection.qrels, stage, metric).values())))
+            line = f"  {stage:<14} {metric:<14} {reference:6.3f}   {estimate.estimate:6.3f} "
+            line += f"[{estimate.low:.3f}, {estimate.high:.3f}]"
+            assert line in printed, (line, printed[-2500:])
+    again = subprocess.run(
+        [str(Path(sys.executable).with_name("rag-eval")), "demo", "--out", str(demo_folder), "--no-plots"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=str(ROOT),
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "903 items, 0 graded now, 903 from the log" in again.stdout
+
+
+def _stage_values(folder, qrels, stage, metric):
+    """Per-question values of a demo stage under ``qrels``, from the folder's saved stage runs."""
+    from rag_eval.bench.demo import DEMO_PIPELINE
+
+    report = rag_eval.Report.load_folder(folder)
+    counted = set(report.query_ids(DEMO_PIPELINE, stage))
+    # the stage-aware metrics need the pipeline: rebuild its result from the folder's cache (a rerun hits it)
+    result = _demo_result(folder)
+    values = rag_eval.evaluate(qrels, {DEMO_PIPELINE: result}, [metric]).values(DEMO_PIPELINE, metric, stage)
+    return {q: float(v) for q, v in values.items() if q in counted}
+
+
+_RESULTS: dict = {}
+
+
+def _demo_result(folder):
+    if folder not in _RESULTS:
+        from rag_eval.bench.demo import DEMO_BUDGET, DEMO_DEPTH, DEMO_PIPELINE, demo_collection
+        from rag_eval.bench.pipelines import BATCH_SIZE, Parts, build
+
+        collection, _ = demo_collection()
+        parts = Parts(collection, folder / "cache")
+        pipeline = build(DEMO_PIPELINE, collection, depth=DEMO_DEPTH, budget=DEMO_BUDGET, parts=parts)
+        _RESULTS[folder] = pipeline.run(
+            collection.queries, cache=folder / "cache" / "stages", progress=False, batch_size=BATCH_SIZE
+        )
+    return _RESULTS[folder]
 
 
 def test_demo_runs_the_whole_flow_offline(demo_folder):

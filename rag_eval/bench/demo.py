@@ -7,6 +7,12 @@ docstring differs from the one judged (its text hash) counts as unjudged, and th
 
 The demo runs ``bm25>>dense`` at depth 50 and budget 5, prints the stage-aware summary, and writes its report
 folder (``./demo-report/`` by default); a second run reuses the caches in that folder.
+
+Then a judge-assisted run beside the human one (:func:`judge_assisted_run`): as if people had graded only
+:data:`DEMO_HUMAN_SAMPLE` questions drawn at random, the weak built-in MiniLM judge (fitted, cross-fitted, on those
+questions' labels alone) grades the whole labelling pool, and prediction-powered (PPI++) intervals over all 56
+questions stand beside the human-only interval of the sample, the naive judge-only one, and the mean under every
+label, which the demo, having them all, can show as the reference.
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ DEMO_PIPELINE = "bm25>>dense"
 DEMO_DEPTH = 50
 DEMO_BUDGET = 5
 DEMO_EFFECT = 0.02  # the difference in recall@budget the "How many questions" paragraph asks about
+DEMO_HUMAN_SAMPLE = 20  # the questions the judge-assisted run takes people to have graded (drawn uniformly)
+DEMO_SEED = 0  # the seed of that draw
+DEMO_JUDGED_METRICS = ("recall@budget", "ndcg@budget")  # what the judge-assisted table estimates
 
 
 def _data(name: str) -> str:
@@ -107,6 +116,94 @@ def pool(depth: int = 10, systems: tuple[str, ...] = ("bm25", "dense"), cache_di
     ]
 
 
+def judge_assisted_run(collection: Collection, result, parts, out: Path) -> tuple[str, dict[str, str]]:
+    """The judge-assisted run beside the human one (see the module's doc): returns the text printed and the facts
+    for report.md. The labelling pool is rebuilt as the labels were made (bm25 and dense, top 10 each: exactly the
+    labelled pairs); the judge's grades go to ``out/judge.judgements.jsonl``, so that a second demo run asks the
+    judge nothing (the judging run resumes from its log)."""
+    from ..ground_truth import check_complete, draw_human_sample, judge, judge_agreement, merge
+    from ..ground_truth import pool as make_pool
+    from ..reports import evaluate, judge_assisted
+    from .judge import minilm_judge
+    from .pipelines import BATCH_SIZE, build
+
+    systems = {
+        name: build(name, collection, depth=10, budget=10, parts=parts).run(
+            collection.queries, cache=out / "cache" / "stages", progress=False, batch_size=BATCH_SIZE
+        )
+        for name in ("bm25", "dense")
+    }
+    labelling_pool = make_pool(systems, depth=10)
+    sample = draw_human_sample(sorted(collection.queries), DEMO_HUMAN_SAMPLE, seed=DEMO_SEED)
+    human = Qrels.from_dict({q: collection.qrels[q] for q in sample.query_ids})
+    check_complete(sample, labelling_pool, human)  # every pooled chunk of a sampled question has a person's grade
+    grader = minilm_judge(human, queries=collection.queries, texts=labelling_pool, seed=DEMO_SEED)
+    log = out / "judge.judgements.jsonl"
+    judged = judge(labelling_pool, grader, log=log, progress=False)
+    judge_qrels = merge(None, log).qrels  # the judge's grades alone, every pooled pair of every question
+    agreement = judge_agreement(
+        human,
+        {q: dict(judge_qrels[q]) for q in sample.query_ids},
+        names=("people", grader.name),
+        warn=False,  # weak by design: said in the text below, not as a warning
+    )
+    pipelines = {DEMO_PIPELINE: result}
+    judge_report = evaluate(judge_qrels, pipelines, list(DEMO_JUDGED_METRICS)).with_judge_agreement(agreement)
+    human_report = evaluate(human, pipelines, list(DEMO_JUDGED_METRICS))
+    full_report = evaluate(collection.qrels, pipelines, list(DEMO_JUDGED_METRICS))
+    estimates = judge_assisted(judge_report, human_report, sample=sample)
+    rows = []
+    for row in estimates.table.itertuples():
+        stage = row.system.split("/", 1)[1]
+        reference = full_report.mean(DEMO_PIPELINE, row.metric, stage)
+        rows.append(
+            f"  {stage:<14} {row.metric:<14} {reference:6.3f}"
+            f"   {row.estimate:6.3f} [{row.ci_low:.3f}, {row.ci_high:.3f}]"
+            f"   {row.human_mean:6.3f} [{row.human_ci_low:.3f}, {row.human_ci_high:.3f}]"
+            f"   {row.judge_mean:6.3f} [{row.judge_ci_low:.3f}, {row.judge_ci_high:.3f}]"
+        )
+    n_all = len(collection.queries)
+    lines = [
+        f"Judge-assisted: as if people had graded {len(sample)} of the {n_all} questions (drawn at random, seed "
+        f"{DEMO_SEED}), the weak MiniLM judge graded all {len(labelling_pool)} pooled chunks ({judged.summary()}).",
+        f"  its agreement with people on the {agreement.n} chunks both graded: quadratic-weighted kappa "
+        f"{_shown(agreement.weighted_kappa)}, Krippendorff's alpha {_shown(agreement.alpha)} (weak, as documented)",
+        f"  {'stage':<14} {'metric':<14} {'all ' + str(n_all):>6}   {'PPI++ (95% CI)':<22}   "
+        f"{'people only, ' + str(len(sample)):<22}   judge only (naive)",
+        *rows,
+        f"  'all {n_all}' is the mean under every label (the demo has them all); PPI++ uses the judge on every "
+        f"question and people on the {len(sample)}, and stays unbiased under the judge's errors; the naive "
+        "judge-only interval does not.",
+    ]
+    first = estimates.table.iloc[0]
+    facts = {
+        "judge-assisted": (
+            f"people on {len(sample)} of {n_all} questions (seed {DEMO_SEED}) + the weak MiniLM judge on all "
+            f"{len(labelling_pool)} pooled chunks (weighted kappa {_shown(agreement.weighted_kappa)}): "
+            f"{first['metric']} of {first['system']} by PPI++ {first['estimate']:.3f} "
+            f"[{first['ci_low']:.3f}, {first['ci_high']:.3f}], people only [{first['human_ci_low']:.3f}, "
+            f"{first['human_ci_high']:.3f}]"
+        )
+    }
+    (out / "judge-assisted.md").write_text(
+        "# Judge-assisted estimates\n\n```\n"
+        + "\n".join(lines)
+        + "\n\n"
+        + estimates.render()
+        + "\n\n"
+        + agreement.render()
+        + "\n\n"
+        + judge_report.card.render()
+        + "\n```\n",
+        encoding="utf-8",
+    )
+    return "\n".join(lines), facts
+
+
+def _shown(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def how_many_questions(report) -> str:
     """The demo's "How many questions" paragraph: from its report, the minimum detectable difference in
     recall@budget between the first stage and the reranker at the report's number of questions, and the questions
@@ -164,8 +261,10 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
     pipeline = build(DEMO_PIPELINE, collection, depth=DEMO_DEPTH, budget=DEMO_BUDGET, parts=parts)
     result = pipeline.run(collection.queries, cache=cache / "stages", batch_size=BATCH_SIZE)
     report = evaluate(collection.qrels, {DEMO_PIPELINE: result})
-    wall = time.perf_counter() - started
     questions_paragraph = how_many_questions(report)
+    out.mkdir(parents=True, exist_ok=True)
+    judged_paragraph, judged_facts = judge_assisted_run(collection, result, parts, out)
+    wall = time.perf_counter() - started
     facts = {
         "collection": (
             f"{len(collection.corpus)} docstring chunks of {len(collection.queries)} questions' worth of stdlib"
@@ -181,6 +280,7 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
         "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
         "wall time": f"{wall:.1f} s",
         "how many questions": questions_paragraph.removeprefix("How many questions: "),
+        **judged_facts,
     }
     path = write_report_folder(
         out,
@@ -199,6 +299,7 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
         )
     )
     print(questions_paragraph)
+    print(judged_paragraph)
     print(f"report: {path.resolve()}")
     return 0
 
