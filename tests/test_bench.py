@@ -239,7 +239,7 @@ def test_demo_shows_a_judge_assisted_run_next_to_the_human_one(demo_folder):
             line += f"[{estimate.low:.3f}, {estimate.high:.3f}]"
             assert line in printed, (line, printed[-2500:])
     again = subprocess.run(
-        [str(Path(sys.executable).with_name("rag-eval")), "demo", "--out", str(demo_folder), "--no-plots"],
+        [str(Path(sys.executable).with_name("rag-eval")), "demo", "--out", str(demo_folder)],  # as it was made
         capture_output=True,
         text=True,
         timeout=900,
@@ -290,7 +290,7 @@ def test_demo_runs_the_whole_flow_offline(demo_folder):
 
 def test_a_second_demo_run_reuses_the_caches(demo_folder):
     done = subprocess.run(
-        [str(Path(sys.executable).with_name("rag-eval")), "demo", "--out", str(demo_folder), "--no-plots"],
+        [str(Path(sys.executable).with_name("rag-eval")), "demo", "--out", str(demo_folder)],  # as it was made
         capture_output=True,
         text=True,
         timeout=900,
