@@ -22,6 +22,9 @@ EXTRAS = {
     "ray": "rag_eval.stages.RayExecutor (stages over Ray Data, on one machine or a cluster)",
     "querysets": "query sets from logs: near-duplicate merging and sampling (rag-eval queries sample)",
     "judges": "model judges and their agreement with people (Krippendorff's alpha: krippendorff)",
+    "html": "the self-contained HTML report (rag-eval report: jinja2, matplotlib)",
+    "haystack": "rag_eval.adapters.haystack (Haystack retrievers and rankers)",
+    "stores": "the embedded vector stores of the store tests (Chroma, Qdrant, LanceDB, FAISS)",
 }
 
 

@@ -35,7 +35,10 @@ WHEELHOUSE = ROOT / ".venv" / "wheelhouse"
 DIST = "rag-eval-stages"
 EXAMPLES = ROOT / "rag_eval" / "examples"
 EVALUATE = ["evaluate", "qrels.txt", "bm25.trec", "bm25_rerank.trec", "-m", "ndcg@5", "-m", "recall@20", "-m", "P@5"]
-FEATURE_EXTRAS = ("langchain", "llamaindex", "models", "labelling", "bench", "ray", "querysets", "judges")
+FEATURE_EXTRAS = (
+    *("langchain", "llamaindex", "models", "labelling", "bench", "ray", "querysets", "judges", "html", "haystack"),
+    "stores",
+)
 
 
 def _pip_env() -> dict[str, str]:

@@ -61,7 +61,21 @@ def test_the_core_dependencies_name_no_framework_and_every_extra_exists():
     assert core == {"numpy", "scipy", "pandas", "pyarrow", "pydantic", "tqdm"}
     extras = project["optional-dependencies"]
     assert set(extras) == {
-        *("langchain", "llamaindex", "models", "labelling", "bench", "ray", "querysets", "judges", "dev", "all")
+        *(
+            "langchain",
+            "llamaindex",
+            "models",
+            "labelling",
+            "bench",
+            "ray",
+            "querysets",
+            "judges",
+            "html",
+            "haystack",
+            "stores",
+            "dev",
+            "all",
+        )
     }
     from rag_eval._optional import EXTRAS
 
