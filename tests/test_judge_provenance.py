@@ -71,7 +71,8 @@ def test_merge_never_lets_a_judge_overwrite_a_person_and_counts_who_decided(tmp_
         "q2": {"d1": 1, "d4": 3},
     }
     assert merged.judges == {"umbrela": FP}
-    assert merged.qrels.graded_by == GradedBy(3, (JudgeShare("umbrela", FP, 3),))
+    judged_pairs = frozenset({("q1", "d3"), ("q2", "d1"), ("q2", "d4")})
+    assert merged.qrels.graded_by == GradedBy(3, (JudgeShare("umbrela", FP, judged_pairs),))
     # the disagreements are listed, with the person's grade as the one kept
     conflicts = merged.conflicts.set_index(["query_id", "doc_id"])
     assert conflicts.loc[("q1", "d1"), "grade"] == 3 and conflicts.loc[("q1", "d1"), "umbrela"] == 0
@@ -87,7 +88,11 @@ def test_two_judges_on_one_pair_decide_it_together_and_a_name_cannot_be_both(tmp
     merged = merge(None, a, b)
     assert merged.qrels.to_dict() == {"q1": {"d1": 1, "d2": 2}}  # the lower median of 1 and 3
     assert merged.qrels.graded_by == GradedBy(
-        0, (JudgeShare("judge-a + judge-b", "fa,fb", 1), JudgeShare("judge-b", "fb", 1))
+        0,
+        (
+            JudgeShare("judge-a + judge-b", "fa,fb", frozenset({("q1", "d1")})),
+            JudgeShare("judge-b", "fb", frozenset({("q1", "d2")})),
+        ),
     )
     c = _log(tmp_path, "c.jsonl")
     c.append("q1", "d3", 1, assessor="judge-a")  # a person by the judge's name
@@ -103,7 +108,8 @@ def test_the_graded_by_record_travels_beside_the_written_qrels(tmp_path):
     out = tmp_path / "qrels.txt"
     write_qrels(merged.qrels, out)
     record = json.loads(sidecar_path(out).read_text())
-    assert record["people"] == 1 and record["judges"] == [{"name": "umbrela", "fingerprint": FP, "judgements": 1}]
+    assert record["people"] == 1
+    assert record["judges"] == [{"name": "umbrela", "fingerprint": FP, "judgements": 1, "pairs": [["q1", "d1"]]}]
     read = Qrels.from_trec(out)
     assert read == merged.qrels and read.graded_by == merged.qrels.graded_by
     assert Qrels.load(out).graded_by == merged.qrels.graded_by
@@ -123,13 +129,13 @@ def test_a_base_graded_in_part_by_a_judge_keeps_its_shares_in_a_later_merge(tmp_
     judged = _log(tmp_path, "judge.jsonl")
     judged.append("q1", "d1", 2, assessor="umbrela", judge={"fingerprint": FP})
     first = merge({"q1": {"d0": 1}}, judged).qrels
-    assert first.graded_by == GradedBy(1, (JudgeShare("umbrela", FP, 1),))
+    assert first.graded_by == GradedBy(1, (JudgeShare("umbrela", FP, frozenset({("q1", "d1")})),))
     people = _log(tmp_path, "people.jsonl")
     people.append("q1", "d2", 3, assessor="alice")
     people.append("q1", "d1", 0, assessor="alice")  # the base keeps its grade of this pair (the judge's 2)
     again = merge(first, people).qrels
     assert again.to_dict() == {"q1": {"d0": 1, "d1": 2, "d2": 3}}
-    assert again.graded_by == GradedBy(2, (JudgeShare("umbrela", FP, 1),))
+    assert again.graded_by == GradedBy(2, (JudgeShare("umbrela", FP, frozenset({("q1", "d1")})),))
 
 
 class _Fixed(Retriever):
@@ -168,3 +174,25 @@ def _people_log(tmp_path, log):
         if not j.by_judge:
             people.append(j.query_id, j.doc_id, j.grade, assessor=j.assessor)
     return people
+
+
+def test_labelling_into_qrels_a_judge_graded_in_part_keeps_who_decided_each_pair(tmp_path):
+    """The labelling page rewrites OUT as OUT's qrels merged with the assessor's log: the judge keeps the pairs of
+    its own that the assessor did not grade again, and the record beside OUT says so; a pair graded again is the
+    person's."""
+    from rag_eval.ground_truth import Pool, PoolItem
+    from rag_eval.labelling import LabellingSession
+
+    judged = _log(tmp_path, "judge.jsonl")
+    for d, g in (("d1", 2), ("d2", 0), ("d3", 1)):
+        judged.append("q1", d, g, assessor="umbrela", judge={"fingerprint": FP})
+    out = tmp_path / "qrels.txt"
+    write_qrels(merge({"q1": {"d0": 3}}, judged).qrels, out)
+    assert Qrels.from_trec(out).graded_by.by_judges == 3
+    items = tuple(PoolItem("q1", d, {"a": r}, 1 / (60 + r), "q", "t") for r, d in enumerate(("d1", "d4"), start=1))
+    session = LabellingSession(Pool(items, 2, "depth", ("a",)), out, assessor="alice")
+    session.judge({"index": 0, "grade": 0})  # alice grades d1 again: hers now
+    session.judge({"index": 1, "grade": 3})  # and d4, new
+    read = Qrels.from_trec(out)
+    assert read.to_dict() == {"q1": {"d0": 3, "d2": 0, "d3": 1, "d1": 0, "d4": 3}}
+    assert read.graded_by == GradedBy(3, (JudgeShare("umbrela", FP, frozenset({("q1", "d2"), ("q1", "d3")})),))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,15 @@ SUFFIX = ".graded-by.json"
 
 @dataclass(frozen=True)
 class JudgeShare:
-    """One model judge's part of a qrels: its name, its fingerprint and how many judgements it decided."""
+    """One model judge's part of a qrels: its name, its fingerprint and the (query, doc) pairs it decided."""
 
     name: str
     fingerprint: str
-    judgements: int
+    pairs: frozenset[tuple[str, str]]
+
+    @property
+    def judgements(self) -> int:
+        return len(self.pairs)
 
 
 @dataclass(frozen=True)
@@ -48,8 +53,16 @@ class GradedBy:
         if isinstance(self.people, bool) or not isinstance(self.people, int) or self.people < 0:
             raise InputError(f"graded-by: people must be an int >= 0, not {self.people!r}")
         for j in self.judges:
-            if not isinstance(j, JudgeShare) or not j.name or not isinstance(j.judgements, int) or j.judgements < 0:
-                raise InputError(f"graded-by: {j!r} is not a judge's share (name, fingerprint, judgements >= 0)")
+            if not isinstance(j, JudgeShare) or not j.name or not isinstance(j.pairs, frozenset):
+                raise InputError(f"graded-by: {j!r} is not a judge's share (name, fingerprint, pairs)")
+
+    def restricted(self, pairs: Iterable[tuple[str, str]]) -> GradedBy:
+        """Who decided each of ``pairs`` (a subset of these qrels' pairs: what is left of them after some were
+        graded again): the judges keep the pairs of theirs among them, people the rest."""
+        kept = set(pairs)
+        judges = tuple(JudgeShare(j.name, j.fingerprint, j.pairs & kept) for j in self.judges)
+        judges = tuple(j for j in judges if j.pairs)
+        return GradedBy(len(kept) - sum(j.judgements for j in judges), judges)
 
     @property
     def total(self) -> int:
@@ -76,7 +89,15 @@ class GradedBy:
     def to_dict(self) -> dict[str, Any]:
         return {
             "people": self.people,
-            "judges": [{"name": j.name, "fingerprint": j.fingerprint, "judgements": j.judgements} for j in self.judges],
+            "judges": [
+                {
+                    "name": j.name,
+                    "fingerprint": j.fingerprint,
+                    "judgements": j.judgements,
+                    "pairs": [list(pair) for pair in sorted(j.pairs)],
+                }
+                for j in self.judges
+            ],
         }
 
     @classmethod
@@ -85,7 +106,10 @@ class GradedBy:
             return cls(
                 int(record["people"]),
                 tuple(
-                    JudgeShare(str(j["name"]), str(j["fingerprint"]), int(j["judgements"])) for j in record["judges"]
+                    JudgeShare(
+                        str(j["name"]), str(j["fingerprint"]), frozenset((str(q), str(d)) for q, d in j["pairs"])
+                    )
+                    for j in record["judges"]
                 ),
             )
         except (KeyError, TypeError, ValueError) as exc:

@@ -243,7 +243,7 @@ def merge(
     # the base qrels' pairs keep their grades, and so who decided them (a base graded in part by judges says so)
     earlier = base_qrels.graded_by if base_qrels is not None else None
     by_people = len(base) if earlier is None else earlier.people
-    by_judge: Counter[str] = Counter({j.name: j.judgements for j in earlier.judges} if earlier else {})
+    by_judge: dict[str, set[tuple[str, str]]] = {j.name: set(j.pairs) for j in earlier.judges} if earlier else {}
     for share in earlier.judges if earlier else ():
         fingerprints.setdefault(share.name, set()).update(share.fingerprint.split(","))
     for (q, d), by_assessor in grades.items():
@@ -255,15 +255,16 @@ def merge(
             by_people += 1
         else:
             merged.setdefault(q, {})[d] = _combine(list(by_assessor.values()), resolve)
-            by_judge[" + ".join(sorted(by_assessor))] += 1  # several judges on one pair decide it together
+            # several judges on one pair decide it together
+            by_judge.setdefault(" + ".join(sorted(by_assessor)), set()).add((q, d))
     judges = {name: ",".join(sorted(fps)) for name, fps in sorted(fingerprints.items())}
     graded_by = None
     if judges:
         graded_by = GradedBy(
             by_people,
             tuple(
-                JudgeShare(name, ",".join(judges[n] for n in name.split(" + ")), count)
-                for name, count in sorted(by_judge.items())
+                JudgeShare(name, ",".join(judges[n] for n in name.split(" + ")), frozenset(pairs))
+                for name, pairs in sorted(by_judge.items())
             ),
         )
     return Merged(

@@ -127,15 +127,19 @@ class LabellingSession:
         remove_temporaries(self.out)  # left by a server killed while replacing OUT
         self.log = JudgementLog.open(self.log_path)
         # OUT as found, less the pairs the log judges (an earlier session wrote those there): the qrels this
-        # labelling started from, whose grades it never changes
+        # labelling started from, whose grades it never changes. Pairs a model judge decided (OUT's graded-by
+        # record) are not people's grades: they are served to the assessor like unjudged ones, and a person's grade
+        # of one replaces the judge's (ground_truth.merge: a person's grade always wins)
         logged = {j.pair for j in self.log}
         found = _read_out(self.out)
-        self.base: dict[str, dict[str, int]] = {}
-        for q, docs in found.items():
-            kept = {d: g for d, g in docs.items() if (q, d) not in logged}
-            if kept:
-                self.base[q] = kept
-        self._base_qrels = Qrels.from_dict(self.base) if self.base else None
+        self._graded_by = found.graded_by
+        by_judges = set().union(*(j.pairs for j in found.graded_by.judges)) if found.graded_by else set()
+        self.base: dict[str, dict[str, int]] = {}  # people's grades in OUT: locked
+        self.judge_base: dict[str, dict[str, int]] = {}  # a judge's grades in OUT: open to the assessor
+        for q, docs in found.to_dict().items():
+            for d, g in docs.items():
+                if (q, d) not in logged:
+                    (self.judge_base if (q, d) in by_judges else self.base).setdefault(q, {})[d] = g
         self.index = {(item.query_id, item.doc_id): i for i, item in enumerate(pool.items)}
         self.by_query: dict[str, list[int]] = {}
         for i, item in enumerate(pool.items):
@@ -310,20 +314,32 @@ class LabellingSession:
         return index
 
     def merged(self) -> Merged:
-        """The qrels OUT holds now: those it started from, merged with the log (see ``ground_truth.merge``)."""
-        return merge(self._base_qrels, self.log)
+        """The qrels OUT holds now: those it started from, merged with the log (see ``ground_truth.merge``); a
+        judge's grade that the assessor graded again gives way to the assessor's, and who decided each pair kept is
+        carried over (OUT's graded-by record)."""
+        combined = {q: dict(docs) for q, docs in self.base.items()}
+        for q, docs in self.judge_base.items():
+            for d, g in docs.items():
+                if (q, d) not in self.mine:
+                    combined.setdefault(q, {})[d] = g
+        if not combined:
+            return merge(None, self.log)
+        kept = [(q, d) for q, docs in combined.items() for d in docs]
+        graded_by = self._graded_by.restricted(kept) if self._graded_by is not None else None
+        return merge(Qrels(combined, graded_by=graded_by), self.log)
 
     def _write_out(self) -> None:
         write_qrels(self.merged().qrels, self.out)
 
 
-def _read_out(out: Path) -> dict[str, dict[str, int]]:
-    """The qrels OUT holds (TREC format), or nothing when it does not exist or is empty."""
+def _read_out(out: Path) -> Qrels:
+    """The qrels OUT holds (TREC format, with its graded-by record where one is beside it), or none when it does not
+    exist or is empty."""
     if not out.exists():
-        return {}
+        return Qrels({})
     if out.is_file() and not out.read_bytes().strip():
-        return {}
-    return Qrels.from_trec(out).to_dict()
+        return Qrels({})
+    return Qrels.from_trec(out)
 
 
 def _storage_status(exc: Exception) -> int:
