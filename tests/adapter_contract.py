@@ -3,7 +3,9 @@
 A test module subclasses :class:`AdapterContract` (its name has no ``Test`` prefix, so pytest collects only the
 subclasses) and gives it a class-scoped ``case`` fixture returning an :class:`AdapterCase`: a retriever and a
 reranker built by the adapter from real framework objects, the framework's own ranking to compare with, and
-what the fingerprint tests need. The tiny corpus and queries here are shared by every module.
+what the fingerprint tests need. The tiny corpus and queries here are shared by every module. Every module of
+``rag_eval.adapters`` runs it (``tests/test_adapters_package.py`` checks that each has a test module with an
+``AdapterContract`` subclass).
 
 What the contract checks:
 

@@ -24,6 +24,7 @@ MODULES = {
         "reranker",
         "retriever",
     ],
+    "haystack": ["HaystackReranker", "HaystackRetriever", "reranker", "retriever"],
     "langchain": [
         "LangChainJudge",
         "LangChainReranker",
@@ -52,6 +53,32 @@ def test_each_module_pins_its_public_names(module):
     assert all(callable(getattr(loaded, name)) for name in loaded.__all__)
 
 
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_every_adapter_runs_the_contract_suite(module):
+    """tests/adapter_contract.py is the one definition of what an adapter must do: each module of the package has a
+    test module with at least one AdapterContract subclass built on that module's stages."""
+    import ast
+
+    path = ROOT / "tests" / f"test_adapters_{module}.py"
+    assert path.exists(), f"rag_eval.adapters.{module} has no tests/{path.name}"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    contracts = [
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.ClassDef) and any(getattr(b, "id", None) == "AdapterContract" for b in node.bases)
+    ]
+    imported = {
+        alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module == "rag_eval.adapters"
+        for alias in node.names
+    }
+    assert contracts, f"tests/{path.name} runs no AdapterContract subclass"
+    assert module in imported, f"tests/{path.name} does not build its stages with rag_eval.adapters.{module}"
+    assert sorted(MODULES) == sorted(rag_eval.adapters._MODULES)
+    assert f"`rag_eval.adapters.{module}`" in (ROOT / "docs" / "adapters.md").read_text(encoding="utf-8")
+
+
 def test_unknown_attributes_fail_as_usual():
     with pytest.raises(AttributeError, match="no attribute 'llama_index'"):
         rag_eval.adapters.llama_index  # noqa: B018
@@ -59,11 +86,11 @@ def test_unknown_attributes_fail_as_usual():
 
 def test_importing_the_adapters_loads_no_framework():
     code = (
-        "import json, sys, rag_eval.adapters.functions, rag_eval.adapters.langchain, rag_eval.adapters.llamaindex;"
-        "print(json.dumps(sorted(sys.modules)))"
+        "import json, sys, rag_eval.adapters.functions, rag_eval.adapters.langchain, rag_eval.adapters.llamaindex,"
+        " rag_eval.adapters.haystack; print(json.dumps(sorted(sys.modules)))"
     )
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
-    heavy = ("langchain", "langchain_core", "langchain_classic", "llama_index", "bm25s", "torch", "pandas")
+    heavy = ("langchain", "langchain_core", "langchain_classic", "llama_index", "haystack", "bm25s", "torch", "pandas")
     assert [m for m in loaded if m.split(".")[0] in heavy] == []
 
 
@@ -124,6 +151,21 @@ def test_a_llamaindex_adapter_without_llamaindex_names_the_extra(build):
     assert done.stdout.splitlines() == [
         "ImportError rag_eval.adapters.llamaindex needs llama_index, which is not installed: "
         "pip install 'rag-eval-stages[llamaindex]'"
+    ]
+
+
+@pytest.mark.parametrize("build", ["retriever", "reranker"])
+def test_a_haystack_adapter_without_haystack_names_the_extra(build):
+    done = _without(
+        "haystack",
+        "from rag_eval.adapters import haystack as hs\n"
+        f"try:\n    hs.{build}(object(), name='r')\n"
+        "except ImportError as exc:\n    print(type(exc).__name__, exc)",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "ImportError rag_eval.adapters.haystack needs haystack, which is not installed: "
+        "pip install 'rag-eval-stages[haystack]'"
     ]
 
 

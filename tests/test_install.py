@@ -118,12 +118,14 @@ def test_the_bare_install_evaluates_the_bundled_example_as_the_dev_install_does(
         ("langchain", "rag_eval.adapters.langchain.reranker(object(), name='rerank')"),
         ("llamaindex", "rag_eval.adapters.llamaindex.retriever(object(), name='dense')"),
         ("llamaindex", "rag_eval.adapters.llamaindex.reranker(object(), name='rerank')"),
+        ("haystack", "rag_eval.adapters.haystack.retriever(object(), name='dense')"),
+        ("haystack", "rag_eval.adapters.haystack.reranker(object(), name='rerank')"),
     ],
 )
 def test_an_adapter_without_its_extra_names_the_pip_command(bare, tmp_path, extra, call):
     found = _run(
         bare,
-        "import json, rag_eval.adapters.langchain, rag_eval.adapters.llamaindex\n"
+        "import json, rag_eval.adapters.langchain, rag_eval.adapters.llamaindex, rag_eval.adapters.haystack\n"
         f"try:\n    {call}\n    print(json.dumps(None))\n"
         "except ImportError as exc:\n    print(json.dumps(str(exc)))",
         tmp_path,

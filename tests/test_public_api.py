@@ -65,6 +65,7 @@ LIGHT_IMPORTS = [
     "rag_eval.adapters.functions",
     "rag_eval.adapters.langchain",
     "rag_eval.adapters.llamaindex",
+    "rag_eval.adapters.haystack",
 ]
 
 
@@ -81,6 +82,7 @@ def _assert_light(module: str) -> None:
         "langchain",
         "langchain_core",
         "llama_index",
+        "haystack",
         "torch",
         "transformers",
         "sentence_transformers",
