@@ -32,6 +32,27 @@ model, a client, a C extension's index) makes the stage refuse to be cached, nam
 change it yourself when that object changes. With ``version=`` the fingerprint is the version alone, so editing the
 code no longer invalidates the cache.
 
+Per-query columns (a metadata filter per query). A stage is handed the query's text only; a search that filters by
+a column of the query set (a tenant, a language) gets it with ``columns=`` and ``queries=`` (the
+:class:`~rag_eval.QuerySet` that holds the columns in each query's provenance): the function is then called
+``fn(query_text, k, values)``, ``values`` being ``{column: value}`` of that query (with ``batch=True``,
+``fn(query_texts, k, value_list)``, one mapping per query, in order).
+
+    >>> def search(query, k, values):                    # values: {"tenant": "acme"}
+    ...     return store.search(query, k, where={"tenant": values["tenant"]})
+    >>> first = functions.retriever(search, name="dense", columns=["tenant"], queries=query_set)
+
+The values are looked up by the query's text (what a stage is given), so two queries of the set with the same
+text must have the same values (else an InputError naming both, when the stage is built); a text outside the
+set is that query's failure. The values are part of the fingerprint: a query set whose columns change makes the
+stage a new one for the cache.
+
+Doc ids as stores return them: a retriever function may name a hit (a bare id, or the id of a
+``(doc_id, score)`` pair) by a str (kept as it is), an int (its decimal string: ``7`` gives ``"7"``; a NumPy
+integer too) or a :class:`uuid.UUID` (its canonical string, ``str(uuid)``: 32 lower-case hex digits in groups
+of 8-4-4-4-12 with hyphens). A UUID returned as a str is kept as the store spelt it. A bool, a float or anything
+else is refused.
+
 A function can also be a judge (:func:`judge`): ``fn(query_text, chunk_text)`` returns a grade (an int), a
 ``(grade, confidence)`` pair or a :class:`~rag_eval.stages.judges.JudgeGrade`; with ``batch=True``,
 ``fn(query_texts, chunk_texts)`` returns one of those per pair, in order. Its fingerprint is the function's, read
@@ -41,12 +62,16 @@ when the judge is built; a function that cannot be described exactly needs ``ver
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
-from collections.abc import Callable, Sequence
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from ..data.queryset import QuerySet
 from ..errors import InputError
 from ..stages import Fingerprint, Hit, Reranker, Retriever
 from ..stages._fingerprint import fingerprint
@@ -67,17 +92,29 @@ __all__ = [
 
 
 def retriever(
-    fn: Callable[..., Any], *, name: str, version: str | None = None, batch: bool = False
+    fn: Callable[..., Any],
+    *,
+    name: str,
+    version: str | None = None,
+    batch: bool = False,
+    columns: Sequence[str] | None = None,
+    queries: QuerySet | None = None,
 ) -> FunctionRetriever:
     """A first stage calling ``fn(query_text, k)``, which returns the ranking best first: ``(doc_id, score)``
     pairs, doc ids or :class:`~rag_eval.stages.Hit` records. ``k`` is the pipeline's depth; returning more is
-    allowed (the runner keeps ``depth`` and records the rest as beyond the depth).
+    allowed (the runner keeps ``depth`` and records the rest as beyond the depth). A doc id may be a str, an int
+    or a :class:`uuid.UUID` (read as the module's docstring says).
 
     ``batch=True``: ``fn(query_texts, k)`` takes a list of query texts and returns one such ranking per query, in
-    their order (a :class:`FunctionBatchRetriever`)."""
+    their order (a :class:`FunctionBatchRetriever`).
+
+    ``columns`` (with ``queries``, the :class:`~rag_eval.QuerySet` holding them): the query set's columns passed
+    to the function as a third argument, ``fn(query_text, k, {column: value})`` (``batch=True``:
+    ``fn(query_texts, k, [{column: value}, ...])``), for a per-query metadata filter (the module's docstring)."""
+    per_query = _query_columns(name, columns, queries)
     if _batch_flag(name, batch):
-        return FunctionBatchRetriever(fn, name=name, version=version)
-    return FunctionRetriever(fn, name=name, version=version)
+        return FunctionBatchRetriever(fn, name=name, version=version, query_columns=per_query)
+    return FunctionRetriever(fn, name=name, version=version, query_columns=per_query)
 
 
 def reranker(fn: Callable[..., Any], *, name: str, version: str | None = None, batch: bool = False) -> FunctionReranker:
@@ -97,6 +134,64 @@ def _batch_flag(name: str, batch: object) -> bool:
     if not isinstance(batch, bool):  # batch="no" would be true: refuse anything but a bool
         raise InputError(f"stage {name!r}: batch must be True or False, not {batch!r}")
     return batch
+
+
+class QueryColumns:
+    """The columns a retriever function is given per query: ``{query_text: {column: value}}`` read from a query
+    set (see :func:`retriever`), and their digest for the fingerprint."""
+
+    def __init__(self, stage_name: str, columns: tuple[str, ...], by_text: Mapping[str, Mapping[str, Any]]) -> None:
+        self.stage_name, self.columns = stage_name, columns
+        # plain dicts (a stage is pickled for Ray's workers; a mappingproxy cannot be), copied on the way out
+        self.by_text: dict[str, dict[str, Any]] = {t: dict(v) for t, v in by_text.items()}
+        described = json.dumps(sorted((t, sorted(v.items())) for t, v in by_text.items()), default=str)
+        self.digest = hashlib.sha256(described.encode()).hexdigest()[:20]
+
+    def of(self, text: str) -> dict[str, Any]:
+        """The columns of the query whose text is ``text`` (a new dict: the function may change it)."""
+        values = self.by_text.get(text)
+        if values is None:
+            raise LookupError(
+                f"stage {self.stage_name!r}: the query {text[:60]!r} is not in the query set given with columns= "
+                f"(its columns {list(self.columns)} are unknown)"
+            )
+        return dict(values)
+
+    def config(self) -> dict[str, Any]:
+        return {"columns": list(self.columns), "values": self.digest}
+
+
+def _query_columns(name: str, columns: Sequence[str] | None, queries: QuerySet | None) -> QueryColumns | None:
+    """The per-query columns of :func:`retriever`, checked: each query holds each column, and two queries with the
+    same text hold the same values."""
+    if columns is None and queries is None:
+        return None
+    if columns is None or queries is None:
+        raise InputError(f"stage {name!r}: give columns= and queries= together (the columns, and the query set)")
+    if isinstance(columns, str) or not all(isinstance(c, str) and c for c in columns) or not columns:
+        raise InputError(f"stage {name!r}: columns must be a non-empty list of column names, not {columns!r}")
+    if not isinstance(queries, QuerySet):
+        raise InputError(
+            f"stage {name!r}: queries= must be a rag_eval.QuerySet (its provenance holds each query's columns), "
+            f"not {type(queries).__name__}"
+        )
+    wanted = tuple(columns)
+    by_text: dict[str, dict[str, Any]] = {}
+    owner: dict[str, str] = {}
+    for qid, text in queries.items():
+        held = queries.provenance[qid].columns
+        missing = [c for c in wanted if c not in held]
+        if missing:
+            raise InputError(f"stage {name!r}: query {qid!r} has no column {missing[0]!r} (it has {sorted(held)})")
+        values = {c: held[c] for c in wanted}
+        if text in by_text and by_text[text] != values:
+            raise InputError(
+                f"stage {name!r}: queries {owner[text]!r} and {qid!r} have the same text but different columns "
+                f"({by_text[text]} and {values}); a stage is given the text only, so it cannot tell them apart"
+            )
+        by_text.setdefault(text, values)
+        owner.setdefault(text, qid)
+    return QueryColumns(name, wanted, by_text)
 
 
 class _FunctionStage:
@@ -138,24 +233,63 @@ class _FunctionStage:
 
 
 class FunctionRetriever(_FunctionStage, Retriever):
-    """A retriever made from a function ``fn(query_text, k)``; see :func:`retriever`."""
+    """A retriever made from a function ``fn(query_text, k)`` (``fn(query_text, k, values)`` with per-query
+    columns); see :func:`retriever`."""
 
-    def __init__(self, fn: Callable[[str, int], Any], *, name: str, version: str | None = None) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str,
+        version: str | None = None,
+        query_columns: QueryColumns | None = None,
+    ) -> None:
         Retriever.__init__(self, name, version=version)
         self._wrap(fn)
+        self.query_columns = query_columns
+
+    def config(self) -> dict[str, Any]:
+        return {} if self.query_columns is None else {"query_columns": self.query_columns.config()}
 
     def search(self, query: str, k: int) -> list[Hit]:
-        return self._hits(self._call(query, k))
+        return self._hits(self._call(query, k, *self._values([query], one=True)))
 
     async def asearch(self, query: str, k: int) -> list[Hit]:
-        return self._hits(await self._acall(query, k))
+        return self._hits(await self._acall(query, k, *self._values([query], one=True)))
+
+    def _values(self, queries: list[str], *, one: bool) -> tuple[Any, ...]:
+        """The function's third argument, when it takes the queries' columns: one query's, or a list of them."""
+        if self.query_columns is None:
+            return ()
+        values = [dict(self.query_columns.of(q)) for q in queries]
+        return (values[0],) if one else (values,)
 
     def _hits(self, returned: Any) -> list[Hit]:
         items = returned_items(self.name, returned, "the function")
         try:
-            return [as_hit(item) for item in items]
+            return [as_hit(_store_id(item)) for item in items]
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"stage {self.name!r}: {exc}") from None
+
+
+def _store_id(item: Any) -> Any:
+    """A returned item with its doc id as a str, where a store gave an int or a UUID (the module's docstring)."""
+    if isinstance(item, Hit):
+        return item
+    if isinstance(item, (tuple, list)) and len(item) == 2:
+        doc_id = _id_text(item[0])
+        return item if doc_id is item[0] else (doc_id, item[1])
+    return _id_text(item)
+
+
+def _id_text(value: Any) -> Any:
+    if isinstance(value, (bool, np.bool_)):
+        return value  # refused by as_hit, with its message
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value
 
 
 class FunctionReranker(_FunctionStage, Reranker):
@@ -186,21 +320,21 @@ class FunctionBatchRetriever(FunctionRetriever):
     :func:`retriever` (``batch=True``). :meth:`search` is a batch of one."""
 
     def config(self) -> dict[str, Any]:
-        return {"batch": True}  # the same function read one query at a time would mean something else
+        return {"batch": True, **super().config()}  # the same function read a query at a time would differ
 
     def search(self, query: str, k: int) -> list[Hit]:
-        return self._one(self._call([query], k))
+        return self._one(self._call([query], k, *self._values([query], one=False)))
 
     async def asearch(self, query: str, k: int) -> list[Hit]:
-        return self._one(await self._acall([query], k))
+        return self._one(await self._acall([query], k, *self._values([query], one=False)))
 
     def search_batch(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         queries = list(queries)
-        return self._all(self._call(queries, k), len(queries))
+        return self._all(self._call(queries, k, *self._values(queries, one=False)), len(queries))
 
     async def asearch_batch(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         queries = list(queries)
-        return self._all(await self._acall(queries, k), len(queries))
+        return self._all(await self._acall(queries, k, *self._values(queries, one=False)), len(queries))
 
     def _one(self, returned: Any) -> list[Hit]:
         return self._all(returned, 1)[0]

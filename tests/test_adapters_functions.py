@@ -299,7 +299,7 @@ def test_a_retriever_function_may_return_ids_pairs_hits_or_a_generator():
     [
         (None, "returned NoneType"),
         ("doc1#c1", "returned str"),
-        ([7], "cannot read 7"),
+        ([7.5], "cannot read 7.5"),  # an int or a UUID is a store's id, read as a str (test_store_ids_as_strings)
         ([("doc1#c1", "high")], "could not convert|score"),
     ],
 )
@@ -507,3 +507,95 @@ def test_editing_the_source_changes_the_fingerprint_unless_a_version_is_given(tm
         assert bumped.fingerprint() != pinned_after.fingerprint()
     finally:
         sys.modules.pop("stages_edit", None)
+
+
+# ----- ids as stores return them, and per-query columns (the store tests use both: tests/test_stores_*.py) ------
+
+
+def test_store_ids_as_strings():
+    import uuid
+
+    import numpy as np
+
+    point = uuid.UUID("1B4E28BA-2FA1-11D2-883F-0016D3CCA427")
+    returned = [(7, 0.9), (np.int64(8), 0.8), point, ("x-1", 0.5), 0]
+    hits = functions.retriever(lambda q, k: returned, name="store").search("q", 5)
+    assert [h.doc_id for h in hits] == ["7", "8", "1b4e28ba-2fa1-11d2-883f-0016d3cca427", "x-1", "0"]
+    assert [h.score for h in hits] == [0.9, 0.8, None, 0.5, None]
+    upper = "1B4E28BA-2FA1-11D2-883F-0016D3CCA427"  # a UUID as a str is the store's own spelling: kept
+    assert functions.retriever(lambda q, k: [upper], name="s").search("q", 1)[0].doc_id == upper
+    for bad in ([True], [(False, 1.0)], [1.0]):
+        with pytest.raises((TypeError, ValueError), match="store"):
+            functions.retriever(lambda q, k, bad=bad: bad, name="store").search("q", 1)
+
+
+def _tenants(**by_id):
+    import rag_eval
+    from rag_eval.data.queryset import QueryProvenance
+
+    texts = {q: text for q, (text, _) in by_id.items()}
+    return rag_eval.QuerySet(
+        texts, {q: QueryProvenance(source="t", columns={"tenant": t}) for q, (_, t) in by_id.items()}
+    )
+
+
+def test_per_query_columns_reach_the_function():
+    queries = _tenants(q1=("chain oil", "cycles"), q2=("bread flour", "bakery"))
+    seen = []
+
+    def search(query, k, values):
+        seen.append((query, dict(values)))
+        return [f"{values['tenant']}-1"]
+
+    result = Pipeline(functions.retriever(search, name="s", columns=["tenant"], queries=queries), depth=2).run(queries)
+    assert sorted(seen) == [("bread flour", {"tenant": "bakery"}), ("chain oil", {"tenant": "cycles"})]
+    assert [h.doc_id for h in result.stages["s"].outcomes["q2"].hits] == ["bakery-1"]
+
+    def batch(texts, k, value_list):
+        return [[v["tenant"]] for v in value_list]
+
+    stage = functions.retriever(batch, name="b", batch=True, columns=["tenant"], queries=queries)
+    assert [[h.doc_id for h in hits] for hits in stage.search_batch(["bread flour", "chain oil"], 1)] == [
+        ["bakery"],
+        ["cycles"],
+    ]
+    # a text outside the set is that query's failure, named
+    with pytest.raises(LookupError, match="not in the query set"):
+        functions.retriever(search, name="s", columns=["tenant"], queries=queries).search("other", 1)
+
+
+def test_per_query_columns_are_checked_and_in_the_fingerprint():
+    from rag_eval.errors import InputError
+
+    def search(query, k, values):
+        return []
+
+    queries = _tenants(q1=("chain oil", "cycles"), q2=("bread flour", "bakery"))
+    with pytest.raises(InputError, match="together"):
+        functions.retriever(search, name="s", columns=["tenant"])
+    with pytest.raises(InputError, match="no column 'language'"):
+        functions.retriever(search, name="s", columns=["language"], queries=queries)
+    with pytest.raises(InputError, match="QuerySet"):
+        functions.retriever(search, name="s", columns=["tenant"], queries={"q1": "chain oil"})
+    same_text = _tenants(q1=("chain oil", "cycles"), q2=("chain oil", "bakery"))
+    with pytest.raises(InputError, match="'q1' and 'q2' have the same text but different columns"):
+        functions.retriever(search, name="s", columns=["tenant"], queries=same_text)
+    moved = _tenants(q1=("chain oil", "cycles"), q2=("bread flour", "garden"))
+    print_ = functions.retriever(search, name="s", columns=["tenant"], queries=queries).fingerprint()
+    assert print_ != functions.retriever(search, name="s", columns=["tenant"], queries=moved).fingerprint()
+    assert print_ == functions.retriever(search, name="s", columns=["tenant"], queries=queries).fingerprint()
+
+
+def test_a_retriever_with_per_query_columns_pickles():
+    """A stage is pickled for Ray's workers: the columns travel with it."""
+    import pickle
+
+    queries = _tenants(q1=("chain oil", "cycles"))
+    stage = functions.retriever(_by_tenant, name="s", columns=["tenant"], queries=queries)
+    again = pickle.loads(pickle.dumps(stage))
+    assert [h.doc_id for h in again.search("chain oil", 1)] == ["cycles"]
+    assert again.fingerprint() == stage.fingerprint()
+
+
+def _by_tenant(query, k, values):
+    return [values["tenant"]]
