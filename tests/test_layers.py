@@ -27,6 +27,7 @@ LAYERS = {
     "labelling": 5,
     "bench": 5,
     "examples": 5,
+    "testing": 5,
     "__main__": 5,
 }
 

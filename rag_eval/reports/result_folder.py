@@ -58,6 +58,7 @@ __all__ = [
     "FolderReport",
     "Manifest",
     "comparable",
+    "differences",
     "folder_card",
     "load_manifest",
     "write_folder",
@@ -377,23 +378,38 @@ def comparable(a: Comparable, b: Comparable) -> list[str]:
     Report, a MetricCard, a ContentHashes, a result folder (its files checked against its manifest first) or a
     report saved by ``Report.save``. A side without content hashes (saved before rag_eval 0.2.0) is a difference:
     nothing says they agree. The CI gate refuses to compare folders for which this is not empty."""
+    return [line for _, line in differences(a, b)]
+
+
+def differences(a: Comparable, b: Comparable, *, names: tuple[str, str] = ("a", "b")) -> list[tuple[str, str]]:
+    """:func:`comparable`'s differences as ``(what, line)`` pairs: ``what`` is the hash that differs (one of
+    :data:`~rag_eval.reports.hashes.FIELDS`), or ``"hashes"`` when a side has none; each line names the two
+    sides by ``names`` (the gate says ``baseline`` and ``candidate``)."""
+    na, nb = names
     ha, hb = _hashes_of(a), _hashes_of(b)
     if ha is None or hb is None:
-        which = " and ".join(n for n, h in (("a", ha), ("b", hb)) if h is None)
-        return [f"{which}: no content hashes (saved before rag_eval 0.2.0): nothing says they were computed alike"]
+        which = " and ".join(n for n, h in ((na, ha), (nb, hb)) if h is None)
+        return [
+            (
+                "hashes",
+                f"{which}: no content hashes (saved before rag_eval 0.2.0): nothing says they were computed alike",
+            )
+        ]
     out = []
     for name in FIELDS:
         va, vb = getattr(ha, name), getattr(hb, name)
         ba, bb = getattr(ha, f"{name}_basis", None), getattr(hb, f"{name}_basis", None)
         if ba != bb and (va is not None or vb is not None):
-            out.append(f"{name}: hashed from {ba or 'nothing'} in a, from {bb or 'nothing'} in b")
+            out.append((name, f"{name}: hashed from {ba or 'nothing'} in {na}, from {bb or 'nothing'} in {nb}"))
         elif va != vb:
             shown = (va or "unknown", vb or "unknown") if name == "budget" else (_short(va), _short(vb))
-            out.append(f"{name}: {shown[0]} in a, {shown[1]} in b")
+            out.append((name, f"{name}: {shown[0]} in {na}, {shown[1]} in {nb}"))
     ca, cb = _conventions_of(a), _conventions_of(b)
     if ca is not None and cb is not None and ha.conventions != hb.conventions:
         fields = [k for k in ca if ca[k] != cb.get(k)]
-        out.append("conventions differ in " + ", ".join(f"{k} ({ca[k]!r} vs {cb.get(k)!r})" for k in fields))
+        out.append(
+            ("conventions", "conventions differ in " + ", ".join(f"{k} ({ca[k]!r} vs {cb.get(k)!r})" for k in fields))
+        )
     return out
 
 

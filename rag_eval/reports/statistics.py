@@ -14,6 +14,7 @@ import numpy as np
 from .summary import chunk_rows
 
 TESTS = ("randomization", "t", "wilcoxon")
+INTERVAL_TESTS = (*TESTS, "bootstrap")  # the tests with an interval of the mean difference: rag_eval.gate's
 CORRECTIONS = ("holm", "bh", "none")
 
 
@@ -89,31 +90,136 @@ def wilcoxon_test(a: np.ndarray, b: np.ndarray) -> float:
     return float(stats.wilcoxon(a, b).pvalue)
 
 
-def p_value(test: str, a: np.ndarray, b: np.ndarray, *, permutations: int, seed: int) -> float:
+def p_value(test: str, a: np.ndarray, b: np.ndarray, *, permutations: int, seed: int, resamples: int = 10000) -> float:
+    """The two-sided p-value of ``test`` for the paired values ``a`` and ``b``: one of :data:`TESTS`, or
+    ``"bootstrap"`` (:func:`bootstrap_test`, with ``resamples`` and ``seed``; the gate's fourth test)."""
     if test == "randomization":
         return randomization_test(np.asarray(a) - np.asarray(b), permutations=permutations, seed=seed)
     if test == "t":
         return t_test(a, b)
     if test == "wilcoxon":
         return wilcoxon_test(a, b)
-    raise ValueError(f"unknown test {test!r}; choose one of {TESTS}")
+    if test == "bootstrap":
+        return bootstrap_test(
+            np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64), resamples=resamples, seed=seed
+        )
+    raise ValueError(f"unknown test {test!r}; choose one of {INTERVAL_TESTS}")
 
 
-def paired_bootstrap_ci(diff: np.ndarray, *, resamples: int, confidence: float, seed: int) -> tuple[float, float]:
-    """Percentile bootstrap interval of mean(diff), resampling queries (so the pairing is kept)."""
+def paired_bootstrap_means(diff: np.ndarray, *, resamples: int, seed: int) -> np.ndarray:
+    """The means of ``resamples`` bootstrap resamples of ``diff`` (queries drawn with replacement, so the pairing is
+    kept), from a generator seeded with ``seed``: what :func:`paired_bootstrap_ci` and :func:`bootstrap_test` read."""
     diff = np.asarray(diff, dtype=np.float64)
     n = len(diff)
-    if n == 0:
-        return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     means = np.empty(resamples)
     step = chunk_rows(n, resamples)  # about CHUNK indices at a time: O(n) memory, the same stream of indices
     for start in range(0, resamples, step):
         b = min(step, resamples - start)
         means[start : start + b] = diff[rng.integers(0, n, size=(b, n))].mean(axis=1)
+    return means
+
+
+def paired_bootstrap_ci(diff: np.ndarray, *, resamples: int, confidence: float, seed: int) -> tuple[float, float]:
+    """Percentile bootstrap interval of mean(diff), resampling queries (so the pairing is kept)."""
+    diff = np.asarray(diff, dtype=np.float64)
+    if len(diff) == 0:
+        return float("nan"), float("nan")
+    means = paired_bootstrap_means(diff, resamples=resamples, seed=seed)
     alpha = 1 - confidence
     low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
     return float(low), float(high)
+
+
+def bootstrap_test(diff: np.ndarray, *, resamples: int, seed: int) -> float:
+    """Two-sided paired bootstrap test of mean(diff) = 0, the inversion of :func:`paired_bootstrap_ci` (the same
+    resampled means): p = min(1, 2 · min(share of means <= 0, share of means >= 0)). So p < alpha exactly when 0
+    lies outside the percentile interval at confidence 1 - alpha (up to the quantiles' interpolation); 0 means
+    below 1 / ``resamples``. Every difference 0: p = 1."""
+    diff = np.asarray(diff, dtype=np.float64)
+    if len(diff) == 0:
+        return float("nan")
+    means = paired_bootstrap_means(diff, resamples=resamples, seed=seed)
+    below, above = float(np.mean(means <= 0)), float(np.mean(means >= 0))
+    return min(1.0, 2 * min(below, above))
+
+
+def t_interval(diff: np.ndarray, *, confidence: float) -> tuple[float, float]:
+    """Student's t interval of mean(diff): mean ± t(1 - alpha/2, n - 1) · sd / sqrt(n), the inversion of
+    :func:`t_test`; a single point when every difference is the same; NaN below 2 differences."""
+    from scipy import stats
+
+    diff = np.asarray(diff, dtype=np.float64)
+    n = len(diff)
+    if n < 2:
+        return float("nan"), float("nan")
+    mean = float(diff.mean())
+    if np.all(diff == diff[0]):
+        return mean, mean
+    half = float(stats.t.ppf(1 - (1 - confidence) / 2, n - 1)) * float(diff.std(ddof=1)) / np.sqrt(n)
+    return mean - half, mean + half
+
+
+def randomization_interval(diff: np.ndarray, *, confidence: float, permutations: int, seed: int) -> tuple[float, float]:
+    """The interval of shifts d that :func:`randomization_test` does not reject at 1 - ``confidence`` when applied
+    to ``diff - d`` (the inversion of the test, with the very sign assignments it draws for ``len(diff)``
+    differences): its bounds are found by bisection from the mean outward, to 1e-9. A bound is infinite where the
+    test cannot reject at that level however far the shift (at 5 queries, exact, p >= 2/32)."""
+    diff = np.asarray(diff, dtype=np.float64)
+    n = len(diff)
+    if n == 0:
+        return float("nan"), float("nan")
+    alpha = 1 - confidence
+    blocks = list(sign_blocks(n, permutations=permutations, seed=seed))
+    signed = np.concatenate([b @ diff for b in blocks])
+    ones = np.concatenate([b.sum(axis=1, dtype=np.int64) for b in blocks]).astype(np.float64)
+    exact = is_exact(n, permutations)
+    total = float(diff.sum())
+
+    def accepted(delta: float) -> bool:
+        observed = abs(total - n * delta) / n
+        tolerance = 1e-12 * max(1.0, float(np.abs(diff - delta).max()))
+        hits = int(np.count_nonzero(np.abs(signed - delta * ones) / n >= observed - tolerance))
+        p = hits / 2**n if exact else (hits + 1) / (permutations + 1)
+        return p >= alpha
+
+    mean = float(diff.mean())
+    width = max(float(diff.max() - diff.min()), 1e-6)
+    bounds = []
+    for direction in (-1.0, 1.0):
+        step = width
+        while accepted(mean + direction * step):
+            step *= 2
+            if step > 1e6 * (width + abs(mean)):
+                bounds.append(direction * np.inf)
+                break
+        else:
+            inside, outside = 0.0, step  # distances from the mean: accepted, rejected
+            while outside - inside > 1e-9 * max(1.0, abs(mean)):
+                middle = (inside + outside) / 2
+                if accepted(mean + direction * middle):
+                    inside = middle
+                else:
+                    outside = middle
+            bounds.append(mean + direction * inside)
+    return float(bounds[0]), float(bounds[1])
+
+
+def paired_interval(
+    test: str, diff: np.ndarray, *, confidence: float, resamples: int, permutations: int, seed: int
+) -> tuple[float, float]:
+    """The interval of mean(diff) that goes with ``test`` (the gate's decision interval): ``"randomization"``, the
+    inversion of the randomization test (:func:`randomization_interval`); ``"t"``, Student's t interval;
+    ``"bootstrap"`` and ``"wilcoxon"``, the paired percentile bootstrap interval (the signed-rank test's own
+    inversion, Hodges-Lehmann's, bounds the pseudo-median, not the mean: 0 whenever most queries do not change,
+    however much the mean drops)."""
+    if test == "randomization":
+        return randomization_interval(diff, confidence=confidence, permutations=permutations, seed=seed)
+    if test == "t":
+        return t_interval(diff, confidence=confidence)
+    if test in ("bootstrap", "wilcoxon"):
+        return paired_bootstrap_ci(diff, resamples=resamples, confidence=confidence, seed=seed)
+    raise ValueError(f"unknown test {test!r}; choose one of {INTERVAL_TESTS}")
 
 
 def effect_size(diff: np.ndarray) -> float:

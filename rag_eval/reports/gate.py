@@ -1,0 +1,669 @@
+"""``rag_eval.gate``: did a change make retrieval worse? A regression gate for CI, decided by intervals.
+
+Two reports (in memory, saved by ``Report.save``, or result folders): the **baseline** (what is deployed, the main
+branch) and the **candidate** (the change). Each **rule** names a metric as the report names it (``ndcg@budget``,
+``recall@depth``, ``ndcg@10``), optionally the stage (or ``run/stage``) it is read from, and ``max_drop``, the
+largest drop that does not matter. Queries are paired by id, as :func:`rag_eval.compare` pairs them.
+
+The decision rule, per rule, on the interval of the mean paired difference (candidate - baseline) at the corrected
+level ``1 - alpha_rule``:
+
+- **pass** when its lower bound is above ``-max_drop`` (a drop of ``max_drop`` or more is ruled out);
+- **regression** when its upper bound is below ``-max_drop`` (the drop is larger than allowed);
+- **inconclusive** otherwise (the interval holds ``-max_drop``: not enough queries to tell), reported with the
+  minimum detectable difference at the rule's queries and the queries needed to tell a drop of ``max_drop``
+  (:func:`rag_eval.power`, paired t, power 0.8, at ``alpha_rule``).
+
+The correction across the ``m`` rules: ``"holm"`` (default), each interval at ``alpha / m`` (Bonferroni's level, the
+intervals that go with Holm's test: all ``m`` hold together with probability >= 1 - alpha); ``"bh"``, Benjamini and
+Yekutieli's false-coverage-rate intervals, at ``R · alpha / m`` where R (at least 1) is the number of rules whose
+Benjamini-Hochberg-corrected p-value is below ``alpha``; ``"none"``, each at ``alpha``. The p-values shown (of a
+difference of 0, two-sided) are corrected by the named method across the rules, as ``compare`` corrects them.
+
+The interval goes with the test (:func:`rag_eval.reports.statistics.paired_interval`): ``randomization``
+(default) inverts the paired randomization test (the shifts it does not reject, with compare's permutations and
+seed); ``t`` is Student's t interval; ``bootstrap`` the paired percentile bootstrap (its p-value the interval's
+inversion); ``wilcoxon`` takes the bootstrap interval of the mean (the signed-rank test's own interval bounds the
+pseudo-median, which stays 0 when most queries do not change however far the mean drops) and Wilcoxon's p-value.
+
+It refuses what is not comparable (:func:`rag_eval.reports.result_folder.differences`): different qrels (SHA-256),
+query set, corpus or chunking (fingerprint), conventions or budget, each named. ``allow={"qrels", ...}`` lets a
+kind of difference through; the verdict prints each difference let through.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ._markdown import markdown_cell
+from .hashes import FIELDS
+from .power_analysis import power as power_analysis
+from .report import Report, is_geometric_metric, is_text_metric
+from .result_folder import differences
+from .statistics import CORRECTIONS, INTERVAL_TESTS, correct, p_value, paired_interval
+
+__all__ = [
+    "ALLOWABLE",
+    "EXIT_BAD_INPUT",
+    "EXIT_INCONCLUSIVE",
+    "EXIT_PASS",
+    "EXIT_REGRESSION",
+    "GATE_TESTS",
+    "GateResult",
+    "NotComparable",
+    "Rule",
+    "RuleResult",
+    "WorseQuery",
+    "gate",
+]
+
+GATE_TESTS = INTERVAL_TESTS  # randomization, t, wilcoxon, bootstrap
+ALLOWABLE = (*FIELDS, "hashes")  # what allow= may let through: a hash that differs, or a side without hashes
+VERDICTS = ("pass", "regression", "inconclusive")
+EXIT_PASS, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+POWER = 0.8  # the power of the minimum detectable difference and of the queries needed
+
+
+class NotComparable(InputError):
+    """The baseline and the candidate were computed on different qrels, queries, corpus, conventions or budget."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of the gate: ``metric`` (as the report names it) must not drop by more than ``max_drop`` (>= 0, in
+    the metric's units), read from ``stage`` (a stage, ``run/stage`` or a run; by default the last stage of the
+    pipeline that measures the metric, or the report's one run)."""
+
+    metric: str
+    max_drop: float
+    stage: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.metric, str) or not self.metric.strip():
+            raise ValueError(f"a rule's metric must be a metric name, not {self.metric!r}")
+        drop = self.max_drop
+        if isinstance(drop, bool) or not isinstance(drop, (int, float)) or not math.isfinite(drop) or drop < 0:
+            raise ValueError(f"rule {self.metric}: max_drop must be a finite number >= 0, not {drop!r}")
+        if self.stage is not None and (not isinstance(self.stage, str) or not self.stage):
+            raise ValueError(f"rule {self.metric}: stage must be a stage name, not {self.stage!r}")
+
+    @classmethod
+    def parse(cls, text: str) -> Rule:
+        """``METRIC:MAXDROP`` or ``METRIC:STAGE:MAXDROP`` (a colon inside a metric's parentheses belongs to the
+        metric: ``ndcg(gains=1:3;2:9)@10:0.01``)."""
+        depth, cuts = 0, []
+        for i, char in enumerate(text):
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if char == ":" and depth == 0:
+                cuts.append(i)
+        if not cuts or len(cuts) > 2:
+            raise ValueError(f"rule {text!r}: expected METRIC:MAXDROP or METRIC:STAGE:MAXDROP")
+        metric, drop_text = text[: cuts[0]], text[cuts[-1] + 1 :]
+        stage = text[cuts[0] + 1 : cuts[1]] if len(cuts) == 2 else None
+        from ..data._numbers import score_text
+
+        drop = score_text(drop_text.strip())
+        if drop is None:
+            raise ValueError(f"rule {text!r}: the max drop {drop_text!r} is not a plain decimal number")
+        return cls(metric.strip(), drop, stage.strip() if stage is not None else None)
+
+    def __str__(self) -> str:
+        where = f" [{self.stage}]" if self.stage else ""
+        return f"{self.metric}{where} max drop {self.max_drop:g}"
+
+
+@dataclass(frozen=True)
+class WorseQuery:
+    """A query on which the candidate scored lower than the baseline."""
+
+    query_id: str
+    baseline: float
+    candidate: float
+
+    @property
+    def change(self) -> float:
+        return self.candidate - self.baseline
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """The decision on one rule: the paired difference (candidate - baseline), its interval at ``confidence``, the
+    p-value of no difference (raw and corrected), the verdict, and the queries that got worse (worst first)."""
+
+    rule: Rule
+    baseline_system: str  #: the system the values were read from: a run, or run/stage
+    candidate_system: str
+    metric: str  #: the metric's name in the reports
+    n: int  #: paired queries with a value on both sides
+    n_nan: int  #: queries counted on both sides whose value is NaN (0/0) on either: left out
+    n_unpaired: int  #: queries counted on one side only: left out
+    baseline_mean: float
+    candidate_mean: float
+    difference: float  #: mean of candidate - baseline over the n paired queries
+    ci_low: float
+    ci_high: float
+    confidence: float  #: 1 - alpha_rule
+    p_value: float
+    p_adjusted: float
+    verdict: str  #: "pass", "regression" or "inconclusive"
+    wins: int
+    ties: int
+    losses: int
+    minimum_detectable_difference: float | None  #: at n, alpha_rule, power 0.8 (paired t); None without spread
+    queries_needed: int | None  #: to tell a drop of max_drop (paired t, power 0.8); None without spread
+    worse: tuple[WorseQuery, ...] = ()  #: every query that got worse, the largest drop first
+
+    def numbers(self) -> str:
+        """One line: the difference, the means, the interval, p, n."""
+        return (
+            f"difference {self.difference:+.4f} ({self.baseline_mean:.4f} -> {self.candidate_mean:.4f}), "
+            f"{_percent(self.confidence)} interval [{_signed(self.ci_low)}, {_signed(self.ci_high)}], "
+            f"p {_p(self.p_value)} (corrected {_p(self.p_adjusted)}), n {self.n}"
+        )
+
+    def reason(self) -> str:
+        """Why the verdict, in one sentence, with the threshold."""
+        threshold = f"-{self.rule.max_drop:g}"
+        if self.verdict == "pass":
+            return f"the interval's lower bound {_signed(self.ci_low)} is above {threshold}"
+        if self.verdict == "regression":
+            return f"the interval's upper bound {_signed(self.ci_high)} is below {threshold}"
+        text = f"the interval holds {threshold}: not enough queries to tell"
+        if self.minimum_detectable_difference is not None:
+            text += f"; minimum detectable difference {self.minimum_detectable_difference:.4f} at {self.n} queries"
+        if self.queries_needed is not None and self.rule.max_drop > 0:
+            text += f"; about {self.queries_needed} queries needed to tell a drop of {self.rule.max_drop:g}"
+        return text
+
+    def worst(self, k: int) -> str:
+        """The ``k`` largest drops as ``query change (baseline -> candidate)``, and how many more."""
+        if not self.worse:
+            return "no query got worse"
+        shown = ", ".join(
+            f"{w.query_id} {w.change:+.4f} ({w.baseline:.4f} -> {w.candidate:.4f})" for w in self.worse[:k]
+        )
+        more = len(self.worse) - k
+        return f"worse on {len(self.worse)} queries: {shown}" + (f", and {more} more" if more > 0 else "")
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """What :func:`gate` decided: one :class:`RuleResult` per rule, the settings, and the differences in what the
+    reports were computed on that ``allow`` let through (``overrides``). ``verdict`` is ``"regression"`` when any
+    rule is one, else ``"inconclusive"`` when any rule is one, else ``"pass"``; ``exit_code`` is 1 for a regression,
+    3 for an inconclusive verdict unless ``inconclusive="pass"``, else 0."""
+
+    rules: tuple[RuleResult, ...]
+    test: str
+    correction: str
+    alpha: float
+    alpha_rule: float  #: the level of each rule's interval (1 - confidence)
+    inconclusive: str  #: what an inconclusive rule does: "fail" or "pass"
+    baseline: str  #: where the baseline came from (a path, or "report")
+    candidate: str
+    overrides: tuple[str, ...] = ()
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        found = {r.verdict for r in self.rules}
+        return next((v for v in ("regression", "inconclusive") if v in found), "pass")
+
+    @property
+    def exit_code(self) -> int:
+        if self.verdict == "regression":
+            return EXIT_REGRESSION
+        if self.verdict == "inconclusive" and self.inconclusive == "fail":
+            return EXIT_INCONCLUSIVE
+        return EXIT_PASS
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == EXIT_PASS
+
+    def _how(self) -> str:
+        m = len(self.rules)
+        if self.correction == "none" or m == 1:
+            level = f"alpha {self.alpha:g}"
+        elif self.correction == "holm":
+            level = f"holm over {m} rules: alpha {self.alpha:g}/{m}"
+        else:
+            level = f"bh over {m} rules, false-coverage-rate intervals: {self.alpha_rule:.4g}"
+        counts = "fails" if self.inconclusive == "fail" else "passes"
+        return (
+            f"{self.test} test, intervals at {_percent(1 - self.alpha_rule)} ({level}); an inconclusive rule {counts}"
+        )
+
+    def _status(self) -> str:
+        return f"{self.verdict.upper()} (exit {self.exit_code})"
+
+    def to_text(self, *, worst: int = 5) -> str:
+        """The verdict on one screen: the outcome and exit code, how it was decided, any override, then per rule
+        the verdict, the numbers, why, and the ``worst`` largest drops."""
+        lines = [
+            f"rag-eval gate: {self._status()}",
+            f"  baseline {self.baseline}, candidate {self.candidate}",
+            f"  {self._how()}",
+        ]
+        lines += [f"  OVERRIDE (allowed to differ): {o}" for o in self.overrides]
+        for r in self.rules:
+            where = (
+                r.candidate_system
+                if r.candidate_system == r.baseline_system
+                else (f"{r.baseline_system} vs {r.candidate_system}")
+            )
+            lines.append(f"{r.verdict.upper():>12}  {r.metric} [{where}], max drop {r.rule.max_drop:g}")
+            lines.append(f"              {r.numbers()}")
+            lines.append(f"              {r.reason()}")
+            lines.append(f"              {r.worst(worst)}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def to_markdown(self, *, worst: int = 10) -> str:
+        """A Markdown summary (a CI job summary): the outcome, the settings, the overrides, a table of the rules
+        (difference, interval, p, verdict), and per rule the ``worst`` largest drops. Every cell is escaped."""
+        out = [f"## Retrieval gate: {self._status()}", ""]
+        out.append(markdown_cell(f"Baseline {self.baseline}, candidate {self.candidate}; {self._how()}."))
+        out.append("")
+        for o in self.overrides:
+            out += [f"**Override** (allowed to differ): {markdown_cell(o)}", ""]
+        header = ["rule", "system", "n", "baseline", "candidate", "difference", "interval", "p (corrected)", "verdict"]
+        out.append("| " + " | ".join(header) + " |")
+        out.append("|" + "---|" * len(header))
+        for r in self.rules:
+            cells = [
+                str(r.rule),
+                r.candidate_system,
+                str(r.n),
+                f"{r.baseline_mean:.4f}",
+                f"{r.candidate_mean:.4f}",
+                f"{r.difference:+.4f}",
+                f"[{_signed(r.ci_low)}, {_signed(r.ci_high)}]",
+                f"{_p(r.p_value)} ({_p(r.p_adjusted)})",
+            ]
+            out.append("| " + " | ".join(markdown_cell(c) for c in cells) + f" | **{r.verdict}** |")
+        out.append("")
+        for r in self.rules:
+            out.append(f"### {markdown_cell(str(r.rule))}: {r.verdict}")
+            out.append("")
+            out.append(markdown_cell(r.reason()) + ".")
+            out.append("")
+            if r.worse:
+                more = len(r.worse) - worst
+                out.append(
+                    f"{len(r.worse)} queries got worse"
+                    + (f" ({min(worst, len(r.worse))} largest drops):" if more > 0 else ":")
+                )
+                out.append("")
+                out.append("| query | baseline | candidate | change |")
+                out.append("|---|---|---|---|")
+                out += [
+                    f"| {markdown_cell(w.query_id)} | {w.baseline:.4f} | {w.candidate:.4f} | {w.change:+.4f} |"
+                    for w in r.worse[:worst]
+                ]
+            else:
+                out.append("No query got worse.")
+            out.append("")
+        return "\n".join(out)
+
+    def to_junit(self, *, worst: int = 10) -> str:
+        """JUnit XML: one ``testsuite`` of one ``testcase`` per rule. A regression is a ``failure``; an inconclusive
+        rule is a ``failure`` under ``inconclusive="fail"`` and ``skipped`` under ``"pass"``; the message holds the
+        numbers and the reason, the element's text the rule's part of the verdict."""
+        import xml.etree.ElementTree as ET
+
+        failures = sum(
+            r.verdict == "regression" or (r.verdict == "inconclusive" and self.inconclusive == "fail")
+            for r in self.rules
+        )
+        skipped = sum(r.verdict == "inconclusive" and self.inconclusive == "pass" for r in self.rules)
+        counts = {"tests": str(len(self.rules)), "failures": str(failures), "errors": "0"}
+        root = ET.Element("testsuites", {"name": "rag-eval gate", **counts, "time": "0"})
+        suite = ET.SubElement(
+            root, "testsuite", {"name": "rag-eval gate", **counts, "skipped": str(skipped), "time": "0"}
+        )
+        properties = ET.SubElement(suite, "properties")
+        shown = {
+            "baseline": self.baseline,
+            "candidate": self.candidate,
+            "test": self.test,
+            "correction": self.correction,
+            "alpha": f"{self.alpha:g}",
+            "confidence": f"{1 - self.alpha_rule:.6g}",
+            "inconclusive": self.inconclusive,
+            "verdict": self.verdict,
+        }
+        for i, o in enumerate(self.overrides):
+            shown[f"override.{i + 1}"] = o
+        for name, value in shown.items():
+            ET.SubElement(properties, "property", {"name": name, "value": value})
+        for r in self.rules:
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                {"name": f"{r.rule} ({r.candidate_system})", "classname": "rag_eval.gate", "time": "0"},
+            )
+            message = f"{r.verdict}: {r.numbers()}; {r.reason()}"
+            body = f"{message}\n{r.worst(worst)}"
+            if r.verdict == "regression" or (r.verdict == "inconclusive" and self.inconclusive == "fail"):
+                ET.SubElement(case, "failure", {"type": r.verdict, "message": message}).text = body
+            elif r.verdict == "inconclusive":
+                ET.SubElement(case, "skipped", {"type": r.verdict, "message": message}).text = body
+            else:
+                ET.SubElement(case, "system-out").text = body
+        ET.indent(root)
+        return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+    def write_junit(self, path: str | os.PathLike[str]) -> None:
+        _write(path, self.to_junit(), "--junit")
+
+    def write_markdown(self, path: str | os.PathLike[str]) -> None:
+        """Write (or, for ``$GITHUB_STEP_SUMMARY``, append to: an existing file is appended to) the Markdown."""
+        _write(path, self.to_markdown() + "\n", "--markdown", append=True)
+
+
+def _write(path: str | os.PathLike[str], text: str, flag: str, *, append: bool = False) -> None:
+    try:
+        with open(path, "a" if append else "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise InputError(f"cannot write {flag} ({exc.strerror})", source=os.fspath(path)) from None
+
+
+def _percent(confidence: float) -> str:
+    return f"{100 * confidence:.4g}%"
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.4f}" if math.isfinite(value) else ("-inf" if value < 0 else ("+inf" if value > 0 else "nan"))
+
+
+def _p(value: float) -> str:
+    return "nan" if value != value else f"{value:.4g}"
+
+
+# ----- the entry point ---------------------------------------------------------------------------------------------
+
+
+def gate(
+    baseline: Report | str | os.PathLike[str],
+    candidate: Report | str | os.PathLike[str],
+    rules: Rule | Sequence[Rule | str],
+    *,
+    test: str = "randomization",
+    correction: str = "holm",
+    alpha: float = 0.05,
+    inconclusive: str = "fail",
+    allow: Collection[str] = (),
+    resamples: int = 10000,
+    permutations: int = 10000,
+    seed: int = 0,
+) -> GateResult:
+    """Decide whether ``candidate`` made retrieval worse than ``baseline`` by more than each rule allows (see the
+    module's docstring for the decision rule, the intervals and the correction).
+
+    ``baseline``, ``candidate``: Reports, or paths of saved reports (``Report.save``) or result folders (checked
+    against their manifest). ``rules``: :class:`Rule` objects or strings ``METRIC:MAXDROP`` /
+    ``METRIC:STAGE:MAXDROP``. ``test``: ``randomization`` (default), ``t``, ``wilcoxon`` or ``bootstrap``.
+    ``correction``: ``holm`` (default), ``bh`` or ``none`` across the rules. ``inconclusive``: ``"fail"`` (exit
+    code 3) or ``"pass"``. ``allow``: kinds of difference to let through (of :data:`ALLOWABLE`: ``qrels``,
+    ``queries``, ``corpus``, ``conventions``, ``budget``, ``hashes``), each printed in the verdict.
+
+    Raises :class:`NotComparable` (an InputError) naming each difference not allowed, and ValueError for bad
+    settings, an unknown metric or stage, or a rule with no paired query.
+    """
+    if test not in GATE_TESTS:
+        raise ValueError(f"unknown test {test!r}; choose one of {GATE_TESTS}")
+    if correction not in CORRECTIONS:
+        raise ValueError(f"unknown correction {correction!r}; choose one of {CORRECTIONS}")
+    if isinstance(alpha, bool) or not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), not {alpha}")
+    if inconclusive not in ("fail", "pass"):
+        raise ValueError(f"inconclusive must be 'fail' or 'pass', not {inconclusive!r}")
+    unknown = sorted(set(allow) - set(ALLOWABLE))
+    if isinstance(allow, str) or unknown:
+        raise ValueError(f"cannot allow {unknown or allow!r} to differ; choose from {ALLOWABLE}")
+    for name, value in (("resamples", resamples), ("permutations", permutations)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, not {value!r}")
+    parsed = [rules] if isinstance(rules, Rule) else [r if isinstance(r, Rule) else Rule.parse(r) for r in rules]
+    if not parsed:
+        raise ValueError("no rule: give at least one (a metric and its max drop)")
+
+    base, base_name = _load(baseline, "baseline")
+    cand, cand_name = _load(candidate, "candidate")
+    found = differences(base, cand, names=("baseline", "candidate"))
+    refused = [line for what, line in found if what not in allow]
+    if refused:
+        kinds = sorted({what for what, _ in found if what not in allow})
+        raise NotComparable(
+            "baseline and candidate are not comparable: "
+            + "; ".join(refused)
+            + f" (allow={{{', '.join(repr(k) for k in kinds)}}}, --allow-different {' '.join(kinds)}, to compare "
+            "them all the same)"
+        )
+    overrides = tuple(line for _, line in found)
+
+    twice = [str(r) for i, r in enumerate(parsed) if r in parsed[:i]]
+    if twice:
+        raise ValueError(f"rule {twice[0]} is given twice")
+    pairs = [_paired(base, cand, rule) for rule in parsed]
+    raw = np.array(
+        [
+            p_value(test, x, y, permutations=permutations, seed=seed, resamples=resamples) if len(x) else np.nan
+            for _, _, _, x, y, *_ in pairs
+        ]
+    )
+    adjusted = correct(raw, correction)
+    m = len(parsed)
+    if correction == "none":
+        alpha_rule = alpha
+    elif correction == "holm":
+        alpha_rule = alpha / m
+    else:
+        selected = int(np.sum(adjusted < alpha))
+        alpha_rule = max(selected, 1) * alpha / m
+    confidence = 1 - alpha_rule
+
+    results = []
+    for (rule, metric, systems, x, y, ids, nan, unpaired), p, p_adj in zip(pairs, raw, adjusted, strict=True):
+        diff = x - y
+        low, high = paired_interval(
+            test, diff, confidence=confidence, resamples=resamples, permutations=permutations, seed=seed
+        )
+        if low > -rule.max_drop:
+            verdict = "pass"
+        elif high < -rule.max_drop:
+            verdict = "regression"
+        else:
+            verdict = "inconclusive"
+        mdd, needed = _power(diff, ids, alpha_rule, rule.max_drop)
+        order = np.lexsort((np.array(ids, dtype=object).astype(str), diff))
+        worse = tuple(WorseQuery(ids[i], float(y[i]), float(x[i])) for i in order if diff[i] < 0)
+        results.append(
+            RuleResult(
+                rule=rule,
+                baseline_system=systems[0],
+                candidate_system=systems[1],
+                metric=metric,
+                n=len(diff),
+                n_nan=nan,
+                n_unpaired=unpaired,
+                baseline_mean=float(y.mean()),
+                candidate_mean=float(x.mean()),
+                difference=float(diff.mean()),
+                ci_low=float(low),
+                ci_high=float(high),
+                confidence=confidence,
+                p_value=float(p),
+                p_adjusted=float(p_adj),
+                verdict=verdict,
+                wins=int((diff > 0).sum()),
+                ties=int((diff == 0).sum()),
+                losses=int((diff < 0).sum()),
+                minimum_detectable_difference=mdd,
+                queries_needed=needed,
+                worse=worse,
+            )
+        )
+    settings = {"resamples": resamples, "permutations": permutations, "seed": seed, "power": POWER}
+    return GateResult(
+        rules=tuple(results),
+        test=test,
+        correction=correction,
+        alpha=alpha,
+        alpha_rule=alpha_rule,
+        inconclusive=inconclusive,
+        baseline=base_name,
+        candidate=cand_name,
+        overrides=overrides,
+        settings=settings,
+    )
+
+
+def _load(given: Report | str | os.PathLike[str], role: str) -> tuple[Report, str]:
+    if isinstance(given, Report):
+        return given, f"{role} report"
+    if not isinstance(given, (str, os.PathLike)):
+        raise TypeError(
+            f"{role} must be a Report or the path of a saved report or result folder, not {type(given).__name__}"
+        )
+    where = Path(given)
+    if not where.exists():
+        raise InputError(f"no such report file or result folder ({role})", source=os.fspath(given))
+    return (Report.load_folder(where) if where.is_dir() else Report.load(where)), os.fspath(given)
+
+
+def _paired(
+    base: Report, cand: Report, rule: Rule
+) -> tuple[Rule, str, tuple[str, str], np.ndarray, np.ndarray, list[str], int, int]:
+    """The rule's paired values: (rule, metric name, (baseline system, candidate system), candidate values,
+    baseline values, query ids, NaN count, unpaired count), queries paired by id as ``compare`` pairs them."""
+    b_run, b_stage, metric = _system(base, rule, "baseline")
+    c_run, c_stage, c_metric = _system(cand, rule, "candidate")
+    if c_metric != metric:
+        raise ValueError(f"rule {rule}: the baseline measures it as {metric!r}, the candidate as {c_metric!r}")
+    bv = base.values(b_run, metric, b_stage)
+    cv = cand.values(c_run, metric, c_stage)
+    common = bv.index.intersection(cv.index, sort=False)
+    unpaired = len(bv) + len(cv) - 2 * len(common)
+    x, y = cv.loc[common].to_numpy(dtype=np.float64), bv.loc[common].to_numpy(dtype=np.float64)
+    keep = ~(np.isnan(x) | np.isnan(y))
+    ids = [str(q) for q, k in zip(common, keep, strict=True) if k]
+    if not ids:
+        raise ValueError(
+            f"rule {rule}: no query has a value on both sides ({len(common)} paired, {int((~keep).sum())} NaN): "
+            "nothing to decide on"
+        )
+    systems = (_name(b_run, b_stage), _name(c_run, c_stage))
+    return rule, metric, systems, x[keep], y[keep], ids, int((~keep).sum()), unpaired
+
+
+def _name(run: str, stage: str | None) -> str:
+    return run if stage is None else f"{run}/{stage}"
+
+
+def _system(report: Report, rule: Rule, role: str) -> tuple[str, str | None, str]:
+    """Where ``rule`` reads ``report``: (run, stage, metric name as the report has it). ``rule.stage`` names a stage,
+    ``run/stage`` or a run; without it, the report's one run and, for a pipeline, its last stage that measures the
+    metric."""
+    runs = report.runs
+    stages = report.stages if report.staged else [None]
+    blocks = [(r, s) for r in runs for s in stages if _has_block(report, r, s)]
+    if rule.stage is not None:
+        chosen = [
+            (r, s)
+            for r, s in blocks
+            if rule.stage in (_name(r, s), s) or (rule.stage == r and (s is None or len(stages) == 1))
+        ]
+        if not chosen:
+            names = [_name(r, s) for r, s in blocks]
+            raise ValueError(f"rule {rule}: the {role} has no stage or run {rule.stage!r}; it has {names}")
+        if len(chosen) > 1:
+            raise ValueError(
+                f"rule {rule}: {rule.stage!r} could be any of {[_name(r, s) for r, s in chosen]} in the {role}: "
+                "name it as run/stage"
+            )
+    else:
+        if len(runs) != 1:
+            raise ValueError(f"rule {rule}: the {role} has several runs ({runs}): name one with a stage (run/stage)")
+        chosen = blocks
+    metric_found: list[tuple[str, str | None, str]] = []
+    for r, s in chosen:
+        name = _metric_name(report, r, s, rule.metric)
+        if name is not None:
+            metric_found.append((r, s, name))
+    if not metric_found:
+        r, s = chosen[-1]
+        measured = [m for m in report.metrics if not is_text_metric(m)]
+        where = "" if rule.stage is None and s is None else f" ({'stage' if s else 'run'} {_name(r, s)!r})"
+        raise ValueError(f"rule {rule}: the {role} does not measure {rule.metric!r}{where}; it measures {measured}")
+    run, stage, metric = metric_found[-1]  # the last stage that measures it
+    if is_geometric_metric(metric) or is_text_metric(metric):
+        raise ValueError(
+            f"rule {rule}: {metric} is not averaged by an arithmetic mean over queries; gate on its per-query "
+            "family instead (ap for gm_map, bpref for gm_bpref)"
+        )
+    return run, stage, metric
+
+
+def _has_block(report: Report, run: str, stage: str | None) -> bool:
+    try:
+        report.query_ids(run, stage)
+    except KeyError:
+        return False
+    return True
+
+
+def _metric_name(report: Report, run: str, stage: str | None, metric: str) -> str | None:
+    """The name under which ``report`` holds ``metric`` for that run (stage): as given, case aside, or its canonical
+    string (``NDCG@10`` -> ``ndcg@10``); None when it is not measured there."""
+    held = [m for m in report.metrics if _measures(report, run, stage, m)]
+    if metric in held:
+        return metric
+    folded = [m for m in held if m.lower() == metric.lower()]
+    if folded:
+        return folded[0]
+    try:
+        from ..metrics.grammar import parse_metric
+
+        canonical = str(parse_metric(metric))
+    except ValueError:
+        return None
+    return canonical if canonical in held else None
+
+
+def _measures(report: Report, run: str, stage: str | None, metric: str) -> bool:
+    try:
+        report.values(run, metric, stage)
+    except (KeyError, ValueError):
+        return False
+    return True
+
+
+def _power(diff: np.ndarray, ids: list[str], alpha_rule: float, max_drop: float) -> tuple[float | None, int | None]:
+    """The minimum detectable difference at n and the queries needed to tell a drop of ``max_drop``: the paired
+    t-test's (rag_eval.power, noncentral t) at ``alpha_rule``, power 0.8; None where the differences do not vary or
+    are fewer than 2."""
+    try:
+        analysis = power_analysis(
+            dict(zip(ids, diff.tolist(), strict=True)),
+            alpha=alpha_rule,
+            power=POWER,
+            effect=max_drop if max_drop > 0 else None,
+            comparisons=1,
+        )
+    except ValueError:
+        return None, None
+    mdd = analysis.minimum_detectable_difference
+    return (mdd if math.isfinite(mdd) else None), analysis.queries_needed
