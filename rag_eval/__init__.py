@@ -30,12 +30,15 @@ from .reports import (
     power,
     ppi_interval,
 )
+from .reports.gate import GateResult, gate
+from .reports.tuning import Space, tune
 from .stages import Hit, Pipeline, PipelineResult, fuse
 
 __all__ = [
     "Collection",
     "Comparison",
     "Conventions",
+    "GateResult",
     "HarnessError",
     "Hit",
     "InputError",
@@ -51,12 +54,14 @@ __all__ = [
     "RagEvalWarning",
     "Report",
     "Run",
+    "Space",
     "SpanLabels",
     "__version__",
     "compare",
     "evaluate",
     "format_trec_eval",
     "fuse",
+    "gate",
     "impact_order",
     "judge",
     "judge_agreement",
@@ -66,4 +71,5 @@ __all__ = [
     "power",
     "ppi_interval",
     "project",
+    "tune",
 ]

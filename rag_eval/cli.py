@@ -3,6 +3,9 @@
     rag-eval evaluate QRELS RUN [RUN ...] [-m METRIC ...] [--format table|csv|json|markdown|trec_eval] [-q]
     rag-eval compare QRELS RUN RUN [...] [--baseline RUN] [-m METRIC ...] [--test ...] [--correction ...]
     rag-eval power REPORT [--baseline RUN] [-m METRIC ...] [--effect D] [--method t|resample] [--alpha] [--power]
+    rag-eval gate BASELINE CANDIDATE --metric METRIC --max-drop D [--stage NAME] [--rule METRIC[:STAGE]:D ...]
+        [--test ...] [--correction ...] [--inconclusive fail|pass] [--junit PATH] [--markdown PATH]
+        [--allow-different WHAT ...]   (exit 0 pass, 1 regression, 2 bad input or not comparable, 3 inconclusive)
     rag-eval pool RUN [...] --depth N -o POOL [--qrels QRELS] [--beir FOLDER]
     rag-eval human-sample POOL|REPORT -n N [--seed N] -o SAMPLE
     rag-eval estimate --judge-report R --human-report R [--sample S] [--pool POOL --human-qrels QRELS] [-m METRIC ...]
@@ -11,14 +14,18 @@
     rag-eval judge POOL --judge MODULE:FUNCTION -o LOG [--scale 0..3] [--batch-size N] [--human QRELS]
     rag-eval agreement LOG [--judge-name NAME] [--people NAME ...] | HUMAN_QRELS JUDGE_QRELS [--runs RUN ... -m METRIC]
     rag-eval bench --beir FOLDER [--pipeline NAME ...] [-o FOLDER]
+    rag-eval tune --beir FOLDER [--retriever NAME ...] [--reranker NAME] [--space NAME=VALUES ...] [-m METRIC]
+        [--tune-share 0.5] [--search grid|random [--trials N]] [--depth N] [--budget B] [--seed N] [-o FOLDER]
     rag-eval demo [-o FOLDER]
+    rag-eval report FOLDER [FOLDER ...] -o REPORT.html [--drill-depth N] [--beir FOLDER] [--no-plots]
     rag-eval queries sample LOG -n N [--stratify frequency[,cluster][,COLUMN]] [--clusters K] [--text COL]
         [--timestamp COL] [--count COL] [--allocation proportional|equal] [--seed N] [--mask-pii]
         [--no-near-duplicates] -o QUERIES
 
 The commands are one family: an option that two commands share (``-m/--metric``, ``--conventions``, ``-c``,
 ``-M``, ``-l``, ``-J``, ``--dialect``, ``--judged-threshold``, ``--resamples``, ``--seed``, ``--format``,
-``--no-card``, ``--baseline``, ``--alpha``, ``--test``, ``--qrels``, ``--beir``, ``--split``, ``-o/--out``,
+``--no-card``, ``--baseline``, ``--alpha``, ``--test``, ``--correction``, ``--qrels``, ``--beir``, ``--split``,
+``-o/--out``, ``--depth``, ``--budget``, ``--cache``,
 ``--no-plots``) is declared once, in
 :data:`SHARED_OPTIONS`, with one spelling, default and help (docs/naming.md has the table). A run is named by its
 file's stem everywhere (``bm25`` for ``runs/bm25.trec``), by the path as given where two stems collide; a TREC
@@ -65,7 +72,8 @@ __all__ = ["EXIT_BAD_INPUT", "SHARED_OPTIONS", "build_parser", "main", "resolve_
 EXIT_BAD_INPUT = 2
 
 # Every option that two or more commands have, declared once: flags, then argparse's keywords. A command may set
-# only ``required`` and, for ``--format``, ``choices`` (which formats apply), and, for ``-o/--out`` and
+# only ``required`` and, for ``--format`` and ``--test``, ``choices`` (which formats, which tests apply: gate adds
+# bootstrap), and, for ``-o/--out`` and
 # ``--depth``, ``help`` (what it writes, what it cuts): tests/test_cli_family.py checks every other keyword is
 # the same in every command that has the option.
 SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
@@ -128,8 +136,8 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         {
             "default": "0",
             "metavar": "N",
-            "help": "random seed of the bootstrap (and of compare's randomization test, of queries sample's draw; "
-            "default 0)",
+            "help": "random seed of the bootstrap (and of compare's randomization test, of queries sample's draw, of "
+            "tune's split and random search; default 0)",
         },
     ),
     "format": (("--format",), {"default": "table", "help": "output format (default table)"}),
@@ -150,6 +158,15 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
             "help": "the paired test (default randomization)",
         },
     ),
+    "correction": (
+        ("--correction",),
+        {
+            "choices": ["holm", "bh", "none"],
+            "default": "holm",
+            "help": "multiple-comparison correction: across every pair and metric (compare), across the rules "
+            "(gate) (default holm)",
+        },
+    ),
     "no_card": (("--no-card",), {"action": "store_true", "help": "do not print the metric card to stderr"}),
     "qrels": (
         ("--qrels",),
@@ -166,6 +183,11 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "split": (("--split",), {"default": "test", "help": "the BEIR qrels split that names the queries (default test)"}),
     "out": (("-o", "--out"), {"metavar": "OUT"}),
     "depth": (("--depth",), {"metavar": "N"}),
+    "budget": (
+        ("--budget",),
+        {"default": "5", "help": "chunks (e.g. 5) or tokens (e.g. 512tok) the generator receives"},
+    ),
+    "cache": (("--cache",), {"help": "cache folder for embeddings and stage outputs (default OUT/cache)"}),
     "no_plots": (("--no-plots",), {"action": "store_true", "help": "write no plots (matplotlib is not needed)"}),
     "scale": (
         ("--scale",),
@@ -212,12 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     _shared(cmp, "baseline")
     _measuring(cmp)
     _shared(cmp, "test")
-    cmp.add_argument(
-        "--correction",
-        choices=["holm", "bh", "none"],
-        default="holm",
-        help="p-value correction across every pair and metric (default holm)",
-    )
+    _shared(cmp, "correction")
     _shared(cmp, "alpha")
     cmp.add_argument("--permutations", default="10000", metavar="N", help="randomization test permutations")
     cmp.add_argument(
@@ -282,10 +299,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="bm25, dense, bm25>>dense, hybrid, or package.module:function (repeatable; default: the four built-ins)",
     )
     _shared(bench, "depth", help="candidates asked of the first stage (default 100)")
-    bench.add_argument("--budget", default="5", help="chunks (e.g. 5) or tokens (e.g. 512tok) the generator receives")
+    _shared(bench, "budget")
     _shared(bench, "split")
     bench.add_argument("--limit-queries", metavar="N", help="only the first N queries (default all)")
-    bench.add_argument("--cache", help="cache folder for embeddings and stage outputs (default OUT/cache)")
+    _shared(bench, "cache")
     bench.add_argument("--concurrency", default="1", metavar="N", help="queries run at once (default 1)")
     _shared(bench, "out", help="the report folder to write (default bench-out/<the folder's name>)")
     _shared(bench, "no_plots")
@@ -373,7 +390,131 @@ def build_parser() -> argparse.ArgumentParser:
     _agreement_parser(commands)
     _estimate_parsers(commands)
     _queries_parser(commands)
+    _report_parser(commands)
+    _gate_parser(commands)
+    _tune_parser(commands)
     return parser
+
+
+def _report_parser(commands: Any) -> None:
+    rep = commands.add_parser(
+        "report",
+        help="one self-contained HTML page of result folders (a diff view with two or more)",
+        description="Write one self-contained HTML file (inline styles, script and SVG plots; nothing fetched, opens "
+        "offline) of one result folder, or of several, each diffed against the first: the stage-aware summary with "
+        "intervals, recall@k per stage, where relevant items were lost, latency and failures, the metric card and a "
+        "per-query drill-down of each stage's ranked chunks. See docs/html-report.md. Needs the html extra.",
+    )
+    rep.add_argument("folders", nargs="+", metavar="FOLDER", help="result folders (Report.save_folder, rag-eval bench)")
+    _shared(rep, "out", required=True, help="the HTML file to write")
+    rep.add_argument(
+        "--drill-depth",
+        metavar="N",
+        help="hits kept per stage and query in the drill-down (default: the budget plus 10)",
+    )
+    _shared(rep, "beir")  # its corpus.jsonl and queries.jsonl give the texts the drill-down shows
+    _shared(rep, "split")
+    _shared(rep, "no_plots")
+    rep.add_argument("--title", metavar="TEXT", help="the page's title (default: the folders' names)")
+
+
+def _tune_parser(commands: Any) -> None:
+    tn = commands.add_parser(
+        "tune",
+        help="tune fusion weights, depth, budget or a reranker on labels, with held-out validation",
+        description="Search pipeline settings on a BEIR-layout collection: the retrievers (default bm25 and dense) "
+        "fused by wsum (alpha) or rrf (rrf_k), the depth, the budget, a reranker on or off (--space NAME=VALUES). "
+        "The best setting by one metric (-m once; default recall@budget) on a seeded tuning split of the queries "
+        "is reported with its value on the held-out rest and a bootstrap interval; the whole grid is printed and, "
+        "with -o, written with a plot. Each setting runs through the stage cache: only what changed is computed. "
+        "See docs/tuning.md. The built-ins need the models extra.",
+    )
+    _shared(tn, "beir", required=True)
+    _shared(tn, "split")
+    tn.add_argument(
+        "--space",
+        action="append",
+        metavar="NAME=VALUES",
+        help="a setting and its values, repeatable: alpha=0:1:0.1 (A:B:STEP), rrf_k=10,60, method=rrf,wsum, "
+        "weights=0.5/0.5,0.7/0.3, depth=20,100, budget=3,5, reranker=on,off",
+    )
+    tn.add_argument(
+        "--retriever",
+        action="append",
+        dest="retrievers",
+        metavar="NAME",
+        help="bm25, dense, or package.module:function (the collection in, a Retriever out); repeatable, two or "
+        "more are fused (default: bm25 and dense)",
+    )
+    tn.add_argument(
+        "--reranker",
+        metavar="NAME",
+        help="minilm, or package.module:function (the collection in, a Reranker out): what reranker=on adds",
+    )
+    _shared(tn, "metric")
+    tn.add_argument(
+        "--tune-share",
+        default="0.5",
+        metavar="SHARE",
+        help="the share of the queries (seeded draw) to tune on; the rest are held out (default 0.5)",
+    )
+    tn.add_argument("--search", choices=["grid", "random"], default="grid", help="every setting, or --trials drawn")
+    tn.add_argument("--trials", metavar="N", help="settings a random search draws (seeded)")
+    _shared(tn, "depth", help="candidates asked of the first stage, when --space has no depth (default 100)")
+    _shared(tn, "budget")
+    _shared(tn, "seed")
+    _shared(tn, "resamples")
+    _shared(tn, "cache")
+    _shared(tn, "out", help="a folder to write the grid (tuning.csv), the result (tuning.json) and the plot to")
+    _shared(tn, "no_plots")
+
+
+def _gate_parser(commands: Any) -> None:
+    gate = commands.add_parser(
+        "gate",
+        help="a regression gate for CI: fail a candidate whose retrieval got worse than the baseline's",
+        description="Compare a candidate with a baseline (result folders or saved reports), rule by rule: pass when "
+        "the interval of (candidate - baseline) at the corrected level lies above -MAXDROP, regression when it lies "
+        "below, inconclusive otherwise (with the minimum detectable difference and the queries needed). Refuses "
+        "reports computed on different qrels, queries, corpus, conventions or budget unless --allow-different. "
+        "Exit status: 0 pass, 1 regression, 2 bad input or not comparable, 3 inconclusive (unless --inconclusive "
+        "pass). See docs/gate.md.",
+    )
+    gate.add_argument("baseline_path", metavar="BASELINE", help="the baseline: a result folder or a saved report")
+    gate.add_argument("candidate_path", metavar="CANDIDATE", help="the candidate: a result folder or a saved report")
+    _shared(gate, "metric")
+    gate.add_argument("--max-drop", metavar="D", help="the largest drop of each --metric that does not matter")
+    gate.add_argument("--stage", metavar="NAME", help="the stage (or run/stage) each --metric is read from")
+    gate.add_argument(
+        "--rule",
+        action="append",
+        metavar="METRIC[:STAGE]:MAXDROP",
+        help="a rule of its own, repeatable (e.g. recall@depth:bm25:0.02)",
+    )
+    _shared(gate, "test", choices=["randomization", "t", "wilcoxon", "bootstrap"])
+    _shared(gate, "correction")
+    _shared(gate, "alpha")
+    gate.add_argument(
+        "--inconclusive",
+        choices=["fail", "pass"],
+        default="fail",
+        help="what an inconclusive rule does: fail (exit 3, default) or pass (exit 0; skipped in JUnit)",
+    )
+    gate.add_argument("--junit", metavar="PATH", help="write JUnit XML: one testcase per rule")
+    gate.add_argument(
+        "--markdown", metavar="PATH", help="append a Markdown summary (e.g. $GITHUB_STEP_SUMMARY) to PATH"
+    )
+    gate.add_argument(
+        "--allow-different",
+        nargs="+",
+        action="extend",
+        default=[],
+        choices=["qrels", "queries", "corpus", "conventions", "budget", "hashes"],
+        metavar="WHAT",
+        help="compare all the same reports whose WHAT differs (qrels, queries, corpus, conventions, budget; hashes: "
+        "a report without them); each override is printed",
+    )
+    _shared(gate, "seed")
 
 
 def _estimate_parsers(commands: Any) -> None:
@@ -600,6 +741,9 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
         "agreement": _agreement,
         "estimate": _estimate,
         "human-sample": _human_sample,
+        "gate": _gate,
+        "report": _report,
+        "tune": _tune,
     }
     try:
         _read_numbers(args)
@@ -634,12 +778,14 @@ _INT_FLAGS = {
     "sample_size": ("-n", 1, MAX_CUTOFF),
     "clusters": ("--clusters", 1, MAX_CUTOFF),
     "batch_size": ("--batch-size", 1, MAX_CUTOFF),
+    "trials": ("--trials", 1, MAX_CUTOFF),
 }
 _SHARE_FLAGS = {
     "judged_threshold": "--judged-threshold",
     "alpha": "--alpha",
     "power": "--power",
     "near_threshold": "--near-threshold",
+    "tune_share": "--tune-share",
 }
 # flags read as any plain decimal (their range is checked where they are used)
 _DECIMAL_FLAGS = {
@@ -647,6 +793,7 @@ _DECIMAL_FLAGS = {
     "correlation": "--correlation",
     "margin": "--margin",
     "warn_below": "--warn-below",
+    "max_drop": "--max-drop",
 }
 
 
@@ -1202,6 +1349,145 @@ def _estimate(args: argparse.Namespace) -> int:
             )
     sys.stdout.flush()
     return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .reports import Report
+    from .reports.html_report import folder_names, side_from_folder, write_html
+
+    depth = None if args.drill_depth is None else read_int(args.drill_depth, "--drill-depth", low=1, high=MAX_CUTOFF)
+    for folder in args.folders:
+        if not Path(folder).exists():
+            raise InputError("no such result folder", source=folder)
+    collection = None
+    if args.beir is not None:
+        from .data.collection import Collection
+
+        collection = Collection.from_beir(args.beir, split=args.split)
+    sides = [
+        side_from_folder(Report.load_folder(folder), folder, collection=collection, name=name)
+        for folder, name in zip(args.folders, folder_names(args.folders), strict=True)
+    ]
+    path = write_html(args.out, sides, drill_depth=depth, title=args.title, plots=not args.no_plots)
+    size = path.stat().st_size
+    print(f"rag-eval: report of {len(args.folders)} folder(s) -> {path} ({size:,} bytes)", file=sys.stderr)
+    return 0
+
+
+def _tune(args: argparse.Namespace) -> int:
+    import json
+
+    from .data.collection import Collection
+    from .reports.tuning import Space, parse_space, tune
+
+    metrics = args.metrics or ["recall@budget"]
+    if len(metrics) != 1:
+        raise InputError(f"tune optimises one metric: give -m once, not {len(metrics)} times")
+    spec = parse_space(args.space or [])
+    if args.depth is not None and "depth" in spec:
+        raise InputError("give the depth once: --depth, or depth= in --space")
+    if args.budget != "5" and "budget" in spec:
+        raise InputError("give the budget once: --budget, or budget= in --space")
+    spec.setdefault("depth", args.depth if args.depth is not None else 100)
+    spec.setdefault("budget", int(args.budget) if args.budget.isascii() and args.budget.isdigit() else args.budget)
+    collection = Collection.from_beir(args.beir, split=args.split)
+    out = Path(args.out) if args.out is not None else None
+    cache = args.cache if args.cache is not None else (str(out / "cache") if out is not None else None)
+    top = max(spec["depth"]) if isinstance(spec["depth"], list) else spec["depth"]
+    parts: Any = None
+
+    def stage(name: str, kind: str) -> Any:
+        nonlocal parts
+        if ":" in name:
+            import importlib
+
+            module, _, attribute = name.partition(":")
+            try:
+                function = getattr(importlib.import_module(module), attribute)
+            except (ImportError, AttributeError) as exc:
+                raise InputError(f"--{kind} {name!r}: cannot load it: {exc}") from None
+            return function(collection)
+        builtin = {"retriever": ("bm25", "dense"), "reranker": ("minilm",)}[kind]
+        if name not in builtin:
+            raise InputError(f"--{kind} {name!r}: a built-in one ({', '.join(builtin)}) or package.module:function")
+        if parts is None:
+            from .bench.pipelines import Parts
+
+            parts = Parts(collection, cache)
+        return parts.rerank() if name == "minilm" else getattr(parts, name)(top)
+
+    retrievers = [stage(name, "retriever") for name in args.retrievers or ["bm25", "dense"]]
+    rerankers = [stage(args.reranker, "reranker")] if args.reranker is not None else []
+    space = Space(retrievers, rerankers=rerankers, **spec)
+    from .bench.pipelines import BATCH_SIZE
+
+    found = tune(
+        space,
+        collection,
+        metric=metrics[0],
+        split=args.tune_share,
+        search=args.search,
+        trials=args.trials,
+        seed=args.seed,
+        cache=cache,
+        resamples=args.resamples,
+        batch_size=BATCH_SIZE,
+    )
+    shown = found.table[["setting", "value", "n", "from_cache", "computed", "best"]]
+    sys.stdout.write(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + "\n\n" + found.render() + "\n")
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        found.table.to_csv(out / "tuning.csv", index=False)
+        h = found.held_out
+        record = {
+            "best": found.best.label(),
+            "tuning_value": found.tuning_value,
+            "held_out": {"metric": h.metric, "mean": h.mean, "ci_low": h.ci_low, "ci_high": h.ci_high, "n": h.n},
+            "cache_hits": found.cache_hits,
+            "computed": found.computed,
+            "settings": found.settings,
+            "split": {"tuning": list(found.split[0]), "held_out": list(found.split[1])},
+        }
+        (out / "tuning.json").write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
+        if not args.no_plots:
+            found.plot(out / "tuning.svg")
+        print(f"rag-eval: tuning of {len(found.table)} settings -> {out}", file=sys.stderr)
+    return 0
+
+
+def _gate(args: argparse.Namespace) -> int:
+    """rag-eval gate: exit 0 pass, 1 regression, 3 inconclusive (unless --inconclusive pass); 2 (in _dispatch) for
+    bad input or reports that are not comparable."""
+    from .reports.gate import Rule, gate
+
+    rules: list[Rule] = []
+    if args.metrics:
+        if args.max_drop is None:
+            raise InputError("--metric needs --max-drop (the largest drop that does not matter)")
+        rules += [Rule(m, args.max_drop, args.stage) for m in args.metrics]
+    elif args.max_drop is not None or args.stage is not None:
+        raise InputError("--max-drop and --stage go with --metric")
+    rules += [Rule.parse(text) for text in args.rule or []]
+    if not rules:
+        raise InputError("no rule: give --metric METRIC --max-drop D, or --rule METRIC[:STAGE]:MAXDROP")
+    result = gate(
+        args.baseline_path,
+        args.candidate_path,
+        rules,
+        test=args.test,
+        correction=args.correction,
+        alpha=args.alpha,
+        inconclusive=args.inconclusive,
+        allow=set(args.allow_different),
+        seed=args.seed,
+    )
+    if args.junit:
+        result.write_junit(args.junit)
+    if args.markdown:
+        result.write_markdown(args.markdown)
+    sys.stdout.write(result.to_text() + "\n")
+    sys.stdout.flush()
+    return result.exit_code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -286,6 +286,15 @@ def test_demo_runs_the_whole_flow_offline(demo_folder):
     assert summary.loc[("bm25", "recall@depth"), "n"] >= 50
     assert 0 < summary.loc[("minilm-rerank", "ndcg@budget"), "mean"] <= 1
     assert (demo_folder / "report.md").read_text().count("minilm-rerank") >= 2
+    # and the HTML page beside it (docs/html-report.md): self-contained, its chunks' texts in, 0.36 MB measured
+    page = (demo_folder / "report.html").read_text(encoding="utf-8")
+    assert (demo_folder / "report.html").stat().st_size < 2_000_000
+    block = re.search(r'<script type="application/json" id="rag-data">(.*?)</script>', page, re.S)
+    outside = page[: block.start()] + page[block.end() :]  # the docstrings quote URLs: data, shown as text only
+    assert "http://" not in outside and "https://" not in outside and outside.count("<svg") == 3
+    assert "<link" not in outside and not re.search(r"""\b(src|href)\s*=\s*["'](?!#)""", outside)
+    data = json.loads(block.group(1))
+    assert data["depth"] == 5 + 10 and len(data["queries"]) == 56 and None not in data["texts"]  # budget + 10
 
 
 def test_a_second_demo_run_reuses_the_caches(demo_folder):

@@ -35,9 +35,12 @@ COMMANDS = {
     "agreement",
     "estimate",
     "human-sample",
+    "gate",
+    "report",
+    "tune",
 }
-# what a command may set itself (SHARED_OPTIONS' comment): which formats apply, and what -o writes, --depth cuts
-OWN = {"--format": {"choices"}, "-o": {"help"}, "--out": {"help"}, "--depth": {"help"}}
+# what a command may set itself (SHARED_OPTIONS' comment): which formats (tests) apply, what -o writes, --depth cuts
+OWN = {"--format": {"choices"}, "--test": {"choices"}, "-o": {"help"}, "--out": {"help"}, "--depth": {"help"}}
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
@@ -77,11 +80,12 @@ def test_an_option_shared_by_two_commands_is_the_same_in_each():
     shared = {flag: uses for flag, uses in by_flag.items() if len(uses) > 1}
     # the options the family shares today, each in the commands named (a new sharing must keep to the rule too)
     assert {flag: sorted(n for n, _ in uses) for flag, uses in shared.items()} == {
-        "-m": ["agreement", "compare", "estimate", "evaluate", "power"],
-        "--metric": ["agreement", "compare", "estimate", "evaluate", "power"],
+        "-m": ["agreement", "compare", "estimate", "evaluate", "gate", "power", "tune"],
+        "--metric": ["agreement", "compare", "estimate", "evaluate", "gate", "power", "tune"],
         "--baseline": ["compare", "estimate", "power"],
-        "--alpha": ["agreement", "compare", "estimate", "power"],
-        "--test": ["agreement", "compare", "power"],
+        "--alpha": ["agreement", "compare", "estimate", "gate", "power"],
+        "--test": ["agreement", "compare", "gate", "power"],
+        "--correction": ["compare", "gate"],
         "--dialect": ["compare", "evaluate"],
         "--conventions": ["compare", "evaluate"],
         "-c": ["compare", "evaluate"],
@@ -91,17 +95,19 @@ def test_an_option_shared_by_two_commands_is_the_same_in_each():
         "-J": ["compare", "evaluate"],
         "--judged-threshold": ["compare", "evaluate"],
         "--format": ["agreement", "compare", "estimate", "evaluate"],
-        "--resamples": ["compare", "evaluate"],
-        "--seed": ["compare", "evaluate", "human-sample"],
+        "--resamples": ["compare", "evaluate", "tune"],
+        "--seed": ["compare", "evaluate", "gate", "human-sample", "tune"],
         "--no-card": ["compare", "evaluate"],
-        "--beir": ["bench", "pool"],
-        "--split": ["bench", "pool"],
-        "--depth": ["bench", "pool"],
-        "-o": ["bench", "demo", "human-sample", "judge", "label", "merge", "pool"],
-        "--out": ["bench", "demo", "human-sample", "judge", "label", "merge", "pool"],
+        "--beir": ["bench", "pool", "report", "tune"],
+        "--split": ["bench", "pool", "report", "tune"],
+        "--depth": ["bench", "pool", "tune"],
+        "--budget": ["bench", "tune"],
+        "--cache": ["bench", "tune"],
+        "-o": ["bench", "demo", "human-sample", "judge", "label", "merge", "pool", "report", "tune"],
+        "--out": ["bench", "demo", "human-sample", "judge", "label", "merge", "pool", "report", "tune"],
         "--scale": ["agreement", "judge", "label"],
         "--qrels": ["merge", "pool"],
-        "--no-plots": ["bench", "demo"],
+        "--no-plots": ["bench", "demo", "report", "tune"],
     }
     for flag, uses in shared.items():
         first_name, first = uses[0]

@@ -12,6 +12,7 @@ PUBLIC = [
     "Collection",
     "Comparison",
     "Conventions",
+    "GateResult",
     "HarnessError",
     "Hit",
     "InputError",
@@ -27,12 +28,14 @@ PUBLIC = [
     "RagEvalWarning",
     "Report",
     "Run",
+    "Space",
     "SpanLabels",
     "__version__",
     "compare",
     "evaluate",
     "format_trec_eval",
     "fuse",
+    "gate",
     "impact_order",
     "judge",
     "judge_agreement",
@@ -42,6 +45,7 @@ PUBLIC = [
     "power",
     "ppi_interval",
     "project",
+    "tune",
 ]
 
 

@@ -154,8 +154,8 @@ def judge_assisted_run(collection: Collection, result, parts, out: Path) -> tupl
     estimates = judge_assisted(judge_report, human_report, sample=sample)
     rows = []
     for row in estimates.table.itertuples():
-        stage = row.system.split("/", 1)[1]
-        reference = full_report.mean(DEMO_PIPELINE, row.metric, stage)
+        stage = str(row.system).split("/", 1)[1]
+        reference = full_report.mean(DEMO_PIPELINE, str(row.metric), stage)
         rows.append(
             f"  {stage:<14} {row.metric:<14} {reference:6.3f}"
             f"   {row.estimate:6.3f} [{row.ci_low:.3f}, {row.ci_high:.3f}]"
@@ -292,6 +292,7 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
         plots=not args.no_plots,
         collection=collection,
     )
+    page = _html_page(out, report, result, collection, plots=not args.no_plots)
     summary = report.summary
     print(
         summary[["stage", "metric", "mean", "ci_low", "ci_high", "n", "n_nan", "n_failed"]].to_string(
@@ -301,7 +302,25 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
     print(questions_paragraph)
     print(judged_paragraph)
     print(f"report: {path.resolve()}")
+    if page is not None:
+        print(f"html report: {page.resolve()}")
     return 0
+
+
+def _html_page(out: Path, report, result, collection: Collection, *, plots: bool) -> Path | None:
+    """``report.html`` beside report.md (rag_eval.reports.html_report): the drill-down to the budget plus 10, with
+    the chunks' texts; without the html extra (jinja2) a line on stderr says how to get it."""
+    try:
+        return report.to_html(
+            out / "report.html",
+            results={DEMO_PIPELINE: result},
+            collection=collection,
+            title="rag_eval demo: bm25 >> MiniLM rerank on Python's docs",
+            plots=plots,
+        )
+    except ImportError as error:
+        print(f"report.html not written: {error}", file=sys.stderr)
+        return None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -461,6 +461,38 @@ class Report:
             report, folder, qrels=checked, plain=plain, results=results, title=title, facts=facts, plots=plots
         )
 
+    def to_html(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        results: Mapping[str, PipelineResult] | PipelineResult | None = None,
+        qrels: Qrels | Mapping[str, Mapping[str, int]] | None = None,
+        collection: Collection | None = None,
+        baseline: Report | str | os.PathLike[str] | None = None,
+        drill_depth: int | None = None,
+        title: str | None = None,
+        plots: bool = True,
+    ) -> Path:
+        """Write the report as one self-contained HTML file (``docs/html-report.md``): the stage-aware summary,
+        the plots as inline SVG, the metric card and a per-query drill-down of the stages' rankings (``results``,
+        what was evaluated) to ``drill_depth`` (default: the budget plus 10), with grades from ``qrels`` and texts
+        from the results' hits or ``collection``. ``baseline`` (a report or a result folder) adds a diff view of
+        this report against it. Needs the ``html`` extra (jinja2, matplotlib); returns the path."""
+        from .html_report import side_from_folder, side_of, write_html
+
+        side = side_of(
+            self, results=results, qrels=qrels, collection=collection, name="candidate" if baseline else "report"
+        )
+        sides = [side]
+        if baseline is not None:
+            first = (
+                side_of(baseline, qrels=qrels, collection=collection, name="baseline")
+                if isinstance(baseline, Report)
+                else side_from_folder(Report.load_folder(baseline), baseline, collection=collection, name="baseline")
+            )
+            sides = [first, side]
+        return write_html(path, sides, drill_depth=drill_depth, title=title, plots=plots)
+
     @classmethod
     def load_folder(cls, folder: str | os.PathLike[str]) -> Report:
         """The report of a result folder written by :meth:`save_folder`, after checking each file against the
