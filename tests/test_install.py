@@ -12,6 +12,7 @@ with the reason (a failure under CI=true).
 from __future__ import annotations
 
 import ast
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import json
@@ -188,7 +189,11 @@ def test_each_extra_lists_what_its_feature_needs(project_wheel):
 
 def _distributions_of(module: str) -> set[str]:
     """The installed distributions (canonical names) that hold ``module``'s file."""
-    spec = importlib.util.find_spec(module)
+    try:
+        spec = importlib.util.find_spec(module)
+    except ValueError:  # imported already as a lazy module without __spec__ (haystack's): look in its parent's path
+        parent, _, _ = module.rpartition(".")
+        spec = importlib.machinery.PathFinder.find_spec(module, importlib.import_module(parent).__path__)
     assert spec is not None and spec.origin is not None, f"{module} is not installed in the dev venv"
     origin = Path(spec.origin).resolve()
     holders = set()
