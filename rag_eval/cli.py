@@ -176,6 +176,15 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
             "and are not pooled again",
         },
     ),
+    "pipeline": (
+        ("--pipeline",),
+        {
+            "action": "append",
+            "dest": "pipelines",
+            "metavar": "NAME",
+            "help": "bm25, dense, bm25>>dense, hybrid, or package.module:function (repeatable where several are run)",
+        },
+    ),
     "beir": (
         ("--beir",),
         {"metavar": "FOLDER", "help": "a BEIR-layout folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv"},
@@ -291,13 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _shared(bench, "beir")
     bench.add_argument("--dataset", dest="dataset", help=argparse.SUPPRESS)  # 0.1's spelling of --beir
-    bench.add_argument(
-        "--pipeline",
-        action="append",
-        dest="pipelines",
-        metavar="NAME",
-        help="bm25, dense, bm25>>dense, hybrid, or package.module:function (repeatable; default: the four built-ins)",
-    )
+    _shared(bench, "pipeline")  # default: the four built-ins
     _shared(bench, "depth", help="candidates asked of the first stage (default 100)")
     _shared(bench, "budget")
     _shared(bench, "split")
@@ -473,7 +476,8 @@ def _gate_parser(commands: Any) -> None:
     gate = commands.add_parser(
         "gate",
         help="a regression gate for CI: fail a candidate whose retrieval got worse than the baseline's",
-        description="Compare a candidate with a baseline (result folders or saved reports), rule by rule: pass when "
+        description="Compare a candidate with a baseline (result folders or saved reports; or run a candidate "
+        "pipeline, --pipeline NAME --beir FOLDER, at the baseline's depth and budget), rule by rule: pass when "
         "the interval of (candidate - baseline) at the corrected level lies above -MAXDROP, regression when it lies "
         "below, inconclusive otherwise (with the minimum detectable difference and the queries needed). Refuses "
         "reports computed on different qrels, queries, corpus, conventions or budget unless --allow-different. "
@@ -481,7 +485,17 @@ def _gate_parser(commands: Any) -> None:
         "pass). See docs/gate.md.",
     )
     gate.add_argument("baseline_path", metavar="BASELINE", help="the baseline: a result folder or a saved report")
-    gate.add_argument("candidate_path", metavar="CANDIDATE", help="the candidate: a result folder or a saved report")
+    gate.add_argument(
+        "candidate_path",
+        metavar="CANDIDATE",
+        nargs="?",
+        help="the candidate: a result folder or a saved report (or none, with --pipeline: the pipeline to run)",
+    )
+    _shared(gate, "pipeline")
+    _shared(gate, "beir")
+    _shared(gate, "split")
+    _shared(gate, "cache")
+    _shared(gate, "out", help="with --pipeline: the candidate's result folder to write (default gate-candidate)")
     _shared(gate, "metric")
     gate.add_argument("--max-drop", metavar="D", help="the largest drop of each --metric that does not matter")
     gate.add_argument("--stage", metavar="NAME", help="the stage (or run/stage) each --metric is read from")
@@ -1470,9 +1484,18 @@ def _gate(args: argparse.Namespace) -> int:
     rules += [Rule.parse(text) for text in args.rule or []]
     if not rules:
         raise InputError("no rule: give --metric METRIC --max-drop D, or --rule METRIC[:STAGE]:MAXDROP")
+    candidate = args.candidate_path
+    if args.pipelines:
+        if candidate is not None:
+            raise InputError("give a CANDIDATE to compare, or --pipeline to run one, not both")
+        candidate = _run_candidate(args)
+    elif candidate is None:
+        raise InputError("no candidate: give a CANDIDATE folder or report, or --pipeline NAME --beir FOLDER to run one")
+    elif args.beir is not None or args.out is not None or args.cache is not None:
+        raise InputError("--beir, -o and --cache go with --pipeline (the candidate to run)")
     result = gate(
         args.baseline_path,
-        args.candidate_path,
+        candidate,
         rules,
         test=args.test,
         correction=args.correction,
@@ -1488,6 +1511,46 @@ def _gate(args: argparse.Namespace) -> int:
     sys.stdout.write(result.to_text() + "\n")
     sys.stdout.flush()
     return result.exit_code
+
+
+def _run_candidate(args: argparse.Namespace) -> str:
+    """rag-eval gate BASELINE --pipeline NAME --beir FOLDER: run the pipeline on the collection at the baseline's
+    depth and budget (read from its card), as rag-eval bench does, into -o (default gate-candidate); its folder."""
+    from .bench.run import run as bench
+
+    if len(args.pipelines) != 1:
+        raise InputError(f"gate runs one candidate pipeline, not {len(args.pipelines)}: give --pipeline once")
+    if args.beir is None:
+        raise InputError("--pipeline runs on a collection: give --beir FOLDER (the baseline's collection)")
+    baseline = _load_report(args.baseline_path, "BASELINE")
+    spec = baseline.card.pipeline
+    if not spec:
+        raise InputError(
+            "the baseline is not a pipeline's report (its card has no depth and budget to run the candidate at)",
+            source=args.baseline_path,
+        )
+    budget = str(spec["budget"]).removeprefix("budget(").removesuffix(")")
+    out = args.out or "gate-candidate"
+    bench_args = argparse.Namespace(
+        beir=args.beir,
+        split=args.split,
+        pipelines=args.pipelines,
+        depth=int(spec["depth"]),
+        budget=budget,
+        limit_queries=None,
+        cache=args.cache,
+        concurrency=1,
+        out=out,
+        no_plots=True,
+    )
+    print(
+        f"rag-eval: running the candidate {args.pipelines[0]} at the baseline's depth {spec['depth']} and "
+        f"{spec['budget']} into {out}",
+        file=sys.stderr,
+    )
+    if bench(bench_args, command="rag-eval gate --pipeline " + args.pipelines[0]) != 0:
+        raise InputError(f"the candidate pipeline {args.pipelines[0]!r} could not be run (said above)")
+    return out
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -529,3 +529,63 @@ def test_scifact_gate_passes_the_same_fails_a_reversed_top5_and_is_inconclusive_
     # the 20-query folders differ from the 300-query ones in their query set: refused, naming it
     assert main(["gate", f["baseline"], f["swapped20"], *rule]) == 2
     assert "queries: sha256:" in capsys.readouterr().err
+
+
+_CANDIDATES = """
+from rag_eval import Pipeline
+from rag_eval.adapters import functions
+
+
+def _overlap(collection):
+    def by_overlap(query, k):
+        words = set(query.lower().split())
+        scored = [(d, len(words & set(c.content.lower().split()))) for d, c in collection.corpus.items()]
+        return sorted(scored, key=lambda x: (-x[1], x[0]))[:k]
+
+    return functions.retriever(by_overlap, name="overlap")
+
+
+def keep(collection, depth):
+    rerank = functions.reranker(lambda query, hits: list(hits), name="rerank")
+    return Pipeline(_overlap(collection), rerank, depth=depth, budget=3)
+
+
+def reverse(collection, depth):
+    rerank = functions.reranker(lambda query, hits: list(reversed(hits[:5])) + list(hits[5:]), name="rerank")
+    return Pipeline(_overlap(collection), rerank, depth=depth, budget=3)
+"""
+
+
+def test_a_baseline_folder_and_a_pipeline_to_run(tmp_path, capsys, monkeypatch):
+    """gate BASELINE --pipeline NAME --beir FOLDER runs the candidate at the baseline's depth and budget (its card)
+    into -o, then gates it as it would a folder given: the verdict is gate()'s on the two folders."""
+    (tmp_path / "gate_candidates.py").write_text(_CANDIDATES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    beir = str(ROOT / "rag_eval" / "examples" / "tiny-beir")
+    base = tmp_path / "base"
+    bench = ["bench", "--beir", beir, "--depth", "8", "--budget", "3", "--no-plots"]
+    assert main([*bench, "--pipeline", "gate_candidates:keep", "-o", str(base)]) == 0
+    capsys.readouterr()
+    rule = ["-m", "ndcg@budget", "--max-drop", "0.01", "--test", "t"]
+    same = tmp_path / "same"
+    args = ["gate", str(base), "--pipeline", "gate_candidates:keep", "--beir", beir, "-o", str(same), *rule]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert "running the candidate gate_candidates:keep at the baseline's depth 8 and budget(3)" in err
+    assert "PASS" in out.upper()
+    worse = tmp_path / "worse"
+    args = ["gate", str(base), "--pipeline", "gate_candidates:reverse", "--beir", beir, "-o", str(worse), *rule]
+    code = main(args)
+    out, _ = capsys.readouterr()
+    expected = gate(str(base), str(worse), [Rule("ndcg@budget", 0.01)], test="t")
+    assert code == expected.exit_code and code in (1, 3)
+    assert rag_eval.Report.load_folder(worse).card.pipeline["depth"] == 8
+    # what cannot be: both a candidate and a pipeline; a pipeline without its collection; -o without a pipeline
+    assert main(["gate", str(base), str(same), "--pipeline", "gate_candidates:keep", *rule]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert main(["gate", str(base), "--pipeline", "gate_candidates:keep", *rule]) == 2
+    assert "give --beir FOLDER" in capsys.readouterr().err
+    assert main(["gate", str(base), str(same), "-o", str(tmp_path / "x"), *rule]) == 2
+    assert "go with --pipeline" in capsys.readouterr().err
+    assert main(["gate", str(base), *rule]) == 2
+    assert "no candidate" in capsys.readouterr().err
