@@ -194,7 +194,29 @@ def _query_columns(name: str, columns: Sequence[str] | None, queries: QuerySet |
     return QueryColumns(name, wanted, by_text)
 
 
-class _FunctionStage:
+class _CallsFunction:
+    """Calling the user's function ``fn`` from sync and async code alike, whether it is a coroutine function or not
+    (what the function stages and the function judge share)."""
+
+    fn: Callable[..., Any]
+    _is_async: bool
+
+    @property
+    def has_async(self) -> bool:
+        return self._is_async
+
+    def _call(self, *args: Any) -> Any:
+        if self._is_async:
+            return run_sync(lambda: self.fn(*args))
+        return self.fn(*args)
+
+    async def _acall(self, *args: Any) -> Any:
+        if self._is_async:
+            return await self.fn(*args)
+        return await asyncio.to_thread(self.fn, *args)
+
+
+class _FunctionStage(_CallsFunction):
     """What the two function stages share: the function, whether it is async, its fingerprint."""
 
     fn: Callable[..., Any]
@@ -213,20 +235,6 @@ class _FunctionStage:
     def code(self) -> Fingerprint:
         """The function's fingerprint, read now (a global rebound since the stage was made is seen)."""
         return fingerprint(self.fn, stage=self.name)
-
-    @property
-    def has_async(self) -> bool:
-        return self._is_async
-
-    def _call(self, *args: Any) -> Any:
-        if self._is_async:
-            return run_sync(lambda: self.fn(*args))
-        return self.fn(*args)
-
-    async def _acall(self, *args: Any) -> Any:
-        if self._is_async:
-            return await self.fn(*args)
-        return await asyncio.to_thread(self.fn, *args)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, fn={getattr(self.fn, '__qualname__', self.fn)!r})"
@@ -413,7 +421,7 @@ def judge(fn: Callable[..., Any], *, name: str, batch: bool = False, version: st
     return FunctionJudge(fn, name=name, batch=_batch_flag(name, batch), version=version)
 
 
-class FunctionJudge(BaseJudge):
+class FunctionJudge(_CallsFunction, BaseJudge):
     """A judge made from a function; see :func:`judge`."""
 
     description = "a function of the user's"
@@ -430,20 +438,6 @@ class FunctionJudge(BaseJudge):
     def config(self) -> dict[str, Any]:
         code = None if self.version is not None else fingerprint(self.fn, stage=self.name).digest
         return {"code": code, "batch": self.batch}
-
-    @property
-    def has_async(self) -> bool:
-        return self._is_async
-
-    def _call(self, *args: Any) -> Any:
-        if self._is_async:
-            return run_sync(lambda: self.fn(*args))
-        return self.fn(*args)
-
-    async def _acall(self, *args: Any) -> Any:
-        if self._is_async:
-            return await self.fn(*args)
-        return await asyncio.to_thread(self.fn, *args)
 
     def grade(self, items: Sequence[JudgeItem], *, scale: tuple[int, int] = DEFAULT_SCALE) -> list[JudgeGrade]:
         scale, items = check_scale(scale), list(items)
