@@ -8,7 +8,10 @@ the conventions (:mod:`.conventions`), the grade matrix (:mod:`._grades`), and t
 # imported here, before any module of the package is used, so parse_metric(..., dialect=) always finds them
 from . import dialects as dialects
 from . import trec_eval_measures as trec_eval_measures
+from .catalogue import direction, higher_is_better, register_parser
 from .conventions import PRESETS, Conventions
 from .grammar import Metric, parse_metric, parse_metrics
 
-__all__ = ["PRESETS", "Conventions", "Metric", "parse_metric", "parse_metrics"]
+register_parser(parse_metric)  # the catalogue reads names through the grammar, which imports it
+
+__all__ = ["PRESETS", "Conventions", "Metric", "direction", "higher_is_better", "parse_metric", "parse_metrics"]

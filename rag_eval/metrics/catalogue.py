@@ -6,7 +6,11 @@ vocabulary the grammar checks names against.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InputError
 
 
 @dataclass(frozen=True)
@@ -20,10 +24,15 @@ class Family:
     aggregate: str = "mean"  # over queries: "mean", "sum" (the counts), "geometric" (gm_map), "none" (relstring)
     kind: str = "number"  # per-query value: "number" (float64) or "text" (relstring, runid)
     citation: str | None = None  # where the definition comes from
+    # which way is better: "higher", "lower" (unjudged, a residual, a loss share, seconds) or "none" (a count of
+    # the input, a text): what every comparison, gate and diff reads (higher_is_better)
+    direction: str = "higher"
 
     def __post_init__(self) -> None:
         if self.summed and self.aggregate == "mean":
             object.__setattr__(self, "aggregate", "sum")
+        if self.direction not in ("higher", "lower", "none"):
+            raise ValueError(f"direction of {self.name}: 'higher', 'lower' or 'none', not {self.direction!r}")
 
 
 _REL = frozenset({"rel"})
@@ -72,9 +81,23 @@ FAMILIES: dict[str, Family] = {
             None,
         ),
         Family("recall_ceiling", "min(k, R) / R: the most recall@k can be", "required", _REL, None),
-        Family("num_rel", "R: judged relevant documents of the query", "none", _REL, "num_rel", summed=True),
         Family(
-            "num_ret", "results returned (after any -M cut and condensing)", "none", frozenset(), "num_ret", summed=True
+            "num_rel",
+            "R: judged relevant documents of the query",
+            "none",
+            _REL,
+            "num_rel",
+            summed=True,
+            direction="none",
+        ),
+        Family(
+            "num_ret",
+            "results returned (after any -M cut and condensing)",
+            "none",
+            frozenset(),
+            "num_ret",
+            summed=True,
+            direction="none",
         ),
         Family("num_rel_ret", "relevant results returned", "none", _REL, "num_rel_ret", summed=True),
         # --- the rest of trec_eval's -m all_trec (trec_eval 10.0, m_*.c); kernels in kernels_*.py ---
@@ -191,6 +214,7 @@ FAMILIES: dict[str, Family] = {
             _REL,
             "num_nonrel_judged_ret",
             summed=True,
+            direction="lower",
         ),
         Family(
             "rbp",
@@ -211,6 +235,7 @@ FAMILIES: dict[str, Family] = {
             frozenset({"p"}),
             "rbp_resid",
             citation="Moffat & Zobel, TOIS 27(1), 2008",
+            direction="lower",
         ),
         Family(
             "unjudged",
@@ -219,6 +244,7 @@ FAMILIES: dict[str, Family] = {
             "required",
             frozenset(),
             "unj",
+            direction="lower",
         ),
         Family(
             "relstring",
@@ -229,6 +255,7 @@ FAMILIES: dict[str, Family] = {
             "relstring",
             aggregate="none",
             kind="text",
+            direction="none",
         ),
         Family(
             "num_q",
@@ -237,6 +264,7 @@ FAMILIES: dict[str, Family] = {
             frozenset(),
             "num_q",
             summed=True,
+            direction="none",
         ),
         Family(
             "runid",
@@ -246,6 +274,7 @@ FAMILIES: dict[str, Family] = {
             "runid",
             aggregate="none",
             kind="text",
+            direction="none",
         ),
         # --- beyond trec_eval ---
         Family(
@@ -267,6 +296,87 @@ FAMILIES: dict[str, Family] = {
         ),
     )
 }
+
+# Quantities the reports add beyond the grammar's families (rag_eval.reports.stage_aware and the pipeline report's
+# latency table), with their direction: not metric names the engine computes, but names a report, a diff or a gate
+# may compare.
+REPORTED: dict[str, Family] = {
+    f.name: f
+    for f in (
+        Family(
+            "rerank_gain",
+            "@budget: a reranker's recall@budget minus that of its candidates in the previous stage's order",
+            "none",
+            frozenset(),
+            None,
+        ),
+        Family(
+            "cand_ndcg",
+            "@budget: a reranker's nDCG@budget over the best its candidates allow",
+            "none",
+            frozenset(),
+            None,
+        ),
+        *(
+            Family(
+                f"loss.{fate}",
+                f"share of a query's relevant items whose fate is {fate.replace('_', ' ')}",
+                "none",
+                frozenset(),
+                None,
+                direction="higher" if fate == "delivered" else "lower",
+            )
+            for fate in ("never_retrieved", "below_depth", "reranked_out", "failed", "delivered")
+        ),
+        *(
+            Family(
+                f"latency{part}", "seconds per query computed, by stage", "none", frozenset(), None, direction="lower"
+            )
+            for part in ("", ".p50", ".p95")
+        ),
+    )
+}
+
+
+_PARSER: Callable[[str], Any] | None = None  # the grammar's parse_metric (it imports this module: registered)
+
+
+def register_parser(parse: Callable[[str], Any]) -> None:
+    """Called by :mod:`rag_eval.metrics` with the grammar's ``parse_metric``, which imports this module."""
+    global _PARSER
+    _PARSER = parse
+
+
+def direction(name: str) -> str:
+    """``"higher"``, ``"lower"`` or ``"none"``: which way ``name`` is better (a metric name the grammar accepts, or a
+    quantity a report adds: ``loss.never_retrieved``, ``rerank_gain@budget``, ``recall@depth``, ``latency.p95``).
+    An unknown name is an InputError; see :func:`higher_is_better`."""
+    if not isinstance(name, str):
+        name = str(name)  # a parsed Metric
+    text = name.strip()
+    key = text.lower()
+    if key in REPORTED:
+        return REPORTED[key].direction
+    base, at, cut = key.rpartition("@")
+    if at and cut in ("budget", "depth"):
+        if base in REPORTED:
+            return REPORTED[base].direction
+        text = f"{text[: len(base)]}@1"  # recall@budget measures as recall@k does
+    if _PARSER is None:  # pragma: no cover - rag_eval.metrics registers it on import
+        raise RuntimeError("import rag_eval.metrics before asking a metric's direction")
+    return FAMILIES[_PARSER(text).family].direction
+
+
+def higher_is_better(name: str) -> bool:
+    """True when a higher value of metric ``name`` is better, False when lower is (``unjudged``, ``rbp_resid``,
+    ``num_nonrel_judged_ret``, ``loss.*`` but ``loss.delivered``, latency). Read from the family's ``direction``
+    (:data:`FAMILIES`, :data:`REPORTED`); an unknown name, or one with no better side (``num_ret``, ``num_rel``,
+    ``num_q``, ``relstring``, ``runid``), is an InputError."""
+    way = direction(name)
+    if way == "none":
+        raise InputError(f"{name!r} has no better side (a count of the input or a text): it is not compared as a score")
+    return way == "higher"
+
 
 # Names accepted for a family, lower case (trec_eval's, ir_measures', and common spellings).
 ALIASES: dict[str, str] = {
