@@ -24,6 +24,7 @@ __all__ = [
     "InputError",
     "JudgedDocsNotInCorpus",
     "LowAgreement",
+    "LowJoinMatch",
     "LowJudgedShare",
     "LowQueryOverlap",
     "NearMissIds",
@@ -153,6 +154,12 @@ class LowAgreement(RagEvalWarning):
     ranking under its qrels differs from the ranking under human qrels (Kendall's tau below 0.9 with five or more
     systems, or a pair of systems whose order or significance differs with fewer). See
     :mod:`rag_eval.ground_truth.agreement`."""
+
+
+class LowJoinMatch(RagEvalWarning):
+    """A join of two inputs (a run's doc ids and a corpus, a pool and a judgement log, one result folder's
+    pipelines and another's) that matched few of its keys: how many matched of how many, said once per join
+    (:func:`rag_eval.data._joins.join`). Nothing matched, where the output would be empty, is an InputError."""
 
 
 class LowJudgedShare(RagEvalWarning):

@@ -344,66 +344,111 @@ class _Diff:
     where: str
     regressed: list[dict[str, Any]]
     improved: list[dict[str, Any]]
+    pairing: list[str] = field(default_factory=list)  # how blocks were paired where names differ, what is alone
+    better: str = "higher"  # the direction of ``metric`` (the per-query tables)
+
+
+def _direction(metric: str) -> str:
+    """``"higher"``, ``"lower"`` or ``"none"`` (a count of the input, a text, or a name the catalogue lacks)."""
+    from ..metrics import direction
+
+    try:
+        return direction(metric)
+    except (InputError, ValueError, KeyError):
+        return "none"
+
+
+def _diff_row(pair: Any, metric: str, x: Any, y: Any) -> dict[str, Any]:
+    """One row of the per-stage diff: the means over the queries both sides counted (neither NaN), the paired
+    difference with a 95% bootstrap interval (seed 0), wins and losses by the metric's direction, and the queries
+    on one side only."""
+    from .statistics import paired_bootstrap_ci
+
+    only_a = int((~x.index.isin(y.index)).sum())
+    only_b = int((~y.index.isin(x.index)).sum())
+    both = x.to_frame("a").join(y.to_frame("b"), how="inner").dropna()
+    d = (both["b"] - both["a"]).to_numpy()
+    low, high = paired_bootstrap_ci(d, resamples=1000, confidence=0.95, seed=0)
+    better = _direction(metric)
+    sign = {"higher": 1.0, "lower": -1.0}.get(better)
+    run, stage = pair.label()
+    row: dict[str, Any] = {
+        "run": run,
+        "stage": stage,
+        "metric": metric,
+        "better": {"higher": "higher", "lower": "lower"}.get(better, "neither"),  # shown: "higher is better"
+        "a": _shown(np.mean(both["a"]) if len(both) else None),
+        "b": _shown(np.mean(both["b"]) if len(both) else None),
+        "diff": _num(np.mean(d)) if len(d) else None,
+        "shown": f"{np.mean(d):+.3f} [{low:+.3f}, {high:+.3f}]" if len(d) else "n/a",
+        "ties": int((d == 0).sum()),
+        "n": len(d),
+        "only_a": only_a,
+        "only_b": only_b,
+    }
+    if sign is None:  # no better side: changes are counted, not called wins or losses
+        row.update(wins="—", losses="—", verdict="not ranked (no better side)", tone="neutral")
+        return row
+    gain = d * sign
+    row.update(wins=int((gain > 0).sum()), losses=int((gain < 0).sum()))
+    if not len(d) or math.isnan(low) or math.isnan(high):
+        row.update(verdict="no paired query" if not len(d) else "unclear", tone="neutral")
+    elif min(low * sign, high * sign) > 0:  # the interval of the gain (by direction) above 0
+        row.update(verdict="better", tone="better")
+    elif max(low * sign, high * sign) < 0:
+        row.update(verdict="worse", tone="worse")
+    else:
+        row.update(verdict="no clear change", tone="neutral")
+    return row
 
 
 def _diff(a: HtmlSide, b: HtmlSide) -> _Diff:
-    """What changed from ``a`` (the baseline) to ``b``: per run, stage and metric, the means, their paired
-    difference with a 95% bootstrap interval (queries resampled, seed 0) and the queries won, tied and lost; per
-    query, the final stage's main metric, the queries that got worse and those that got better."""
+    """What changed from ``a`` (the baseline) to ``b``: per paired block (run and stage, paired by name, else by
+    role and position: :mod:`rag_eval.reports._stage_pairs`) and metric, the means, their paired difference with a
+    95% bootstrap interval (queries resampled, seed 0), the queries won, tied and lost by the metric's direction
+    and those on one side only; per query, the final stage's main metric, the queries that got worse and those
+    that got better."""
+    from ._stage_pairs import delivered_metric, pair_blocks
     from .result_folder import comparable
-    from .statistics import paired_bootstrap_ci
 
     notes = comparable(a.report, b.report)
+    pairing = pair_blocks(a.report, b.report, names=(a.name, b.name))
     rows: list[dict[str, Any]] = []
-    la = {(run, stage): main for run, stage, main in _lists(a)}
-    final: tuple[str, str | None, str] | None = None
-    for run, stage, main in _lists(b):
-        if (run, stage) not in la:
-            continue
-        final = (run, stage, main)
-        va, vb = a.report, b.report
-        for metric in vb._block(run, stage).metrics:
-            if metric not in va._block(run, stage).metrics:
+    va, vb = a.report, b.report
+    final: tuple[Any, str] | None = None
+    for pair in pairing.pairs:
+        (ra, sa), (rb, sb) = pair.a, pair.b
+        mine = va._block(ra, sa).metrics
+        for metric in vb._block(rb, sb).metrics:
+            if metric not in mine or (pair.delivered_only and not delivered_metric(metric)):
                 continue
-            x = va.values(run, metric, stage)
-            y = vb.values(run, metric, stage)
-            both = x.to_frame("a").join(y.to_frame("b"), how="inner").dropna()
-            d = (both["b"] - both["a"]).to_numpy()
-            low, high = paired_bootstrap_ci(d, resamples=1000, confidence=0.95, seed=0)
-            rows.append(
-                {
-                    "run": run,
-                    "stage": stage or "",
-                    "metric": metric,
-                    "a": _shown(np.mean(both["a"]) if len(both) else None),
-                    "b": _shown(np.mean(both["b"]) if len(both) else None),
-                    "diff": _num(np.mean(d)) if len(d) else None,
-                    "shown": f"{np.mean(d):+.3f} [{low:+.3f}, {high:+.3f}]" if len(d) else "n/a",
-                    "wins": int((d > 0).sum()),
-                    "ties": int((d == 0).sum()),
-                    "losses": int((d < 0).sum()),
-                    "n": len(d),
-                }
-            )
+            rows.append(_diff_row(pair, metric, va.values(ra, metric, sa), vb.values(rb, metric, sb)))
+        if not pair.delivered_only:
+            main = next((m for m in _MAIN if m in mine and m in vb._block(rb, sb).metrics), "")
+            if main:
+                final = (pair, main)
     regressed: list[dict[str, Any]] = []
     improved: list[dict[str, Any]] = []
-    metric, where = "", ""
+    metric, where, better = "", "", "higher"
     if final is not None:
-        run, stage, metric = final
-        where = run if stage is None else f"{run} / {stage}"
-        x = a.report.values(run, metric, stage)
-        y = b.report.values(run, metric, stage)
+        pair, metric = final
+        run, stage = pair.label()
+        where = run if not stage else f"{run} / {stage}"
+        better = _direction(metric)
+        sign = -1.0 if better == "lower" else 1.0
+        x = va.values(pair.a[0], metric, pair.a[1])
+        y = vb.values(pair.b[0], metric, pair.b[1])
         both = x.to_frame("a").join(y.to_frame("b"), how="inner").dropna()
         both["d"] = both["b"] - both["a"]
+        both["gain"] = both["d"] * sign
         texts = {**a.queries, **b.queries}
-        for q, r in both.sort_values(["d", "a"], kind="stable").iterrows():
-            row = {"id": str(q), "text": texts.get(str(q), ""), "a": r["a"], "b": r["b"], "d": r["d"]}
-            if r["d"] < 0:
-                regressed.append(row)
-        for q, r in both.sort_values("d", ascending=False, kind="stable").iterrows():
-            if r["d"] > 0:
+        for q, r in both.sort_values(["gain", "a"], kind="stable").iterrows():
+            if r["gain"] < 0:
+                regressed.append({"id": str(q), "text": texts.get(str(q), ""), "a": r["a"], "b": r["b"], "d": r["d"]})
+        for q, r in both.sort_values("gain", ascending=False, kind="stable").iterrows():
+            if r["gain"] > 0:
                 improved.append({"id": str(q), "text": texts.get(str(q), ""), "a": r["a"], "b": r["b"], "d": r["d"]})
-    return _Diff(a.name, b.name, notes, rows, metric, where, regressed, improved)
+    return _Diff(a.name, b.name, notes, rows, metric, where, regressed, improved, pairing.notes, better)
 
 
 # ----- plots (inline SVG) --------------------------------------------------------------------------------------
