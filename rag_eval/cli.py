@@ -479,8 +479,10 @@ def _gate_parser(commands: Any) -> None:
         description="Compare a candidate with a baseline (result folders or saved reports; or run a candidate "
         "pipeline, --pipeline NAME --beir FOLDER, at the baseline's depth and budget), rule by rule: pass when "
         "the interval of (candidate - baseline) at the corrected level lies above -MAXDROP, regression when it lies "
-        "below, inconclusive otherwise (with the minimum detectable difference and the queries needed). Refuses "
-        "reports computed on different qrels, queries, corpus, conventions or budget unless --allow-different. "
+        "below, inconclusive otherwise (with the minimum detectable difference and the queries needed; and below "
+        "the test's minimum n: t 2, randomization 6, bootstrap and wilcoxon 10). Where lower is better (loss.*, "
+        "unjudged) a rise is the regression. Refuses reports computed on different qrels, queries, corpus, "
+        "conventions or budget, or a side lacking queries the other measured, unless --allow-different. "
         "Exit status: 0 pass, 1 regression, 2 bad input or not comparable, 3 inconclusive (unless --inconclusive "
         "pass). See docs/gate.md.",
     )
@@ -523,10 +525,11 @@ def _gate_parser(commands: Any) -> None:
         nargs="+",
         action="extend",
         default=[],
-        choices=["qrels", "queries", "corpus", "conventions", "budget", "hashes"],
+        choices=["qrels", "queries", "corpus", "conventions", "budget", "hashes", "unpaired"],
         metavar="WHAT",
         help="compare all the same reports whose WHAT differs (qrels, queries, corpus, conventions, budget; hashes: "
-        "a report without them); each override is printed",
+        "a report without them; unpaired: queries measured on one side only, left out and counted); each override "
+        "is printed",
     )
     _shared(gate, "seed")
 

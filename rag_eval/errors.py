@@ -14,6 +14,7 @@ __all__ = [
     "AmbiguousAnswer",
     "CappedResults",
     "DamagedShard",
+    "DegenerateInterval",
     "DuplicateJudgement",
     "DuplicateResult",
     "FailingJudge",
@@ -82,6 +83,11 @@ class IdsConverted(RagEvalWarning):
 
 class NearMissIds(RagEvalWarning):
     """Run and qrels ids that differ only by whitespace or leading zeros: kept distinct, so they do not match."""
+
+
+class DegenerateInterval(RagEvalWarning):
+    """An interval of zero width from a sample (every paired difference the same, every human value alike): no
+    spread among the queries measured, not certainty; the verdict says so (docs/gate.md, "Minimum n")."""
 
 
 class DuplicateJudgement(RagEvalWarning):

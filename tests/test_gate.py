@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -24,10 +25,12 @@ from scipy import stats
 
 import rag_eval
 from rag_eval.cli import main
+from rag_eval.errors import DegenerateInterval
 from rag_eval.reports.gate import NotComparable, Rule, gate
 from rag_eval.reports.power_analysis import t_minimum_detectable_difference, t_queries_needed
 from rag_eval.reports.result_folder import comparable, differences
 from rag_eval.reports.statistics import (
+    UnpairedQueries,
     bootstrap_test,
     paired_bootstrap_ci,
     randomization_interval,
@@ -154,7 +157,8 @@ def test_the_randomization_interval_inverts_the_randomization_test():
     base, few = _pair([5] * 5, [1] * 5)
     r = gate(base, few, ["P@10:0.01"]).rules[0]
     assert r.difference == pytest.approx(-0.4) and r.verdict == "inconclusive" and r.p_value == pytest.approx(2 / 32)
-    assert "-inf" in gate(base, few, ["P@10:0.01"]).to_text()
+    # below the randomization test's minimum n (6) no interval is shown: inconclusive, saying why (issue 27)
+    assert "no interval (n 5 is below randomization, min n 6)" in gate(base, few, ["P@10:0.01"]).to_text()
 
 
 def test_the_bootstrap_test_is_the_inversion_of_its_interval():
@@ -208,8 +212,9 @@ def test_refuses_what_is_not_comparable_and_prints_the_override():
     message = str(caught.value)
     assert message.startswith("baseline and candidate are not comparable: qrels: sha256:")
     assert "in baseline" in message and "in candidate" in message and "--allow-different qrels" in message
-    result = gate(base, other_qrels, ["P@10:0.05"], allow={"qrels"})
-    assert result.verdict == "pass" and len(result.overrides) == 1
+    with pytest.warns(DegenerateInterval, match="30 queries, each"):  # the same values: zero width (issue 27)
+        result = gate(base, other_qrels, ["P@10:0.05"], allow={"qrels"})
+    assert result.verdict == "pass" and len(result.overrides) == 1 and result.rules[0].degenerate
     assert "OVERRIDE (allowed to differ): qrels: sha256:" in result.to_text()
     assert "**Override** (allowed to differ): qrels" in result.to_markdown()
 
@@ -219,8 +224,13 @@ def test_refuses_what_is_not_comparable_and_prints_the_override():
     found = differences(base, fewer, names=("main", "branch"))
     assert [what for what, _ in found] == ["qrels", "queries"] and found[1][1].endswith(" in branch")
     assert comparable(base, fewer) == [line.replace("main", "a").replace("branch", "b") for _, line in found]
-    result = gate(base, fewer, ["P@10:0.05"], allow={"qrels", "queries"})
-    assert result.rules[0].n == 29 and result.rules[0].n_unpaired == 1
+    # the query sets may differ, but a query only one side measured is refused unless allowed too (issue 27)
+    with pytest.raises(UnpairedQueries, match=r"1 only in the baseline \(q29\); 29 measured on both"):
+        gate(base, fewer, ["P@10:0.05"], allow={"qrels", "queries"})
+    with pytest.warns(DegenerateInterval):
+        result = gate(base, fewer, ["P@10:0.05"], allow={"qrels", "queries", "unpaired"})
+    assert result.rules[0].n == 29 and result.rules[0].n_unpaired == 1 and result.rules[0].only_baseline == ("q29",)
+    assert "left out: 1 only in the baseline (q29)" in result.to_text()
 
     trec = _report(dict(zip(ids, BASE30, strict=True)), conventions="trec_eval")
     with pytest.raises(NotComparable, match=r"conventions differ in .*gain"):
@@ -258,7 +268,8 @@ def _reverse5(query, hits):
 def test_stage_aware_rules_and_a_different_budget():
     base, _ = _tiny_pipeline_report(_keep)
     worse, _ = _tiny_pipeline_report(_reverse5)
-    result = gate(base, worse, ["ndcg@budget:0.01", "recall@depth:0.01"], test="t")
+    with pytest.warns(DegenerateInterval, match="recall@depth"):  # the reranker leaves recall@depth as it was
+        result = gate(base, worse, ["ndcg@budget:0.01", "recall@depth:0.01"], test="t")
     ndcg, recall = result.rules
     assert ndcg.candidate_system == "p/rerank" and recall.candidate_system == "p/overlap"  # the last that has it
     assert ndcg.difference < 0 and recall.difference == 0 and recall.verdict == "pass"
@@ -361,9 +372,12 @@ def test_exit_codes_through_the_cli(tmp_path, capsys):
     assert main(["gate", b, bf, *common]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rag-eval: error: baseline and candidate are not comparable: qrels:") and err.count("\n") == 1
-    assert main(["gate", b, f, *common, "--allow-different", "qrels", "queries"]) == 3  # the 6 queries in common
+    # 24 queries only in the baseline: refused (2) unless --allow-different unpaired too (issue 27)
+    assert main(["gate", b, f, *common, "--allow-different", "qrels", "queries"]) == 2
+    assert "24 only in the baseline (q06, q07, q08, q09, q10, and 19 more)" in capsys.readouterr().err
+    assert main(["gate", b, f, *common, "--allow-different", "qrels", "queries", "unpaired"]) == 3  # the 6 in common
     out = capsys.readouterr().out
-    assert "OVERRIDE (allowed to differ): qrels" in out and "n 6" in out
+    assert "OVERRIDE (allowed to differ): qrels" in out and "n 6 paired; left out: 24 only in the baseline" in out
     assert main(["gate", b, s, "--metric", "P@10"]) == 2
     assert "--metric needs --max-drop" in capsys.readouterr().err
     assert main(["gate", b, s, "--metric", "P@10", "--max-drop", "-0.1"]) == 2
@@ -496,6 +510,7 @@ def scifact_folders(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("always::rag_eval.errors.DegenerateInterval")  # the CLI prints it on stderr
 def test_scifact_gate_passes_the_same_fails_a_reversed_top5_and_is_inconclusive_on_20_queries(
     scifact_folders, tmp_path, capsys
 ):
@@ -504,8 +519,9 @@ def test_scifact_gate_passes_the_same_fails_a_reversed_top5_and_is_inconclusive_
     rule = ["--metric", "ndcg@budget", "--max-drop", "0.01"]
     junit = tmp_path / "junit.xml"
     assert main(["gate", f["baseline"], f["identical"], *rule, "--junit", str(junit)]) == 0
-    out = capsys.readouterr().out
-    assert "PASS" in out and "difference +0.0000" in out and "n 300" in out
+    out, err = capsys.readouterr()
+    assert "PASS" in out and "difference +0.0000" in out and "n 300 paired" in out
+    assert "zero width" in out and "rag-eval: warning: gate, 1 of 1 rules" in err  # identical: announced
     schema.validate(str(junit))
 
     assert main(["gate", f["baseline"], f["reversed"], *rule, "--junit", str(junit)]) == 1
@@ -569,10 +585,12 @@ def test_a_baseline_folder_and_a_pipeline_to_run(tmp_path, capsys, monkeypatch):
     rule = ["-m", "ndcg@budget", "--max-drop", "0.01", "--test", "t"]
     same = tmp_path / "same"
     args = ["gate", str(base), "--pipeline", "gate_candidates:keep", "--beir", beir, "-o", str(same), *rule]
-    assert main(args) == 0
+    with warnings.catch_warnings():  # the same pipeline again: every difference 0, announced (issue 27)
+        warnings.simplefilter("always", DegenerateInterval)  # the CLI prints it on stderr
+        assert main(args) == 0
     out, err = capsys.readouterr()
     assert "running the candidate gate_candidates:keep at the baseline's depth 8 and budget(3)" in err
-    assert "PASS" in out.upper()
+    assert "PASS" in out.upper() and "zero width" in out and "rag-eval: warning: gate, 1 of 1 rules" in err
     worse = tmp_path / "worse"
     args = ["gate", str(base), "--pipeline", "gate_candidates:reverse", "--beir", beir, "-o", str(worse), *rule]
     code = main(args)

@@ -16,6 +16,15 @@ resample's two geometric means), and the test, the effect size and the wins/ties
 values' logs (a paired test of the mean log difference is a test of the ratio of geometric means); the card's
 comparison lists them under ``geometric``. Text metrics (relstring, runid) are not in the float tables, so never
 compared.
+
+What each row rests on: queries are paired by :func:`rag_eval.reports.statistics.pair` (the pairing the gate uses);
+``only_system`` and ``only_baseline`` count the queries one side measured and the other did not (left out, some
+named in :attr:`Comparison.notes`, which ``str()`` and the Markdown print). The interval is the paired bootstrap's,
+``min n`` 10 (:data:`~rag_eval.reports.statistics.MIN_N`): below it ``ci_low``/``ci_high`` are NaN; an interval of
+zero width (every difference the same) is announced (:class:`~rag_eval.errors.DegenerateInterval`) and noted.
+``wins`` and ``losses`` read the metric's direction (:func:`rag_eval.metrics.direction`): where lower is better
+(``loss.*``, ``unjudged``) a drop is a win; for a metric with no better side (``num_ret``) they count rises and
+drops, and ``W/T/L`` is not shown.
 """
 
 from __future__ import annotations
@@ -33,7 +42,18 @@ from ._systems import resolve_system, with_systems
 from .card import MetricCard
 from .power_analysis import t_minimum_detectable_difference
 from .report import Report, is_geometric_metric
-from .statistics import CORRECTIONS, TESTS, correct, effect_size, p_value, paired_bootstrap_ci
+from .statistics import (
+    CORRECTIONS,
+    MIN_N,
+    TESTS,
+    all_equal,
+    correct,
+    effect_size,
+    p_value,
+    pair,
+    paired_bootstrap_ci,
+    warn_degenerate,
+)
 from .summary import MIN_GEO_MEAN, bootstrap_means, summarize_geometric, summarize_values
 
 if TYPE_CHECKING:
@@ -60,7 +80,12 @@ PAIR_COLUMNS = [
     "wins",
     "ties",
     "losses",
+    "only_system",  # queries the system measured and the baseline did not (left out; in n_unpaired)
+    "only_baseline",
+    "direction",  # "higher", "lower" or "none" (rag_eval.metrics.direction): what wins and losses read
+    "degenerate",  # every paired difference the same: a zero-width interval, not certainty
 ]
+INTERVAL = "bootstrap"  # the method of every pair's interval (its minimum n: statistics.MIN_N)
 MDD_POWER = 0.8  # the power of the minimum detectable difference the card states
 SYSTEM_COLUMNS = ["system", "metric", "mean", "std", "median", "ci_low", "ci_high", "n", "n_nan"]
 
@@ -74,6 +99,9 @@ class Comparison:
     table: pd.DataFrame
     systems: pd.DataFrame
     card: MetricCard  # the first report's card, with ``comparison`` filled in
+    #: what the rows rest on, beyond the table: queries left out (some named), rows below the interval's minimum n,
+    #: zero-width intervals, metrics where lower is better
+    notes: tuple[str, ...] = ()
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -87,7 +115,8 @@ class Comparison:
     def _shown(self) -> pd.DataFrame:
         frame = self.table.copy()
         marked = np.where(frame["rejected"], "*", "")
-        out = frame[["system", "metric", "n", "n_nan", "mean", "baseline_mean", "diff"]].copy()
+        out = frame[["system", "metric", "n", "n_nan", "n_unpaired", "mean", "baseline_mean", "diff"]].copy()
+        out = out.rename(columns={"n_unpaired": "unpaired"})
         out["95% CI"] = [f"[{lo:+.4f}, {hi:+.4f}]" for lo, hi in zip(frame["ci_low"], frame["ci_high"], strict=True)]
         out["p"] = [_p(v) for v in frame["p_value"]]
         out[f"p ({self.settings['correction']})"] = [
@@ -95,7 +124,8 @@ class Comparison:
         ]
         out["d_z"] = frame["effect_size"]
         out["W/T/L"] = [
-            f"{w}/{t}/{lost}" for w, t, lost in zip(frame["wins"], frame["ties"], frame["losses"], strict=True)
+            f"{w}/{t}/{lost}" if way != "none" else "-"
+            for w, t, lost, way in zip(frame["wins"], frame["ties"], frame["losses"], frame["direction"], strict=True)
         ]
         if "conclusion" in frame.columns:
             out[f"margin {self.settings['margin']:g}"] = frame["conclusion"]
@@ -104,11 +134,13 @@ class Comparison:
     def _heading(self) -> str:
         return (
             f"against {self.settings['baseline']!r}: {self.settings['test']} test, "
-            f"{self.settings['correction']} correction, * = significant at alpha {self.alpha}"
+            f"{self.settings['correction']} correction, * = significant at alpha {self.alpha}; "
+            f"intervals: paired {INTERVAL}, min n {MIN_N[INTERVAL]}"
         )
 
     def __str__(self) -> str:
-        return self._heading() + "\n" + self._shown().to_string(index=False, float_format=lambda v: f"{v:.4f}")
+        table = self._shown().to_string(index=False, float_format=lambda v: f"{v:.4f}")
+        return self._heading() + "\n" + table + "".join(f"\n{note}" for note in self.notes)
 
     def __repr__(self) -> str:
         s = self.settings
@@ -132,6 +164,7 @@ class Comparison:
         return (
             markdown_table(self._shown())
             + f"\n\\* significant at alpha {self.alpha} after {markdown_cell(self.settings['correction'])} correction\n"
+            + "".join(f"\n{markdown_cell(note)}\n" for note in self.notes)
         )
 
     def to_latex(self) -> str:
@@ -262,7 +295,10 @@ def compare(
                 [s, m] + [stats[c][0] for c in ("mean", "std", "median", "ci_low", "ci_high", "n", "n_nan")]
             )
     pair_rows = []
+    notes: list[str] = []
+    flat: list[str] = []
     spreads: list[float] = []  # the sd of each pair's differences (of the logs for a geometric metric)
+    directions = {m: _direction(m) for m in wanted}
     for s in systems:
         if s == base:
             continue
@@ -271,10 +307,11 @@ def compare(
                 continue
             a, b = _row(values, (s, m)), _row(values, (base, m))
             in_a, in_b = _row(counted, (s, m)), _row(counted, (base, m))
-            both = in_a & in_b & a.notna() & b.notna()
-            x, y = a[both].to_numpy(dtype=np.float64), b[both].to_numpy(dtype=np.float64)
-            unpaired = int((in_a ^ in_b).sum())
-            nan = int((in_a & in_b).sum()) - len(x)
+            paired = pair(a[in_a], b[in_b], allow_unpaired=True, names=(repr(s), repr(base)))  # shown, not refused
+            x, y = paired.x, paired.y
+            unpaired, nan = paired.n_unpaired, paired.n_nan
+            if unpaired:
+                notes.append(f"left out of {s} vs {base}, {m}: {paired.unpaired_text()}")
             geometric = is_geometric_metric(m)
             if geometric:
                 x, y = np.log(np.maximum(x, MIN_GEO_MEAN)), np.log(np.maximum(y, MIN_GEO_MEAN))
@@ -284,8 +321,15 @@ def compare(
                 diff = x - y
                 low, high = paired_bootstrap_ci(diff, resamples=resamples, confidence=confidence, seed=seed)
                 mean_x, mean_y = (float(x.mean()), float(y.mean())) if len(x) else (np.nan, np.nan)
+            if 0 < len(diff) < MIN_N[INTERVAL]:
+                low = high = np.nan  # below the bootstrap's minimum n: no interval
+                notes.append(f"{s} vs {base}, {m}: no interval, n {len(diff)} is below {INTERVAL}'s minimum n")
+            degenerate = len(diff) >= MIN_N[INTERVAL] and all_equal(diff)
+            if degenerate:
+                flat.append(f"{s} vs {base}, {m} ({len(diff)} queries, each {float(diff[0]):+.4f})")
             p = p_value(test, x, y, permutations=permutations, seed=seed)
             spreads.append(float(np.std(diff, ddof=1)) if len(diff) >= 2 else math.nan)
+            better = -diff if directions[m] == "lower" else diff
             pair_rows.append(
                 [
                     s,
@@ -303,11 +347,21 @@ def compare(
                     np.nan,
                     False,
                     effect_size(diff),
-                    int((diff > 0).sum()),
+                    int((better > 0).sum()),
                     int((diff == 0).sum()),
-                    int((diff < 0).sum()),
+                    int((better < 0).sum()),
+                    len(paired.only_x),
+                    len(paired.only_y),
+                    directions[m],
+                    degenerate,
                 ]
             )
+    if flat:
+        warn_degenerate(f"compare, {len(flat)} of {len(pair_rows)} pairs: {'; '.join(flat)}")
+        notes += [f"zero-width interval (every paired difference the same; not certainty): {f}" for f in flat]
+    lower = [m for m in wanted if directions[m] == "lower"]
+    if lower:
+        notes.append(f"lower is better for {', '.join(lower)}: a drop is a win")
     table = pd.DataFrame(pair_rows, columns=PAIR_COLUMNS)
     table["p_adjusted"] = correct(table["p_value"].to_numpy(), correction)
     table["rejected"] = table["p_adjusted"] < alpha
@@ -323,6 +377,9 @@ def compare(
         "alpha": alpha,
         "confidence": confidence,
         "bootstrap_resamples": resamples,
+        "interval": f"paired {INTERVAL}",
+        "interval_min_n": MIN_N[INTERVAL],
+        "directions": directions,
         "permutations": permutations if test == "randomization" else None,
         "seed": seed,
         "hypotheses": hypotheses,
@@ -334,7 +391,18 @@ def compare(
         "other_reports": [r.card.model_dump(mode="json") for r in loaded[1:]],
     }
     card = loaded[0].card.model_copy(update={"comparison": comparison})
-    return Comparison(table, pd.DataFrame(system_rows, columns=SYSTEM_COLUMNS), card)
+    return Comparison(table, pd.DataFrame(system_rows, columns=SYSTEM_COLUMNS), card, tuple(notes))
+
+
+def _direction(metric: str) -> str:
+    """Which way ``metric`` is better: "higher", "lower", or "none" (no better side, or a name the grammar does
+    not read: its wins are then not shown, never guessed)."""
+    from ..metrics.catalogue import direction
+
+    try:
+        return direction(metric)
+    except ValueError:
+        return "none"
 
 
 def _conclusion(row: Any, margin: float) -> str:

@@ -28,7 +28,16 @@ pseudo-median, which stays 0 when most queries do not change however far the mea
 
 It refuses what is not comparable (:func:`rag_eval.reports.result_folder.differences`): different qrels (SHA-256),
 query set, corpus or chunking (fingerprint), conventions or budget, each named. ``allow={"qrels", ...}`` lets a
-kind of difference through; the verdict prints each difference let through.
+kind of difference through; the verdict prints each difference let through. It refuses too when either side
+measured queries the other did not (under ``conventions="trec_eval"`` a query missing from a run is not measured):
+``allow={"unpaired"}`` gates on the queries both measured, and the verdict says how many were left out, naming some
+(:func:`rag_eval.reports.statistics.pair`, the pairing every comparison goes through).
+
+Every metric has a direction (:func:`rag_eval.metrics.higher_is_better`): for one where lower is better
+(``loss.never_retrieved``, ``unjudged@10``), ``max_drop`` bounds a rise, and the decision reads the interval's
+other bound. Below its method's minimum n (:data:`rag_eval.reports.statistics.MIN_N`: t 2, randomization 6,
+bootstrap and wilcoxon 10) a rule is inconclusive, with no interval; an interval of zero width (every paired
+difference the same) is announced (:class:`~rag_eval.errors.DegenerateInterval`) and the verdict says so.
 """
 
 from __future__ import annotations
@@ -48,7 +57,20 @@ from .hashes import FIELDS
 from .power_analysis import power as power_analysis
 from .report import Report, is_geometric_metric, is_text_metric
 from .result_folder import differences
-from .statistics import CORRECTIONS, INTERVAL_TESTS, correct, p_value, paired_interval
+from .statistics import (
+    CORRECTIONS,
+    INTERVAL_TESTS,
+    MIN_N,
+    Pairing,
+    all_equal,
+    correct,
+    method_label,
+    p_value,
+    pair,
+    paired_interval,
+    shown_ids,
+    warn_degenerate,
+)
 
 __all__ = [
     "ALLOWABLE",
@@ -66,7 +88,8 @@ __all__ = [
 ]
 
 GATE_TESTS = INTERVAL_TESTS  # randomization, t, wilcoxon, bootstrap
-ALLOWABLE = (*FIELDS, "hashes")  # what allow= may let through: a hash that differs, or a side without hashes
+# what allow= may let through: a hash that differs, a side without hashes, queries measured on one side only
+ALLOWABLE = (*FIELDS, "hashes", "unpaired")
 VERDICTS = ("pass", "regression", "inconclusive")
 EXIT_PASS, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 POWER = 0.8  # the power of the minimum detectable difference and of the queries needed
@@ -135,8 +158,10 @@ class WorseQuery:
 
 @dataclass(frozen=True)
 class RuleResult:
-    """The decision on one rule: the paired difference (candidate - baseline), its interval at ``confidence``, the
-    p-value of no difference (raw and corrected), the verdict, and the queries that got worse (worst first)."""
+    """The decision on one rule: the paired difference (candidate - baseline), its interval at ``confidence`` (NaN
+    below the test's ``min_n``), the p-value of no difference (raw and corrected), the verdict, the queries that got
+    worse (worst first: a drop, or a rise where lower is better), and the queries left out (``only_baseline``,
+    ``only_candidate``: measured on one side only, as ``allow={"unpaired"}`` let through; ``nan_ids``)."""
 
     rule: Rule
     baseline_system: str  #: the system the values were read from: a run, or run/stage
@@ -160,23 +185,75 @@ class RuleResult:
     minimum_detectable_difference: float | None  #: at n, alpha_rule, power 0.8 (paired t); None without spread
     queries_needed: int | None  #: to tell a drop of max_drop (paired t, power 0.8); None without spread
     worse: tuple[WorseQuery, ...] = ()  #: every query that got worse, the largest drop first
+    higher_is_better: bool = True  #: the metric's direction (rag_eval.metrics.higher_is_better)
+    test: str = "randomization"  #: the interval's method
+    min_n: int = 0  #: the fewest paired queries the method's interval is trusted on (statistics.MIN_N)
+    degenerate: bool = False  #: every paired difference the same: an interval of zero width, not certainty
+    only_baseline: tuple[str, ...] = ()  #: queries only the baseline measured (left out; allow={"unpaired"})
+    only_candidate: tuple[str, ...] = ()  #: queries only the candidate measured (left out)
+    nan_ids: tuple[str, ...] = ()  #: queries measured on both sides, NaN (0/0) on either (left out)
+
+    @property
+    def below_min_n(self) -> bool:
+        return self.n < self.min_n
+
+    def left_out(self) -> str:
+        """How many queries were paired and which were left out (some named): what the verdict rests on."""
+        parts = [
+            f"{len(ids)} only in the {side} ({shown_ids(ids)})"
+            for ids, side in ((self.only_baseline, "baseline"), (self.only_candidate, "candidate"))
+            if ids
+        ]
+        if self.nan_ids:
+            parts.append(f"{len(self.nan_ids)} NaN on either side ({shown_ids(self.nan_ids)})")
+        return f"n {self.n} paired" + ("; left out: " + "; ".join(parts) if parts else "; none left out")
 
     def numbers(self) -> str:
-        """One line: the difference, the means, the interval, p, n."""
+        """One line: the difference, the means, the interval (and its method's minimum n), p, the queries paired
+        and those left out."""
+        interval = (
+            f"no interval (n {self.n} is below {method_label(self.test)})"
+            if self.below_min_n
+            else f"{_percent(self.confidence)} interval [{_signed(self.ci_low)}, {_signed(self.ci_high)}] "
+            f"({method_label(self.test)}{'; zero width' if self.degenerate else ''})"
+        )
         return (
             f"difference {self.difference:+.4f} ({self.baseline_mean:.4f} -> {self.candidate_mean:.4f}), "
-            f"{_percent(self.confidence)} interval [{_signed(self.ci_low)}, {_signed(self.ci_high)}], "
-            f"p {_p(self.p_value)} (corrected {_p(self.p_adjusted)}), n {self.n}"
+            f"{interval}, p {_p(self.p_value)} (corrected {_p(self.p_adjusted)}), {self.left_out()}"
         )
 
     def reason(self) -> str:
-        """Why the verdict, in one sentence, with the threshold."""
-        threshold = f"-{self.rule.max_drop:g}"
-        if self.verdict == "pass":
-            return f"the interval's lower bound {_signed(self.ci_low)} is above {threshold}"
-        if self.verdict == "regression":
-            return f"the interval's upper bound {_signed(self.ci_high)} is below {threshold}"
-        text = f"the interval holds {threshold}: not enough queries to tell"
+        """Why the verdict, in one sentence, with the threshold (a drop, or a rise where lower is better)."""
+        text = self._reason()
+        if self.degenerate:
+            text += (
+                f"; the interval has zero width because every one of the {self.n} paired differences is "
+                f"{self.difference:+.4f}: no spread among these queries, not certainty about others"
+            )
+        if self.n_unpaired:
+            text += f"; {self.n_unpaired} queries measured on one side only were left out (allowed)"
+        return text
+
+    def _reason(self) -> str:
+        if self.below_min_n:
+            return (
+                f"{self.n} paired {'query is' if self.n == 1 else 'queries are'} below the {self.test} interval's "
+                f"minimum of {self.min_n}: not enough queries to tell"
+            )
+        if not self.higher_is_better:
+            threshold = f"+{self.rule.max_drop:g}"
+            if self.verdict == "pass":
+                return f"lower is better: the interval's upper bound {_signed(self.ci_high)} is below {threshold}"
+            if self.verdict == "regression":
+                return f"lower is better: the interval's lower bound {_signed(self.ci_low)} is above {threshold}"
+            text = f"lower is better: the interval holds {threshold}: not enough queries to tell"
+        else:
+            threshold = f"-{self.rule.max_drop:g}"
+            if self.verdict == "pass":
+                return f"the interval's lower bound {_signed(self.ci_low)} is above {threshold}"
+            if self.verdict == "regression":
+                return f"the interval's upper bound {_signed(self.ci_high)} is below {threshold}"
+            text = f"the interval holds {threshold}: not enough queries to tell"
         if self.minimum_detectable_difference is not None:
             text += f"; minimum detectable difference {self.minimum_detectable_difference:.4f} at {self.n} queries"
         if self.queries_needed is not None and self.rule.max_drop > 0:
@@ -184,7 +261,8 @@ class RuleResult:
         return text
 
     def worst(self, k: int) -> str:
-        """The ``k`` largest drops as ``query change (baseline -> candidate)``, and how many more."""
+        """The ``k`` largest drops (rises where lower is better) as ``query change (baseline -> candidate)``, and how
+        many more."""
         if not self.worse:
             return "no query got worse"
         shown = ", ".join(
@@ -239,7 +317,8 @@ class GateResult:
             level = f"bh over {m} rules, false-coverage-rate intervals: {self.alpha_rule:.4g}"
         counts = "fails" if self.inconclusive == "fail" else "passes"
         return (
-            f"{self.test} test, intervals at {_percent(1 - self.alpha_rule)} ({level}); an inconclusive rule {counts}"
+            f"{self.test} test (min n {MIN_N[self.test]}), intervals at {_percent(1 - self.alpha_rule)} ({level}); "
+            f"an inconclusive rule {counts}"
         )
 
     def _status(self) -> str:
@@ -262,6 +341,8 @@ class GateResult:
             )
             lines.append(f"{r.verdict.upper():>12}  {r.metric} [{where}], max drop {r.rule.max_drop:g}")
             lines.append(f"              {r.numbers()}")
+            if r.n_unpaired:
+                lines.append(f"              LEFT OUT (allowed, unpaired): {r.left_out()}")
             lines.append(f"              {r.reason()}")
             lines.append(f"              {r.worst(worst)}")
         return "\n".join(lines)
@@ -297,6 +378,8 @@ class GateResult:
             out.append(f"### {markdown_cell(str(r.rule))}: {r.verdict}")
             out.append("")
             out.append(markdown_cell(r.reason()) + ".")
+            out.append("")
+            out.append(markdown_cell(f"Queries: {r.left_out()}; interval: {method_label(r.test)}") + ".")
             out.append("")
             if r.worse:
                 more = len(r.worse) - worst
@@ -417,10 +500,13 @@ def gate(
     ``METRIC:STAGE:MAXDROP``. ``test``: ``randomization`` (default), ``t``, ``wilcoxon`` or ``bootstrap``.
     ``correction``: ``holm`` (default), ``bh`` or ``none`` across the rules. ``inconclusive``: ``"fail"`` (exit
     code 3) or ``"pass"``. ``allow``: kinds of difference to let through (of :data:`ALLOWABLE`: ``qrels``,
-    ``queries``, ``corpus``, ``conventions``, ``budget``, ``hashes``), each printed in the verdict.
+    ``queries``, ``corpus``, ``conventions``, ``budget``, ``hashes``; ``unpaired``: queries measured on one side
+    only, left out and counted), each printed in the verdict.
 
-    Raises :class:`NotComparable` (an InputError) naming each difference not allowed, and ValueError for bad
-    settings, an unknown metric or stage, or a rule with no paired query.
+    Raises :class:`NotComparable` (an InputError) naming each difference not allowed,
+    :class:`~rag_eval.reports.statistics.UnpairedQueries` (an InputError) when a side lacks queries the other
+    measured, and ValueError for bad settings, an unknown metric or stage, a metric with no better side
+    (``num_ret``), or a rule with no paired query.
     """
     if test not in GATE_TESTS:
         raise ValueError(f"unknown test {test!r}; choose one of {GATE_TESTS}")
@@ -457,11 +543,11 @@ def gate(
     twice = [str(r) for i, r in enumerate(parsed) if r in parsed[:i]]
     if twice:
         raise ValueError(f"rule {twice[0]} is given twice")
-    pairs = [_paired(base, cand, rule) for rule in parsed]
+    pairs = [_paired(base, cand, rule, allow_unpaired="unpaired" in allow) for rule in parsed]
     raw = np.array(
         [
-            p_value(test, x, y, permutations=permutations, seed=seed, resamples=resamples) if len(x) else np.nan
-            for _, _, _, x, y, *_ in pairs
+            p_value(test, p.x, p.y, permutations=permutations, seed=seed, resamples=resamples) if p.n else np.nan
+            for _, _, _, p in pairs
         ]
     )
     adjusted = correct(raw, correction)
@@ -476,20 +562,34 @@ def gate(
     confidence = 1 - alpha_rule
 
     results = []
-    for (rule, metric, systems, x, y, ids, nan, unpaired), p, p_adj in zip(pairs, raw, adjusted, strict=True):
+    degenerate = []
+    for (rule, metric, systems, paired), p, p_adj in zip(pairs, raw, adjusted, strict=True):
+        x, y, ids = paired.x, paired.y, [str(q) for q in paired.ids]
         diff = x - y
-        low, high = paired_interval(
-            test, diff, confidence=confidence, resamples=resamples, permutations=permutations, seed=seed
-        )
-        if low > -rule.max_drop:
-            verdict = "pass"
-        elif high < -rule.max_drop:
-            verdict = "regression"
-        else:
+        higher = _higher_is_better(metric, rule)
+        # the change in the metric's better direction: a drop where higher is better, a rise where lower is
+        better = diff if higher else -diff
+        below = len(diff) < MIN_N[test]
+        flat = not below and all_equal(diff)
+        if below:
+            low = high = math.nan  # no interval the method trusts: inconclusive
             verdict = "inconclusive"
+        else:
+            low, high = paired_interval(
+                test, diff, confidence=confidence, resamples=resamples, permutations=permutations, seed=seed
+            )
+            worst_bound, best_bound = (low, high) if higher else (-high, -low)  # of the change, better-oriented
+            if worst_bound > -rule.max_drop:
+                verdict = "pass"
+            elif best_bound < -rule.max_drop:
+                verdict = "regression"
+            else:
+                verdict = "inconclusive"
+        if flat:
+            degenerate.append(f"{rule} ({verdict}, {len(diff)} queries, each {float(diff[0]):+.4f})")
         mdd, needed = _power(diff, ids, alpha_rule, rule.max_drop)
-        order = np.lexsort((np.array(ids, dtype=object).astype(str), diff))
-        worse = tuple(WorseQuery(ids[i], float(y[i]), float(x[i])) for i in order if diff[i] < 0)
+        order = np.lexsort((np.array(ids, dtype=object).astype(str), better))
+        worse = tuple(WorseQuery(ids[i], float(y[i]), float(x[i])) for i in order if better[i] < 0)
         results.append(
             RuleResult(
                 rule=rule,
@@ -497,8 +597,8 @@ def gate(
                 candidate_system=systems[1],
                 metric=metric,
                 n=len(diff),
-                n_nan=nan,
-                n_unpaired=unpaired,
+                n_nan=paired.n_nan,
+                n_unpaired=paired.n_unpaired,
                 baseline_mean=float(y.mean()),
                 candidate_mean=float(x.mean()),
                 difference=float(diff.mean()),
@@ -508,14 +608,23 @@ def gate(
                 p_value=float(p),
                 p_adjusted=float(p_adj),
                 verdict=verdict,
-                wins=int((diff > 0).sum()),
+                wins=int((better > 0).sum()),
                 ties=int((diff == 0).sum()),
-                losses=int((diff < 0).sum()),
+                losses=int((better < 0).sum()),
                 minimum_detectable_difference=mdd,
                 queries_needed=needed,
                 worse=worse,
+                higher_is_better=higher,
+                test=test,
+                min_n=MIN_N[test],
+                degenerate=flat,
+                only_baseline=tuple(str(q) for q in paired.only_y),
+                only_candidate=tuple(str(q) for q in paired.only_x),
+                nan_ids=tuple(str(q) for q in paired.nan_ids),
             )
         )
+    if degenerate:
+        warn_degenerate(f"gate, {len(degenerate)} of {len(results)} rules: {'; '.join(degenerate)}")
     settings = {"resamples": resamples, "permutations": permutations, "seed": seed, "power": POWER}
     return GateResult(
         rules=tuple(results),
@@ -545,28 +654,42 @@ def _load(given: Report | str | os.PathLike[str], role: str) -> tuple[Report, st
 
 
 def _paired(
-    base: Report, cand: Report, rule: Rule
-) -> tuple[Rule, str, tuple[str, str], np.ndarray, np.ndarray, list[str], int, int]:
-    """The rule's paired values: (rule, metric name, (baseline system, candidate system), candidate values,
-    baseline values, query ids, NaN count, unpaired count), queries paired by id as ``compare`` pairs them."""
+    base: Report, cand: Report, rule: Rule, *, allow_unpaired: bool
+) -> tuple[Rule, str, tuple[str, str], Pairing]:
+    """The rule's paired values: (rule, metric name, (baseline system, candidate system), the pairing), queries
+    paired by id through :func:`rag_eval.reports.statistics.pair`, as ``compare`` pairs them: a side lacking queries
+    the other measured is refused unless ``allow_unpaired``."""
     b_run, b_stage, metric = _system(base, rule, "baseline")
     c_run, c_stage, c_metric = _system(cand, rule, "candidate")
     if c_metric != metric:
         raise ValueError(f"rule {rule}: the baseline measures it as {metric!r}, the candidate as {c_metric!r}")
     bv = base.values(b_run, metric, b_stage)
     cv = cand.values(c_run, metric, c_stage)
-    common = bv.index.intersection(cv.index, sort=False)
-    unpaired = len(bv) + len(cv) - 2 * len(common)
-    x, y = cv.loc[common].to_numpy(dtype=np.float64), bv.loc[common].to_numpy(dtype=np.float64)
-    keep = ~(np.isnan(x) | np.isnan(y))
-    ids = [str(q) for q, k in zip(common, keep, strict=True) if k]
-    if not ids:
-        raise ValueError(
-            f"rule {rule}: no query has a value on both sides ({len(common)} paired, {int((~keep).sum())} NaN): "
-            "nothing to decide on"
-        )
+    paired = pair(
+        cv,
+        bv,
+        allow_unpaired=allow_unpaired,
+        what=f"rule {rule}",
+        hint="allow={'unpaired'}, --allow-different unpaired, to gate on the queries both measured, each left out "
+        "counted in the verdict",
+    )
+    if not paired.n:
+        raise ValueError(f"rule {rule}: no query has a value on both sides ({paired.left_out()}): nothing to decide on")
     systems = (_name(b_run, b_stage), _name(c_run, c_stage))
-    return rule, metric, systems, x[keep], y[keep], ids, int((~keep).sum()), unpaired
+    return rule, metric, systems, paired
+
+
+def _higher_is_better(metric: str, rule: Rule) -> bool:
+    """The direction of ``metric`` (as the report names it); a metric with no better side is no rule."""
+    from ..metrics.catalogue import direction
+
+    try:
+        way = direction(metric)
+    except ValueError as exc:
+        raise ValueError(f"rule {rule}: cannot tell which way {metric} is better ({exc})") from None
+    if way == "none":
+        raise ValueError(f"rule {rule}: {metric} has no better side (a count of the input or a text): not a gate rule")
+    return way == "higher"
 
 
 def _name(run: str, stage: str | None) -> str:

@@ -7,15 +7,180 @@ the corrections against statsmodels' ``multipletests``.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..errors import DegenerateInterval, InputError
 from .summary import chunk_rows
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TESTS = ("randomization", "t", "wilcoxon")
 INTERVAL_TESTS = (*TESTS, "bootstrap")  # the tests with an interval of the mean difference: rag_eval.gate's
 CORRECTIONS = ("holm", "bh", "none")
+
+# The fewest values (paired queries; human-graded queries for a normal interval) each interval method is trusted
+# on; below it a gate's rule is inconclusive and an estimate refuses (docs/gate.md, "Minimum n"). Why each:
+# - t: 2, the fewest with a spread (n - 1 degrees of freedom); Student's interval is exact for normal differences
+#   at any n >= 2 and as wide as t(n - 1) makes it (12.7 sd / sqrt(2) at n = 2 and 95%).
+# - randomization: 6, the fewest at which any result can be significant at 0.05: the exact test's smallest p is
+#   2 / 2^n (0.0625 at n = 5); below it the inverted interval is infinite.
+# - bootstrap: 10. The percentile interval of a mean resamples n values: about sqrt((n-1)/n) z / t(n-1) as wide as
+#   Student's, so it covers about P(|t(n-1)| < z sqrt((n-1)/n)) of the time for normal differences: 90.4% at
+#   n = 10 for a nominal 95% (89.8% at 9, 86% at 5; at n = 1 it is a point).
+# - wilcoxon: 10: the gate decides on the bootstrap interval of the mean (its own exact test needs 6, as above).
+# - normal (PPI, PPI++, human-only, judge-only): 10. z with a standard error estimated from n values covers
+#   P(|t(n-1)| < z): 91.8% at n = 10 for a nominal 95% (89.3% at 6); PPI++ also tunes lam on the same n.
+MIN_N = {"t": 2, "randomization": 6, "bootstrap": 10, "wilcoxon": 10, "normal": 10}
+
+
+def min_n(method: str) -> int:
+    """The fewest values the interval of ``method`` is trusted on (:data:`MIN_N`; PPI's methods are "normal")."""
+    key = "normal" if method in ("ppi", "ppi++", "human", "judge") else method
+    if key not in MIN_N:
+        raise ValueError(f"no interval method {method!r}; choose one of {sorted(MIN_N)}")
+    return MIN_N[key]
+
+
+def method_label(method: str) -> str:
+    """``"bootstrap, min n 10"``: the method and its minimum, as every verdict shows them."""
+    return f"{method}, min n {min_n(method)}"
+
+
+def all_equal(values: np.ndarray) -> bool:
+    """Whether ``values`` (2 or more) are all the same: an interval from them has zero width, for want of spread,
+    not for certainty (:class:`~rag_eval.errors.DegenerateInterval`)."""
+    values = np.asarray(values, dtype=np.float64)
+    return len(values) >= 2 and bool(np.all(values == values[0]))
+
+
+def warn_degenerate(where: str, *, stacklevel: int = 3) -> None:
+    """Announce intervals of zero width from a sample, once: ``where`` names them (and their one value)."""
+    warnings.warn(
+        DegenerateInterval(
+            f"{where}: every value an interval was computed from is the same, so it has zero width: no spread "
+            "among these queries, not certainty about others"
+        ),
+        stacklevel=stacklevel,
+    )
+
+
+# ----- pairing: the one place every paired comparison (gate, compare, judge_assisted.compare, power) goes through
+
+
+class UnpairedQueries(InputError):
+    """A paired comparison whose two sides hold different queries, where being unpaired was not allowed."""
+
+
+SHOWN_IDS = 5  # query ids named before "and k more"
+
+
+def shown_ids(ids: np.ndarray | list[str] | tuple[str, ...], k: int = SHOWN_IDS) -> str:
+    """The first ``k`` of ``ids`` (in their order), then "and m more"."""
+    ids = [str(q) for q in list(ids[:k])] + ([] if len(ids) <= k else [f"and {len(ids) - k} more"])
+    return ", ".join(ids)
+
+
+@dataclass(frozen=True, eq=False)
+class Pairing:
+    """Two sides' per-query values paired by query id: ``x`` (the system, the candidate) and ``y`` (the baseline)
+    over ``ids``, the queries both sides measured with a value on each; left out: ``nan_ids`` (measured on both,
+    NaN on either: 0/0) and the queries measured on one side only, ``only_x`` and ``only_y``. Arrays, in the
+    baseline's order."""
+
+    ids: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    nan_ids: np.ndarray
+    only_x: np.ndarray
+    only_y: np.ndarray
+    names: tuple[str, str] = ("the candidate", "the baseline")
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    @property
+    def n_nan(self) -> int:
+        return len(self.nan_ids)
+
+    @property
+    def n_unpaired(self) -> int:
+        return len(self.only_x) + len(self.only_y)
+
+    @property
+    def diff(self) -> np.ndarray:
+        return self.x - self.y
+
+    def unpaired_text(self) -> str:
+        """ "" when both sides measured the same queries; else who lacks which (some named)."""
+        parts = [
+            f"{len(ids)} only in {name} ({shown_ids(ids)})"
+            for ids, name in ((self.only_y, self.names[1]), (self.only_x, self.names[0]))
+            if len(ids)
+        ]
+        return "; ".join(parts)
+
+    def left_out(self) -> str:
+        """What the comparison rests on, in one phrase: ``"n 18 paired; left out: 20 only in the baseline (q21,
+        ...); 2 NaN on either side (q3, q7)"``."""
+        parts = [self.unpaired_text()] if self.n_unpaired else []
+        if self.n_nan:
+            parts.append(f"{self.n_nan} NaN on either side ({shown_ids(self.nan_ids)})")
+        return f"n {self.n} paired" + ("; left out: " + "; ".join(parts) if parts else "; none left out")
+
+
+def pair(
+    x: pd.Series,
+    y: pd.Series,
+    *,
+    allow_unpaired: bool,
+    names: tuple[str, str] = ("the candidate", "the baseline"),
+    what: str = "",
+    hint: str = "",
+) -> Pairing:
+    """Pair ``x`` (the system's values, indexed by query id: every query it measured, NaN where a value is 0/0)
+    with ``y`` (the baseline's), in ``y``'s order. When either side measured a query the other did not and
+    ``allow_unpaired`` is False: :class:`UnpairedQueries` naming ``what``, who lacks how many queries (some named)
+    and ``hint`` (how to allow it). Whole-column work: no Python call per query."""
+    common = y.index.intersection(x.index, sort=False)
+    only_y = y.index.difference(x.index, sort=False)
+    only_x = x.index.difference(y.index, sort=False)
+    if (len(only_x) or len(only_y)) and not allow_unpaired:
+        draft = Pairing(
+            np.array([], dtype=object),
+            np.array([]),
+            np.array([]),
+            np.array([], dtype=object),
+            only_x.to_numpy(dtype=object),
+            only_y.to_numpy(dtype=object),
+            names,
+        )
+        lacks = "the two sides measured different queries: " + draft.unpaired_text()
+        raise UnpairedQueries(
+            (f"{what}: " if what else "")
+            + lacks
+            + f"; {len(common)} measured on both. A comparison on those alone would not see the others"
+            + (f" ({hint})" if hint else "")
+        )
+    xv = x.loc[common].to_numpy(dtype=np.float64)
+    yv = y.loc[common].to_numpy(dtype=np.float64)
+    keep = ~(np.isnan(xv) | np.isnan(yv))
+    ids = common.to_numpy(dtype=object)
+    return Pairing(
+        ids[keep],
+        xv[keep],
+        yv[keep],
+        ids[~keep],
+        only_x.to_numpy(dtype=object),
+        only_y.to_numpy(dtype=object),
+        names,
+    )
 
 
 def randomization_test(diff: np.ndarray, *, permutations: int, seed: int) -> float:
