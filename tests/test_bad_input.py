@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -407,14 +408,22 @@ def test_query_only_in_qrels(missing_run, mean, n):
         assert record.left_out == {"missing_run": ["2"]} and record.counted_as_zero == {}
 
 
-@pytest.mark.parametrize("run_id", ["01", " 1", "1 ", "001"])
-def test_query_ids_differ_by_whitespace_or_leading_zeros(run_id):
+@pytest.mark.parametrize(
+    "run_id, kind",
+    [
+        ("01", "leading zeros"),
+        (" 1", "surrounding whitespace"),
+        ("1 ", "surrounding whitespace"),
+        ("001", "leading zeros"),
+    ],
+)
+def test_query_ids_differ_by_whitespace_or_leading_zeros(run_id, kind):
     run = Run.from_scores({run_id: {"d1": 1.0}, "2": {"d3": 1.0}})
     with pytest.warns(UserWarning) as caught:
         report = evaluate(QRELS, run, ["P@1"])
     assert messages(caught) == [
-        f"run 'run': 1 query id(s) match a qrels id only after stripping whitespace or leading zeros (e.g. run "
-        f"{run_id!r} vs qrels '1'); they are different ids, so those queries score 0"
+        f"run 'run': 1 query id(s) differ from a qrels id only in {kind} (e.g. run {run_id!r} vs qrels '1'); they "
+        "are different ids, so those queries score 0"
     ]
     assert values(report, "precision@1") == {"1": 0.0, "2": 1.0}  # kept distinct: no guessing
     assert report.card.queries[0].left_out == {"run_only": [run_id]}
@@ -423,18 +432,21 @@ def test_query_ids_differ_by_whitespace_or_leading_zeros(run_id):
 def test_query_ids_differ_by_leading_zeros_in_files(tmp_path, reader):
     qrels = Qrels.from_trec(write(tmp_path, "qrels.txt", "1 0 d1 1\n"))
     run = Run.from_trec(write(tmp_path, "run.trec", "001 Q0 d1 1 0.5 t\n"))
-    with pytest.warns(UserWarning, match="only after stripping whitespace or leading zeros"):
+    with pytest.warns(UserWarning, match="differ from a qrels id only in leading zeros"):
         assert evaluate(qrels, run, ["P@1"]).mean(run.name, "P@1") == 0.0
 
 
-@pytest.mark.parametrize("run_doc, judged_doc", [("007", "7"), (" d2", "d2"), ("d2\t", "d2")])
-def test_doc_ids_differ_by_whitespace_or_leading_zeros(run_doc, judged_doc):
+@pytest.mark.parametrize(
+    "run_doc, judged_doc, kind",
+    [("007", "7", "leading zeros"), (" d2", "d2", "surrounding whitespace"), ("d2\t", "d2", "surrounding whitespace")],
+)
+def test_doc_ids_differ_by_whitespace_or_leading_zeros(run_doc, judged_doc, kind):
     qrels = {"1": {judged_doc: 1}}
     with pytest.warns(UserWarning) as caught:
         report = evaluate(qrels, Run.from_scores({"1": {run_doc: 1.0}}), ["P@1"])
     assert messages(caught) == [
-        f"run 'run': on 1 query(ies) with no judged result, doc ids match judged ones only after stripping "
-        f"whitespace or leading zeros (e.g. query '1': run {run_doc!r} vs qrels {judged_doc!r})"
+        f"run 'run': on 1 query(ies) with no judged result, doc ids differ from judged ones only in {kind} (e.g. "
+        f"query '1': run {run_doc!r} vs qrels {judged_doc!r}); they are different ids, so those results are unjudged"
     ]
     assert values(report, "precision@1") == {"1": 0.0}
 
@@ -770,8 +782,8 @@ def test_cli_error_is_one_line_and_exit_2(capsys, tmp_path, case):
             "leading-zeros",
             "1 0 d1 1\n",
             "01 Q0 d1 1 0.5 t\n",
-            "run 'run.trec': 1 query id(s) match a qrels id only after stripping whitespace or leading zeros (e.g. run "
-            "'01' vs qrels '1'); they are different ids, so those queries score 0",
+            "run 'run.trec': 1 query id(s) differ from a qrels id only in leading zeros (e.g. run '01' vs qrels '1'); "
+            "they are different ids, so those queries score 0",
         ),
     ],
 )
@@ -837,10 +849,30 @@ def test_the_bad_input_table_lists_every_test():
     import ast
 
     doc = (ROOT / "docs" / "bad-input.md").read_text(encoding="utf-8")
-    named = {
-        cell.strip().strip("`") for line in doc.splitlines() if line.startswith("| ") for cell in line.split("|")[-2:-1]
-    }
+    named: set[str] = set()
+    # issue 27's rows name tests of other files: `test_file.py::test_a`, `::test_b` (the file named last in the
+    # section)
+    elsewhere: dict[str, set[str]] = {}
+    current = ""
+    for line in doc.splitlines():
+        if line.startswith("#"):
+            current = ""
+        if not line.startswith("| "):
+            continue
+        cell = line.split("|")[-2].strip()
+        if "::" not in cell:
+            named.add(cell.strip("`"))
+            continue
+        for token in re.findall(r"`([^`]*)`", cell):
+            file, _, test = token.rpartition("::")
+            current = file or current
+            assert current, f"{cell}: name the test's file before '::{test}'"
+            elsewhere.setdefault(current, set()).add(test)
     named.discard("test")
+    for file, tests in elsewhere.items():
+        tree = ast.parse((ROOT / "tests" / file).read_text(encoding="utf-8"))
+        defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+        assert tests - defined == set(), f"rows naming no test of tests/{file}"
     here: set[str] = set()
     for path in sorted((ROOT / "tests").glob("test_bad_input*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))

@@ -77,6 +77,8 @@ class InputFile:
                 raise self.error(f"not valid JSON ({exc.msg})", number) from None
             except _DuplicateKey as exc:
                 raise self.error(f"key {exc.args[0]!r} appears twice in one object", number) from None
+            except ValueError:  # an integer of over 4300 digits (Python's limit on int from text)
+                raise self.error("a number of more than 4300 digits (out of range for every field)", number) from None
             if not isinstance(record, dict):
                 raise self.error("expected a JSON object", number)
             yield number, record

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError, LowJoinMatch
+from ..errors import InputError, LowJoinMatch, NearMissIds
+from ._near_miss import near_miss_line, near_misses
 
 __all__ = ["Join", "join", "user_stacklevel"]
 
@@ -73,6 +74,19 @@ def join(
     hit = np.isin(keys, known) if len(keys) and len(known) else np.zeros(len(keys), bool)
     missing = keys[~hit]
     result = Join(what, where, int(hit.sum()), len(keys), tuple(str(m) for m in missing[:3]))
+    if len(missing) and len(known):  # unmatched keys written like an unmatched one of the right side: said apart
+        alike = near_misses(missing.tolist(), known[~np.isin(known, keys)].tolist())
+        line = near_miss_line(
+            alike,
+            subject=what,
+            ids="of them",
+            other=f"a key of {where}",
+            left="",
+            right="",
+            consequence="they are different ids, kept distinct",
+        )
+        if line:
+            warnings.warn(line, NearMissIds, stacklevel=user_stacklevel())
     if result.total and result.matched == 0 and required:
         raise InputError(result.line() + (f": {consequence}" if consequence else "") + "; nothing to join on")
     if result.total and result.share < announce_below:

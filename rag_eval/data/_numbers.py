@@ -48,7 +48,28 @@ def grade_text(text: str) -> int | None:
     """``text`` read as a grade, or None when it is not a plain ASCII integer (``1.0`` is 1)."""
     if GRADE_TEXT.fullmatch(text) is None:
         return None
-    return int(text.partition(".")[0])
+    digits = text.partition(".")[0]
+    return int(digits) if len(digits) <= LONG_DIGITS else LongInteger(digits)
+
+
+LONG_DIGITS = 4000  # Python's int() refuses text of over 4300 digits
+
+
+class LongInteger(int):
+    """An integer written with more digits than Python reads (over :data:`LONG_DIGITS`): out of every range a field
+    has, so it stands in as +-10**40 and shows as its text, abbreviated (for the error that refuses it)."""
+
+    text: str
+
+    def __new__(cls, text: str) -> LongInteger:
+        value = super().__new__(cls, -(10**40) if text.startswith("-") else 10**40)
+        value.text = text
+        return value
+
+    def __repr__(self) -> str:
+        return f"{self.text[:20]}...{self.text[-5:]} ({len(self.text)} characters)"
+
+    __str__ = __repr__
 
 
 def is_bool(value: Any) -> bool:

@@ -18,12 +18,13 @@ import csv
 import datetime as dt
 import io
 import json
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
 
+from . import _fields as checked
+from ._fields import At
 from ._io import InputFile, binary_input, decode_input, read_raw
 
 LogFormat = Literal["csv", "tsv", "jsonl", "parquet", "otlp"]
@@ -104,7 +105,7 @@ def read_log(
 def _is_otlp(file: InputFile, first: str) -> bool:
     try:
         record = json.loads(first)
-    except json.JSONDecodeError:
+    except ValueError:  # (an integer of over 4300 digits is a ValueError of its own: json_objects names its line)
         # a whole request pretty-printed over many lines: its first line alone is not JSON
         return '"resourceSpans"' in file.data[:4096].decode("utf-8", "replace")
     return isinstance(record, dict) and "resourceSpans" in record
@@ -222,12 +223,8 @@ def _scalar(value: Any, column: str, file: InputFile, where: int | str) -> Scala
     """A kept column's value as a JSON scalar (dates and times as ISO 8601 text)."""
     if value is None or isinstance(value, (str, bool, int)):
         return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise file.error(f"column {column!r} holds {value!r}, not a finite number", _line(where))
-        return value
-    if isinstance(value, Decimal):
-        return float(value)
+    if isinstance(value, (float, Decimal)):
+        return checked.number(value, f"column {column!r}", At(file.path, _line(where), None if _line(where) else where))
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     kind = "list" if isinstance(value, (list, tuple)) else "object" if isinstance(value, dict) else type(value).__name__
@@ -272,7 +269,11 @@ def _parquet(
     def records() -> Iterator[LogRecord]:
         offset = 0
         for batch in table.to_batches(max_chunksize=1 << 16):
-            data = {name: batch.column(name).to_pylist() for name in {text, timestamp, count, *kept} if name}
+            data = {
+                name: _pylist(batch.column(name), name, offset, file)
+                for name in {text, timestamp, count, *kept}
+                if name
+            }
             for i in range(batch.num_rows):
                 row = f"row {offset + i + 1}"
                 yield LogRecord(
@@ -285,6 +286,27 @@ def _parquet(
             offset += batch.num_rows
 
     return LogTable(file, "parquet", names, records())
+
+
+def _pylist(column: Any, name: str, offset: int, file: InputFile) -> list[Any]:
+    """A Parquet column's values as Python's; a value Python cannot hold (a timestamp or date outside years 1 to
+    9999 in its time zone) is an InputError naming its row, found by halving the column (no Python call per row)."""
+    try:
+        return list(column.to_pylist())
+    except (OverflowError, ValueError) as exc:
+        low, high = 0, len(column)  # the first bad row lies in [low, high)
+        while high - low > 1:
+            middle = (low + high) // 2
+            try:
+                column.slice(low, middle - low).to_pylist()
+            except (OverflowError, ValueError):
+                high = middle
+            else:
+                low = middle
+        raise file.error(
+            f"row {offset + low + 1}: column {name!r} holds a {column.type} Python cannot hold ({exc}; "
+            "times must lie within 0001-01-01 and 9999-12-31)"
+        ) from None
 
 
 # ----- OTLP JSON trace exports ----------------------------------------------------------------------------------
@@ -329,7 +351,7 @@ def _otlp_requests(file: InputFile) -> Iterator[tuple[int | None, dict[str, Any]
     """``(line, request)``: each line's request in a file of JSON lines, or the file's one request (line None)."""
     try:
         whole = json.loads(file.text())
-    except json.JSONDecodeError:
+    except ValueError:  # JSON lines (or an integer of over 4300 digits: json_objects names its line)
         whole = None
     if isinstance(whole, dict):
         yield None, whole
@@ -387,25 +409,12 @@ def _attributes(items: Any, file: InputFile, line: int | None, where: str) -> di
         for kind in _VALUE_KINDS:
             if kind in value:
                 raw = value[kind]
-                if kind == "intValue":
-                    try:
-                        raw = int(raw)
-                    except (TypeError, ValueError):
-                        raise file.error(f"{where}: attribute {item['key']!r} has intValue {raw!r}", line) from None
+                if kind == "intValue":  # an int64, as text in OTLP JSON (a number from some exporters)
+                    raw = checked.integer(raw, f"attribute {item['key']!r}: intValue", At(file.path, line, where))
                 out[item["key"]] = raw
                 break
     return out
 
 
 def _nanos(span: Mapping[str, Any], file: InputFile, line: int | None, where: str) -> dt.datetime | None:
-    raw = span.get("startTimeUnixNano")
-    if raw is None:
-        return None
-    try:
-        nanos = int(raw)
-    except (TypeError, ValueError):
-        raise file.error(f"{where}: startTimeUnixNano {raw!r} is not an integer", line) from None
-    if nanos <= 0:
-        return None  # OTLP: 0 means unset
-    seconds, rest = divmod(nanos, 1_000_000_000)
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).replace(microsecond=rest // 1000)
+    return checked.unix_nanos(span.get("startTimeUnixNano"), "startTimeUnixNano", At(file.path, line, where))

@@ -149,8 +149,8 @@ def read_sidecar(qrels_path: str, sha256: str) -> GradedBy | None:
         raise InputError(f"cannot read: {exc.strerror or exc}", source=os.fspath(path)) from None
     try:
         record = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON ({exc.msg})", source=os.fspath(path)) from None
+    except ValueError as exc:  # (an integer of over 4300 digits too)
+        raise InputError(f"not valid JSON ({getattr(exc, 'msg', exc)})", source=os.fspath(path)) from None
     if not isinstance(record, dict):
         raise InputError("expected a JSON object (a graded-by record)", source=os.fspath(path))
     if record.get("qrels_sha256") != sha256:

@@ -397,6 +397,10 @@ def _frame_grades(column: pd.Series, name: str, where: str) -> npt.NDArray[np.in
             grade = grade_value(value)
             if isinstance(grade, str):
                 raise InputError(f"row {i}: grade {value!r} {grade}", source=where)
+            if abs(grade) >= GRADE_LIMIT:  # here, before an int beyond float's range reaches astype(float64)
+                raise InputError(
+                    f"row {i}: grade {grade} is out of range (grades must lie within +-{GRADE_LIMIT})", source=where
+                )
             out[i] = grade
         grades = out
     if len(grades):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import math
 import os
 import re
 import unicodedata
@@ -29,6 +28,8 @@ from typing import Any, Literal
 
 from .._files import write_output
 from ..errors import InputError
+from . import _fields as checked
+from ._fields import At
 from ._io import read_input
 from ._query_logs import LogFormat, Scalar, read_log
 
@@ -401,11 +402,12 @@ class QuerySet(Mapping[str, str]):
                     dropped["no text"] += 1
                     continue
                 raise file.error(f"{at}the text ({text_name!r}) is {_article(type(raw).__name__)}, not a string", line)
-            amount = _count(record.count, file, line, at)
+            place = At(file.path, line, None if line is not None else str(record.where))
+            amount = checked.count(record.count, "count", place)
             if amount == 0:
                 dropped["count 0"] += 1
                 continue
-            when = _time(record.timestamp, file, line, at)
+            when = checked.time(record.timestamp, "timestamp", place)
             if columns is not None:
                 kept = {c: record.columns.get(c) for c in columns}
             else:  # every other column of a table; no attribute of an OTLP export
@@ -484,6 +486,15 @@ class QuerySet(Mapping[str, str]):
             card = QuerySetCard.from_dict(header["card"])
         except (TypeError, ValueError) as exc:
             raise file.error(f"the card: {exc}", number) from None
+        place = At(file.path, number, "the card")
+        for name in ("records", "traffic", "sample_size", "seed"):
+            if getattr(card, name) is not None:
+                checked.count(getattr(card, name), name, place)
+        if card.date_range is not None:
+            if len(card.date_range) != 2:
+                raise place.error(f"date_range {list(card.date_range)!r} is not two times")
+            for value in card.date_range:
+                checked.iso_time(value, "date_range", place)
         texts: dict[str, str] = {}
         provenance: dict[str, QueryProvenance] = {}
         fields = {"id", "text"} | set(QueryProvenance.__dataclass_fields__)
@@ -504,10 +515,15 @@ class QuerySet(Mapping[str, str]):
             for name in ("source", "first_seen", "last_seen", "stratum"):
                 if record.get(name) is not None and not isinstance(record[name], str):
                     raise file.error(f"query {qid!r}: {name!r} must be a string or null", number)
+            place = At(file.path, number, f"query {qid!r}")
+            for name in ("first_seen", "last_seen"):
+                if record.get(name) is not None:
+                    checked.iso_time(record[name], name, place)
             try:
                 provenance[qid] = QueryProvenance(**record)
             except (TypeError, ValueError) as exc:
                 raise file.error(f"query {qid!r}: {exc}", number) from None
+            checked.integer(provenance[qid].frequency, "frequency", place, low=1, what="1 or more, within int64")
             texts[qid] = text
         return cls(texts, provenance, card)
 
@@ -563,54 +579,6 @@ def _matches(value: Scalar, values: set[Scalar]) -> bool:
 
 def _dropped_text(dropped: Counter[str]) -> str:
     return ", ".join(f"{n} {reason}" for reason, n in sorted(dropped.items())) or "the log holds no record"
-
-
-def _count(value: Any, file: Any, line: int | None, at: str) -> int:
-    if isinstance(value, bool):
-        raise file.error(f"{at}count {value!r} is not an integer", line)
-    if isinstance(value, int):
-        amount = value
-    elif (isinstance(value, float) and value.is_integer()) or (
-        isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value)
-    ):
-        amount = int(value)
-    else:
-        raise file.error(f"{at}count {value!r} is not an integer of 0 or more", line)
-    if amount < 0:
-        raise file.error(f"{at}count {value!r} is negative", line)
-    return amount
-
-
-def _time(value: Any, file: Any, line: int | None, at: str) -> dt.datetime | None:
-    """A record's time as an aware UTC datetime: ISO 8601 text (UTC where it has no offset), Unix seconds, or a
-    datetime (a Parquet timestamp; naive is UTC)."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    when: dt.datetime
-    if isinstance(value, dt.datetime):
-        when = value
-    elif isinstance(value, bool):
-        raise file.error(f"{at}timestamp {value!r} is not a time", line)
-    elif isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            raise file.error(f"{at}timestamp {value!r} is not a time", line)
-        try:
-            when = dt.datetime.fromtimestamp(value, dt.UTC)
-        except (OverflowError, OSError, ValueError):
-            raise file.error(f"{at}timestamp {value!r} is out of range (Unix seconds expected)", line) from None
-    elif isinstance(value, str):
-        text = value.strip()
-        if re.fullmatch(r"-?\d+(\.\d+)?", text):
-            return _time(float(text), file, line, at)
-        try:
-            when = dt.datetime.fromisoformat(text)
-        except ValueError:
-            raise file.error(f"{at}timestamp {value!r} is neither ISO 8601 nor Unix seconds", line) from None
-    elif isinstance(value, dt.date):
-        when = dt.datetime(value.year, value.month, value.day)
-    else:
-        raise file.error(f"{at}timestamp {value!r} is not a time", line)
-    return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when.astimezone(dt.UTC)
 
 
 def _iso(when: dt.datetime | None) -> str | None:

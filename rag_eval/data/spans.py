@@ -31,7 +31,9 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from ..errors import AmbiguousAnswer, DuplicateJudgement, InputError
+from . import _fields as checked
 from ._columns import GRADE_LIMIT
+from ._fields import At
 from ._io import InputFile, PathLike, read_input, warn
 from .qrels import Qrels
 from .source import Source
@@ -473,11 +475,11 @@ class _Builder:
 
 
 def _offset(file: InputFile, number: int, key: str, value: Any) -> int:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
+    """A character offset: an integer (an integral float too) within int64, never a bool (a negative one is
+    refused by :func:`_span_problem`)."""
+    if isinstance(value, str):  # JSON holds offsets as numbers: "12" is refused, as it was before
         raise file.error(f"{key} {value!r} is not an integer", number)
-    return value
+    return checked.integer(value, key, At(file.path, number))
 
 
 def _span(

@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from .._files import append, file_lock
+from ..data._columns import GRADE_LIMIT
+from ..data._fields import At, iso_time
 from ..errors import HarnessError, InputError, TornLine
 
 __all__ = ["DEFAULT_SCALE", "RESERVED_NAMES", "Judgement", "JudgementLog"]
@@ -165,6 +167,20 @@ class JudgementLog:
         """``{name: fingerprint}`` of the model judges in the log (the last fingerprint each name wrote)."""
         return {j.assessor: j.judge["fingerprint"] for j in self._judgements if j.judge is not None}
 
+    def one_judge(self, name: str) -> str:
+        """The fingerprint of the model judge ``name``, checked to be the only one its judgements record: a name
+        graded under two fingerprints (its model, prompt or code changed; logs concatenated) is two judges, and
+        an InputError naming the log, where one judge is asked for (its agreement, its uncertainty)."""
+        found = sorted({j.judge["fingerprint"] for j in self._judgements if j.assessor == name and j.judge is not None})
+        if len(found) > 1:
+            raise InputError(
+                f"judge {name!r} graded in this log under {len(found)} fingerprints ({', '.join(map(repr, found))}): "
+                "its model, parameters, prompt or code changed between them, so its grades are of several judges; "
+                "give each its own name, or keep one fingerprint's lines",
+                source=str(self.path),
+            )
+        return found[0] if found else ""
+
     @property
     def people(self) -> list[str]:
         """The assessors that are not model judges."""
@@ -237,8 +253,9 @@ def _now() -> str:
 
 
 def _parse_time(text: str) -> datetime:
-    when = datetime.fromisoformat(text)
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    """A judgement's time as an aware UTC datetime (UTC where it has no offset); an InputError where it is not
+    ISO 8601 or leaves years 1 to 9999 once in UTC."""
+    return iso_time(text, "time", At())
 
 
 def _check_scale(scale: Sequence[int]) -> tuple[int, int]:
@@ -247,8 +264,12 @@ def _check_scale(scale: Sequence[int]) -> tuple[int, int]:
         or len(scale) != 2
         or any(not isinstance(v, int) or isinstance(v, bool) for v in scale)
         or scale[0] >= scale[1]
+        or scale[0] <= -GRADE_LIMIT
+        or scale[1] >= GRADE_LIMIT
     ):
-        raise _BadRecord(f"scale must be two ints (lowest, highest grade), lowest < highest, not {scale!r}")
+        raise _BadRecord(
+            f"scale must be two ints (lowest, highest grade), lowest < highest, within +-{GRADE_LIMIT}, not {scale!r}"
+        )
     return (scale[0], scale[1])
 
 
@@ -269,8 +290,8 @@ def _problem(j: Judgement) -> str | None:
         return f"grade {j.grade} is outside the scale {low}..{high}"
     try:
         _parse_time(j.time)
-    except (TypeError, ValueError):
-        return f"time {j.time!r} is not an ISO 8601 time"
+    except InputError as exc:
+        return exc.problem
     if j.pool is not None and not isinstance(j.pool.get("id", ""), str):
         return "pool.id must be a string"
     if j.judge is not None:
@@ -313,6 +334,9 @@ def _parse(data: bytes, source: str) -> tuple[list[Judgement], bool, bool]:
                     ": a judgement log holds one JSON object a line (qrels are merge's first argument, "
                     "--qrels in rag-eval merge)"
                 )
+            raise InputError(problem, source=source, line=number) from None
+        except ValueError:  # an integer of over 4300 digits (Python's limit on int from text)
+            problem = "a number of more than 4300 digits (out of range for every field)"
             raise InputError(problem, source=source, line=number) from None
         try:
             judgement = _judgement_of(record)

@@ -29,6 +29,8 @@ from functools import cached_property
 from itertools import combinations
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..data._joins import user_stacklevel
+from ..data._near_miss import warn_near_misses
 from ..data.graded_by import GradedBy, JudgeShare
 from ..data.qrels import Qrels
 from ..errors import InputError
@@ -240,6 +242,22 @@ def merge(
 
     merged = base_qrels.to_dict() if base_qrels is not None else {}
     base = {(q, d): g for q, docs in merged.items() for d, g in docs.items()}
+    if base and grades:  # ids of the logs written like the qrels' but not the same: said, never merged
+        for ids, logged, judged in (
+            ("query id(s)", {q for q, _ in grades}, merged.keys()),
+            ("doc id(s)", {d for _, d in grades}, {d for _, d in base}),
+        ):
+            warn_near_misses(
+                logged,
+                judged,
+                subject="judgement logs",
+                ids=ids,
+                other="one of the qrels",
+                left_name="log",
+                right_name="qrels",
+                consequence="they are different ids, so their judgements are merged as pairs of their own",
+                stacklevel=user_stacklevel(),
+            )
     # the base qrels' pairs keep their grades, and so who decided them (a base graded in part by judges says so)
     earlier = base_qrels.graded_by if base_qrels is not None else None
     by_people = len(base) if earlier is None else earlier.people

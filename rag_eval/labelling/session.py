@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from .._files import remove_temporaries, target_of
+from ..data._joins import user_stacklevel
+from ..data._near_miss import warn_near_misses
 from ..data.qrels import Qrels
 from ..errors import HarnessError, InputError
 from ..ground_truth import JudgementLog, Merged, Pool, merge, write_qrels
@@ -132,6 +134,23 @@ class LabellingSession:
         # of one replaces the judge's (ground_truth.merge: a person's grade always wins)
         logged = {j.pair for j in self.log}
         found = _read_out(self.out)
+        if len(found):  # pool ids written like OUT's but not the same: said, never merged
+            judged = found.to_dict()
+            for ids, pooled, known in (
+                ("query id(s)", {item.query_id for item in pool.items}, judged.keys()),
+                ("doc id(s)", {item.doc_id for item in pool.items}, {d for docs in judged.values() for d in docs}),
+            ):
+                warn_near_misses(
+                    pooled,
+                    known,
+                    subject="the pool",
+                    ids=ids,
+                    other=f"one of {self.out.name}",
+                    left_name="pool",
+                    right_name="qrels",
+                    consequence="they are different ids, so their items are labelled as pairs of their own",
+                    stacklevel=user_stacklevel(),
+                )
         self._graded_by = found.graded_by
         by_judges = set().union(*(j.pairs for j in found.graded_by.judges)) if found.graded_by else set()
         self.base: dict[str, dict[str, int]] = {}  # people's grades in OUT: locked

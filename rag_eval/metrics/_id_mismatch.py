@@ -1,8 +1,10 @@
-"""Ids that differ only by surrounding whitespace or leading zeros: a classic source of silent zeros.
+"""Run and qrels ids that differ only in how they are written: a classic source of silent zeros.
 
-A run that calls a query ``"001"`` while the qrels call it ``"1"`` scores 0 on it without an error: the two are
-different ids. rag_eval keeps them different (guessing would be worse) but warns when the only difference is
-surrounding whitespace or leading zeros, for query ids and for the doc ids of queries with no judged result.
+A run that calls a query ``"001"``, ``"Q1"`` or ``"café"`` (NFD) while the qrels call it ``"1"``, ``"q1"`` or
+``"café"`` (NFC) scores 0 on it without an error: the two are different ids. rag_eval keeps them different
+(guessing would be worse) but warns, naming the kind of difference (surrounding whitespace, leading zeros, Unicode
+normalisation or compatibility forms, case: :mod:`rag_eval.data._near_miss`), for query ids and for the doc ids of
+queries with no judged result. Only ids that did not match are looked at.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import warnings
 
 import numpy as np
 
+from ..data._near_miss import loose, near_miss_line, near_misses
 from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import NearMissIds
@@ -19,53 +22,56 @@ DOC_QUERIES_CHECKED = 100  # queries without a judged result whose doc ids are c
 
 
 def canonical(identifier: str) -> str:
-    """``identifier`` without surrounding whitespace and leading zeros (``" 007 "`` -> ``"7"``)."""
-    text = identifier.strip()
-    return text.lstrip("0") or text[:1]
+    """``identifier`` as :func:`rag_eval.data._near_miss.loose` writes it (``" 007 "`` -> ``"7"``, ``"D7"`` ->
+    ``"d7"``)."""
+    return loose(identifier)
 
 
-def query_near_misses(run_only: list[str], unmatched_qrels: list[str]) -> list[tuple[str, str]]:
-    """Pairs ``(run id, qrels id)`` of different query ids with the same :func:`canonical` form."""
+def query_near_misses(run_only: list[str], unmatched_qrels: list[str]) -> list[tuple[str, str, str]]:
+    """Triples ``(run id, qrels id, how they differ)`` of different query ids written alike."""
     if not run_only or not unmatched_qrels:
         return []
-    by_form = {canonical(q): q for q in unmatched_qrels}
-    return [(q, by_form[canonical(q)]) for q in run_only if canonical(q) in by_form]
+    return near_misses(run_only, unmatched_qrels)
 
 
-def doc_near_misses(run: Run, qrels: Qrels, unjudged_queries: list[str]) -> list[tuple[str, str, str]]:
-    """Triples ``(query, run doc id, judged doc id)`` for queries whose results are all unjudged but would match
-    a judgement after :func:`canonical`; at most :data:`DOC_QUERIES_CHECKED` queries are looked at."""
+def doc_near_misses(run: Run, qrels: Qrels, unjudged_queries: list[str]) -> list[tuple[str, str, str, str]]:
+    """``(query, run doc id, judged doc id, how they differ)`` for queries whose results are all unjudged but would
+    match a judgement written alike; at most :data:`DOC_QUERIES_CHECKED` queries are looked at."""
     out = []
     index = {q: i for i, q in enumerate(run.query_ids)}
     offsets = run.offsets
     for qid in unjudged_queries[:DOC_QUERIES_CHECKED]:
-        judged = {canonical(d): d for d in qrels[qid]}
         i = index[qid]
-        for doc in run.doc_ids_at(np.arange(offsets[i], offsets[i + 1])).tolist():
-            match = judged.get(canonical(doc))
-            if match is not None and match != doc:
-                out.append((qid, doc, match))
-                break
+        docs = run.doc_ids_at(np.arange(offsets[i], offsets[i + 1])).tolist()
+        found = near_misses(docs, list(qrels[qid]))
+        if found:
+            out.append((qid, *found[0]))
     return out
 
 
 def warn_near_misses(run: Run, qrels: Qrels, run_only: list[str], missing: list[str], unjudged: list[str]) -> None:
-    """One warning for query ids, one for doc ids, each with an example; nothing when ids line up."""
-    queries = query_near_misses(run_only, missing)
-    if queries:
-        a, b = queries[0]
-        warnings.warn(
-            f"run {run.name!r}: {len(queries)} query id(s) match a qrels id only after stripping whitespace or "
-            f"leading zeros (e.g. run {a!r} vs qrels {b!r}); they are different ids, so those queries score 0",
-            NearMissIds,
-            stacklevel=5,
-        )
+    """One warning for query ids, one for doc ids, each with the kind of difference and an example; nothing when
+    ids line up."""
+    line = near_miss_line(
+        query_near_misses(run_only, missing),
+        subject=f"run {run.name!r}",
+        ids="query id(s)",
+        other="a qrels id",
+        left="run",
+        right="qrels",
+        consequence="they are different ids, so those queries score 0",
+    )
+    if line:
+        warnings.warn(line, NearMissIds, stacklevel=5)
     docs = doc_near_misses(run, qrels, unjudged) if unjudged else []
     if docs:
-        q, a, b = docs[0]
+        q, a, b, kind = docs[0]
+        kinds = sorted({k for *_, k in docs})
         warnings.warn(
-            f"run {run.name!r}: on {len(docs)} query(ies) with no judged result, doc ids match judged ones only "
-            f"after stripping whitespace or leading zeros (e.g. query {q!r}: run {a!r} vs qrels {b!r})",
+            f"run {run.name!r}: on {len(docs)} query(ies) with no judged result, doc ids differ from judged ones "
+            f"only in {', or in '.join(kinds)} (e.g. query {q!r}: run {a!r} vs qrels {b!r}"
+            + (f": {kind}" if len(kinds) > 1 else "")
+            + "); they are different ids, so those results are unjudged",
             NearMissIds,
             stacklevel=5,
         )
