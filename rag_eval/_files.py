@@ -13,6 +13,11 @@ scans the source for it):
   the next line goes on, so that a line acknowledged as written is never glued to a fragment.
 - :func:`file_lock`: an advisory ``flock`` between processes (shared, exclusive, or non-blocking).
 
+A set of files that belong together (a result folder; tune's grid, result and plot) is written inside
+:func:`all_or_none`: every file whole to its temporary first, then all renamed; a failure leaves none of them
+changed. A user's output file goes through :func:`write_output` (or :func:`append_output`), whose failure is one
+InputError naming the file (``rag-eval`` prints it as one line and exits 2).
+
 Errors are ``OSError`` as the system gives them (the cause in ``strerror``); a caller says whose file it was:
 :func:`output_error` turns one into an :class:`~rag_eval.errors.InputError` naming a user's output file, and the
 stage cache and the judgement log turn theirs into a :class:`~rag_eval.errors.HarnessError`.
@@ -28,10 +33,12 @@ import contextlib
 import errno
 import os
 import re
+import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import InputError
 
@@ -42,8 +49,11 @@ except ImportError:  # pragma: no cover - Windows: appends stay whole lines, rep
 
 __all__ = [
     "TEMPORARY_SUFFIX",
+    "all_or_none",
     "append",
+    "append_output",
     "atomic_write",
+    "current",
     "file_lock",
     "move_aside",
     "output_error",
@@ -66,11 +76,30 @@ def target_of(path: str | os.PathLike[str]) -> Path:
 # ----- atomic replace ------------------------------------------------------------------------------------------
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | Iterable[bytes]) -> Path:
-    """Replace the file at ``path`` by ``data`` (bytes, or an iterable of chunks written in turn: a large file
-    need not be held in memory), all or nothing, durably; returns the file written (symlinks resolved). Raises the
-    ``OSError`` of the step that failed, after removing the temporary file."""
+#: what :func:`atomic_write` writes: bytes, an iterable of chunks, or a function that writes to a binary file
+Data = bytes | bytearray | memoryview | Iterable[bytes] | Callable[[BinaryIO], object]
+
+
+def atomic_write(path: str | os.PathLike[str], data: Data) -> Path:
+    """Replace the file at ``path`` by ``data`` (bytes; an iterable of chunks written in turn, so that a large file
+    need not be held in memory; or a function given the open binary file to write to, e.g. ``frame.to_csv`` or
+    ``fig.savefig``), all or nothing, durably; returns the file written (symlinks resolved). Raises the ``OSError``
+    of the step that failed, after removing the temporary file."""
     target = target_of(path)
+    temporary = _write_temporary(target, data)
+    try:
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    fsync_directory(target.parent)
+    return target
+
+
+def _write_temporary(target: Path, data: Data) -> Path:
+    """``data`` written whole to a temporary file beside ``target`` (with its permissions) and fsync'd; on any
+    error the temporary is removed and the error raised."""
     temporary = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}{TEMPORARY_SUFFIX}")
     try:
         mode = os.stat(target).st_mode & 0o7777  # keep the permissions of the file replaced
@@ -81,23 +110,89 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | Iterable[bytes]) ->
         try:
             if mode is not None and hasattr(os, "fchmod"):
                 os.fchmod(fd, mode)
-            expected = 0
-            for chunk in [data] if isinstance(data, (bytes, bytearray, memoryview)) else _batched(data):
-                _write_all(fd, chunk)
-                expected += len(chunk)
+            if callable(data):
+                with os.fdopen(os.dup(fd), "wb") as file:  # a buffered file: each write's length checked
+                    data(file)
+                expected = os.fstat(fd).st_size
+            else:
+                expected = 0
+                for chunk in [data] if isinstance(data, (bytes, bytearray, memoryview)) else _batched(data):
+                    _write_all(fd, chunk)
+                    expected += len(chunk)
             size = os.fstat(fd).st_size
             if size != expected:
                 raise OSError(errno.EIO, f"{size} bytes on disk after writing {expected}")
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(temporary, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
+        if isinstance(exc, OSError) and exc.filename in (None, os.fspath(temporary)):
+            exc.filename = os.fspath(target)  # whose file it was (ENOSPC from a write names none)
         raise
-    fsync_directory(target.parent)
-    return target
+    return temporary
+
+
+_STAGED = threading.local()
+
+
+@contextmanager
+def all_or_none(folder: str | os.PathLike[str] | None = None) -> Iterator[None]:
+    """A set of files written together (a result folder, tune's grid, result and plot): every
+    :func:`write_output` of this thread inside the block is written whole to its temporary file and fsync'd, and
+    only when the block ends without an error are they all renamed over their targets (then their folders
+    fsync'd); on an error every temporary is removed and no target has changed. Until the block ends a file
+    written is read back at :func:`current`. ``folder``: the folder they go in, made if missing (with its
+    parents) and then removed again, with the subfolders made in it, if the block fails and leaves them empty.
+    Blocks nest: the outermost one commits."""
+    made: list[Path] = []
+    if folder is not None:
+        for parent in [Path(folder), *Path(folder).parents]:
+            if parent.exists():
+                break
+            made.append(parent)
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    if getattr(_STAGED, "files", None) is not None:
+        yield
+        return
+    files: dict[Path, Path] = {}
+    _STAGED.files = files
+    try:
+        yield
+    except BaseException:
+        _STAGED.files = None
+        for temporary in files.values():
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        if made:  # the folders made for the set (and any made inside them), bottom up, if empty
+            inside = sorted((p for p in made[0].rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
+            for empty in [*inside, *made]:
+                with contextlib.suppress(OSError):
+                    empty.rmdir()
+        raise
+    _STAGED.files = None
+    pending = list(files.items())
+    try:
+        while pending:
+            target, temporary = pending[0]
+            os.replace(temporary, target)  # a rename takes no space: only a failing disk stops it half-way
+            pending.pop(0)
+    except BaseException:
+        for _, temporary in pending:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        raise
+    for folder in dict.fromkeys(target.parent for target in files):
+        fsync_directory(folder)
+
+
+def current(path: str | os.PathLike[str]) -> Path:
+    """Where the content written to ``path`` is now: its temporary file while an :func:`all_or_none` block has
+    not ended, else the file itself."""
+    target = target_of(path)
+    staged = getattr(_STAGED, "files", None) or {}
+    return staged.get(target, target)
 
 
 def _batched(chunks: Iterable[bytes], size: int = 1 << 20) -> Iterator[bytes]:
@@ -134,13 +229,61 @@ def move_aside(path: str | os.PathLike[str], to: str | os.PathLike[str]) -> None
     fsync_directory(Path(to).parent)
 
 
-def write_output(path: str | os.PathLike[str], data: bytes | Iterable[bytes]) -> Path:
+def write_output(path: str | os.PathLike[str], data: Data) -> Path:
     """:func:`atomic_write` for a file the user asked for (a qrels, run or pool file): a failure is an
-    InputError naming the file, the cause, and that the file keeps its old content."""
+    InputError naming the file, the cause, and that the file keeps its old content. A target that is no regular
+    file (``/dev/stdout``, a FIFO) is written straight to: it cannot be replaced."""
     try:
-        return atomic_write(path, data)
+        if _is_stream(path):
+            return _write_stream(path, data, append=False)
+        staged = getattr(_STAGED, "files", None)
+        if staged is None:
+            return atomic_write(path, data)
+        target = target_of(path)  # inside all_or_none: renamed when the block ends
+        staged[target] = _write_temporary(target, data)
+        return target
     except OSError as exc:
         raise output_error(path, exc) from None
+
+
+def append_output(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Add ``data`` (whole lines) to the end of a file the user asked for (e.g. ``$GITHUB_STEP_SUMMARY``): a
+    missing file is created whole or not at all (:func:`atomic_write`), an existing one is appended to under its
+    lock and cut back to its old end if the append fails (:func:`append`; a last line of its own without a newline
+    gets one, never cut). A failure is an InputError naming the file, as for :func:`write_output`."""
+    try:
+        if _is_stream(path):
+            return _write_stream(path, data, append=True)
+        target = target_of(path)
+        if not target.exists():
+            return atomic_write(target, data)
+        with file_lock(target, exclusive=True):
+            append(target, data, whole=lambda tail: True)
+        return target
+    except OSError as exc:
+        raise output_error(path, exc) from None
+
+
+def _is_stream(path: str | os.PathLike[str]) -> bool:
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode) and not stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _write_stream(path: str | os.PathLike[str], data: Data, *, append: bool) -> Path:
+    """Write to a character device or a FIFO (nothing to replace, nothing to sync)."""
+    fd = os.open(path, os.O_WRONLY | (os.O_APPEND if append else 0))
+    try:
+        if callable(data):
+            with os.fdopen(os.dup(fd), "wb") as file:
+                data(file)
+        else:
+            for chunk in [data] if isinstance(data, (bytes, bytearray, memoryview)) else _batched(data):
+                _write_all(fd, chunk)
+    finally:
+        os.close(fd)
+    return Path(path)
 
 
 def output_error(path: str | os.PathLike[str], exc: OSError) -> InputError:
@@ -200,9 +343,13 @@ def append(path: str | os.PathLike[str], data: bytes, *, whole: Callable[[bytes]
 
     Bytes after the file's last newline are a tail: one ``whole(tail)`` accepts (a record written without its
     newline) gets a newline first; any other (cut short by a kill or a full disk) is truncated away. Every write's
-    length is checked; on any error the file is truncated back to where this append started and the error raised.
+    length is checked; on any error the file is truncated back to where this append started (removed, if this
+    append created it) and the error raised.
     """
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fd, created = os.open(path, os.O_RDWR | os.O_APPEND), False
+    except FileNotFoundError:
+        fd, created = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644), True
     try:
         start = os.fstat(fd).st_size
         payload = data
@@ -218,8 +365,11 @@ def append(path: str | os.PathLike[str], data: bytes, *, whole: Callable[[bytes]
             os.fsync(fd)
         except BaseException:
             try:
-                os.ftruncate(fd, start)
-                os.fsync(fd)
+                if created:  # a log this append made: removed again, not left empty
+                    os.unlink(path)
+                else:
+                    os.ftruncate(fd, start)
+                    os.fsync(fd)
             except OSError:
                 pass
             raise
