@@ -1307,7 +1307,7 @@ def _estimate(args: argparse.Namespace) -> int:
 
     from .ground_truth import Pool
     from .ground_truth.human_sample import HumanSample, check_complete
-    from .reports._markdown import markdown_table
+    from .reports._markdown import markdown_cell, markdown_table
     from .reports.prediction_powered import judge_assisted
 
     if (args.pool is None) != (args.human_qrels is None):
@@ -1332,6 +1332,7 @@ def _estimate(args: argparse.Namespace) -> int:
             "settings": result.settings,
             "estimates": records(result.table),
             "differences": [] if differences is None else records(differences),
+            "difference_notes": [] if differences is None else list(differences.attrs.get("notes", ())),
         }
         sys.stdout.write(json.dumps(out, indent=1) + "\n")
     elif args.format == "csv":
@@ -1342,10 +1343,12 @@ def _estimate(args: argparse.Namespace) -> int:
         sys.stdout.write(result._repr_markdown_() + "\n")
         if differences is not None:
             sys.stdout.write("\n" + markdown_table(differences) + "\n")
+            sys.stdout.write("".join(f"\n{markdown_cell(note)}\n" for note in differences.attrs.get("notes", ())))
     else:
         sys.stdout.write(result.render() + "\n")
         if differences is not None:
-            shown = differences[["system", "baseline", "metric", "diff", "ci_low", "ci_high"]].copy()
+            columns = ["system", "baseline", "metric", "n_human", "n_nan", "n_unpaired", "diff", "ci_low", "ci_high"]
+            shown = differences[columns].copy()
             shown["p"] = [f"{p:.4g}" for p in differences["p_value"]]
             shown["human only"] = [
                 f"{d:+.4f} [{lo:+.4f}, {hi:+.4f}]"
@@ -1363,6 +1366,7 @@ def _estimate(args: argparse.Namespace) -> int:
                 f"\npaired differences ({result.settings['method']}):\n"
                 + shown.to_string(index=False, float_format=lambda v: f"{v:+.4f}")
                 + "\n"
+                + "".join(f"{note}\n" for note in differences.attrs.get("notes", ()))
             )
     sys.stdout.flush()
     return 0

@@ -5,6 +5,7 @@ below its method's minimum n is inconclusive (gate) or refused (estimate), and a
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -13,6 +14,7 @@ from rag_eval.cli import main
 from rag_eval.errors import DegenerateInterval, InputError
 from rag_eval.metrics import direction, higher_is_better
 from rag_eval.metrics.catalogue import FAMILIES, REPORTED
+from rag_eval.reports import prediction_powered as P
 from rag_eval.reports.gate import gate
 from rag_eval.reports.statistics import MIN_N, UnpairedQueries
 
@@ -338,3 +340,91 @@ def test_compare_counts_a_drop_of_a_lower_is_better_metric_as_a_win():
     assert rows.loc["unjudged@10", "direction"] == "lower" and rows.loc["precision@10", "direction"] == "higher"
     assert "lower is better for unjudged@10: a drop is a win" in str(result)
     assert result.settings["directions"] == {"unjudged@10": "lower", "precision@10": "higher"}
+
+
+# --- class 2 for estimates: PPI, PPI++, human-only and judge-only intervals ---
+
+
+def test_ppi_with_two_agreeing_human_values_is_refused_not_shown_as_certainty():
+    """The issue's case: two human-graded queries whose values agree printed [1.0, 1.0]."""
+    judge = {f"q{i:02d}": 1.0 for i in range(20)}
+    two = {"q00": 1.0, "q01": 1.0}
+    for tuned in (True, False):
+        with pytest.raises(InputError, match="needs at least 10 human-graded queries, not 2: a normal interval's"):
+            P.ppi_interval(judge, two, tuned=tuned)
+    with pytest.raises(InputError, match="needs at least 10 human-graded queries, not 9"):
+        P.human_interval({f"q{i:02d}": 0.5 + i / 100 for i in range(9)}, population=20)
+    with pytest.raises(InputError, match="needs at least 10 judge-graded queries, not 9"):
+        P.judge_interval({f"q{i:02d}": 0.5 + i / 100 for i in range(9)})
+
+
+@pytest.mark.parametrize("method", ["ppi++", "ppi", "human", "judge"])
+def test_a_zero_width_estimate_is_announced(method):
+    judge = {f"q{i:02d}": 1.0 for i in range(20)}
+    human = {f"q{i:02d}": 1.0 for i in range(10)}  # 10 agreeing values: the minimum n, no spread
+    make = {
+        "ppi++": lambda: P.ppi_interval(judge, human),
+        "ppi": lambda: P.ppi_interval(judge, human, tuned=False),
+        "human": lambda: P.human_interval(human, population=20),
+        "judge": lambda: P.judge_interval(judge),
+    }[method]
+    with pytest.warns(DegenerateInterval, match=re.escape(f"({method}, ")):
+        got = make()
+    assert got.degenerate and got.width == pytest.approx(0.0, abs=1e-12) and got.estimate == pytest.approx(1.0)
+    assert "zero width: every value alike, no spread among these queries, not certainty" in str(got)
+
+
+def test_a_census_is_exact_not_degenerate():
+    human = {f"q{i:02d}": 0.3 + (i % 3) / 10 for i in range(12)}
+    got = P.human_interval(human, population=12)  # every query graded: the finite-population variance is 0
+    assert got.width == 0.0 and not got.degenerate
+
+
+def _judged(runs: dict[str, dict[str, list[str]]], qids, conventions="default", people=False):
+    qrels = {q: {"a": 1, "b": 1 if int(q[1:]) % 3 else 0, "c": 0} for q in qids}
+    if people:  # people's grades differ from the judge's on some queries
+        qrels = {q: {"a": 1, "b": 1, "c": 1 if int(q[1:]) % 5 == 0 else 0} for q in qids}
+    return rag_eval.evaluate(
+        qrels, [rag_eval.Run.from_ranking(r, name=n) for n, r in runs.items()], ["mrr"], conventions=conventions
+    )
+
+
+def test_judge_assisted_refuses_a_sample_below_the_minimum_naming_system_and_metric():
+    qids = [f"q{i:02d}" for i in range(30)]
+    orders = {q: (["a", "c"] if int(q[1:]) % 2 else ["c", "b", "a"]) for q in qids}
+    judge_report = _judged({"sys": orders}, qids)
+    human_report = _judged({"sys": {q: orders[q] for q in qids[:9]}}, qids[:9])
+    with pytest.raises(InputError, match=r"system 'sys', metric 'mrr': needs at least 10 human-graded queries, not 9"):
+        P.judge_assisted(judge_report, human_report)
+
+
+def test_judge_assisted_compare_counts_and_names_the_queries_one_system_lacks():
+    qids = [f"q{i:02d}" for i in range(30)]
+    full = {q: (["a", "c"] if int(q[1:]) % 2 else ["c", "b", "a"]) for q in qids}
+    short = {q: (["b", "a"] if int(q[1:]) % 4 else ["c", "a"]) for q in qids[:26]}  # q26..q29 unanswered
+    sample = qids[::2]  # 15 human-graded
+    judge_report = _judged({"full": full, "short": short}, qids, conventions="trec_eval")
+    human_report = _judged(
+        {"full": {q: full[q] for q in sample}, "short": {q: short[q] for q in sample if q in short}},
+        sample,
+        conventions="trec_eval",
+        people=True,
+    )
+    result = P.judge_assisted(judge_report, human_report)
+    diffs = result.compare(baseline="full")
+    row = diffs.iloc[0]
+    assert row.n_unpaired == 4 + 2 and row.n_judge == 26 and row.n_human == 13
+    notes = diffs.attrs["notes"]
+    assert "left out of short - full, mrr (judge-graded): 4 only in 'full' (q26, q27, q28, q29)" in notes
+    assert "left out of short - full, mrr (human-graded): 2 only in 'full' (q26, q28)" in notes
+
+
+def test_cli_estimate_below_the_minimum_is_one_line_exit_2(tmp_path, capsys):
+    qids = [f"q{i:02d}" for i in range(30)]
+    orders = {q: (["a", "c"] if int(q[1:]) % 2 else ["c", "b", "a"]) for q in qids}
+    _judged({"sys": orders}, qids).save(tmp_path / "judge.parquet")
+    _judged({"sys": {q: orders[q] for q in qids[:4]}}, qids[:4]).save(tmp_path / "human.parquet")
+    args = ["estimate", "--judge-report", str(tmp_path / "judge.parquet")]
+    assert main([*args, "--human-report", str(tmp_path / "human.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert "needs at least 10 human-graded queries, not 4" in err and err.count("\n") == 1

@@ -53,7 +53,15 @@ badly). The human-only interval (``human_interval``) is ``mean_S(h) +- z se`` wi
 ``lam = 0``.
 
 Paired differences of two systems A and B are the same estimand on per-query differences: ``f_i = f_i^A - f_i^B``,
-``h_i = h_i^A - h_i^B``; the p-value is two-sided from the normal statistic ``theta_hat / se``.
+``h_i = h_i^A - h_i^B``; the p-value is two-sided from the normal statistic ``theta_hat / se``. The two systems'
+queries are paired by :func:`rag_eval.reports.statistics.pair`; those one system has and the other not are left
+out and counted (``n_unpaired``, named in the table's ``attrs["notes"]``).
+
+**Minimum n.** Every interval here is normal, with a standard error estimated from the sample: it covers about
+``P(|t(n-1)| < z)`` of the time for normal values, 91.8% at n = 10 for a nominal 95% (89.3% at 6), and PPI++ tunes
+``lam`` on the same n. So each refuses fewer than :data:`MIN_N` (10) human-graded queries (the judge-only interval
+fewer than 10 judge-graded ones), naming the n. An interval of zero width from a sample (every residual, or every
+human value, alike; not a census, n = N) is announced (:class:`~rag_eval.errors.DegenerateInterval`) and marked.
 """
 
 from __future__ import annotations
@@ -68,9 +76,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from ._markdown import html_table, markdown_table
+from ._markdown import html_table, markdown_cell, markdown_table
 from ._systems import resolve_system
 from .report import Report, is_geometric_metric, is_text_metric
+from .statistics import MIN_N as _MIN_N
+from .statistics import pair, warn_degenerate
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -92,6 +102,7 @@ __all__ = [
 ]
 
 METHODS = ("ppi++", "ppi", "human", "judge")
+MIN_N = _MIN_N["normal"]  # the fewest human-graded (judge-only: judge-graded) queries an interval is given on
 _SHOWN_IDS = 5  # ids named in an error message before "... and k more"
 
 
@@ -266,6 +277,9 @@ class PPIInterval:
     finite_population: bool = True  #: the variance of a mean over exactly these N queries (module docstring)
     weighted: bool = False  #: Hajek means with inclusion probabilities
     stratified: bool = False  #: the stratified variance
+    #: zero width from a sample (every value alike, not a census): no spread among these queries, not certainty
+    degenerate: bool = False
+    min_n: int = MIN_N  #: the fewest values this normal interval is given on
 
     @property
     def width(self) -> float:
@@ -273,9 +287,12 @@ class PPIInterval:
 
     def __str__(self) -> str:
         lam = "" if self.lam is None else f", lam={self.lam:.3f}"
+        flat = "; zero width: every value alike, no spread among these queries, not certainty"
+        flat = flat if self.degenerate else ""
         return (
             f"{self.method}: {self.estimate:.4f} [{self.low:.4f}, {self.high:.4f}] at {100 * (1 - self.alpha):g}% "
-            f"(se {self.se:.4f}{lam}; {self.n_human} human-graded of {self.n_judge} queries)"
+            f"(normal, min n {self.min_n}; se {self.se:.4f}{lam}; {self.n_human} human-graded of {self.n_judge} "
+            f"queries{flat})"
         )
 
 
@@ -364,13 +381,51 @@ def ppi_interval(
     smallest variance, clipped to [0, 1]); False: plain PPI (``lam = 1``). The estimate is
     ``lam * mean_all(judge) + mean_human(human - lam * judge)``, its target the mean of the human values over
     every query of ``judge`` (see the module's docstring for the variance, and ``finite_population``).
-    Angelopoulos et al., Science 2023; Angelopoulos, Duchi, Zrnic 2023 (PPI++).
+    Angelopoulos et al., Science 2023; Angelopoulos, Duchi, Zrnic 2023 (PPI++). Fewer than :data:`MIN_N`
+    human-graded queries: an InputError; an interval of zero width: a DegenerateInterval warning.
     """
+    return _announce(
+        _ppi_interval(
+            judge,
+            human,
+            alpha=alpha,
+            tuned=tuned,
+            weights=weights,
+            strata=strata,
+            finite_population=finite_population,
+        ),
+        "ppi_interval",
+    )
+
+
+def _announce(result: PPIInterval, where: str) -> PPIInterval:
+    if result.degenerate:
+        warn_degenerate(f"{where} ({result.method}, {result.n_human or result.n_judge} queries)", stacklevel=4)
+    return result
+
+
+def _at_least(n: int, what: str, source: str) -> None:
+    if n < MIN_N:
+        raise InputError(
+            f"needs at least {MIN_N} {what} queries, not {n}: a normal interval's minimum n (its standard error is "
+            f"estimated from them; docs/ppi.md)",
+            source=source,
+        )
+
+
+def _ppi_interval(
+    judge: Mapping[str, float],
+    human: Mapping[str, float],
+    *,
+    alpha: float,
+    tuned: bool,
+    weights: Mapping[str, float] | None,
+    strata: Mapping[str, str] | None,
+    finite_population: bool,
+) -> PPIInterval:
     alpha = _check_alpha(alpha)
     f = _values(judge, "judge")
     h = _values(human, "human")
-    if len(h) < 2:
-        raise InputError(f"needs at least 2 human-graded queries, not {len(h)}", source="human")
     outside = [q for q in h if q not in f]
     if outside:
         raise InputError(
@@ -380,13 +435,15 @@ def ppi_interval(
         )
     ids = sorted(h)
     pi = None if weights is None else _inclusion(weights, ids)
+    labels = None if strata is None else _strata(strata, ids)
+    _at_least(len(h), "human-graded", "human")  # after the checks that name queries
     result = ppi_mean(
         np.array([h[q] for q in ids]),
         np.array([f[q] for q in ids]),
         np.fromiter(f.values(), dtype=np.float64, count=len(f)),
         lam=None if tuned else 1.0,
         inclusion=pi,
-        strata=None if strata is None else _strata(strata, ids),
+        strata=labels,
         finite_population=finite_population,
     )
     method = "ppi++" if tuned else "ppi"
@@ -404,6 +461,8 @@ def _interval(
     stratified: bool = False,
 ) -> PPIInterval:
     low, high = normal_interval(result.estimate, result.se, alpha)
+    # zero width from a sample; a census (finite population, every query human-graded) is exact, not degenerate
+    census = finite and n_human == n_judge and method != "judge"
     return PPIInterval(
         estimate=float(result.estimate),
         low=float(low),
@@ -417,6 +476,8 @@ def _interval(
         finite_population=finite,
         weighted=weighted,
         stratified=stratified,
+        # zero up to rounding (a weighted mean of ten equal values may differ from them in the last bit)
+        degenerate=bool(float(result.se) <= 1e-12 * max(1.0, abs(float(result.estimate))) and not census),
     )
 
 
@@ -431,11 +492,22 @@ def human_interval(
     """The human-only mean and its normal interval (:func:`classical_mean`): ``mean(h) +- z S_h / sqrt(n)``; with
     ``population`` (N, the size of the query set the sample was drawn from) the finite-population correction
     ``sqrt(1 - n/N)``, as :func:`ppi_interval` applies it; with ``weights`` (inclusion probabilities) Hajek's, with
-    ``strata`` stratified."""
+    ``strata`` stratified. Fewer than :data:`MIN_N` human-graded queries: an InputError."""
+    return _announce(
+        _human_interval(human, alpha=alpha, population=population, weights=weights, strata=strata), "human_interval"
+    )
+
+
+def _human_interval(
+    human: Mapping[str, float],
+    *,
+    alpha: float,
+    population: int | None,
+    weights: Mapping[str, float] | None,
+    strata: Mapping[str, str] | None,
+) -> PPIInterval:
     alpha = _check_alpha(alpha)
     h = _values(human, "human")
-    if len(h) < 2:
-        raise InputError(f"needs at least 2 human-graded queries, not {len(h)}", source="human")
     if population is not None and (
         isinstance(population, bool) or not isinstance(population, int) or population < len(h)
     ):
@@ -446,6 +518,7 @@ def human_interval(
     ids = sorted(h)
     pi = None if weights is None else _inclusion(weights, ids)
     labels = None if strata is None else _strata(strata, ids)
+    _at_least(len(h), "human-graded", "human")
     result = classical_mean(np.array([h[q] for q in ids]), inclusion=pi, strata=labels, population=population)
     finite = population is not None or pi is not None
     return _interval(result, alpha, len(ids), population or 0, "human", finite, pi is not None, labels is not None)
@@ -454,10 +527,13 @@ def human_interval(
 def judge_interval(judge: Mapping[str, float], *, alpha: float = 0.05) -> PPIInterval:
     """The naive judge-only interval, as if the judge's grades were people's: ``mean(f) +- z S_f / sqrt(N)``
     (n - 1 in ``S_f``). It does not pay for the judge's bias: shown beside the others, never in their place."""
+    return _announce(_judge_interval(judge, alpha=alpha), "judge_interval")
+
+
+def _judge_interval(judge: Mapping[str, float], *, alpha: float) -> PPIInterval:
     alpha = _check_alpha(alpha)
     f = _values(judge, "judge")
-    if len(f) < 2:
-        raise InputError(f"needs at least 2 judge-graded queries, not {len(f)}", source="judge")
+    _at_least(len(f), "judge-graded", "judge")
     values = np.fromiter(f.values(), dtype=np.float64, count=len(f))
     result = classical_mean(values)
     return _interval(result, alpha, 0, len(f), "judge", False, False)
@@ -482,6 +558,7 @@ TABLE_COLUMNS = [
     "judge_mean",
     "judge_ci_low",
     "judge_ci_high",
+    "zero_width",  # the intervals of the row with zero width from a sample ("ppi++, human"; "" when none)
 ]
 COMPARE_COLUMNS = [
     "system",
@@ -503,6 +580,8 @@ COMPARE_COLUMNS = [
     "judge_diff",
     "judge_ci_low",
     "judge_ci_high",
+    "zero_width",
+    "n_unpaired",  # queries (judge-graded or human-graded) one system has and the other not: left out
 ]
 
 
@@ -540,8 +619,8 @@ class JudgeAssisted:
         seed = f", seed {s['seed']}" if s.get("seed") is not None else ""
         variance = "finite-population variance" if s["finite_population"] else "ppi_py's variance"
         return (
-            f"judge-assisted means ({s['method']}, {variance}, {100 * (1 - s['alpha']):g}% normal intervals): "
-            f"{s['n_human']} human-graded queries ({sample}{seed}) of {s['n_judge']}"
+            f"judge-assisted means ({s['method']}, {variance}, {100 * (1 - s['alpha']):g}% normal intervals, min n "
+            f"{MIN_N}): {s['n_human']} human-graded queries ({sample}{seed}) of {s['n_judge']}"
         )
 
     def _shown(self) -> pd.DataFrame:
@@ -560,8 +639,9 @@ class JudgeAssisted:
         return out
 
     def render(self) -> str:
-        """The table as text under its heading."""
-        return self._heading() + "\n" + self._shown().to_string(index=False)
+        """The table as text under its heading, then what it rests on (zero-width intervals)."""
+        notes = "".join(f"\n{note}" for note in self.settings.get("notes", ()))
+        return self._heading() + "\n" + self._shown().to_string(index=False) + notes
 
     def __str__(self) -> str:
         return self.render()
@@ -577,14 +657,16 @@ class JudgeAssisted:
         return html_table(self._shown(), heading=self._heading())
 
     def _repr_markdown_(self) -> str:
-        return markdown_table(self._shown(), heading=self._heading())
+        notes = "".join(f"\n\n{markdown_cell(note)}" for note in self.settings.get("notes", ()))
+        return markdown_table(self._shown(), heading=self._heading()) + notes
 
     def compare(self, baseline: str | None = None) -> pd.DataFrame:
         """Every other system minus ``baseline`` (default: the first system), per metric: the prediction-powered
         interval of the per-query differences (``diff``, ``ci_low``, ``ci_high``, ``se``, ``lam``), a two-sided
         p-value from ``diff / se``; beside it the human-only difference, interval and p-value, and the naive
-        judge-only difference and interval. Queries are paired by id; a query whose value is NaN for either system
-        is left out and counted in ``n_nan``."""
+        judge-only difference and interval. Queries are paired by id (:func:`rag_eval.reports.statistics.pair`); a
+        query whose value is NaN for either system is left out and counted in ``n_nan``, one that either system
+        lacks in ``n_unpaired`` (named in ``attrs["notes"]`` of the frame returned, with any zero-width interval)."""
         import pandas as pd
 
         systems = self.systems
@@ -594,16 +676,33 @@ class JudgeAssisted:
             raise InputError(str(exc), source="baseline") from None
         s = self.settings
         rows = []
+        notes: list[str] = []
+        flat: list[str] = []
         for system in systems:
             if system == base:
                 continue
             for metric in self.metrics:
                 a, b = self._values[(system, metric)], self._values[(base, metric)]
-                judge = a.judge - b.judge.reindex(a.judge.index)
-                human = a.human - b.human.reindex(a.human.index)
+                names = (repr(system), repr(base))
+                pj = pair(a.judge, b.judge, allow_unpaired=True, names=names)
+                ph = pair(a.human, b.human, allow_unpaired=True, names=names)
+                for what, p in (("judge-graded", pj), ("human-graded", ph)):
+                    if p.n_unpaired:
+                        notes.append(f"left out of {system} - {base}, {metric} ({what}): {p.unpaired_text()}")
+                where = f"{system} - {base}, {metric}"
                 ppi, hum, jud, n_nan = _three(
-                    judge, human, self._inclusion, self._strata, s["alpha"], s["tuned"], s["finite_population"]
+                    _differences(pj),
+                    _differences(ph),
+                    self._inclusion,
+                    self._strata,
+                    s["alpha"],
+                    s["tuned"],
+                    s["finite_population"],
+                    where,
                 )
+                zero = _zero_width(ppi, hum, jud)
+                if zero:
+                    flat.append(f"{where}: {zero}")
                 rows.append(
                     [
                         system,
@@ -625,9 +724,30 @@ class JudgeAssisted:
                         jud.estimate,
                         jud.low,
                         jud.high,
+                        zero,
+                        pj.n_unpaired + ph.n_unpaired,
                     ]
                 )
-        return pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+        if flat:
+            warn_degenerate(f"judge-assisted differences, {len(flat)} of {len(rows)}: {'; '.join(flat)}")
+            notes += [f"zero-width interval (no spread among these queries, not certainty): {f}" for f in flat]
+        frame = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+        frame.attrs["notes"] = notes
+        return frame
+
+
+def _differences(paired: Any) -> pd.Series:
+    """A pairing's per-query differences (system - baseline) over the queries both have, NaN where either is."""
+    import pandas as pd
+
+    ids = np.concatenate([paired.ids, paired.nan_ids])
+    values = np.concatenate([paired.x - paired.y, np.full(len(paired.nan_ids), np.nan)])
+    return pd.Series(values, index=pd.Index(ids, dtype=object), dtype=np.float64)
+
+
+def _zero_width(*intervals: PPIInterval) -> str:
+    """The methods of ``intervals`` whose width is zero from a sample: ``"ppi++, human"``, or ""."""
+    return ", ".join(i.method for i in intervals if i.degenerate)
 
 
 def _three(
@@ -638,9 +758,11 @@ def _three(
     alpha: float,
     tuned: bool,
     finite: bool,
+    where: str,
 ) -> tuple[PPIInterval, PPIInterval, PPIInterval, int]:
     """The PPI, human-only and judge-only intervals of one system (or difference) and metric, NaN values left out:
-    a query whose judge value is NaN leaves the population, one whose human value is NaN leaves the sample."""
+    a query whose judge value is NaN leaves the population, one whose human value is NaN leaves the sample. Too few
+    queries: an InputError naming ``where`` (the system and metric). Not announced: the caller summarises."""
     nan_ids = set(judge.index[judge.isna()]) | set(human.index[human.isna()])
     f = judge.dropna()
     h = human.dropna()
@@ -649,9 +771,13 @@ def _three(
     hd = dict(zip(h.index, h.to_numpy(), strict=True))
     weights = None if inclusion is None else {q: inclusion[q] for q in hd}
     groups = None if strata is None else {q: strata[q] for q in hd}
-    ppi = ppi_interval(fd, hd, alpha=alpha, tuned=tuned, weights=weights, strata=groups, finite_population=finite)
-    hum = human_interval(hd, alpha=alpha, population=len(fd) if finite else None, weights=weights, strata=groups)
-    jud = judge_interval(fd, alpha=alpha)
+    try:
+        ppi = _ppi_interval(fd, hd, alpha=alpha, tuned=tuned, weights=weights, strata=groups, finite_population=finite)
+        hum = _human_interval(hd, alpha=alpha, population=len(fd) if finite else None, weights=weights, strata=groups)
+        jud = _judge_interval(fd, alpha=alpha)
+    except InputError as exc:
+        left = f" ({len(nan_ids)} NaN left out)" if nan_ids else ""
+        raise InputError(f"{where}: {exc.problem}{left}", source=exc.source) from None
     return ppi, hum, jud, len(nan_ids)
 
 
@@ -730,6 +856,7 @@ def judge_assisted(
         strata = dict(sample.strata) if sample.strata is not None else None
     values: dict[tuple[str, str], _Values] = {}
     rows = []
+    flat: list[str] = []
     n_human = n_judge = 0
     for name, (run, stage) in judged.items():
         j_ids = judge_report.query_ids(run, stage)
@@ -758,7 +885,11 @@ def judge_assisted(
             judge = judge_report.values(run, metric, stage)
             human = human_report.values(*humans[name][:1], metric, humans[name][1])
             values[(name, metric)] = _Values(judge, human)
-            ppi, hum, jud, n_nan = _three(judge, human, inclusion, strata, alpha, tuned, finite_population)
+            where = f"system {name!r}, metric {metric!r}"
+            ppi, hum, jud, n_nan = _three(judge, human, inclusion, strata, alpha, tuned, finite_population, where)
+            zero = _zero_width(ppi, hum, jud)
+            if zero:
+                flat.append(f"{name}, {metric}: {zero}")
             rows.append(
                 [
                     name,
@@ -777,8 +908,11 @@ def judge_assisted(
                     jud.estimate,
                     jud.low,
                     jud.high,
+                    zero,
                 ]
             )
+    if flat:
+        warn_degenerate(f"judge-assisted means, {len(flat)} of {len(rows)}: {'; '.join(flat)}")
     settings = {
         "method": "ppi++" if tuned else "ppi",
         "tuned": tuned,
@@ -791,6 +925,9 @@ def judge_assisted(
         "n_judge": n_judge,
         "metrics": list(chosen),
         "systems": list(judged),
+        "interval": "normal",
+        "min_n": MIN_N,
+        "notes": [f"zero-width interval (no spread among these queries, not certainty): {f}" for f in flat],
     }
     return JudgeAssisted(pd.DataFrame(rows, columns=TABLE_COLUMNS), settings, values, inclusion, strata)
 
