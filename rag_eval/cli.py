@@ -354,14 +354,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="label a pool in a local web page, into a qrels file",
         description="Serve a page on 127.0.0.1 that shows one query and one pooled chunk at a time and takes grades "
         "by keyboard (0-3, s skip, b back) or mouse. Each grade goes at once to OUT.judgements.jsonl (append-only) "
-        "and OUT (TREC qrels: OUT's own judgements merged with the log, rewritten atomically). Starting again "
+        "and OUT (qrels: OUT's own judgements merged with the log, rewritten atomically in OUT's format, TREC or "
+        "BEIR TSV with a header; a new OUT is TREC). Starting again "
         "resumes at the first item not judged. See docs/labelling.md.",
     )
     label.add_argument("pool", help="a pool JSONL file (Pool.save)")
     _shared(
         label,
         "out",
-        help="the TREC qrels file to write (its existing judgements are kept); the log is OUT.judgements.jsonl",
+        help="the qrels file to write, TREC or BEIR TSV (an existing one keeps its format and judgements); the "
+        "log is OUT.judgements.jsonl",
     )
     label.add_argument("--qrels", dest="legacy_out", help=argparse.SUPPRESS)  # 0.1's spelling of -o/--out
     label.add_argument("--assessor", help="your name in the log (default: the login name)")

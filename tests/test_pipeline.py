@@ -326,7 +326,10 @@ def test_rrf_fusion_by_hand_and_inputs_reported_as_stages():
     report = rag_eval.evaluate({"q": {"b": 1}}, result)
     assert report.stages == ["one", "two", "rrf(one,two)"]
     assert report.values(report.runs[0], "recall@budget", stage="one")["q"] == 1.0  # b is 2nd of one
-    assert report.values(report.runs[0], "loss.reranked_out", stage="rrf(one,two)")["q"] == 1.0
+    # no reranker: b, a candidate at rank 3 of a budget of 2, was cut by the budget, not "reranked out"
+    assert report.values(report.runs[0], "loss.cut_by_budget", stage="rrf(one,two)")["q"] == 1.0
+    assert "loss.reranked_out" not in report.metrics
+    assert report.loss_items[["fate", "cut_by"]].values.tolist() == [["cut_by_budget", "budget"]]
 
 
 # ----- stage-aware values, by hand --------------------------------------------------------------------------

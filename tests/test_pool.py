@@ -10,6 +10,7 @@ import pytest
 import rag_eval
 from rag_eval import InputError, Pipeline, Pool, Qrels, Run, pool
 from rag_eval.adapters.functions import reranker, retriever
+from rag_eval.errors import LowJoinMatch
 from rag_eval.stages import Hit
 
 # two systems with ties, a repeated doc, a query only one of them answers
@@ -110,9 +111,13 @@ def test_each_stage_of_a_pipeline_is_a_system_with_its_texts(tmp_path):
 
 
 def test_jsonl_round_trip_keeps_provenance(tmp_path):
-    p = pool(
-        [BM25, DENSE], depth=2, qrels={"q1": {"d1": 1}}, queries={"q1": "Q"}, texts={"d3": "three"}, strategy="rrf"
-    )
+    with (
+        pytest.warns(LowJoinMatch, match=r"pooled doc ids: matched 1 of \d+ in the corpus given"),
+        pytest.warns(LowJoinMatch, match=r"pooled query ids: matched 1 of 3 .*'q2', 'q3'"),
+    ):  # a short corpus, a short query set: each said
+        p = pool(
+            [BM25, DENSE], depth=2, qrels={"q1": {"d1": 1}}, queries={"q1": "Q"}, texts={"d3": "three"}, strategy="rrf"
+        )
     path = tmp_path / "pool.jsonl"
     p.save(path)
     lines = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
@@ -126,7 +131,8 @@ def test_jsonl_round_trip_keeps_provenance(tmp_path):
 
 
 def test_csv_export(tmp_path):
-    p = pool([BM25, DENSE], depth=1, texts={"d1": 'say "one", twice\nor not'})
+    with pytest.warns(LowJoinMatch, match="pooled doc ids: matched 1 of 4"):  # a corpus of one chunk: said
+        p = pool([BM25, DENSE], depth=1, texts={"d1": 'say "one", twice\nor not'})
     path = tmp_path / "pool.csv"
     p.to_csv(path)
     with path.open(newline="", encoding="utf-8") as f:

@@ -23,8 +23,8 @@ from ._near_miss import near_miss_line, near_misses
 
 __all__ = ["Join", "join", "user_stacklevel"]
 
-#: a join matching fewer than this share of its keys is announced (1.0: any key that does not match)
-ANNOUNCE_BELOW = 1.0
+#: a join matching fewer than this share of its keys ("little") is announced
+ANNOUNCE_BELOW = 0.5
 _PACKAGE = str(Path(__file__).resolve().parents[1])
 
 

@@ -179,17 +179,23 @@ class Qrels:
     def load(cls, path: PathLike) -> Qrels:
         """Read a qrels file once (a pipe or ``/dev/stdin`` too), telling the format from its content: Parquet
         (magic bytes ``PAR1``), JSONL, a BEIR TSV with a header, or TREC."""
+        return cls.load_with_format(path)[0]
+
+    @classmethod
+    def load_with_format(cls, path: PathLike) -> tuple[Qrels, str]:
+        """:meth:`load`, and the format it read: ``"parquet"``, ``"jsonl"``, ``"beir"`` (a TSV with a header) or
+        ``"trec"`` (so that a file rewritten in place, as ``rag-eval label -o`` does, keeps its format)."""
         spath, raw = read_raw(path)
         if raw[:4] == b"PAR1":
-            return cls._from_parquet(binary_input(spath, raw))
+            return cls._from_parquet(binary_input(spath, raw)), "parquet"
         file = decode_input(spath, raw)
         first = file.first_line().strip()
         if first.startswith("{"):
-            return cls._from_jsonl(file)
+            return cls._from_jsonl(file), "jsonl"
         names = first.split("\t")
         if any(n in QUERY_COLUMNS for n in names) and any(n in GRADE_COLUMNS for n in names):
-            return cls._from_beir(file)
-        return cls._from_trec(file)
+            return cls._from_beir(file), "beir"
+        return cls._from_trec(file), "trec"
 
     @classmethod
     def _from_columns(
@@ -287,16 +293,27 @@ class Qrels:
         InputError, raised before anything is written. Qrels graded in part by model judges (:attr:`graded_by`) get
         their graded-by record beside the file (``QRELS.graded-by.json``, :mod:`rag_eval.data.graded_by`); a stale
         one is removed where these qrels have none."""
+        self._write(path, "trec")
+
+    def to_beir(self, path: PathLike) -> None:
+        """Write a BEIR qrels TSV (a header ``query-id  corpus-id  score``, then one judgement a line), as
+        :meth:`to_trec` writes (whole or not at all, ids checked first, the graded-by record beside it)."""
+        self._write(path, "beir")
+
+    def _write(self, path: PathLike, form: str) -> None:
         where = str(path)
         check_writable(self._judgements, "query id", where)
         for q, judged in self._judgements.items():
             check_writable(judged, f"query {q!r}: doc id", where, starts_line=False)
+        line = "{q} 0 {d} {g}\n" if form == "trec" else "{q}\t{d}\t{g}\n"
+        header = [b"query-id\tcorpus-id\tscore\n"] if form == "beir" else []
         write_output(
             path,
-            (
-                "".join(f"{q} 0 {d} {g}\n" for d, g in judged.items()).encode("utf-8")
+            header
+            + [
+                "".join(line.format(q=q, d=d, g=g) for d, g in judged.items()).encode("utf-8")
                 for q, judged in self._judgements.items()
-            ),
+            ],
         )
         write_sidecar(path, self.graded_by)
 

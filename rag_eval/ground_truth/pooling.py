@@ -331,6 +331,7 @@ def pool(
             pooled = by_query.setdefault(query, {})
             for rank, doc in enumerate(docs, start=1):
                 pooled.setdefault(doc, {}).setdefault(system, rank)
+    _announce_joins(by_query, queries, texts)
     items: list[PoolItem] = []
     already = 0
     for query, pooled in by_query.items():
@@ -351,6 +352,35 @@ def pool(
 
 
 # ----- helpers --------------------------------------------------------------------------------------------------
+
+
+def _announce_joins(
+    by_query: Mapping[str, Mapping[str, object]], queries: Mapping[str, str] | None, texts: Mapping[str, Any] | None
+) -> None:
+    """The pool's doc ids joined with the ``texts`` given (a corpus), its query ids with the ``queries`` given:
+    matched k of n, said when short (:func:`rag_eval.data._joins.join`); no doc id in the corpus is an error (every
+    item would be labelled without its text: the wrong corpus, or ids spelled another way)."""
+    from ..data._joins import join
+
+    if texts is not None:
+        docs = np.fromiter((d for pooled in by_query.values() for d in pooled), dtype=object)
+        join(
+            docs,
+            texts.keys(),
+            what="pooled doc ids",
+            where=f"the corpus given ({len(texts)} chunks)",
+            required=True,
+            consequence="the items not matched have no text to label",
+        )
+    if queries is not None:
+        join(
+            list(by_query),
+            queries.keys(),
+            what="pooled query ids",
+            where=f"the queries given ({len(queries)})",
+            required=bool(queries),
+            consequence="the items of the queries not matched are shown without their question",
+        )
 
 
 def _systems(

@@ -6,11 +6,14 @@ import os
 from collections.abc import Mapping
 
 from ..data.qrels import Qrels
+from ..errors import InputError
 
 __all__ = ["write_qrels"]
 
 
-def write_qrels(qrels: Qrels | Mapping[str, Mapping[str, int]], path: str | os.PathLike[str]) -> None:
+def write_qrels(
+    qrels: Qrels | Mapping[str, Mapping[str, int]], path: str | os.PathLike[str], *, format: str = "trec"
+) -> None:
     """Write TREC qrels (``qid 0 docid grade``) atomically, through the one TREC qrels writer,
     :meth:`Qrels.to_trec <rag_eval.data.qrels.Qrels.to_trec>` (:func:`rag_eval._files.write_output`: a temporary
     file, fsync'd, renamed over ``path``, the folder fsync'd), so that ``path`` is at every moment either the old
@@ -19,5 +22,8 @@ def write_qrels(qrels: Qrels | Mapping[str, Mapping[str, int]], path: str | os.P
 
     An id that a TREC line cannot give back (empty, holding whitespace, or a query id starting with ``#``: the
     line would be read back as a comment) is an InputError naming it, raised before anything is written: ``path``
-    keeps its old content."""
-    (qrels if isinstance(qrels, Qrels) else Qrels.from_dict(qrels)).to_trec(path)
+    keeps its old content. ``format="beir"`` writes a BEIR TSV with a header instead (:meth:`Qrels.to_beir`)."""
+    if format not in ("trec", "beir"):
+        raise InputError(f"qrels format {format!r}: expected 'trec' or 'beir'")
+    given = qrels if isinstance(qrels, Qrels) else Qrels.from_dict(qrels)
+    (given.to_trec if format == "trec" else given.to_beir)(path)

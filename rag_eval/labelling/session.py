@@ -133,7 +133,7 @@ class LabellingSession:
         # record) are not people's grades: they are served to the assessor like unjudged ones, and a person's grade
         # of one replaces the judge's (ground_truth.merge: a person's grade always wins)
         logged = {j.pair for j in self.log}
-        found = _read_out(self.out)
+        found, self.out_format = _read_out(self.out)
         if len(found):  # pool ids written like OUT's but not the same: said, never merged
             judged = found.to_dict()
             for ids, pooled, known in (
@@ -348,17 +348,31 @@ class LabellingSession:
         return merge(Qrels(combined, graded_by=graded_by), self.log)
 
     def _write_out(self) -> None:
-        write_qrels(self.merged().qrels, self.out)
+        write_qrels(self.merged().qrels, self.out, format=self.out_format)
 
 
-def _read_out(out: Path) -> Qrels:
-    """The qrels OUT holds (TREC format, with its graded-by record where one is beside it), or none when it does not
-    exist or is empty."""
+#: the formats OUT is rewritten in, as found (a new or empty OUT is written as TREC qrels)
+WRITTEN = ("trec", "beir")
+
+
+def _read_out(out: Path) -> tuple[Qrels, str]:
+    """The qrels OUT holds, read as ``rag-eval pool --qrels`` reads qrels (:meth:`Qrels.load`: TREC, BEIR TSV with
+    a header, JSONL, Parquet; with its graded-by record where one is beside it), and the format OUT is rewritten
+    in: its own, TREC or BEIR TSV (JSONL and Parquet are refused, naming the formats that are written); none, and
+    TREC, when OUT does not exist or is empty."""
     if not out.exists():
-        return Qrels({})
+        return Qrels({}), "trec"
     if out.is_file() and not out.read_bytes().strip():
-        return Qrels({})
-    return Qrels.from_trec(out)
+        return Qrels({}), "trec"
+    found, form = Qrels.load_with_format(out)
+    if form not in WRITTEN:
+        raise InputError(
+            f"a {form.upper() if form == 'jsonl' else form.capitalize()} qrels file: labelling rewrites OUT in its "
+            "own format, which must be TREC qrels or a BEIR TSV with a header; give one of those (or a new file), "
+            "and the JSONL or Parquet qrels to rag-eval pool --qrels",
+            source=str(out),
+        )
+    return found, form
 
 
 def _storage_status(exc: Exception) -> int:

@@ -326,7 +326,7 @@ REPORTED: dict[str, Family] = {
                 None,
                 direction="higher" if fate == "delivered" else "lower",
             )
-            for fate in ("never_retrieved", "below_depth", "reranked_out", "failed", "delivered")
+            for fate in ("never_retrieved", "below_depth", "reranked_out", "cut_by_budget", "failed", "delivered")
         ),
         *(
             Family(

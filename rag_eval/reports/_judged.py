@@ -86,22 +86,29 @@ def judged_share(
     conventions: Conventions,
     *,
     exclude: Collection[str] = (),
-) -> tuple[float, int]:
+) -> tuple[float, int, float]:
     """:func:`mean_share` at one cutoff (or a per-query cutoff mapping) in a pass of its own, on the ranking as
-    given (``unjudged="keep"``), for where the report's own pass cannot carry it."""
+    given (``unjudged="keep"``), for where the report's own pass cannot carry it; with its :func:`ceiling` over the
+    same queries: ``(share, n, ceiling)``."""
     plain = conventions.replace(unjudged="keep")
-    if isinstance(cutoff, int):
-        result = evaluate_run(qrels, run, [Metric("judged", cutoff)], plain, exclude=exclude, warn_ids=False)
-    else:
-        result = evaluate_run(
-            qrels, run, [Metric("judged", None)], plain, cutoffs=[dict(cutoff)], exclude=exclude, warn_ids=False
-        )
-    return mean_share(result.values[0])
+    metrics = [Metric("judged", cutoff if isinstance(cutoff, int) else None), Metric("num_ret")]
+    cutoffs = None if isinstance(cutoff, int) else [dict(cutoff), None]
+    result = evaluate_run(qrels, run, metrics, plain, cutoffs=cutoffs, exclude=exclude, warn_ids=False)
+    share, n = mean_share(result.values[0])
+    return share, n, ceiling(qrels, result.account.counted, cutoff, returned=result.values[1])
 
 
-def ceiling(qrels: Qrels, query_ids: Iterable[str], cutoff: int | Mapping[str, int]) -> float:
-    """The highest judged share at ``cutoff`` a system returning that many documents can reach on these queries:
-    the mean of min(judged, k) / k (the qrels judge ``judged`` documents of the query). Below the threshold, no
+def ceiling(
+    qrels: Qrels,
+    query_ids: Iterable[str],
+    cutoff: int | Mapping[str, int],
+    *,
+    returned: npt.ArrayLike | None = None,
+) -> float:
+    """The highest judged share at ``cutoff`` a system can reach on these queries returning as many results as
+    this one did (``returned``, per query; k where not given): the mean of min(judged, t) / t over the queries
+    with t = min(k, returned) > 0 (the qrels judge ``judged`` documents of the query), the very queries and
+    denominators judged@k is the mean over, so that no measured share is above it. Below the threshold, no
     system can reach it (sparse qrels, such as BEIR's one or two judgements per query). NaN without a query."""
     query_ids = list(query_ids)
     judged = _judged_counts(qrels, query_ids)
@@ -109,6 +116,8 @@ def ceiling(qrels: Qrels, query_ids: Iterable[str], cutoff: int | Mapping[str, i
         k = np.full(len(judged), cutoff, np.int64)
     else:
         k = np.fromiter((cutoff.get(q, 0) for q in query_ids), np.int64, len(judged))
+    if returned is not None:
+        k = np.minimum(k, np.asarray(returned, dtype=np.float64).astype(np.int64))
     some = k > 0
     if not some.any():
         return float("nan")

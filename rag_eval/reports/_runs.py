@@ -41,24 +41,26 @@ def evaluate_runs(
     records: list[QueryRecord] = []
     shares: list[JudgedShare] = []
     cutoffs = cutoffs_of(metric_list)
-    extra = judged_metrics(cutoffs)
+    extra = judged_metrics(cutoffs) + [Metric("num_ret")]  # num_ret: how many results the ceiling may count
     n = len(metric_list)
     for name, run in named.items():
         # judged@k (in the table and on the card alike) is measured on the ranking as given: in the same pass,
         # unless unjudged items are removed (condensed lists), where it takes a pass of its own
         if conv.unjudged == "keep":
             result = evaluate_run(qrels, run, metric_list + extra, conv)
-            own, given = result.values[:n], result.values[n:]
+            own, given, returned = result.values[:n], result.values[n:-1], result.values[-1]
         else:
             result = evaluate_run(qrels, run, metric_list, conv)
-            given = evaluate_run(qrels, run, extra, conv.replace(unjudged="keep"), warn_ids=False).values
+            *given, returned = evaluate_run(qrels, run, extra, conv.replace(unjudged="keep"), warn_ids=False).values
             at = dict(zip(cutoffs, given, strict=True))
             own = [
                 at[m.k] if m.family == "judged" and m.k is not None else v
                 for m, v in zip(metric_list, result.values, strict=True)
             ]
         shares += [
-            JudgedShare(name, None, str(k), *mean_share(column), ceiling(qrels, result.account.counted, k))
+            JudgedShare(
+                name, None, str(k), *mean_share(column), ceiling(qrels, result.account.counted, k, returned=returned)
+            )
             for k, column in zip(cutoffs, given, strict=True)
         ]
         # the text metrics (relstring, runid: one str per query) apart, so that the values stay a float matrix

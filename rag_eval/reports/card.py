@@ -21,6 +21,14 @@ from .hashes import ContentHashes
 CARD_KEY = b"rag_eval.card"  # where a saved report (Parquet) keeps its card, in the file's metadata
 
 
+#: what the stage-aware metrics whose name does not say it are a gain or a share of (rag_eval.reports.stage_aware)
+STAGE_METRIC_NOTES = {
+    "rerank_gain@budget": "a gain in recall: the reranker's recall@budget minus the recall@budget of the same "
+    "candidates in the previous stage's order (after − before)",
+    "cand_ndcg@budget": "the reranker's nDCG@budget over the best nDCG@budget the candidates it was given allow",
+}
+
+
 def metric_notes_of(metrics: list[str], *, max_grade: int | None = None) -> list[str]:
     """What the card says about metrics whose name does not tell how they are aggregated or parameterised:
     the geometric families (gm_map, gm_bpref), the text ones (relstring, runid), and err/nerr without
@@ -30,6 +38,9 @@ def metric_notes_of(metrics: list[str], *, max_grade: int | None = None) -> list
 
     notes = []
     for name in metrics:
+        if name in STAGE_METRIC_NOTES:
+            notes.append(f"{name}: {STAGE_METRIC_NOTES[name]}")
+            continue
         try:
             metric = parse_metric(name)
         except (ValueError, TypeError):  # a stage's ndcg@budget and the like

@@ -59,11 +59,12 @@ _FEATURE = "the HTML report (rag-eval report, Report.to_html)"
 FATE_COLOURS = {
     "delivered": "#3a8f5c",
     "reranked_out": "#f2b33d",
+    "cut_by_budget": "#f5d06b",
     "below_depth": "#e8772e",
     "never_retrieved": "#c0392b",
     "failed": "#7f4f24",
 }
-_FATES = ("delivered", "reranked_out", "below_depth", "never_retrieved", "failed")
+_FATES = ("delivered", "reranked_out", "cut_by_budget", "below_depth", "never_retrieved", "failed")
 # per stage, the metric the query table and the diff show first (the first one the stage has)
 _MAIN = ("ndcg@budget", "recall@depth", "recall@budget")
 
@@ -301,8 +302,10 @@ def _drill_data(sides: Sequence[HtmlSide], depth: int) -> dict[str, Any]:
         loss = report.loss_items
         for r in loss.to_dict("records") if len(loss) else []:
             run_of = r.get("run", report.runs[0])
+            cut_by = r.get("cut_by")  # the reranker (stage) or "budget" that cut it; absent in older folders
             fates.setdefault(str(r["query_id"]), []).append(
                 [s, str(run_of), doc_index(str(r["doc_id"])), int(r["grade"]), str(r["fate"])]
+                + [cut_by if isinstance(cut_by, str) else None]
             )
         judged: dict[str, dict[str, int]] = {}
         if side.qrels is not None:
@@ -314,7 +317,7 @@ def _drill_data(sides: Sequence[HtmlSide], depth: int) -> dict[str, Any]:
                     judged[q] = {str(known[d]): int(g) for d, g in table.items() if d in known and known[d] in shown}
         grades.append(judged)
     for q, items in fates.items():  # the fates' chunks are shown too: their grades with them
-        for s, _, i, g, _ in items:
+        for s, _, i, g, *_ in items:
             grades[s].setdefault(q, {})[str(i)] = g
     ids = list(docs)
     texts: list[str | None] = [None] * len(ids)
@@ -528,14 +531,21 @@ def _loss_plot(plt: Any, sides: Sequence[HtmlSide]) -> str | None:
 def _loss_figure(plt: Any, sides: Sequence[HtmlSide]) -> Any:
     """One horizontal bar per pipeline, its relevant items' shares stacked: delivered (green) first, then the
     losses in warm colours; the legend below the axes, outside them."""
+    from ._fates import fate_label
+
     bars: list[tuple[str, list[float]]] = []
     many = len(sides) > 1
     for side in sides:
         summary = side.report.summary
         for p in _pipelines(side.report):
             rows = summary[summary["run"] == p["run"]]
-            shares = [float(rows[rows["metric"] == f"loss.{f}"]["mean"].mean()) for f in _FATES]
-            if np.isfinite(shares).all():
+            present = set(rows["metric"])
+            # each pipeline reports one of the cut fates (reranked out, or cut by the budget): the other is 0
+            shares = [
+                float(rows[rows["metric"] == f"loss.{f}"]["mean"].mean()) if f"loss.{f}" in present else 0.0
+                for f in _FATES
+            ]
+            if "loss.delivered" in present and np.isfinite(shares).all():
                 bars.append((f"{side.name}: {p['run']}" if many else str(p["run"]), shares))
     if not bars:
         return None
@@ -544,7 +554,7 @@ def _loss_figure(plt: Any, sides: Sequence[HtmlSide]) -> Any:
     names = [name for name, _ in bars][::-1]
     for i, fate in enumerate(_FATES):
         values = np.array([shares[i] for _, shares in bars][::-1])
-        ax.barh(names, values, left=left, color=FATE_COLOURS[fate], label=fate.replace("_", " "), height=0.6)
+        ax.barh(names, values, left=left, color=FATE_COLOURS[fate], label=fate_label(fate), height=0.6)
         for y, (x0, w) in enumerate(zip(left, values, strict=True)):
             if w >= 0.06:
                 ax.text(x0 + w / 2, y, f"{w:.0%}", ha="center", va="center", fontsize=7, color="black")

@@ -78,6 +78,17 @@ SHOWN = (
     "cand_ndcg@budget",
     "loss.delivered",
 )
+#: what report.md says beside a metric whose name does not say what it is a gain of
+SHOWN_AS = {"rerank_gain@budget": "recall@budget after − before"}
+
+
+def _fate_words(metric: str, result: PipelineResult | None) -> str:
+    """A loss share's fate in words, naming what cut the items: the reranker(s) or the budget."""
+    from ._fates import fate_label
+
+    fate = metric.removeprefix("loss.")
+    rerankers = [name for name, out in result.stages.items() if out.role == "reranker"] if result else []
+    return fate_label(fate, " or ".join(rerankers) if fate == "reranked_out" else None).replace("'", "")
 
 
 class Manifest(BaseModel):
@@ -528,7 +539,8 @@ def _pipeline_markdown(report: FolderReport, results: Mapping[str, PipelineResul
                 if m in cells:
                     c = cells[m]
                     counts = f"{int(c['n'])} | {int(c['n_nan'])} | {int(c['n_failed'])}"
-                    lines.append(f"| {markdown_cell(stage)} | {m} | {_ci(c)} | {counts} |")
+                    label = f"{m} ({SHOWN_AS[m]})" if m in SHOWN_AS else m
+                    lines.append(f"| {markdown_cell(stage)} | {label} | {_ci(c)} | {counts} |")
         loss = [r for r in rows.to_dict("records") if str(r["metric"]).startswith("loss.")]
         if loss:
             base = loss[0]
@@ -536,9 +548,7 @@ def _pipeline_markdown(report: FolderReport, results: Mapping[str, PipelineResul
                 "",
                 f"Where the relevant items went (mean share per query, over the {int(base['n'])} queries with "
                 f"a relevant item; {int(base['n_nan'])} without one left out): "
-                + ", ".join(
-                    f"{str(r['metric']).removeprefix('loss.').replace('_', ' ')} {r['mean']:.1%}" for r in loss
-                ),
+                + ", ".join(f"{_fate_words(str(r['metric']), result)} {r['mean']:.1%}" for r in loss),
             ]
         lines += [
             "",
@@ -610,17 +620,21 @@ def _plots(writer: _Writer, report: FolderReport, results: Mapping[str, Pipeline
     fig.tight_layout()
     save(fig, "recall_at_k.png")
     summary = report.summary
-    fates = ["never_retrieved", "below_depth", "reranked_out", "failed", "delivered"]
-    shares = {
-        p: [float(summary[(summary.run == p) & (summary.metric == f"loss.{f}")]["mean"].mean()) for f in fates]
-        for p in results
-    }
+    fates = ["never_retrieved", "below_depth", "reranked_out", "cut_by_budget", "failed", "delivered"]
+
+    def share(p: str, fate: str) -> float:
+        rows = summary[(summary.run == p) & (summary.metric == f"loss.{fate}")]
+        if len(rows) or fate not in ("reranked_out", "cut_by_budget"):
+            return float(rows["mean"].mean())
+        return 0.0  # each pipeline reports one cut fate (a reranker's, or the budget's): the other is 0
+
+    shares = {p: [share(p, f) for f in fates] for p in results}
     if all(np.isfinite(v).all() for v in shares.values()):
         fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(results), 4))
         bottom = np.zeros(len(results))
         for i, fate in enumerate(fates):
             values = np.array([shares[p][i] for p in results])
-            ax.bar(list(results), values, bottom=bottom, label=fate.replace("_", " "))
+            ax.bar(list(results), values, bottom=bottom, label=_fate_words(f"loss.{fate}", None))
             bottom += values
         ax.set(ylabel="share of relevant items", ylim=(0, 1), title="where relevant items went")
         ax.legend(fontsize=7)

@@ -6,11 +6,13 @@
   ``rerank_gain@budget`` (its recall@budget minus that of the same candidates in the previous stage's order) and
   ``cand_ndcg@budget`` (its nDCG@budget over the best nDCG@budget the candidates it was given allow);
 - the last stage also carries the loss attribution of each query's relevant items, as shares summing to 1:
-  ``loss.never_retrieved``, ``loss.below_depth``, ``loss.reranked_out``, ``loss.failed``, ``loss.delivered`` (item
-  by item in ``Report.loss_items``). ``failed``: the item did not reach the budget because a stage failed on its
-  query, not because a stage ranked it out: every relevant item when the first stage failed, the candidates when a
-  reranker failed (or was not run for it); what the first stage did not return stays ``never_retrieved`` or
-  ``below_depth``.
+  ``loss.never_retrieved``, ``loss.below_depth``, ``loss.reranked_out`` (a pipeline with a reranker: a candidate a
+  reranker put below the budget, or left out) or ``loss.cut_by_budget`` (a pipeline without one: a candidate the
+  first stage ranked below the budget), ``loss.failed``, ``loss.delivered`` (item by item in ``Report.loss_items``,
+  whose ``cut_by`` names what cut the item: the reranker's stage, or ``budget``). ``failed``: the item did not
+  reach the budget because a stage failed on its query, not because a stage ranked it out: every relevant item when
+  the first stage failed, the candidates when a reranker failed (or was not run for it); what the first stage did
+  not return stays ``never_retrieved`` or ``below_depth``.
 
 ``@budget`` is the pipeline's budget: a number of chunks, or, with a token budget, the number of chunks n_q each
 query actually delivers (precision@budget is then relevant delivered / n_q, 0 when n_q = 0, and recall_ceiling is
@@ -40,7 +42,8 @@ from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import Conventions
 from ..metrics.grammar import Metric, parse_metric
 from ..stages.result import Finding, PipelineResult, StageOutput, _ArrowIds, announce
-from ._judged import JUDGED_THRESHOLD, JudgedShare, ceiling, judged_share, shares_frame, warn_low
+from ._fates import CUT, FATES
+from ._judged import JUDGED_THRESHOLD, JudgedShare, judged_share, shares_frame, warn_low
 from ._runs import graded_by_notes
 from ._systematic import announce_overlap, issue_rows, query_overlap
 from .card import InputRecord, MetricCard, QueryRecord
@@ -56,8 +59,7 @@ RERANKER_METRICS = (
     "rerank_gain@budget",
     "cand_ndcg@budget",
 )
-LOSS_METRICS = ("loss.never_retrieved", "loss.below_depth", "loss.reranked_out", "loss.failed", "loss.delivered")
-FATES = ("never_retrieved", "below_depth", "reranked_out", "failed", "delivered")
+LOSS_METRICS = tuple(f"loss.{fate}" for fate in FATES)
 _SYMBOLIC = re.compile(r"^(?P<base>.+)@(?P<k>budget|depth)$", re.IGNORECASE)
 
 
@@ -196,12 +198,18 @@ def evaluate_pipelines(
     return Report(blocks, list(dict.fromkeys(names)), card, merged)
 
 
+def has_reranker(result: PipelineResult) -> bool:
+    """Whether a stage of the pipeline reranks its candidates (else the budget alone cuts them)."""
+    return any(out.role == "reranker" for out in result.stages.values())
+
+
 def _specs(metrics: Sequence[str | Metric] | None, role: str, final: bool, result: PipelineResult) -> list[_Spec]:
     token_budget = result.pipeline.budget.tokens is not None
     if metrics is None:
         names = list(RERANKER_METRICS if role == "reranker" else FIRST_STAGE_METRICS)
-        if final:
-            names += LOSS_METRICS
+        if final:  # the cut fate that names what cut the candidates: a reranker, or the budget
+            other = f"loss.{CUT[not has_reranker(result)]}"
+            names += [m for m in LOSS_METRICS if m != other]
     else:
         names = [str(m) for m in metrics]
     specs = []
@@ -236,7 +244,7 @@ class _PipelineJudge:
 
         self.qrels, self.result, self.conv = qrels, result, conv
         self.pipeline = result.pipeline
-        self.loss_items = pd.DataFrame(columns=["query_id", "doc_id", "grade", "fate"])
+        self.loss_items = pd.DataFrame(columns=["query_id", "doc_id", "grade", "fate", "cut_by"])
         self._stage_names = list(result.stages)
         self._loss_cache: dict[str, npt.NDArray[np.float64]] | None = None
         self._runs: dict[str, tuple[Run, set[str]]] = {}  # per stage: its ranking and failed queries
@@ -333,14 +341,9 @@ class _PipelineJudge:
         run, failed = self._run(out)
         exclude = failed if self.conv.failed == "exclude" else ()
         cuts = ["budget"] if out.role == "reranker" else ["budget", "depth"]
-        ran = [q for q in out.query_ids if q not in exclude]
         return [
             JudgedShare(
-                run_name,
-                stage,
-                cut,
-                *judged_share(self.qrels, run, self._cut(out, cut), self.conv, exclude=exclude),
-                ceiling(self.qrels, ran, self._cut(out, cut)),
+                run_name, stage, cut, *judged_share(self.qrels, run, self._cut(out, cut), self.conv, exclude=exclude)
             )
             for cut in cuts
         ]
@@ -491,9 +494,25 @@ class _PipelineJudge:
         # a failed stage's rows hold no hits, so a failed first stage leaves candidates and below empty
         fate = np.full(m, FATES.index("never_retrieved"), np.int64)
         fate[below] = FATES.index("below_depth")
-        fate[candidates] = np.where(tail_failed[owner[candidates]], FATES.index("failed"), FATES.index("reranked_out"))
+        cut = FATES.index(CUT[has_reranker(self.result)])
+        fate[candidates] = np.where(tail_failed[owner[candidates]], FATES.index("failed"), cut)
         fate[head_failed[owner]] = FATES.index("failed")  # anything, when the first stage failed
         fate[delivered] = FATES.index("delivered")
+        # what cut each candidate: the first reranker whose output lacks it, else the final stage's order (the last
+        # reranker put it below the budget); without a reranker, the budget
+        cut_by = np.full(m, None, dtype=object)
+        if FATES[cut] == "cut_by_budget":
+            cut_by[fate == cut] = "budget"
+        else:
+            open_ = fate == cut
+            for name, out in self.result.stages.items():
+                if out.role != "reranker" or name == self.result.final_stage or not open_.any():
+                    continue
+                offsets, _ = out.hit_columns()
+                lacks = open_ & ~found(out, out.doc_ids(), offsets)
+                cut_by[lacks] = name
+                open_ &= ~lacks
+            cut_by[open_] = self.result.final_stage
         totals = np.bincount(owner, minlength=n).astype(np.float64)
         shares = {}
         for k, name in enumerate(FATES):
@@ -506,8 +525,9 @@ class _PipelineJudge:
                 "doc_id": item_doc,
                 "grade": item_grade,
                 "fate": [FATES[k] for k in fate.tolist()],
+                "cut_by": cut_by,
             },
-            columns=["query_id", "doc_id", "grade", "fate"],
+            columns=["query_id", "doc_id", "grade", "fate", "cut_by"],
         )
         self._loss_cache = shares
         return shares
