@@ -32,6 +32,7 @@ from . import _fields as checked
 from ._fields import At
 from ._io import read_input
 from ._query_logs import LogFormat, Scalar, read_log
+from ._records import body_of, sample_card_problem, saved_sha256
 
 PathLike = str | os.PathLike[str]
 
@@ -464,10 +465,16 @@ class QuerySet(Mapping[str, str]):
         """JSON lines: a header ``{"query_set": 1, "card": {...}}``, then one line per query ``{"id", "text",
         "source", "frequency", "first_seen", "last_seen", "stratum", "inclusion_probability", "columns",
         "merged"}``. :meth:`load` reads it back equal."""
-        lines = [json.dumps({"query_set": FORMAT_VERSION, "card": self._card.to_dict()}, ensure_ascii=False)]
-        for qid, text in self._texts.items():
-            lines.append(json.dumps({"id": qid, "text": text, **self._provenance[qid].to_dict()}, ensure_ascii=False))
-        write_output(path, "".join(line + "\n" for line in lines).encode("utf-8"))
+        lines = [
+            json.dumps({"id": q, "text": t, **self._provenance[q].to_dict()}, ensure_ascii=False)
+            for q, t in self._texts.items()
+        ]
+        body = "".join(line + "\n" for line in lines).encode("utf-8")
+        # the header records the SHA-256 of the card and the lines after it, checked by load (an edited sample is
+        # refused)
+        card = self._card.to_dict()
+        header = {"query_set": FORMAT_VERSION, "card": card, "sha256": saved_sha256(card, body)}
+        write_output(path, (json.dumps(header, ensure_ascii=False) + "\n").encode("utf-8") + body)
 
     @classmethod
     def load(cls, path: PathLike) -> QuerySet:
@@ -525,7 +532,41 @@ class QuerySet(Mapping[str, str]):
                 raise file.error(f"query {qid!r}: {exc}", number) from None
             checked.integer(provenance[qid].frequency, "frequency", place, low=1, what="1 or more, within int64")
             texts[qid] = text
+        _check_record(file, header, card, provenance)
         return cls(texts, provenance, card)
+
+
+def _check_record(file: Any, header: Mapping[str, Any], card: QuerySetCard, provenance: Mapping[str, Any]) -> None:
+    """A saved set must hold what its header records: the SHA-256 of its queries' lines, and for a sample the
+    sizes, strata and inclusion probabilities of its card (an InputError naming the file and what differs)."""
+    recorded = header.get("sha256")
+    sample = card.sample_size is not None or bool(card.strata)
+    if recorded is not None and recorded != saved_sha256(header["card"], body_of(file.data)):
+        raise file.error(
+            "its card or queries are not those it was saved with (the SHA-256 its header records differs from "
+            "theirs): it was edited after QuerySet.save"
+            + (
+                "; a sample edited by hand is no longer the draw its card records: draw it again"
+                if sample
+                else "; to take the edits as they are, remove 'sha256' from the header"
+            ),
+            1,
+        )
+    if not sample:
+        return
+    if recorded is None:
+        raise file.error(
+            f"a sample (seed {card.seed}) whose header records no SHA-256 of its queries: nothing shows it is the "
+            "draw its card records; draw it again (rag-eval queries sample)",
+            1,
+        )
+    problem = sample_card_problem(
+        card,
+        {q: p.stratum for q, p in provenance.items()},
+        {q: p.inclusion_probability for q, p in provenance.items()},
+    )
+    if problem:
+        raise file.error(f"not the sample its card records: {problem}", 1)
 
 
 class _Aggregate:

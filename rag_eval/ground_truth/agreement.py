@@ -453,7 +453,7 @@ def judge_assessors(log: JudgementLog | str | os.PathLike[str]) -> list[str]:
 def grades_of(log: JudgementLog | str | os.PathLike[str], assessors: str | Sequence[str]) -> dict[str, dict[str, int]]:
     """``{query_id: {doc_id: grade}}`` of the ``assessors`` of ``log``: each one's latest grade of each pair; where
     several graded a pair, their lower median (as :func:`~rag_eval.ground_truth.merge` resolves it). An assessor
-    the log does not hold is an InputError naming the assessors it does."""
+    the log does not hold, or a model judge graded under two fingerprints, is an InputError naming the log."""
     opened = _open(log)
     wanted = [assessors] if isinstance(assessors, str) else list(assessors)
     missing = [a for a in wanted if a not in opened.assessors]
@@ -461,6 +461,8 @@ def grades_of(log: JudgementLog | str | os.PathLike[str], assessors: str | Seque
         raise InputError(
             f"assessor(s) {missing or wanted!r} not in the log; it holds {opened.assessors}", source=str(opened.path)
         )
+    for name in wanted:
+        opened.one_judge(name)  # a model judge's grades are of one judge, not two versions under one name
     chosen = JudgementLog(opened.path, [j for j in opened if j.assessor in wanted])
     return merge(None, chosen).qrels.to_dict()
 

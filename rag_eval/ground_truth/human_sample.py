@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._files import write_output
+from ..data._records import differ, redraw
 from ..errors import InputError
 
 if TYPE_CHECKING:
@@ -69,7 +71,13 @@ class HumanSample:
 
     ``seed``: the seed of the draw (None for a sample the tool did not draw); ``inclusion``: each sampled query's
     probability of having been drawn (None: a uniform draw, ``n / N`` each); ``strata``: each sampled query's
-    stratum (None: not stratified), so that the variance of an estimate can be the stratified one.
+    stratum (None: not stratified), so that the variance of an estimate can be the stratified one; ``frame``: a
+    stratified draw's sampling frame, each stratum in the order drawn with every population query of it.
+
+    A sample with a seed is re-drawn when made (or read) and must be that draw: a uniform one from its seed, size and
+    population, a stratified one from its frame too (with each query's stratum and inclusion probability
+    ``n_h / N_h`` checked); anything else is an InputError naming what differs. A stratified sample without a frame
+    cannot be re-drawn: :attr:`redrawn` is False and an estimate does not call it seeded.
     """
 
     query_ids: tuple[str, ...]
@@ -77,6 +85,7 @@ class HumanSample:
     seed: int | None = None
     inclusion: Mapping[str, float] | None = None
     strata: Mapping[str, str] | None = None
+    frame: Sequence[tuple[str, Sequence[str]]] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "query_ids", _ids(self.query_ids, "sample"))
@@ -122,6 +131,60 @@ class HumanSample:
                 )
                 raise InputError(f"strata: queries {what}", source="strata")
             object.__setattr__(self, "strata", {q: self.strata[q] for q in self.query_ids})
+        if self.frame is not None:
+            object.__setattr__(self, "frame", _frame(self.frame, self.population))
+        if self.seed is not None:
+            self._check_draw()
+
+    @property
+    def redrawn(self) -> bool:
+        """Whether the sample was checked to be the draw its seed gives (a uniform one; a stratified one with its
+        frame)."""
+        return self.seed is not None and (self.inclusion is None or self.frame is not None)
+
+    def _check_draw(self) -> None:
+        """Re-draw the sample from its record (seed, size, population; frame, strata, inclusion probabilities) and
+        raise an InputError naming what differs."""
+        n, big_n = len(self.query_ids), len(self.population)
+        if self.inclusion is None:
+            frame: Sequence[tuple[str, Sequence[str]]] = (("all", self.population),)
+            sizes = [n]
+            design = f"a uniform draw of {n} of its {big_n} population queries"
+        elif self.frame is None:
+            return  # nothing to re-draw from: not called seeded (redrawn is False)
+        else:
+            frame = self.frame
+            stratum_of = {q: name for name, members in frame for q in members}
+            counts = Counter(stratum_of[q] for q in self.query_ids)
+            sizes = [counts.get(name, 0) for name, _ in frame]
+            design = f"a stratified draw of {n} of its {big_n} population queries in {len(frame)} strata"
+            if self.strata is not None:
+                moved = [q for q in self.query_ids if self.strata[q] != stratum_of[q]]
+                if moved:
+                    raise InputError(
+                        f"queries {_shown(moved)}: their stratum is not the one the sampling frame gives them "
+                        f"(e.g. {moved[0]!r}: {self.strata[moved[0]]!r}, not {stratum_of[moved[0]]!r})",
+                        source="strata",
+                    )
+            share = {name: counts.get(name, 0) / len(members) for name, members in frame}
+            assert self.inclusion is not None
+            off = [q for q in self.query_ids if not math.isclose(self.inclusion[q], share[stratum_of[q]], rel_tol=1e-9)]
+            if off:
+                q = off[0]
+                raise InputError(
+                    f"queries {_shown(off)}: their inclusion probability is not n_h / N_h of their stratum (e.g. "
+                    f"{q!r}: {self.inclusion[q]!r}, not {share[stratum_of[q]]!r})",
+                    source="inclusion",
+                )
+        drawn = redraw(frame, sizes, self.seed or 0)
+        if drawn != set(self.query_ids):
+            raise InputError(
+                f"the sample is not {design} with seed {self.seed}, as it records: "
+                + differ(self.query_ids, drawn, have_name="the sample", want_name="that draw")
+                + " (edited by hand? a sample chosen by hand is no random sample: give no seed, and no estimate "
+                "will call it one)",
+                source="sample",
+            )
 
     def __len__(self) -> int:
         return len(self.query_ids)
@@ -155,6 +218,7 @@ class HumanSample:
             sample.card.seed,
             {q: float(p) for q, p in probs.items() if p is not None},
             strata or None,
+            _frame_of(sample, population),
         )
 
     # ----- files ------------------------------------------------------------------------------------------------
@@ -163,10 +227,12 @@ class HumanSample:
             "format": FORMAT,
             "seed": self.seed,
             "design": "uniform" if self.inclusion is None else "inclusion probabilities",
+            "size": len(self.query_ids),
             "query_ids": list(self.query_ids),
             "population": list(self.population),
             "inclusion": None if self.inclusion is None else dict(self.inclusion),
             "strata": None if self.strata is None else dict(self.strata),
+            "frame": None if self.frame is None else [[name, list(members)] for name, members in self.frame],
         }
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -197,14 +263,87 @@ class HumanSample:
         strata = data.get("strata")
         if strata is not None and not isinstance(strata, dict):
             raise InputError("'strata' must map query ids to strata, or be null", source=where)
+        frame = data.get("frame")
+        if frame is not None and not (
+            isinstance(frame, list)
+            and all(isinstance(f, list) and len(f) == 2 and isinstance(f[1], list) for f in frame)
+        ):
+            raise InputError("'frame' must be a list of [stratum, [query ids]], or be null", source=where)
+        size, design = data.get("size"), data.get("design")
+        if size is not None and size != len(data["query_ids"]):
+            raise InputError(
+                f"it records a sample of {size!r} queries and lists {len(data['query_ids'])}", source=where
+            )
+        if design is not None and design != ("uniform" if inclusion is None else "inclusion probabilities"):
+            raise InputError(
+                f"it records the design {design!r} and "
+                + ("no inclusion probabilities" if inclusion is None else "inclusion probabilities"),
+                source=where,
+            )
         try:
-            return cls(tuple(data["query_ids"]), tuple(data["population"]), data.get("seed"), inclusion, strata)
+            return cls(
+                tuple(data["query_ids"]),
+                tuple(data["population"]),
+                data.get("seed"),
+                inclusion,
+                strata,
+                None if frame is None else tuple((f[0], tuple(f[1])) for f in frame),
+            )
         except InputError as exc:
-            raise InputError(exc.problem, source=where) from None
+            raise InputError(f"{exc.source}: {exc.problem}" if exc.source else exc.problem, source=where) from None
 
     def check_complete(self, pool: Pool, human_qrels: Qrels | Mapping[str, Mapping[str, int]]) -> None:
         """See :func:`check_complete`."""
         check_complete(self, pool, human_qrels)
+
+
+def _frame(frame: Any, population: Sequence[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A checked sampling frame: ``((stratum, (ids...)), ...)``, each population query in exactly one stratum."""
+    if isinstance(frame, (str, bytes)) or not isinstance(frame, Iterable):
+        raise InputError("frame must be a sequence of (stratum, query ids)", source="frame")
+    out = []
+    for part in frame:
+        if not (isinstance(part, (tuple, list)) and len(part) == 2 and isinstance(part[0], str) and part[0]):
+            raise InputError(f"frame: {part!r} is not a (stratum, query ids) pair", source="frame")
+        out.append((part[0], _ids(part[1], f"frame stratum {part[0]!r}")))
+    names = [name for name, _ in out]
+    if len(set(names)) != len(names):
+        raise InputError("frame: a stratum is named twice", source="frame")
+    members = [q for _, ids in out for q in ids]
+    if len(members) != len(set(members)) or set(members) != set(population):
+        twice = [q for q, k in Counter(members).items() if k > 1]
+        raise InputError(
+            "frame: its strata must hold each population query once: "
+            + (
+                f"{_shown(twice)} in two strata"
+                if twice
+                else differ(members, population, have_name="the frame", want_name="the population")
+            ),
+            source="frame",
+        )
+    return tuple(out)
+
+
+def _frame_of(sample: QuerySet, population: QuerySet | Sequence[str]) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
+    """The frame :func:`sample_queries` drew ``sample`` from, recomputed from ``population`` (a QuerySet with
+    the provenance it was sampled with); None where it cannot be (ids alone, or cluster strata)."""
+    from ..data.queryset import QuerySet
+    from .querysets import _strata, _stratum_order
+
+    criteria = tuple(c for c in sample.card.stratify if c != "all")
+    if not isinstance(population, QuerySet) or "cluster" in criteria:
+        return None
+    try:
+        parts = _strata(population, criteria)
+    except ValueError:
+        return None  # a column the population does not hold: not the set the sample was drawn from
+    members: dict[str, list[str]] = {}
+    order: dict[str, Any] = {}
+    for qid, p in parts.items():
+        name = "/".join(p) if p else "all"
+        members.setdefault(name, []).append(qid)
+        order[name] = _stratum_order(p, criteria)
+    return tuple((name, tuple(sorted(members[name]))) for name in sorted(members, key=order.__getitem__))
 
 
 def draw_human_sample(query_ids: Iterable[str], n: int, *, seed: int) -> HumanSample:

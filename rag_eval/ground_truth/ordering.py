@@ -132,6 +132,8 @@ def judge_uncertainty(log: JudgementLog, *, judge: str | None = None) -> dict[tu
         raise InputError(
             f"no model judge {judge!r} in the log (its judges: {sorted(log.judges) or 'none'})", source=str(log.path)
         )
+    if judge is not None:
+        log.one_judge(judge)  # one judge, not two versions under one name
     doubt: dict[tuple[str, str], float] = {}
     for j in log.judgements:  # in file order: a later grade of a pair supersedes an earlier one
         if j.judge is None or (judge is not None and j.assessor != judge):

@@ -298,6 +298,14 @@ def pool(
     runs: Systems,
     *,
     depth: int,
+        if made.id != made._fingerprint():  # the id is the hash of what the pool holds: checked when read
+            raise file.error(
+                f"the pool id {made.id!r} it records is not that of the items and settings it holds "
+                f"({made._fingerprint()!r}): the file was edited after Pool.save, so the judgements recording that id "
+                "are not of this pool; pool again",
+                1,
+            )
+        return made
     qrels: Qrels | Mapping[str, Mapping[str, int]] | None = None,
     strategy: Strategy = "depth",
     queries: Mapping[str, str] | None = None,

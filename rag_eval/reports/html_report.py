@@ -156,21 +156,21 @@ def side_from_folder(
     says so."""
     from ..data.qrels import Qrels
     from ..data.run import Run
-    from .result_folder import safe_name
+    from .result_folder import listed_file, safe_name
 
     root = Path(folder)
-    qrels = Qrels.from_trec(root / "qrels.txt") if (root / "qrels.txt").is_file() else None
+    qrels = Qrels.from_trec(root / "qrels.txt") if listed_file(root, "qrels.txt") else None
     side = HtmlSide(name or root.resolve().name, report, qrels=qrels)
     every = (report.card.pipeline or {}).get("all") or ([report.card.pipeline] if report.card.pipeline else [])
     for p in every:
         for stage in p.get("stages", {}):
             path = root / "runs" / f"{safe_name(p['run'])}.{safe_name(stage)}.trec"
-            if path.is_file():
+            if listed_file(root, f"runs/{path.name}"):
                 side.runs[(p["run"], stage)] = Run.from_trec(path)
     if not every:
         for run in report.runs:
             path = root / "runs" / f"{safe_name(run)}.trec"
-            if path.is_file():
+            if listed_file(root, f"runs/{path.name}"):
                 side.runs[(run, None)] = Run.from_trec(path)
     if collection is not None:
         side.queries.update(collection.queries)

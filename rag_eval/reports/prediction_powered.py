@@ -920,7 +920,7 @@ def judge_assisted(
         "finite_population": finite_population,
         "weighted": inclusion is not None,
         "stratified": strata is not None,
-        "seed": None if sample is None else sample.seed,
+        "seed": None if sample is None or not sample.redrawn else sample.seed,  # a seed checked by a re-draw
         "n_human": n_human,
         "n_judge": n_judge,
         "metrics": list(chosen),

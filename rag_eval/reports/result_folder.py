@@ -397,6 +397,23 @@ def differences(a: Comparable, b: Comparable, *, names: tuple[str, str] = ("a", 
     :data:`~rag_eval.reports.hashes.FIELDS`), or ``"hashes"`` when a side has none; each line names the two
     sides by ``names`` (the gate says ``baseline`` and ``candidate``)."""
     na, nb = names
+def listed_file(folder: Path, name: str) -> bool:
+    """Whether the result folder's manifest lists ``name`` (a file :func:`load_manifest` checks); a file there that
+    it does not list was added after the folder was written: an InputError naming it, never read as the folder's."""
+    try:
+        files = _parse_manifest(folder).files
+    except FileNotFoundError:
+        files = {}
+    if name in files:
+        return True
+    if (folder / name).is_file():
+        raise InputError(
+            f"{MANIFEST} does not list it: it was added after the folder was written, so it is not the folder's",
+            source=str(folder / name),
+        )
+    return False
+
+
     ha, hb = _hashes_of(a), _hashes_of(b)
     if ha is None or hb is None:
         which = " and ".join(n for n, h in ((na, ha), (nb, hb)) if h is None)
