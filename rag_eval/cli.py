@@ -15,7 +15,8 @@
     rag-eval agreement LOG [--judge-name NAME] [--people NAME ...] | HUMAN_QRELS JUDGE_QRELS [--runs RUN ... -m METRIC]
     rag-eval bench --beir FOLDER [--pipeline NAME ...] [-o FOLDER]
     rag-eval tune --beir FOLDER [--retriever NAME ...] [--reranker NAME] [--space NAME=VALUES ...] [-m METRIC]
-        [--tune-share 0.5] [--search grid|random [--trials N]] [--depth N] [--budget B] [--seed N] [-o FOLDER]
+        [--tune-share 0.5 | --split-from JSON] [--groups FILE] [--search grid|random [--trials N]] [--depth N]
+        [--budget B] [--seed N] [-o FOLDER]
     rag-eval demo [-o FOLDER]
     rag-eval report FOLDER [FOLDER ...] -o REPORT.html [--drill-depth N] [--beir FOLDER] [--no-plots]
     rag-eval queries sample LOG -n N [--stratify frequency[,cluster][,COLUMN]] [--clusters K] [--text COL]
@@ -476,6 +477,17 @@ def _tune_parser(commands: Any) -> None:
 
 def _gate_parser(commands: Any) -> None:
     gate = commands.add_parser(
+    tn.add_argument(
+        "--groups",
+        metavar="FILE",
+        help="query_id<TAB>group lines (or a JSON object): queries of one group stay on one side of the split, as "
+        "queries asked twice (one normalised text) always do",
+    )
+    tn.add_argument(
+        "--split-from",
+        metavar="TUNING_JSON",
+        help="reuse the split a saved result (OUT/tuning.json) records, checked against its seed and share first",
+    )
         "gate",
         help="a regression gate for CI: fail a candidate whose retrieval got worse than the baseline's",
         description="Compare a candidate with a baseline (result folders or saved reports; or run a candidate "
@@ -1448,7 +1460,8 @@ def _tune(args: argparse.Namespace) -> int:
         space,
         collection,
         metric=metrics[0],
-        split=args.tune_share,
+        split=args.split_from if args.split_from is not None else args.tune_share,
+        groups=None if args.groups is None else read_groups(args.groups),
         search=args.search,
         trials=args.trials,
         seed=args.seed,
@@ -1493,6 +1506,7 @@ def _gate(args: argparse.Namespace) -> int:
     rules += [Rule.parse(text) for text in args.rule or []]
     if not rules:
         raise InputError("no rule: give --metric METRIC --max-drop D, or --rule METRIC[:STAGE]:MAXDROP")
+    from .data._groups import read_groups
     candidate = args.candidate_path
     if args.pipelines:
         if candidate is not None:

@@ -37,6 +37,7 @@ __all__ = [
     "TornLine",
     "TrecEvalParameterTruncated",
     "TrecEvalParametersIgnored",
+    "UnevenSplit",
     "UnmappedChunks",
 ]
 
@@ -123,6 +124,11 @@ class StaleGradedBy(RagEvalWarning):
 
 class StarvedBudget(RagEvalWarning):
     """A token budget that delivers no chunk to some queries: their first chunk alone exceeds it."""
+
+
+class UnevenSplit(RagEvalWarning):
+    """A split that keeps each group of queries (one question asked under several ids, or one group key) on one
+    side, and so lands far from the share asked: the counts on each side are said."""
 
 
 class UnmappedChunks(RagEvalWarning):

@@ -6,7 +6,8 @@ the question": expect it to tell grade 0 from the rest better than chance and to
 here so that the demo and the tests can run a judge offline, and so that the agreement and prediction-powered
 estimates have a judge whose errors are real; never use it in place of people, or of a strong model judge.
 
-**Cross-fitting**: the human-labelled queries are split into ``folds`` folds (by query, seeded); an item a person
+**Cross-fitting**: the human-labelled queries are split into ``folds`` folds (by query, seeded; queries whose texts
+are equal once normalised are one group, in one fold); an item a person
 graded is graded by the thresholds fitted on the other folds' items, never on its own fold's (so not on itself, nor
 on its query's other items); any other item by the thresholds fitted on every labelled item.
 :meth:`MiniLMJudge.fitted_on` tells which labelled pairs the thresholds of an item were fitted on.
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..data import Collection, Qrels
+from ..data._groups import query_groups
 from ..errors import InputError
 from ..ground_truth.pooling import Pool
 from ..stages.judges import BaseJudge, JudgeGrade, JudgeItem, check_scale
@@ -101,10 +103,19 @@ class MiniLMJudge(BaseJudge):
             raise InputError(
                 f"judge {name!r}: cross-fitting needs people's grades on 2 queries or more, not {labelled}"
             )
-        order = labelled[:]
+        # one question asked under two ids is one group, in one fold: never fitted on its own twin
+        group_of: list[int] = query_groups(labelled, self.queries).tolist()
+        order: list[list[str]] = [[] for _ in range(max(group_of) + 1)]
+        for q, g in zip(labelled, group_of, strict=True):
+            order[g].append(q)
+        if len(order) < 2:
+            raise InputError(
+                f"judge {name!r}: cross-fitting needs people's grades on 2 distinct questions or more: "
+                f"{labelled} ask one (their texts are equal once normalised)"
+            )
         random.Random(seed).shuffle(order)
         self.n_folds = min(folds, len(order))
-        self.folds_of = {q: i % self.n_folds for i, q in enumerate(order)}
+        self.folds_of = {q: i % self.n_folds for i, group in enumerate(order) for q in group}
         self.seed = seed
         self.encoder = encoder or Encoder()
         self._vectors: dict[str, np.ndarray] = {}

@@ -8,10 +8,15 @@ the product of those lists, in the order ``method`` (with its own ``alpha``/``we
 ``budget``, ``reranker``, each list in the order given; ``search="random"`` draws ``trials`` of them without
 replacement (NumPy's generator seeded with ``[seed, 1]``) and keeps them in that grid order.
 
-How the queries are split: ``split=0.5`` sorts the query ids, shuffles them with ``numpy.random.default_rng([seed,
-0]).permutation`` and gives the first ``round(0.5 x n)`` (at least 1, at most n - 1) to tuning and the rest to the
-held-out part; ``split=(tuning_ids, held_out_ids)`` gives both parts (disjoint, non-empty, known queries). The qrels
-are cut to each part's queries, so that a query of the other part never counts as a missing run.
+How the queries are split: by group, so that the held-out part is held out. Queries whose texts are equal after
+:func:`rag_eval.data.queryset.normalise` (one question asked under two ids), or that share a key of ``groups``,
+are one group (:mod:`rag_eval.data._groups`). ``split=0.5`` orders the groups by their first id, shuffles them with
+``numpy.random.default_rng([seed, 0]).permutation`` and gives whole groups to tuning while it holds at most
+``round(0.5 x n)`` queries (at least 1, at most n - 1; at least one group), the rest to the held-out part: where
+every query is its own group, this is the shuffle of the sorted ids. Fewer than two groups is an InputError; a
+tuning part more than 10% of the queries off the share asked is announced (:class:`~rag_eval.errors.UnevenSplit`).
+``split=(tuning_ids, held_out_ids)`` gives both parts (disjoint, non-empty, known queries, no group on both sides).
+The qrels are cut to each part's queries, so that a query of the other part never counts as a missing run.
 
 How a candidate is run: through :meth:`Pipeline.run` with a stage cache (the one given, or a temporary directory
 removed at the end), so that only what changed is computed. Each retriever is run once per part at the largest
@@ -490,7 +495,8 @@ def tune(
 ) -> Tuning:
     """Search ``space`` for the setting with the best mean ``metric`` on a tuning split of the queries, and report
     its value on the held-out rest with a bootstrap interval (see the module's docstring for what is searched, how
-    the split is made and how the cache is used).
+    the split is made and how the cache is used). ``groups``: ``{query_id: key}``; queries of one key (a
+    conversation, a user) stay on one side of the split, as queries of one normalised text always do.
 
     ``collection_or_queries``: a :class:`Collection` (its queries and qrels; its corpus checks the stages' ids) or
     ``{query_id: text}`` with ``qrels``. ``metric``: one metric, of the pipeline's last stage (``recall@budget``,
@@ -502,6 +508,7 @@ def tune(
     """
     from .evaluation import evaluate
 
+    groups: Mapping[str, Any] | None = None,
     if not isinstance(space, Space):
         raise InputError(f"space must be a rag_eval Space, not {type(space).__name__}")
     queries, judged, corpus = _inputs(collection_or_queries, qrels)
@@ -510,7 +517,7 @@ def tune(
     resamples = check_int(resamples, "resamples")
     if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not 0 < confidence < 1:
         raise InputError(f"confidence must lie in (0, 1), not {confidence!r}")
-    tuning_ids, held_ids = _split(split, list(queries), seed)
+    tuning_ids, held_ids, split_facts = _split(split, queries, seed, groups)
     candidates = _candidates(space, search, trials, seed)
     import pandas as pd
 
@@ -612,6 +619,7 @@ class _Runner:
     def first_stages(self, queries: dict[str, str], counts: list[tuple[str, str, str, int, int]], who: str) -> None:
         """Each retriever alone at the largest depth, on ``queries``: what the cut views read."""
         for r in self.space.retrievers:
+        "grouping": {"by": "normalised text" + (" and the groups given" if groups is not None else ""), **split_facts},
             result = Pipeline(r, depth=self.top, budget=1, corpus=self.corpus).run(
                 queries, cache=self.cache, **self.options
             )
@@ -688,16 +696,22 @@ def _metric(metric: Any) -> str:
     return str(parse_metric(metric))
 
 
-def _split(split: Any, ids: list[str], seed: int) -> tuple[list[str], list[str]]:
-    """The tuning and held-out query ids (see the module's docstring)."""
+def _split(
+    split: Any, queries: Mapping[str, str], seed: int, groups: Mapping[str, Any] | None = None
+) -> tuple[list[str], list[str], dict[str, Any]]:
+    """The tuning and held-out query ids, and what the split rests on (see the module's docstring): queries of one
+    group (one normalised text, or one key of ``groups``) stay on one side."""
+    from ..data._groups import group_split, query_groups, straddling
+
+    ids = sorted(queries)
+    labels = query_groups(ids, queries, groups)
+    if isinstance(split, (str, os.PathLike)):
+        return _saved_split(os.fspath(split), queries, seed, groups, ids, labels)
     if isinstance(split, numbers.Real) and not isinstance(split, bool):
         share = float(split)
         if not 0.0 < share < 1.0:
             raise InputError(f"split must lie in (0, 1) (the tuning share of the queries), not {split!r}")
-        ordered = sorted(ids)
-        shuffled = [ordered[i] for i in np.random.default_rng([seed, 0]).permutation(len(ordered)).tolist()]
-        cut = min(max(round(share * len(ordered)), 1), len(ordered) - 1)
-        return shuffled[:cut], shuffled[cut:]
+        return group_split(ids, labels, share, seed, what="split")
     if isinstance(split, (tuple, list)) and len(split) == 2 and not any(isinstance(p, str) for p in split):
         parts = [list(p) for p in split]
         known = set(ids)
@@ -712,8 +726,70 @@ def _split(split: Any, ids: list[str], seed: int) -> tuple[list[str], list[str]]
         both = set(parts[0]) & set(parts[1])
         if both:
             raise InputError(f"split: query {sorted(both)[0]!r} is in both the tuning and the held-out part")
-        return parts[0], parts[1]
-    raise InputError(f"split must be a share in (0, 1) or (tuning_ids, held_out_ids), not {split!r}")
+        of = dict(zip(ids, labels.tolist(), strict=True))
+        pair = straddling(parts[0], parts[1], of)
+        if pair is not None:
+            raise InputError(
+                f"split: tuning query {pair[0]!r} and held-out query {pair[1]!r} are one group (the same text after "
+                "normalisation, or one group key): a held-out query must not be asked in the tuning part"
+            )
+        sizes = np.bincount(labels)
+        facts = {
+            "groups": len(sizes),
+            "grouped_queries": int(sizes[sizes > 1].sum()),
+            "largest_group": int(sizes.max()),
+            "tuning": len(parts[0]),
+            "held_out": len(parts[1]),
+        }
+        return parts[0], parts[1], facts
+    raise InputError(
+        f"split must be a share in (0, 1), (tuning_ids, held_out_ids) or a saved tuning.json, not {split!r}"
+    )
+
+
+def _saved_split(
+    path: str, queries: Mapping[str, str], seed: int, groups: Mapping[str, Any] | None, ids: list[str], labels: Any
+) -> tuple[list[str], list[str], dict[str, Any]]:
+    """The split a saved result (``rag-eval tune -o OUT``'s ``tuning.json``) records, checked against how it was
+    made: a seeded share is drawn again (its seed and share, these queries and groups) and must give the same two
+    parts; a given split must still be disjoint, known and hold no group on both sides."""
+    import json
+
+    from ..data._groups import group_split
+    from ..data._records import differ
+
+    try:
+        with open(path, "rb") as file:
+            record = json.loads(file.read())
+        settings, parts = record["settings"], record["split"]
+        tuning, held = list(parts["tuning"]), list(parts["held_out"])
+        made = settings["split"]
+        recorded_seed = settings["seed"]
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=path) from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(
+            f"not a saved tuning result (tuning.json with 'settings' and 'split'): {type(exc).__name__} {exc}",
+            source=path,
+        ) from None
+    if made == "given":
+        try:
+            return _split((tuning, held), queries, seed, groups)
+        except InputError as exc:
+            raise InputError(exc.problem, source=path) from None
+    if isinstance(made, bool) or not isinstance(made, (int, float)) or not isinstance(recorded_seed, int):
+        raise InputError(f"its split {made!r} (seed {recorded_seed!r}) is not a share and a seed", source=path)
+    again, again_held, facts = group_split(ids, labels, float(made), recorded_seed, what=path)
+    if set(again) != set(tuning) or set(again_held) != set(held):
+        raise InputError(
+            f"its split is not the one its record gives (share {made}, seed {recorded_seed}, grouped by "
+            f"{(settings.get('grouping') or {}).get('by', 'query id')}) over these queries: tuning part: "
+            + (differ(tuning, again, have_name="the file", want_name="the draw") or "the same")
+            + "; held-out part: "
+            + (differ(held, again_held, have_name="the file", want_name="the draw") or "the same"),
+            source=path,
+        )
+    return again, again_held, facts
 
 
 def _candidates(space: Space, search: str, trials: int | None, seed: int) -> list[Setting]:
