@@ -281,7 +281,7 @@ class Pool:
             items.append(item)
         assert header is not None  # read_input refuses a file without content lines
         try:
-            return cls(
+            made = cls(
                 tuple(items),
                 header["depth"],
                 header["strategy"],
@@ -292,12 +292,6 @@ class Pool:
             )
         except InputError as exc:
             raise file.error(f"field 'pool': {exc}", 1) from None
-
-
-def pool(
-    runs: Systems,
-    *,
-    depth: int,
         if made.id != made._fingerprint():  # the id is the hash of what the pool holds: checked when read
             raise file.error(
                 f"the pool id {made.id!r} it records is not that of the items and settings it holds "
@@ -306,6 +300,12 @@ def pool(
                 1,
             )
         return made
+
+
+def pool(
+    runs: Systems,
+    *,
+    depth: int,
     qrels: Qrels | Mapping[str, Mapping[str, int]] | None = None,
     strategy: Strategy = "depth",
     queries: Mapping[str, str] | None = None,
