@@ -11,6 +11,7 @@ the judgement log for as long as it runs, so that one qrels file has one server.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -103,18 +104,24 @@ def serve(
     if not out.parent.is_dir():
         raise InputError("no such directory to write the qrels file in", source=str(given))
     log = log_path_for(out)
+    existed = log.exists()
     try:
         with file_lock(log, exclusive=True, blocking=False):  # one server per qrels file, for this process's life
-            return _serve(
-                pool,
-                out,
-                assessor=assessor,
-                port=port,
-                scale=scale,
-                order=order,
-                uncertainty=uncertainty,
-                stdout=stdout,
-            )
+            try:
+                return _serve(
+                    pool,
+                    out,
+                    assessor=assessor,
+                    port=port,
+                    scale=scale,
+                    order=order,
+                    uncertainty=uncertainty,
+                    stdout=stdout,
+                )
+            finally:
+                with contextlib.suppress(OSError):  # made as the lock, and nothing stored: not left empty
+                    if not existed and log.stat().st_size == 0:
+                        log.unlink()
     except BlockingIOError:
         raise InputError("another 'rag-eval label' is writing to this log; stop it first", source=str(log)) from None
 
@@ -160,4 +167,8 @@ def _serve(
         file=stdout,
         flush=True,
     )
+    problem = session.storage_problem()  # grades the page answered 507 and not stored since: the outcome is not 0
+    if problem is not None:
+        print(f"rag-eval: error: {problem}", file=sys.stderr, flush=True)
+        return 2
     return 0

@@ -171,6 +171,8 @@ class LabellingSession:
             else:
                 self.others.setdefault((q, d), {})[assessor_name] = j.grade
         self.judged = {i for i, item in enumerate(pool.items) if self._grade_of(i) is not None}
+        self.not_saved: dict[int, str] = {}  # item -> why its grade could not be stored (until stored)
+        self.out_behind: str | None = None  # why OUT could not be rewritten last time (None: up to date)
         if len(self.log):
             self._write_out()  # a kill between the log and OUT left OUT one judgement behind: catch up
 
@@ -298,12 +300,15 @@ class LabellingSession:
                     pool=self.pool.provenance,
                 )
             except HarnessError as exc:  # not stored: the page says so, the item stays unjudged
+                self.not_saved[i] = str(exc)
                 raise RequestError(_storage_status(exc), f"not saved: {exc}") from None
+            self.not_saved.pop(i, None)
             self.mine[(item.query_id, item.doc_id)] = grade
             self.judged.add(i)
             try:
                 self._write_out()
             except InputError as exc:  # the grade is in the log (kept); OUT catches up on the next write or start
+                self.out_behind = exc.problem
                 raise RequestError(
                     _storage_status(exc),
                     f"the grade is saved in {self.log_path}, but {self.out} could not be rewritten "
@@ -349,6 +354,19 @@ class LabellingSession:
 
     def _write_out(self) -> None:
         write_qrels(self.merged().qrels, self.out, format=self.out_format)
+        self.out_behind = None
+
+    def storage_problem(self) -> str | None:
+        """What the session could not store, in one line naming the file (rag-eval label then exits 2), or None."""
+        if self.not_saved:
+            n, why = len(self.not_saved), next(iter(self.not_saved.values()))
+            return f"{self.log_path}: {n} grade(s) not saved ({why}); grade them again once it can be written"
+        if self.out_behind is not None:
+            return (
+                f"{self.out}: not brought up to date ({self.out_behind}); every grade is in {self.log_path}, and "
+                "starting again writes it"
+            )
+        return None
 
 
 #: the formats OUT is rewritten in, as found (a new or empty OUT is written as TREC qrels)
