@@ -464,6 +464,17 @@ def _tune_parser(commands: Any) -> None:
         metavar="SHARE",
         help="the share of the queries (seeded draw) to tune on; the rest are held out (default 0.5)",
     )
+    tn.add_argument(
+        "--groups",
+        metavar="FILE",
+        help="query_id<TAB>group lines (or a JSON object): queries of one group stay on one side of the split, as "
+        "queries asked twice (one normalised text) always do",
+    )
+    tn.add_argument(
+        "--split-from",
+        metavar="TUNING_JSON",
+        help="reuse the split a saved result (OUT/tuning.json) records, checked against its seed and share first",
+    )
     tn.add_argument("--search", choices=["grid", "random"], default="grid", help="every setting, or --trials drawn")
     tn.add_argument("--trials", metavar="N", help="settings a random search draws (seeded)")
     _shared(tn, "depth", help="candidates asked of the first stage, when --space has no depth (default 100)")
@@ -477,17 +488,6 @@ def _tune_parser(commands: Any) -> None:
 
 def _gate_parser(commands: Any) -> None:
     gate = commands.add_parser(
-    tn.add_argument(
-        "--groups",
-        metavar="FILE",
-        help="query_id<TAB>group lines (or a JSON object): queries of one group stay on one side of the split, as "
-        "queries asked twice (one normalised text) always do",
-    )
-    tn.add_argument(
-        "--split-from",
-        metavar="TUNING_JSON",
-        help="reuse the split a saved result (OUT/tuning.json) records, checked against its seed and share first",
-    )
         "gate",
         help="a regression gate for CI: fail a candidate whose retrieval got worse than the baseline's",
         description="Compare a candidate with a baseline (result folders or saved reports; or run a candidate "
@@ -1412,6 +1412,7 @@ def _report(args: argparse.Namespace) -> int:
 def _tune(args: argparse.Namespace) -> int:
     import json
 
+    from .data._groups import read_groups
     from .data.collection import Collection
     from .reports.tuning import Space, parse_space, tune
 
@@ -1506,7 +1507,6 @@ def _gate(args: argparse.Namespace) -> int:
     rules += [Rule.parse(text) for text in args.rule or []]
     if not rules:
         raise InputError("no rule: give --metric METRIC --max-drop D, or --rule METRIC[:STAGE]:MAXDROP")
-    from .data._groups import read_groups
     candidate = args.candidate_path
     if args.pipelines:
         if candidate is not None:

@@ -380,23 +380,6 @@ def load_manifest(folder: str | os.PathLike[str]) -> Manifest:
     return manifest
 
 
-Comparable = FolderReport | MetricCard | ContentHashes | str | os.PathLike[str]
-
-
-def comparable(a: Comparable, b: Comparable) -> list[str]:
-    """How ``a`` and ``b`` differ in what their numbers were computed on (qrels, query set, corpus, conventions,
-    budget; :mod:`rag_eval.reports.hashes`): one line per difference, empty when they are comparable. Each is a
-    Report, a MetricCard, a ContentHashes, a result folder (its files checked against its manifest first) or a
-    report saved by ``Report.save``. A side without content hashes (saved before rag_eval 0.2.0) is a difference:
-    nothing says they agree. The CI gate refuses to compare folders for which this is not empty."""
-    return [line for _, line in differences(a, b)]
-
-
-def differences(a: Comparable, b: Comparable, *, names: tuple[str, str] = ("a", "b")) -> list[tuple[str, str]]:
-    """:func:`comparable`'s differences as ``(what, line)`` pairs: ``what`` is the hash that differs (one of
-    :data:`~rag_eval.reports.hashes.FIELDS`), or ``"hashes"`` when a side has none; each line names the two
-    sides by ``names`` (the gate says ``baseline`` and ``candidate``)."""
-    na, nb = names
 def listed_file(folder: Path, name: str) -> bool:
     """Whether the result folder's manifest lists ``name`` (a file :func:`load_manifest` checks); a file there that
     it does not list was added after the folder was written: an InputError naming it, never read as the folder's."""
@@ -414,6 +397,23 @@ def listed_file(folder: Path, name: str) -> bool:
     return False
 
 
+Comparable = FolderReport | MetricCard | ContentHashes | str | os.PathLike[str]
+
+
+def comparable(a: Comparable, b: Comparable) -> list[str]:
+    """How ``a`` and ``b`` differ in what their numbers were computed on (qrels, query set, corpus, conventions,
+    budget; :mod:`rag_eval.reports.hashes`): one line per difference, empty when they are comparable. Each is a
+    Report, a MetricCard, a ContentHashes, a result folder (its files checked against its manifest first) or a
+    report saved by ``Report.save``. A side without content hashes (saved before rag_eval 0.2.0) is a difference:
+    nothing says they agree. The CI gate refuses to compare folders for which this is not empty."""
+    return [line for _, line in differences(a, b)]
+
+
+def differences(a: Comparable, b: Comparable, *, names: tuple[str, str] = ("a", "b")) -> list[tuple[str, str]]:
+    """:func:`comparable`'s differences as ``(what, line)`` pairs: ``what`` is the hash that differs (one of
+    :data:`~rag_eval.reports.hashes.FIELDS`), or ``"hashes"`` when a side has none; each line names the two
+    sides by ``names`` (the gate says ``baseline`` and ``candidate``)."""
+    na, nb = names
     ha, hb = _hashes_of(a), _hashes_of(b)
     if ha is None or hb is None:
         which = " and ".join(n for n, h in ((na, ha), (nb, hb)) if h is None)

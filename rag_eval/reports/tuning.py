@@ -484,6 +484,7 @@ def tune(
     search: str = "grid",
     trials: int | None = None,
     seed: int = 0,
+    groups: Mapping[str, Any] | None = None,
     cache: StageCache | str | os.PathLike[str] | None = None,
     conventions: Conventions | str = "default",
     resamples: int = 1000,
@@ -508,7 +509,6 @@ def tune(
     """
     from .evaluation import evaluate
 
-    groups: Mapping[str, Any] | None = None,
     if not isinstance(space, Space):
         raise InputError(f"space must be a rag_eval Space, not {type(space).__name__}")
     queries, judged, corpus = _inputs(collection_or_queries, qrels)
@@ -587,6 +587,7 @@ def tune(
         "trials": trials,
         "seed": seed,
         "split": split if isinstance(split, float) else "given",
+        "grouping": {"by": "normalised text" + (" and the groups given" if groups is not None else ""), **split_facts},
         "resamples": resamples,
         "confidence": confidence,
         "retrievers": [r.name for r in space.retrievers],
@@ -619,7 +620,6 @@ class _Runner:
     def first_stages(self, queries: dict[str, str], counts: list[tuple[str, str, str, int, int]], who: str) -> None:
         """Each retriever alone at the largest depth, on ``queries``: what the cut views read."""
         for r in self.space.retrievers:
-        "grouping": {"by": "normalised text" + (" and the groups given" if groups is not None else ""), **split_facts},
             result = Pipeline(r, depth=self.top, budget=1, corpus=self.corpus).run(
                 queries, cache=self.cache, **self.options
             )
