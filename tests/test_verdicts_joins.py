@@ -420,3 +420,40 @@ def test_label_refuses_an_out_it_cannot_write_back_naming_the_formats(tmp_path, 
     with pytest.raises(InputError, match="must be TREC qrels or a BEIR TSV with a header"):
         LabellingSession(_small_pool(), out, assessor="alice")
     assert out.read_bytes() == before
+
+
+# ----- more joins: a query set and the queries evaluated, a judge's log and the pool ----------------------------
+
+
+def test_a_query_set_that_the_report_covers_little_of_is_said():
+    from rag_eval import QuerySet
+
+    run = Run.from_ranking({"q0": ["d00"], "q1": ["d01"]}, name="r")
+    qrels = {"q0": {"d00": 1}, "q1": {"d01": 1}}
+    wide = QuerySet.from_dict(QUERIES)  # eight queries, two evaluated
+    report = evaluate(qrels, {"r": run}, ["recall@10"])
+    with pytest.warns(LowJoinMatch, match=r"the query set's queries: matched 2 of 8 in the queries evaluated"):
+        weighted = report.with_query_set(wide)
+    assert weighted.card.query_set is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a set the report covers whole: silent
+        report.with_query_set(QuerySet.from_dict({"q0": "a", "q1": "b"}))
+
+
+def test_a_judge_log_of_another_pool_is_said(tmp_path):
+    from rag_eval import judge
+
+    texts = {f"d{i}": f"text {i}" for i in range(8)}
+    first = pool(
+        [Run.from_ranking({"q1": ["d0", "d1", "d2", "d3"]}, name="a")], depth=4, queries={"q1": "?"}, texts=texts
+    )
+    other = pool([Run.from_ranking({"q2": ["d4", "d5"]}, name="b")], depth=2, queries={"q2": "?"}, texts=texts)
+    grader = functions.judge(lambda q, t: 1, name="ones")
+    log = tmp_path / "j.jsonl"
+    judge(first, grader, log=log, progress=False)
+    with pytest.warns(LowJoinMatch, match=r"judge 'ones''s graded \(query, doc\) pairs in .*: matched 0 of 4 in pool"):
+        run = judge(other, grader, log=log, progress=False)
+    assert (run.graded, run.from_log) == (2, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same pool again: every logged pair is in it
+        assert judge(first, grader, log=log, progress=False).from_log == 4

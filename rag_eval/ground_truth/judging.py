@@ -125,6 +125,16 @@ def judge(
     concurrency = _positive(concurrency, "concurrency")
 
     stored = _stored(the_log, name, fingerprint, scale)
+    if stored:  # this judge's grades in the log and the pool's items: a log of another pool is said
+        from ..data._joins import join
+
+        join(
+            [f"{q}\t{d}" for q, d in stored],
+            {f"{i.query_id}\t{i.doc_id}" for i in the_pool.items},
+            what=f"judge {name!r}'s graded (query, doc) pairs in {the_log.path}",
+            where=f"pool {the_pool.id}",
+            consequence="a log of another pool? Its other grades are kept, not used for this pool",
+        )
     people = _human_pairs(human) if human is not None else set()
     todo: list[JudgeItem] = []
     from_log = skipped = 0

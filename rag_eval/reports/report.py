@@ -200,6 +200,15 @@ class Report:
         if not isinstance(query_set, QuerySet):
             raise TypeError(f"queries must be a rag_eval.QuerySet, not {type(query_set).__name__}")
         weights = QueryWeights.of(query_set)
+        from ..data._joins import join  # the set's queries and those evaluated: matched k of n, said when short
+
+        join(
+            list(query_set),
+            {q for b in self._blocks for q in b.query_ids},
+            what="the query set's queries",
+            where="the queries evaluated",
+            consequence="its traffic-weighted means are over those evaluated only",
+        )
         card = self._card.model_copy(update={"query_set": query_set.card.to_dict()})
         return Report(self._blocks, list(self._metrics), card, self._tables, weights)
 
