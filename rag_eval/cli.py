@@ -1406,6 +1406,11 @@ def _report(args: argparse.Namespace) -> int:
     path = write_html(args.out, sides, drill_depth=depth, title=args.title, plots=not args.no_plots)
     size = path.stat().st_size
     print(f"rag-eval: report of {len(args.folders)} folder(s) -> {path} ({size:,} bytes)", file=sys.stderr)
+    from .reports._stage_pairs import pair_blocks
+
+    for side in sides[1:]:  # the diff's pairings where names differ, and what has no counterpart: said here too
+        for line in pair_blocks(sides[0].report, side.report, names=(sides[0].name, side.name)).notes:
+            print(f"rag-eval: diff of {side.name} against {sides[0].name}: {line}", file=sys.stderr)
     return 0
 
 

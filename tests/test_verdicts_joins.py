@@ -457,3 +457,18 @@ def test_a_judge_log_of_another_pool_is_said(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the same pool again: every logged pair is in it
         assert judge(first, grader, log=log, progress=False).from_log == 4
+
+
+def test_cli_report_of_folders_named_differently_says_how_it_paired_them(tmp_path, capsys):
+    for folder, name, stages in (("a", "kw", ("keyword", "rerank")), ("b", "other", ("bm25", "ce"))):
+        result = _pipeline(*stages).run(QUERIES, progress=False)
+        report = _quiet_evaluate(QRELS, {name: result})
+        report.save_folder(tmp_path / folder, qrels=QRELS, runs={name: result}, plots=False)
+    out = tmp_path / "diff.html"
+    code = main(["report", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(out), "--no-plots"])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert "diff of b against a: pipelines named differently, paired by position: 'kw' (a) with 'other' (b)" in err
+    assert "'keyword' with 'bm25' (first stage); 'rerank' with 'ce' (reranker)" in err
+    rows = _diff_rows(out.read_text())
+    assert rows[("kw → other", "rerank → ce", "ndcg@budget")]["paired"] == "8"  # not an empty table
