@@ -48,6 +48,7 @@ tools do. Without ``-m``, ``--conventions trec_eval`` measures what trec_eval me
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import warnings
@@ -57,10 +58,11 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
+from ._files import all_or_none, write_output
 from ._version import __version__
 from .data import Qrels, Run
 from .data._numbers import score_text
-from .errors import InputError
+from .errors import HarnessError, InputError
 from .metrics import Conventions
 from .metrics.conventions import PRESETS, resolve_conventions
 from .metrics.grammar import DIALECTS, GRADE_LIMIT, MAX_CUTOFF, Metric, parse_metric, read_int
@@ -68,9 +70,20 @@ from .metrics.trec_eval_measures import is_trec_eval_measure, trec_eval_metrics
 from .reports import DEFAULT_METRICS, FORMATS, evaluate, format_comparison, format_report, format_trec_eval
 from .reports._systems import resolve_system, with_systems
 
-__all__ = ["EXIT_BAD_INPUT", "SHARED_OPTIONS", "build_parser", "main", "resolve_metrics", "run_names"]
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_INCOMPLETE",
+    "SHARED_OPTIONS",
+    "build_parser",
+    "main",
+    "resolve_metrics",
+    "run_names",
+]
+
 
 EXIT_BAD_INPUT = 2
+#: a command that ran but made nothing, or only part, of what it was asked for (docs/cli.md, "Exit status")
+EXIT_INCOMPLETE = 4
 
 # Every option that two or more commands have, declared once: flags, then argparse's keywords. A command may set
 # only ``required`` and, for ``--format`` and ``--test``, ``choices`` (which formats, which tests apply: gate adds
@@ -740,11 +753,73 @@ def _measuring(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit status is its outcome (docs/cli.md's table), whatever happens to stdout and
+    stderr: a reader that goes away (``| head``) only stops the output; output that cannot be written (stdout on
+    a full disk) is one line on stderr and status 2 where the command would have said 0 (:class:`_Guarded`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    with warnings.catch_warnings():
-        warnings.showwarning = _show_warning
-        return _dispatch(args, argv)
+    streams = sys.stdout, sys.stderr
+    out, err = _Guarded(streams[0], "stdout"), _Guarded(streams[1], "stderr")
+    sys.stdout, sys.stderr = out, err
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            status = _dispatch(args, argv)
+    finally:
+        out.flush()  # now, while its failure is still caught (at exit Python would make it status 120)
+        sys.stdout, sys.stderr = streams
+    if out.failure is not None and status == 0:
+        err.write(f"rag-eval: error: {out.failure}\n")
+        status = EXIT_BAD_INPUT
+    err.flush()
+    return status
+
+
+class _Guarded:
+    """An output stream that may fail: on a broken pipe (its reader gone) or a failed write (a full disk) the rest
+    goes to ``os.devnull`` (as Python's docs advise for SIGPIPE) and the command runs on to its own exit status;
+    a failed write is kept in :attr:`failure` (a broken pipe is not one: the reader chose to stop)."""
+
+    def __init__(self, stream: TextIO, name: str) -> None:
+        self._stream = stream
+        self._name = name
+        self._broken = False
+        self.failure: str | None = None
+
+    def write(self, text: str) -> int:
+        if not self._broken:
+            try:
+                return self._stream.write(text)
+            except OSError as exc:
+                self._broke(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._broken:
+            try:
+                self._stream.flush()
+            except OSError as exc:
+                self._broke(exc)
+
+    def _broke(self, exc: OSError) -> None:
+        self._broken = True
+        try:
+            fd = self._stream.fileno()
+        except (OSError, ValueError, AttributeError):  # a stream with no descriptor (a capture): writes dropped
+            fd = None
+        if not isinstance(exc, BrokenPipeError):
+            where = self._name
+            with contextlib.suppress(OSError, TypeError):
+                where = f"{self._name} ({os.readlink(f'/proc/self/fd/{fd}')})"  # the file it was redirected to
+            self.failure = f"{where}: cannot write the output: {exc.strerror or exc}"
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, fd)  # what is still buffered is flushed there, silently
+                os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _show_warning(
@@ -783,12 +858,14 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
         if args.command == "demo":
             return _demo(args)
         return commands[args.command](args)
-    except (InputError, ValueError) as exc:
+    except (InputError, ValueError, HarnessError) as exc:  # HarnessError: a cache that cannot be written, named
         print(f"rag-eval: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except BrokenPipeError:  # e.g. piped into head
-        sys.stderr.close()
-        return 0
+    except OSError as exc:
+        if exc.filename is None:  # not a file's: a bug or the machine's, with its traceback
+            raise
+        print(f"rag-eval: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 # The numeric flags, read as plain ASCII decimals (argparse's int() and float() read "1_0" as 10 and other scripts'
@@ -1069,6 +1146,9 @@ def _pool(args: argparse.Namespace) -> int:
         f"{len(named)} runs at depth {args.depth} ({pooled.already_judged} already judged) -> {args.out}",
         file=sys.stderr,
     )
+    if not len(pooled):
+        print("rag-eval: nothing pooled (nothing to label): exit 4", file=sys.stderr)
+        return EXIT_INCOMPLETE
     return 0
 
 
@@ -1105,6 +1185,9 @@ def _merge(args: argparse.Namespace) -> int:
         f"{len(conflicts)} conflict(s){' listed on stdout' if len(conflicts) else ''}; {agreement}",
         file=sys.stderr,
     )
+    if not judged:
+        print("rag-eval: nothing merged (the logs hold no judgement): exit 4", file=sys.stderr)
+        return EXIT_INCOMPLETE
     return 0
 
 
@@ -1138,6 +1221,9 @@ def _judge(args: argparse.Namespace) -> int:
     if len(run.failures):
         sys.stdout.write(run.failures.to_csv(index=False))
     print(f"rag-eval: {run.summary()}", file=sys.stderr)
+    if run.failed:  # the pool is not graded: what was is in the log, and a run again asks only the failed
+        print(f"rag-eval: {run.failed} of {run.items} items not graded (listed on stdout): exit 4", file=sys.stderr)
+        return EXIT_INCOMPLETE
     return 0
 
 
@@ -1478,8 +1564,6 @@ def _tune(args: argparse.Namespace) -> int:
     shown = found.table[["setting", "value", "n", "from_cache", "computed", "best"]]
     sys.stdout.write(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + "\n\n" + found.render() + "\n")
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        found.table.to_csv(out / "tuning.csv", index=False)
         h = found.held_out
         record = {
             "best": found.best.label(),
@@ -1490,9 +1574,11 @@ def _tune(args: argparse.Namespace) -> int:
             "settings": found.settings,
             "split": {"tuning": list(found.split[0]), "held_out": list(found.split[1])},
         }
-        (out / "tuning.json").write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
-        if not args.no_plots:
-            found.plot(out / "tuning.svg")
+        with all_or_none(out):  # the grid, the result and the plot, all three or none (docs/cli.md)
+            write_output(out / "tuning.csv", found.table.to_csv(index=False).encode("utf-8"))
+            write_output(out / "tuning.json", (json.dumps(record, indent=1, default=str) + "\n").encode("utf-8"))
+            if not args.no_plots:
+                found.plot(out / "tuning.svg")
         print(f"rag-eval: tuning of {len(found.table)} settings -> {out}", file=sys.stderr)
     return 0
 

@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from .._files import append_output, write_output
 from ..errors import InputError
 from ._markdown import markdown_cell
 from .hashes import FIELDS
@@ -456,11 +457,8 @@ class GateResult:
 
 
 def _write(path: str | os.PathLike[str], text: str, flag: str, *, append: bool = False) -> None:
-    try:
-        with open(path, "a" if append else "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as exc:
-        raise InputError(f"cannot write {flag} ({exc.strerror})", source=os.fspath(path)) from None
+    """Through the durable-I/O module: whole or not at all (an append is cut back); a failure names the file."""
+    (append_output if append else write_output)(path, text.encode("utf-8"))
 
 
 def _percent(confidence: float) -> str:

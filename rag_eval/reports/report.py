@@ -517,7 +517,7 @@ class Report:
             )
         return report
 
-    def _save_to(self, path: str | os.PathLike[str] | io.BytesIO) -> None:
+    def _save_to(self, sink: io.BytesIO) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -531,7 +531,7 @@ class Report:
         ).encode()
         if self._weights is not None:  # only for reports made with a QuerySet: older files have no such key
             meta[_WEIGHTS_KEY] = self._weights.to_json()
-        pq.write_table(table.replace_schema_metadata(meta), path)
+        pq.write_table(table.replace_schema_metadata(meta), sink)  # save() writes the bytes through _files
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Report:

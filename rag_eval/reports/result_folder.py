@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .._files import write_output
+from .._files import all_or_none, current, write_output
 from .._version import __version__
 from ..data.collection import Collection
 from ..data.qrels import Qrels
@@ -268,11 +268,30 @@ def write_folder(
     out = Path(folder)
     plain, results = dict(plain or {}), dict(results or {})
     files = _run_files(plain, results, str(out))
-    out.mkdir(parents=True, exist_ok=True)
     previous = _previous_files(out)
     writer = _Writer(out)
+    with all_or_none(out):  # every file whole to its temporary, then all renamed: a failure changes none
+        path = _write_files(writer, report, qrels, files, results, title, facts, plots)
+    for stale in previous.difference(writer.files):
+        with contextlib.suppress(OSError):  # a stale file that cannot be removed is not listed: ignored
+            (out / stale).unlink()
+    return path
+
+
+def _write_files(
+    writer: _Writer,
+    report: FolderReport,
+    qrels: Qrels | None,
+    files: dict[str, tuple[Run, str | None]],
+    results: Mapping[str, PipelineResult],
+    title: str | None,
+    facts: Mapping[str, Any] | None,
+    plots: bool,
+) -> Path:
+    """The folder's files, the manifest last (inside :func:`rag_eval._files.all_or_none`); the path of report.md."""
+    out = writer.folder
     report.save(out / "report.parquet")
-    writer.files["report.parquet"] = _sha256_of(out / "report.parquet")
+    writer.files["report.parquet"] = _sha256_of(current(out / "report.parquet"))
     card = report.card
     writer.text("card.json", card.model_dump_json(indent=2) + "\n")
     per_query, summary = report.per_query, report.summary
@@ -284,12 +303,12 @@ def write_folder(
         writer.csv("per_query_text.csv", report.per_query_text)
     if qrels is not None:
         qrels.to_trec(out / "qrels.txt")  # its checks: an id that would not read back is an InputError
-        writer.files["qrels.txt"] = _sha256_of(out / "qrels.txt")
+        writer.files["qrels.txt"] = _sha256_of(current(out / "qrels.txt"))
     for file, (run, tag) in files.items():
         path = out / file
         path.parent.mkdir(parents=True, exist_ok=True)
         run.to_trec(path, tag=tag)
-        writer.files[file] = _sha256_of(path)
+        writer.files[file] = _sha256_of(current(path))
     if results:
         writer.csv("loss_items.csv", report.loss_items)
     pictures: list[Path] = []
@@ -297,9 +316,6 @@ def write_folder(
         pictures = _plots(writer, report, results, qrels)
     path = writer.text("report.md", _markdown(title or out.resolve().name, report, results, facts or {}, pictures))
     manifest = Manifest(hashes=card.hashes, files=dict(sorted(writer.files.items())))
-    for stale in previous.difference(writer.files):
-        with contextlib.suppress(OSError):  # a stale file that cannot be removed is not listed: ignored
-            (out / stale).unlink()
     write_output(out / MANIFEST, (manifest.model_dump_json(indent=2) + "\n").encode())
     return path
 

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._files import write_output
 from .._optional import require
 from ..data.collection import Collection
 from ..data.qrels import Qrels
@@ -469,7 +470,8 @@ class Tuning:
         ax.legend(fontsize=8)
         fig.tight_layout()
         if path is not None:
-            fig.savefig(path)
+            suffix = os.path.splitext(os.fspath(path))[1].lstrip(".").lower() or None  # savefig's own default
+            write_output(path, lambda file: fig.savefig(file, format=suffix))  # whole or not at all
             plt.close(fig)
         return fig
 
