@@ -435,6 +435,13 @@ class FunctionJudge(_CallsFunction, BaseJudge):
         self._is_async = _is_async(fn)
         _ = self.fingerprint  # read now: Uncacheable (asking for version=) at once, not midway through a run
 
+    @property
+    def fingerprint(self) -> str:
+        """Read at every use, as a stage's key is: what the function closes over or loads may change after the
+        judge was made, and a judging run then meets another judge (issue 27, class 9)."""
+        self._fingerprint = None
+        return super().fingerprint
+
     def config(self) -> dict[str, Any]:
         code = None if self.version is not None else fingerprint(self.fn, stage=self.name).digest
         return {"code": code, "batch": self.batch}

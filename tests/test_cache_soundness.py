@@ -240,7 +240,8 @@ def test_known_objects_are_hashed_by_content_and_only_once():
     assert fingerprint((1, 2), stage="s") != fingerprint([1, 2], stage="s")
     assert fingerprint({1: "x"}, stage="s") != fingerprint({"1": "x"}, stage="s")
 
-    big = np.random.default_rng(0).random((2000, 384))  # about 6 MB: hashed once, then remembered
+    big = np.random.default_rng(0).random((2000, 384))  # about 6 MB, read-only: hashed once, then remembered
+    big.flags.writeable = False  # (a writable array is hashed at every run: tests/test_verdicts_fingerprints.py)
 
     def dense(query, k):
         return [f"d{i}" for i in np.argsort(-big[:, 0])[:k]]

@@ -38,7 +38,8 @@ GRADE_COLUMNS = ("grade", "relevance", "label", "score")
 
 
 class Qrels:
-    """Graded judgements per query. Immutable; build it with one of the ``from_*`` constructors."""
+    """Graded judgements per query. Immutable (attributes cannot be set, every view is read-only: what a cache key
+    or a content hash computed once stays true); build it with one of the ``from_*`` constructors."""
 
     __slots__ = ("__dict__", "_judgements", "graded_by", "source")
 
@@ -53,9 +54,22 @@ class Qrels:
         ``graded_by``: how many judgements people and each model judge decided (:mod:`rag_eval.data.graded_by`),
         where known; a merge of logs holding a judge's grades sets it, and every card made with these qrels says
         so."""
-        self._judgements = _validated(judgements, "qrels")
-        self.source = source
-        self.graded_by = graded_by
+        object.__setattr__(self, "_judgements", _validated(judgements, "qrels"))
+        object.__setattr__(self, "source", source)
+        object.__setattr__(self, "graded_by", graded_by)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Qrels are immutable: {name!r} cannot be set (build new qrels with Qrels.from_dict)")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Qrels are immutable: {name!r} cannot be deleted")
+
+    def __getstate__(self) -> dict[str, object]:  # pickle and copy: the judgements and provenance, not the caches
+        return {"_judgements": self._judgements, "source": self.source, "graded_by": self.graded_by}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
 
     # ----- constructors -------------------------------------------------------------------------------------
     @classmethod
@@ -235,10 +249,10 @@ class Qrels:
                 DuplicateJudgement,
             )
         qrels = cls.__new__(cls)
-        qrels._judgements = judgements
-        qrels.source = Source.of(file) if file else None
+        object.__setattr__(qrels, "_judgements", judgements)
+        object.__setattr__(qrels, "source", Source.of(file) if file else None)
         # a graded-by record beside the file, written by write_qrels for these very bytes (graded_by.py)
-        qrels.graded_by = read_sidecar(file.path, file.sha256) if file else None
+        object.__setattr__(qrels, "graded_by", read_sidecar(file.path, file.sha256) if file else None)
         return qrels
 
     # ----- reading ------------------------------------------------------------------------------------------
@@ -318,21 +332,26 @@ class Qrels:
         write_sidecar(path, self.graded_by)
 
     # ----- for the metric engine ----------------------------------------------------------------------------
-    @property
-    def judgements(self) -> Mapping[str, dict[str, int]]:
-        """The per-query judgement dicts, read-only by convention (the metric engine's lookup tables)."""
+    @cached_property
+    def judgements(self) -> Mapping[str, Mapping[str, int]]:
+        """``{query_id: {doc_id: grade}}``, read-only at both levels (a write is a TypeError)."""
+        return MappingProxyType({q: MappingProxyType(j) for q, j in self._judgements.items()})
+
+    def _tables(self) -> Mapping[str, dict[str, int]]:
+        """The per-query judgement dicts themselves, for the C grade lookup (which takes dicts): never written."""
         return MappingProxyType(self._judgements)
 
     @cached_property
-    def columns(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+    def columns(self) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
         """``(query_ids, offsets, grades)``: every grade, grouped by query; query ``i`` owns
-        ``grades[offsets[i]:offsets[i+1]]``."""
+        ``grades[offsets[i]:offsets[i+1]]`` (read-only arrays)."""
         lengths = np.fromiter(map(len, self._judgements.values()), np.int64, len(self._judgements))
         offsets = np.zeros(len(lengths) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
         values = chain.from_iterable(map(methodcaller("values"), self._judgements.values()))
         grades = np.fromiter(values, np.int64, int(offsets[-1]))
-        return list(self._judgements), offsets, grades
+        offsets.flags.writeable = grades.flags.writeable = False
+        return tuple(self._judgements), offsets, grades
 
 
 def _check_grades(file: InputFile, grades: np.ndarray, first_row: int = 0) -> None:

@@ -72,6 +72,15 @@ class Run:
     def __init__(self) -> None:
         raise TypeError("build a Run with Run.from_scores, Run.from_ranking, Run.from_trec, ... (see help(Run))")
 
+    def __getstate__(self) -> dict[str, Any]:  # pickle and copy: the columns and names, not the derived caches
+        return {name: getattr(self, name) for name in self.__slots__ if name != "_memo"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._memo = {}
+        _read_only(self._offsets, self._doc_ids, self._scores)  # a deep copy's arrays are writable
+
     # ----- constructors -------------------------------------------------------------------------------------
     @classmethod
     def from_scores(cls, scores: Mapping[str, Mapping[str, float]], *, name: str = "run") -> Run:
@@ -374,6 +383,7 @@ class Run:
                 docs = docs[keep]
                 scores = scores[keep] if scores is not None else None
                 np.cumsum(lengths, out=offsets[1:])
+        _read_only(offsets, docs, scores)
         run = object.__new__(cls)
         run.name = name
         run.source = source
@@ -560,6 +570,13 @@ class Run:
                 for i, q in enumerate(self._query_ids)
             ),
         )
+
+
+def _read_only(offsets: np.ndarray, docs: np.ndarray | PackedIds, scores: np.ndarray | None) -> None:
+    """A run's columns, read-only from here on: a cache key or a content hash taken once stays true."""
+    for column in (offsets, docs.starts if isinstance(docs, PackedIds) else docs, scores):
+        if column is not None:
+            column.flags.writeable = False
 
 
 def _factorize(ids: np.ndarray) -> tuple[np.ndarray, list[str]]:

@@ -62,7 +62,7 @@ def build_grade_matrix(run: Run, qrels: Qrels, query_ids: list[str], conventions
     run_to_row = np.fromiter((row_of.get(q, -1) for q in run_ids), np.int64, len(run_ids))
     run_offsets = run.offsets
     run_lengths = np.diff(run_offsets)
-    judgements = qrels.judgements
+    judgements = qrels._tables()  # the dicts themselves: the C lookup takes dicts
     wanted = [judgements[q] if r >= 0 else None for q, r in zip(run_ids, run_to_row.tolist(), strict=True)]
     grades = _lookup(run.doc_id_column, run_offsets, wanted)
     cells = np.flatnonzero(grades != UNJUDGED)  # judged, and (negative_grades="unjudged") pooled-but-unjudged

@@ -385,7 +385,7 @@ class _PipelineJudge:
         """``(rows, ranks, gains)`` of the stage's hits with a positive gain (by row, then rank): one grade lookup
         over the packed doc ids; the other hits, gain 0, add nothing to a DCG."""
         offsets, _ = out.hit_columns()
-        judgements = self.qrels.judgements
+        judgements = self.qrels._tables()  # the dicts themselves: the C lookup takes dicts
         tables: list[dict[str, int] | None] = [judgements.get(q) for q in out.query_ids]
         grades = _lookup_rows(out.doc_ids(), offsets, tables)
         cells = np.flatnonzero(grades > 0)  # UNJUDGED is negative; a gain is positive only for a grade > 0

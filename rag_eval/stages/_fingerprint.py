@@ -10,10 +10,11 @@ when a run starts (so a global rebound since the stage was built is seen):
   its name and the package's version (upgrading the package changes the key);
 - data, by content: None, bools, numbers, str and bytes; lists, tuples, dicts and sets of describable values;
   NumPy arrays and scalars; pandas objects; rag_eval's Collection, Qrels and Run; compiled regular expressions;
-  and an object of a pure-Python class by its class and its whole state (``__dict__`` and slots). Large known
-  objects (arrays, frames, collections, qrels, runs) are hashed once per process (remembered by identity while
-  they live), so a warm rerun does not pay for them again; an array changed in place after it was first hashed is
-  not seen: give such a stage ``version=``;
+  and an object of a pure-Python class by its class and its whole state (``__dict__`` and slots). A digest is
+  remembered only for what cannot change after it was taken (no key misses a change): qrels and a run's columns
+  (read-only), and an array that is read-only down to the memory it owns (``a.flags.writeable = False``: do so
+  before taking any view, and a large array is hashed once per process); a writable array, a frame, a
+  Collection's corpus and queries (dicts a user adds to) and a run's name are read again at every run;
 - loggers by their name only (logging changes no result).
 
 Anything else (an object of a C extension, a model, a client, a lock, a file) cannot be described exactly, and a
@@ -143,6 +144,17 @@ def _is_installed_module(name: str) -> bool:
         where = paths[0]
     where = os.path.realpath(where)
     return where.startswith(_installed_roots())
+
+
+def _frozen(array: np.ndarray) -> bool:
+    """Whether ``array`` cannot change: read-only, and so is every array it views, down to memory it owns or to
+    ``bytes`` (a writable base, a memory map or another object's buffer could change it under a read-only view)."""
+    base: Any = array
+    while isinstance(base, np.ndarray):
+        if base.flags.writeable:
+            return False
+        base = base.base
+    return base is None or type(base) is bytes
 
 
 def _module_of(value: Any) -> str | None:
@@ -393,7 +405,8 @@ class _Describer:
         self.installed.update(other.installed)
 
     def _array(self, value: np.ndarray, path: str) -> None:
-        known = _MEMO.get(value)
+        frozen = _frozen(value) and not value.dtype.hasobject  # an object array's items may change themselves
+        known = _MEMO.get(value) if frozen else None
         if known is None:
             sub = hashlib.sha256(f"{value.dtype.str} {value.shape}".encode())
             if value.dtype.hasobject:
@@ -404,35 +417,34 @@ class _Describer:
                 data = memoryview(np.ascontiguousarray(value))  # type: ignore[arg-type]  # an array is a buffer
                 sub.update(data.cast("B"))  # (numpy's stubs do not say so); no copy of a large array
             known = sub.digest()
-            _MEMO.put(value, known)
+            if frozen:
+                _MEMO.put(value, known)
         self._put(b"A", known)
 
     def _pandas(self, value: Any, path: str) -> None:
-        known = _MEMO.get(value)
-        if known is None:
-            member = _Describer(self.stage, self.ignore)
-            kind = type(value).__name__
-            member._put(b"pd", kind.encode())
-            if kind == "DataFrame":
-                member.describe(list(map(str, value.dtypes)), path)
-                member.describe(value.columns, f"{path}.columns")
-                member.describe(value.index, f"{path}.index")
-                for i in range(value.shape[1]):
-                    member._column(value.iloc[:, i], f"{path} column {i}")
-            elif kind == "Series":
-                member.describe(str(value.dtype), path)
-                member.describe(value.name, path)
-                member.describe(value.index, f"{path}.index")
-                member._column(value, path)
-            elif "Index" in kind:
-                member.describe(str(value.dtype), path)
-                member.describe(list(value.names), path)
-                member._column(value, path)
-            else:
-                self.refuse(path, value)
-            known = member._hash.digest()
-            self._merge(member)
-            _MEMO.put(value, known)
+        # pandas objects change in place (none can be made read-only): described anew each time, never remembered
+        member = _Describer(self.stage, self.ignore)
+        kind = type(value).__name__
+        member._put(b"pd", kind.encode())
+        if kind == "DataFrame":
+            member.describe(list(map(str, value.dtypes)), path)
+            member.describe(value.columns, f"{path}.columns")
+            member.describe(value.index, f"{path}.index")
+            for i in range(value.shape[1]):
+                member._column(value.iloc[:, i], f"{path} column {i}")
+        elif kind == "Series":
+            member.describe(str(value.dtype), path)
+            member.describe(value.name, path)
+            member.describe(value.index, f"{path}.index")
+            member._column(value, path)
+        elif "Index" in kind:
+            member.describe(str(value.dtype), path)
+            member.describe(list(value.names), path)
+            member._column(value, path)
+        else:
+            self.refuse(path, value)
+        known = member._hash.digest()
+        self._merge(member)
         self._put(b"PD", known)
 
     def _column(self, column: Any, path: str) -> None:
@@ -443,35 +455,65 @@ class _Describer:
             self._put(b"c", values.dtype.str.encode() + b"\0" + np.ascontiguousarray(values).tobytes())
 
     def _rag_eval(self, value: Any, path: str) -> None:
-        """rag_eval's immutable data, by content; remembered on the object (or by identity) once hashed."""
+        """rag_eval's data, by content. What cannot change (a Qrels' judgements, a Run's columns: read-only) is
+        hashed once and remembered on the object; what can (a Run's name, a Collection's corpus and queries, dicts
+        a user may add to) is described anew each time."""
         name = type(value).__name__
-        memo = getattr(value, "_memo", None) if name == "Run" else getattr(value, "__dict__", None)
-        known = memo.get("_fingerprint") if isinstance(memo, dict) else _MEMO.get(value)
+        if name == "Collection":
+            member = _Describer(self.stage, self.ignore)
+            member._put(b"re", name.encode())
+            member.describe([value.name, value.queries, value.qrels], path)
+            member._corpus(value.corpus, f"{path}.corpus")
+            self._merge(member)
+            self.data.append(f"Collection({value.name})")
+            self._put(b"RE", member._hash.digest())
+            return
+        memo = value._memo if name == "Run" else value.__dict__  # Run has slots; Qrels a __dict__ for its caches
+        known = memo.get("_fingerprint")
         if known is None:
             member = _Describer(self.stage, self.ignore)
             member._put(b"re", name.encode())
-            if name == "Run":
+            if name == "Run":  # its columns, read-only from the start (data/run.py)
                 ids = value.doc_id_column
-                member.describe([value.name, value._query_ids, value._offsets, value._scores, value._by_score], path)
+                member.describe([value._query_ids, value._offsets, value._scores, value._by_score], path)
                 if isinstance(ids, np.ndarray):
                     member.describe(ids, path)
                 else:  # PackedIds: the UTF-8 blob and its offsets
                     member.describe([ids.blob, ids.starts], path)
-            elif name == "Qrels":
+            else:  # Qrels: immutable (data/qrels.py)
                 member.describe({q: dict(value[q]) for q in value.query_ids}, path)
-            else:  # Collection
-                member.describe([value.name, value.queries, value.qrels], path)
-                member._put(b"corpus", struct.pack("<Q", len(value.corpus)))
-                for chunk_id, chunk in value.corpus.items():
-                    member.describe([chunk_id, chunk.title, chunk.text, chunk.metadata], path)
             known = member._hash.digest()
             self._merge(member)
-            if isinstance(memo, dict):
-                memo["_fingerprint"] = known
-            else:
-                _MEMO.put(value, known)
-        self.data.append(f"{name}({getattr(value, 'name', '')})" if name != "Qrels" else "Qrels")
+            memo["_fingerprint"] = known
+        self.data.append(f"Run({value.name})" if name == "Run" else "Qrels")
         self._put(b"RE", known)
+        if name == "Run":  # what may be set on a run after it was made
+            self.describe([value.name, value.tag, value.notes, value.source], path)
+
+    def _corpus(self, corpus: Any, path: str) -> None:
+        """A collection's corpus, ``{chunk id: Chunk}``: as columns (ids, titles, texts, metadata) when it is a dict
+        of Chunks with str ids, each column written in C where it holds plain values; else member by member."""
+        from ..data.collection import Chunk
+
+        chunks = list(corpus.values()) if type(corpus) is dict else []
+        if not chunks or set(map(type, chunks)) != {Chunk}:
+            self._put(b"cg")
+            self.describe(corpus, path)
+            return
+        self._put(b"cc", struct.pack("<Q", len(chunks)))
+        self.describe(list(corpus), f"{path} ids")
+        self.describe([c.title for c in chunks], f"{path} titles")
+        self.describe([c.text for c in chunks], f"{path} texts")
+        metadata = [c.metadata for c in chunks]
+        if not any(metadata):
+            self._put(b"c0")  # every chunk's metadata empty
+            return
+        if all(
+            type(m) is dict and set(map(type, m)) <= _PLAIN and set(map(type, m.values())) <= _PLAIN for m in metadata
+        ):  # flat dicts of plain values, in C (marshal would take any buffer, an array too, as bare bytes)
+            self._put(b"cm", marshal.dumps(metadata, 0))
+        else:
+            self.describe(metadata, f"{path} metadata")
 
     def _code(self, code: types.CodeType) -> None:
         self._put(b"K", code.co_code)
