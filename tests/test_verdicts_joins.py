@@ -472,3 +472,19 @@ def test_cli_report_of_folders_named_differently_says_how_it_paired_them(tmp_pat
     assert "'keyword' with 'bm25' (first stage); 'rerank' with 'ce' (reranker)" in err
     rows = _diff_rows(out.read_text())
     assert rows[("kw → other", "rerank → ce", "ndcg@budget")]["paired"] == "8"  # not an empty table
+
+
+def test_a_projection_of_a_ranking_whose_queries_the_labels_lack():
+    from rag_eval.data.spans import SpanLabels
+    from rag_eval.ground_truth.projection import project
+
+    labels = SpanLabels.from_qrels(Qrels.from_dict({"q1": {"c1": 1}, "q2": {"c2": 1}}), level="chunk")
+    with (
+        pytest.warns(NearMissIds, match="'Q1' vs 'q1'"),  # said apart, never merged
+        pytest.raises(InputError, match=r"the ranking's query ids: matched 0 of 2 in the span labels \(2 queries\)"),
+    ):
+        project({"Q1": ["c1"], "other": ["c2"]}, None, labels)  # ids spelled another way: nothing to project
+    ranking = {"q1": ["c1"], "x1": ["c1"], "x2": ["c2"], "x3": ["c2"]}
+    with pytest.warns(LowJoinMatch, match=r"matched 1 of 4 .*'x1', 'x2', 'x3'.*count as unjudged"):
+        projected = project(ranking, None, labels)
+    assert projected.counts["q1"].covered == 1 and projected.counts["x1"].units == 0  # x1 has no label

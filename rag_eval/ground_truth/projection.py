@@ -202,6 +202,17 @@ def project(
     refs = _chunk_refs(chunks)
     rankings, run_name = _rankings(ranking, ties)
     run_name = name or run_name
+    if len(labels):  # the ranking's queries and the labels': matched k of n, none an error (nothing to project)
+        from ..data._joins import join
+
+        join(
+            list(rankings),
+            set(labels.query_ids),
+            what=f"{run_name}: the ranking's query ids",
+            where=f"the span labels ({len(labels)} queries)",
+            required=True,
+            consequence="the queries not matched have no label: their chunks count as unjudged",
+        )
 
     out_ranking: dict[str, list[str] | list[tuple[str, float]]] = {}
     judgements: dict[str, dict[str, int]] = {}
