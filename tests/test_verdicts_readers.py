@@ -508,3 +508,22 @@ def test_labelling_a_pool_into_qrels_with_ids_written_alike_announces_them(tmp_p
         "different ids, so their items are labelled as pairs of their own"
     ]
     assert len(session.pool.items) == 2
+
+
+def test_a_paired_comparison_announces_query_ids_written_alike():
+    from rag_eval.reports.statistics import UnpairedQueries, pair
+
+    # the one pairing every gate, compare, HTML diff and tune goes through
+    candidate = pd.Series({"Q1": 1.0, NFD_CAFE: 0.5, "q3": 0.25, "q4": 0.0})
+    baseline = pd.Series({"q1": 0.0, NFC_CAFE: 0.5, "q3": 0.25, "q5": 1.0})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        paired = pair(candidate, baseline, allow_unpaired=True, what="precision@10")
+    assert _near(caught) == [
+        "precision@10: 2 query id(s) of the candidate differ from one of the baseline only in case, or in Unicode "
+        "normalisation (NFD vs NFC) (1 in case, 1 in Unicode normalisation (NFD vs NFC); e.g. the candidate 'Q1' vs "
+        "the baseline 'q1': case); they are different ids, so those queries are not paired"
+    ]
+    assert paired.ids.tolist() == ["q3"] and paired.n_unpaired == 6  # never paired by a guess
+    with pytest.warns(NearMissIds), pytest.raises(UnpairedQueries):
+        pair(candidate, baseline, allow_unpaired=False)

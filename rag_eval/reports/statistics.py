@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import DegenerateInterval, InputError
+from ..data._joins import user_stacklevel
+from ..data._near_miss import near_miss_line, near_misses
+from ..errors import DegenerateInterval, InputError, NearMissIds
 from .summary import chunk_rows
 
 if TYPE_CHECKING:
@@ -56,7 +58,10 @@ def all_equal(values: np.ndarray) -> bool:
     """Whether ``values`` (2 or more) are all the same: an interval from them has zero width, for want of spread,
     not for certainty (:class:`~rag_eval.errors.DegenerateInterval`)."""
     values = np.asarray(values, dtype=np.float64)
-    return len(values) >= 2 and bool(np.all(values == values[0]))
+    if len(values) < 2:
+        return False
+    # equal up to rounding: 0.6 - 0.5 and 0.7 - 0.6 differ in the last bit, and are one difference of 0.1
+    return bool(np.ptp(values) <= 1e-12 * max(1.0, float(np.abs(values).max())))
 
 
 def warn_degenerate(where: str, *, stacklevel: int = 3) -> None:
@@ -151,6 +156,18 @@ def pair(
     common = y.index.intersection(x.index, sort=False)
     only_y = y.index.difference(x.index, sort=False)
     only_x = x.index.difference(y.index, sort=False)
+    if len(only_x) and len(only_y):  # ids on one side only, written like the other's: said, never paired
+        line = near_miss_line(
+            near_misses([str(q) for q in only_x], [str(q) for q in only_y]),
+            subject=what or f"{names[0]} vs {names[1]}",
+            ids=f"query id(s) of {names[0]}",
+            other=f"one of {names[1]}",
+            left=names[0],
+            right=names[1],
+            consequence="they are different ids, so those queries are not paired",
+        )
+        if line:
+            warnings.warn(line, NearMissIds, stacklevel=user_stacklevel())
     if (len(only_x) or len(only_y)) and not allow_unpaired:
         draft = Pairing(
             np.array([], dtype=object),
@@ -238,8 +255,8 @@ def t_test(a: np.ndarray, b: np.ndarray) -> float:
     diff = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
     if len(diff) < 2:
         return float("nan")
-    if np.all(diff == diff[0]):
-        return 1.0 if diff[0] == 0 else 0.0
+    if all_equal(diff):  # (up to rounding: SciPy would warn of catastrophic cancellation)
+        return 1.0 if abs(float(diff.mean())) <= 1e-12 else 0.0
     return float(stats.ttest_rel(a, b).pvalue)
 
 
@@ -319,7 +336,7 @@ def t_interval(diff: np.ndarray, *, confidence: float) -> tuple[float, float]:
     if n < 2:
         return float("nan"), float("nan")
     mean = float(diff.mean())
-    if np.all(diff == diff[0]):
+    if all_equal(diff):
         return mean, mean
     half = float(stats.t.ppf(1 - (1 - confidence) / 2, n - 1)) * float(diff.std(ddof=1)) / np.sqrt(n)
     return mean - half, mean + half
