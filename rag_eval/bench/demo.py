@@ -28,6 +28,7 @@ import warnings
 from importlib import resources
 from pathlib import Path
 
+from .._files import all_or_none, write_output
 from .._version import __version__
 from ..data.collection import Collection
 from ..data.qrels import Qrels
@@ -191,17 +192,19 @@ def judge_assisted_run(collection: Collection, result, parts, out: Path) -> tupl
             f"{first['human_ci_high']:.3f}]"
         )
     }
-    (out / "judge-assisted.md").write_text(
-        "# Judge-assisted estimates\n\n```\n"
-        + "\n".join(lines)
-        + "\n\n"
-        + estimates.render()
-        + "\n\n"
-        + agreement.render()
-        + "\n\n"
-        + judge_report.card.render()
-        + "\n```\n",
-        encoding="utf-8",
+    write_output(
+        out / "judge-assisted.md",
+        (
+            "# Judge-assisted estimates\n\n```\n"
+            + "\n".join(lines)
+            + "\n\n"
+            + estimates.render()
+            + "\n\n"
+            + agreement.render()
+            + "\n\n"
+            + judge_report.card.render()
+            + "\n```\n"
+        ).encode("utf-8"),
     )
     return "\n".join(lines), facts
 
@@ -269,36 +272,38 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
     report = evaluate(collection.qrels, {DEMO_PIPELINE: result})
     questions_paragraph = how_many_questions(report)
     out.mkdir(parents=True, exist_ok=True)
-    judged_paragraph, judged_facts = judge_assisted_run(collection, result, parts, out)
-    wall = time.perf_counter() - started
-    facts = {
-        "collection": (
-            f"{len(collection.corpus)} docstring chunks of {len(collection.queries)} questions' worth of stdlib"
-        ),
-        "pipeline": f"`{pipeline}`",
-        "labels": (
-            f"{counts['kept']} judgements apply here; {counts['changed']} judged chunks differ in this Python"
-            " and count as unjudged"
-        ),
-        "machine": (
-            f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, rag_eval {__version__}"
-        ),
-        "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
-        "wall time": f"{wall:.1f} s",
-        "how many questions": questions_paragraph.removeprefix("How many questions: "),
-        **judged_facts,
-    }
-    path = write_report_folder(
-        out,
-        report,
-        {DEMO_PIPELINE: result},
-        collection.qrels,
-        title="rag_eval demo: bm25 >> MiniLM rerank on Python's docs",
-        facts=facts,
-        plots=not args.no_plots,
-        collection=collection,
-    )
-    page = _html_page(out, report, result, collection, plots=not args.no_plots)
+    with all_or_none():  # judge-assisted.md, the result folder and report.html: all of them or none (docs/cli.md)
+        judged_paragraph, judged_facts = judge_assisted_run(collection, result, parts, out)
+        wall = time.perf_counter() - started
+        facts = {
+            "collection": (
+                f"{len(collection.corpus)} docstring chunks of {len(collection.queries)} questions' worth of stdlib"
+            ),
+            "pipeline": f"`{pipeline}`",
+            "labels": (
+                f"{counts['kept']} judgements apply here; {counts['changed']} judged chunks differ in this Python"
+                " and count as unjudged"
+            ),
+            "machine": (
+                f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+                f"rag_eval {__version__}"
+            ),
+            "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
+            "wall time": f"{wall:.1f} s",
+            "how many questions": questions_paragraph.removeprefix("How many questions: "),
+            **judged_facts,
+        }
+        path = write_report_folder(
+            out,
+            report,
+            {DEMO_PIPELINE: result},
+            collection.qrels,
+            title="rag_eval demo: bm25 >> MiniLM rerank on Python's docs",
+            facts=facts,
+            plots=not args.no_plots,
+            collection=collection,
+        )
+        page = _html_page(out, report, result, collection, plots=not args.no_plots)
     summary = report.summary
     print(
         summary[["stage", "metric", "mean", "ci_low", "ci_high", "n", "n_nan", "n_failed"]].to_string(
