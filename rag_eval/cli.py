@@ -1564,11 +1564,14 @@ def _tune(args: argparse.Namespace) -> int:
     shown = found.table[["setting", "value", "n", "from_cache", "computed", "best"]]
     sys.stdout.write(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + "\n\n" + found.render() + "\n")
     if out is not None:
+        from dataclasses import asdict
+
         h = found.held_out
         record = {
             "best": found.best.label(),
             "tuning_value": found.tuning_value,
-            "held_out": {"metric": h.metric, "mean": h.mean, "ci_low": h.ci_low, "ci_high": h.ci_high, "n": h.n},
+            # what the held-out value rests on too (n of the held-out queries, NaN, min n); no interval: null
+            "held_out": {k: (None if v != v else v) for k, v in asdict(h).items()},
             "cache_hits": found.cache_hits,
             "computed": found.computed,
             "settings": found.settings,

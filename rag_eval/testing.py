@@ -43,9 +43,11 @@ def assert_no_regression(
 
     The rules: ``metric`` with ``max_drop`` (and ``stage``), and/or ``rules`` (:class:`~rag_eval.reports.gate.Rule`
     objects or ``METRIC[:STAGE]:MAXDROP`` strings). Reports that are not comparable (different qrels, queries,
-    corpus, conventions or budget, not in ``allow``) raise :class:`~rag_eval.reports.gate.NotComparable`, an
-    InputError, not an AssertionError: that is bad input, not a regression. ``test``, ``correction``, ``alpha``,
-    ``seed``: as in the gate.
+    corpus, conventions or budget, not in ``allow``) raise :class:`~rag_eval.reports.gate.NotComparable`, and a
+    side lacking queries the other measured :class:`~rag_eval.reports.statistics.UnpairedQueries` (unless
+    ``allow`` holds ``"unpaired"``), InputErrors, not AssertionErrors: that is bad input, not a regression. A rule
+    below its test's minimum n is inconclusive, so it fails unless ``inconclusive="pass"``; a metric where lower is
+    better fails on a rise. ``test``, ``correction``, ``alpha``, ``seed``: as in the gate.
     """
     given: list[Rule | str] = list(rules)
     if metric is not None:

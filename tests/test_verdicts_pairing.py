@@ -428,3 +428,65 @@ def test_cli_estimate_below_the_minimum_is_one_line_exit_2(tmp_path, capsys):
     assert main([*args, "--human-report", str(tmp_path / "human.parquet")]) == 2
     err = capsys.readouterr().err
     assert "needs at least 10 human-graded queries, not 4" in err and err.count("\n") == 1
+
+
+# --- the other paired paths: assert_no_regression, power, tune's held-out value ---
+
+
+def test_assert_no_regression_refuses_unpaired_queries_as_bad_input():
+    from rag_eval.testing import assert_no_regression
+
+    base = _report(_hits(IDS40, [5, 6, 7]), conventions="trec_eval")
+    half = _report(_hits(IDS40[:20], [6, 8, 7, 9]), conventions="trec_eval")
+    with pytest.raises(UnpairedQueries, match="20 only in the baseline"):
+        assert_no_regression(base, half, metric="P@10", max_drop=0.05)
+    result = assert_no_regression(base, half, metric="P@10", max_drop=0.05, allow={"unpaired"}, test="t")
+    assert result.rules[0].n == 20 and result.rules[0].n_unpaired == 20
+    # a rise of a lower-is-better metric is a regression: AssertionError with the verdict
+    ids = IDS40[:30]
+    before = _report(_hits(ids, [5]), qids=ids, unjudged=_hits(ids, [1]))
+    after = _report(_hits(ids, [5]), qids=ids, unjudged=_hits(ids, [4, 5]))
+    with pytest.raises(AssertionError, match="lower is better"):
+        assert_no_regression(before, after, metric="unjudged@10", max_drop=0.05, test="t")
+
+
+def test_power_from_a_report_names_the_queries_left_out():
+    ids = IDS40[:30]
+    qrels = rag_eval.Qrels.from_dict({q: {f"{q}-r{i}": 1 for i in range(10)} for q in ids})
+    runs = {
+        "a": rag_eval.Run.from_ranking({q: [f"{q}-r{i}" for i in range(1 + k % 4)] for k, q in enumerate(ids)}),
+        "b": rag_eval.Run.from_ranking({q: [f"{q}-r{i}" for i in range(2 + k % 3)] for k, q in enumerate(ids[:24])}),
+    }
+    report = rag_eval.evaluate(qrels, runs, ["P@10"], conventions="trec_eval")
+    analysis = rag_eval.power(report, baseline="a", metric="P@10")
+    assert (analysis.n, analysis.n_unpaired) == (24, 6)
+    assert "left out of the pilot: 6 only in 'a' (q24, q25, q26, q27, q28, and 1 more)" in analysis.to_text()
+
+
+def test_the_held_out_value_says_what_it_rests_on():
+    from rag_eval.reports.tuning import HeldOut
+
+    few = HeldOut("recall@budget", 0.5, math.nan, math.nan, 6, 1, 0.95, n_queries=8, not_measured=("q7",))
+    assert few.interval() == (
+        "no interval: n 6 is below the bootstrap's minimum n 10 (95% bootstrap, min n 10; n=6 of 8 held-out "
+        "queries; 1 NaN left out; 1 not measured, left out (q7))"
+    )
+    flat = HeldOut("recall@budget", 1.0, 1.0, 1.0, 12, 0, 0.95, n_queries=12, degenerate=True)
+    assert flat.interval().endswith("n=12 of 12 held-out queries; zero width: every value the same, not certainty)")
+
+
+def test_compare_below_the_bootstrap_minimum_shows_no_interval():
+    ids = IDS40[:5]
+    one = _report(_hits(ids, [5, 6, 3, 7, 4]), qids=ids)
+    two = rag_eval.evaluate(
+        rag_eval.Qrels.from_dict({q: {f"{q}-r{i}": 1 for i in range(10)} for q in ids}),
+        {"b": rag_eval.Run.from_ranking({q: [f"{q}-r{i}" for i in range(k)] for q, k in zip(ids, [6, 6, 5, 7, 2])})},
+        ["P@10"],
+    )
+    result = rag_eval.compare([one, two], baseline="sys", metrics=["precision@10"])
+    row = result.table.iloc[0]
+    assert row.n == 5 and math.isnan(row.ci_low) and math.isnan(row.ci_high)
+    assert "sys" in str(result) and "b vs sys, precision@10: no interval, n 5 is below bootstrap's minimum n 10" in (
+        str(result)
+    )
+    assert "intervals: paired bootstrap, min n 10" in str(result)

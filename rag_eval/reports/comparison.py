@@ -323,7 +323,9 @@ def compare(
                 mean_x, mean_y = (float(x.mean()), float(y.mean())) if len(x) else (np.nan, np.nan)
             if 0 < len(diff) < MIN_N[INTERVAL]:
                 low = high = np.nan  # below the bootstrap's minimum n: no interval
-                notes.append(f"{s} vs {base}, {m}: no interval, n {len(diff)} is below {INTERVAL}'s minimum n")
+                notes.append(
+                    f"{s} vs {base}, {m}: no interval, n {len(diff)} is below {INTERVAL}'s minimum n {MIN_N[INTERVAL]}"
+                )
             degenerate = len(diff) >= MIN_N[INTERVAL] and all_equal(diff)
             if degenerate:
                 flat.append(f"{s} vs {base}, {m} ({len(diff)} queries, each {float(diff[0]):+.4f})")

@@ -34,7 +34,7 @@ import numpy as np
 
 from ._systems import resolve_system, with_systems
 from .report import Report, is_geometric_metric
-from .statistics import TESTS, is_exact, sign_blocks, wilcoxon_test
+from .statistics import TESTS, is_exact, pair, shown_ids, sign_blocks, wilcoxon_test
 from .summary import MIN_GEO_MEAN
 
 if TYPE_CHECKING:
@@ -79,6 +79,9 @@ class PowerAnalysis:
     permutations: int | None = None  #: resample, randomization test: its permutations
     seed: int | None = None  #: resample: the seed of the draws and of the randomization test
     geometric: bool = False  #: a geometric-mean metric: differences of logs
+    n_nan: int = 0  #: from a report: queries both systems measured, NaN (0/0) for either: left out
+    n_unpaired: int = 0  #: from a report: queries one system measured and the other not: left out
+    left_out: str = ""  #: which were left out (some named), as statistics.Pairing says it; "" when none
 
     def to_text(self) -> str:
         """The analysis in a few lines, alpha and power stated."""
@@ -111,6 +114,7 @@ class PowerAnalysis:
             f"  method: {how}",
             f"  {level}, power {self.power:g}",
             f"  pilot: {self.n} queries, {spread}{units}",
+            *([f"  left out of the pilot: {self.left_out}"] if self.left_out else []),
             f"  minimum detectable difference at {self.n} queries: {_number(self.minimum_detectable_difference)}",
         ]
         if self.effect is not None:
@@ -498,11 +502,16 @@ def _from_report(
         raise ValueError(f"the report has {len(others)} systems besides {base!r}: name one (system=...) from {others}")
     shared = [m for m in available[chosen] if m in available[base]]
     name = _metric(metric, shared, f"both {chosen!r} and {base!r}")
-    x, y = _values(per_query, chosen, name), _values(per_query, base, name)
-    both = x.index.intersection(y.index, sort=False)
-    x, y = x.loc[both], y.loc[both]
-    keep = x.notna() & y.notna()
-    a, b = x[keep].to_numpy(dtype=np.float64), y[keep].to_numpy(dtype=np.float64)
+    # paired as compare and the gate pair them (statistics.pair): one side's queries and NaN left out, counted
+    paired = pair(
+        _values(per_query, chosen, name),
+        _values(per_query, base, name),
+        allow_unpaired=True,
+        names=(repr(chosen), repr(base)),
+    )
+    a, b = paired.x, paired.y
+    parts = [paired.unpaired_text()] if paired.n_unpaired else []
+    parts += [f"{paired.n_nan} NaN on either side ({shown_ids(paired.nan_ids)})"] if paired.n_nan else []
     geometric = is_geometric_metric(name)
     if geometric:  # as compare tests them: the logs of the values floored at 1e-5
         a, b = np.log(np.maximum(a, MIN_GEO_MEAN)), np.log(np.maximum(b, MIN_GEO_MEAN))
@@ -514,6 +523,9 @@ def _from_report(
         "system": chosen,
         "baseline": base,
         "geometric": geometric,
+        "n_nan": paired.n_nan,
+        "n_unpaired": paired.n_unpaired,
+        "left_out": "; ".join(parts),
     }
 
 

@@ -63,6 +63,7 @@ from ..stages.pipeline import Pipeline
 from ..stages.result import PipelineResult, StageOutput
 from ..stages.stage import Reranker, Retriever
 from ._judged import JUDGED_THRESHOLD
+from .statistics import MIN_N, all_equal, shown_ids, warn_degenerate
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -339,7 +340,10 @@ def _int_or_text(token: str) -> int | str:
 @dataclass(frozen=True)
 class HeldOut:
     """The best setting's value on the held-out queries: the mean of ``metric`` over them, its bootstrap interval
-    (``confidence``, ``resamples`` resamples, seeded), ``n`` values averaged and ``n_nan`` left out (0/0)."""
+    (``confidence``, ``resamples`` resamples, seeded; NaN below the bootstrap's ``min_n``), ``n`` values averaged
+    and ``n_nan`` left out (0/0), of ``n_queries`` held-out queries; ``not_measured``: held-out queries the report
+    did not count (a query missing from the run under ``conventions="trec_eval"``). ``degenerate``: every value
+    the same, an interval of zero width (announced: DegenerateInterval), not certainty."""
 
     metric: str
     mean: float
@@ -348,6 +352,23 @@ class HeldOut:
     n: int
     n_nan: int
     confidence: float
+    n_queries: int = 0
+    not_measured: tuple[str, ...] = ()
+    min_n: int = MIN_N["bootstrap"]
+    degenerate: bool = False
+
+    def interval(self) -> str:
+        """``[low, high] (95% bootstrap, min n 10, n=12 of 12 held-out queries)``, saying what it rests on."""
+        level = f"{self.confidence:.0%} bootstrap, min n {self.min_n}"
+        rests = f"n={self.n} of {self.n_queries} held-out queries" if self.n_queries else f"n={self.n}"
+        if self.n_nan:
+            rests += f"; {self.n_nan} NaN left out"
+        if self.not_measured:
+            rests += f"; {len(self.not_measured)} not measured, left out ({shown_ids(self.not_measured)})"
+        if self.n < self.min_n:
+            return f"no interval: n {self.n} is below the bootstrap's minimum n {self.min_n} ({level}; {rests})"
+        flat = "; zero width: every value the same, not certainty" if self.degenerate else ""
+        return f"[{self.ci_low:.4f}, {self.ci_high:.4f}] ({level}; {rests}{flat})"
 
 
 class _Cut(Retriever):
@@ -415,14 +436,13 @@ class Tuning:
 
     def render(self) -> str:
         h = self.held_out
-        level = f"{h.confidence:.0%}"
         return "\n".join(
             [
                 f"tuned {self.metric} over {len(self.table)} settings ({self.settings['search']} search) on "
                 f"{len(self.split[0])} tuning queries; {len(self.split[1])} held out",
                 f"best: {self.best.label()}",
                 f"  tuning:   {self.tuning_value:.4f} (optimistic: chosen on these queries)",
-                f"  held out: {h.mean:.4f} [{h.ci_low:.4f}, {h.ci_high:.4f}] ({level} bootstrap, n={h.n})",
+                f"  held out: {h.mean:.4f} {h.interval()}",
                 f"cache: {self.cache_hits} stage outputs read from the cache, {self.computed} computed",
             ]
         )
@@ -552,14 +572,23 @@ def tune(
     )
     summary = held_report.summarize(resamples=resamples, confidence=confidence, seed=seed)
     row = summary[(summary["stage"] == held_result.final_stage) & (summary["metric"] == metric)].iloc[0]
+    held_values = held_report.values(str(row["run"]), metric, held_result.final_stage)
+    measured = held_values.dropna().to_numpy(dtype=np.float64)
+    below = len(measured) < MIN_N["bootstrap"]
+    flat = not below and all_equal(measured)
+    if flat:
+        warn_degenerate(f"tune, held-out {metric} ({len(measured)} queries, each {measured[0]:.4f})")
     held = HeldOut(
         metric,
         float(row["mean"]),
-        float(row["ci_low"]),
-        float(row["ci_high"]),
+        math.nan if below else float(row["ci_low"]),
+        math.nan if below else float(row["ci_high"]),
         int(row["n"]),
         int(row["n_nan"]),
         float(confidence),
+        n_queries=len(held_ids),
+        not_measured=tuple(q for q in held_ids if q not in set(held_values.index)),
+        degenerate=flat,
     )
     cache_frame = pd.DataFrame(counts, columns=["candidate", "stage", "role", "from_cache", "computed"])
     per_candidate = cache_frame.groupby("candidate", sort=False)[["from_cache", "computed"]].sum()
