@@ -58,6 +58,7 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
+from ._escape import csv_text, visible
 from ._files import all_or_none, write_output
 from ._version import __version__
 from .data import Qrels, Run
@@ -831,7 +832,7 @@ def _show_warning(
     line: str | None = None,
 ) -> None:
     """Warnings as one line each, like errors: ``rag-eval: warning: ...`` (no source line of rag_eval's)."""
-    print(f"rag-eval: warning: {' '.join(str(message).split())}", file=sys.stderr)
+    print(f"rag-eval: warning: {visible(' '.join(str(message).split()))}", file=sys.stderr)
 
 
 def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
@@ -928,8 +929,14 @@ def _read_numbers(args: argparse.Namespace) -> None:
 def _one_line(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         err = exc.errors()[0]
-        return f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
-    return " ".join(str(exc).split())
+        return visible(f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}")
+    return visible(" ".join(str(exc).split()))
+
+
+def _terminal(text: str) -> str:
+    """A text output (not CSV or JSON, which are data): the names in it printed with their control characters,
+    escape sequences and bidirectional overrides visible (``\\x1b``), its own lines and tabs kept."""
+    return visible(text, keep="\n\t")
 
 
 def run_names(paths: Sequence[str]) -> list[str]:
@@ -1010,10 +1017,10 @@ def _evaluate(args: argparse.Namespace) -> int:
         text = format_trec_eval(report, qrels=qrels, runs=named, per_query=args.per_query, metrics=metrics)
     else:
         text = format_report(report, args.format, per_query=args.per_query, resamples=args.resamples, seed=args.seed)
-    sys.stdout.write(text)
+    sys.stdout.write(text if args.format in ("csv", "json") else _terminal(text))
     sys.stdout.flush()
     if args.format != "json" and not args.no_card:
-        print(report.card.render(), file=sys.stderr)
+        print(_terminal(report.card.render()), file=sys.stderr)
     return 0
 
 
@@ -1069,10 +1076,11 @@ def _compare(args: argparse.Namespace) -> int:
         seed=args.seed,
         margin=args.margin,
     )
-    sys.stdout.write(format_comparison(result, args.format))
+    text = format_comparison(result, args.format)
+    sys.stdout.write(text if args.format in ("csv", "json") else _terminal(text))
     sys.stdout.flush()
     if args.format != "json" and not args.no_card:
-        print(result.card.render(), file=sys.stderr)
+        print(_terminal(result.card.render()), file=sys.stderr)
     return 0
 
 
@@ -1116,7 +1124,7 @@ def _power(args: argparse.Namespace) -> int:
         for metric in metrics
         for system, against in pairs
     ]
-    sys.stdout.write("\n\n".join(a.to_text() for a in analyses) + "\n")
+    sys.stdout.write(_terminal("\n\n".join(a.to_text() for a in analyses)) + "\n")
     sys.stdout.flush()
     return 0
 
@@ -1165,7 +1173,7 @@ def _merge(args: argparse.Namespace) -> int:
     write_qrels(merged.qrels, args.out)
     conflicts = merged.conflicts
     if len(conflicts):
-        sys.stdout.write(conflicts.to_csv(index=False))
+        sys.stdout.write(csv_text(conflicts))
     kappa = merged.kappa
     if kappa.value is not None:
         agreement = (
@@ -1219,7 +1227,7 @@ def _judge(args: argparse.Namespace) -> int:
     grader = load_judge(args.judge)
     run = judge(args.pool, grader, log=args.out, scale=scale, batch_size=args.batch_size, human=args.human)
     if len(run.failures):
-        sys.stdout.write(run.failures.to_csv(index=False))
+        sys.stdout.write(csv_text(run.failures))
     print(f"rag-eval: {run.summary()}", file=sys.stderr)
     if run.failed:  # the pool is not graded: what was is in the log, and a run again asks only the failed
         print(f"rag-eval: {run.failed} of {run.items} items not graded (listed on stdout): exit 4", file=sys.stderr)
@@ -1274,7 +1282,7 @@ def _queries(args: argparse.Namespace) -> int:
     for name, stratum in card.strata.items():
         rows.append(
             (
-                name,
+                visible(name),
                 f"{stratum['queries']:,}",
                 f"{stratum['traffic']:,}",
                 f"{100 * stratum['traffic_share']:.1f}%",
@@ -1365,7 +1373,7 @@ def _agreement(args: argparse.Namespace) -> int:
         payload = {"items": items.to_dict(), "ranking": None if ranking is None else ranking.to_dict()}
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
-        sys.stdout.write(items.render() + "\n" + ("" if ranking is None else ranking.render() + "\n"))
+        sys.stdout.write(_terminal(items.render() + "\n" + ("" if ranking is None else ranking.render() + "\n")))
     sys.stdout.flush()
     return 0
 
@@ -1436,16 +1444,16 @@ def _estimate(args: argparse.Namespace) -> int:
         }
         sys.stdout.write(json.dumps(out, indent=1) + "\n")
     elif args.format == "csv":
-        sys.stdout.write(result.table.to_csv(index=False))
+        sys.stdout.write(csv_text(result.table))
         if differences is not None:
-            sys.stdout.write("\n" + differences.to_csv(index=False))
+            sys.stdout.write("\n" + csv_text(differences))
     elif args.format == "markdown":
         sys.stdout.write(result._repr_markdown_() + "\n")
         if differences is not None:
             sys.stdout.write("\n" + markdown_table(differences) + "\n")
             sys.stdout.write("".join(f"\n{markdown_cell(note)}\n" for note in differences.attrs.get("notes", ())))
     else:
-        sys.stdout.write(result.render() + "\n")
+        sys.stdout.write(_terminal(result.render()) + "\n")
         if differences is not None:
             columns = ["system", "baseline", "metric", "n_human", "n_nan", "n_unpaired", "diff", "ci_low", "ci_high"]
             shown = differences[columns].copy()
@@ -1562,7 +1570,8 @@ def _tune(args: argparse.Namespace) -> int:
         batch_size=BATCH_SIZE,
     )
     shown = found.table[["setting", "value", "n", "from_cache", "computed", "best"]]
-    sys.stdout.write(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + "\n\n" + found.render() + "\n")
+    table = shown.to_string(index=False, float_format=lambda v: f"{v:.4f}")
+    sys.stdout.write(_terminal(table + "\n\n" + found.render()) + "\n")
     if out is not None:
         from dataclasses import asdict
 
@@ -1578,7 +1587,7 @@ def _tune(args: argparse.Namespace) -> int:
             "split": {"tuning": list(found.split[0]), "held_out": list(found.split[1])},
         }
         with all_or_none(out):  # the grid, the result and the plot, all three or none (docs/cli.md)
-            write_output(out / "tuning.csv", found.table.to_csv(index=False).encode("utf-8"))
+            write_output(out / "tuning.csv", csv_text(found.table).encode("utf-8"))
             write_output(out / "tuning.json", (json.dumps(record, indent=1, default=str) + "\n").encode("utf-8"))
             if not args.no_plots:
                 found.plot(out / "tuning.svg")
@@ -1625,7 +1634,7 @@ def _gate(args: argparse.Namespace) -> int:
         result.write_junit(args.junit)
     if args.markdown:
         result.write_markdown(args.markdown)
-    sys.stdout.write(result.to_text() + "\n")
+    sys.stdout.write(_terminal(result.to_text()) + "\n")
     sys.stdout.flush()
     return result.exit_code
 

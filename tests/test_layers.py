@@ -12,6 +12,7 @@ from .conftest import ROOT
 # package (first name under rag_eval) -> layer; adapters/ ships as rag_eval.adapters
 LAYERS = {
     "_accel": 0,
+    "_escape": 0,
     "_files": 0,
     "_optional": 0,
     "_speedups": 0,

@@ -28,6 +28,7 @@ import warnings
 from importlib import resources
 from pathlib import Path
 
+from .._escape import markdown_code
 from .._files import all_or_none, write_output
 from .._version import __version__
 from ..data.collection import Collection
@@ -192,20 +193,8 @@ def judge_assisted_run(collection: Collection, result, parts, out: Path) -> tupl
             f"{first['human_ci_high']:.3f}]"
         )
     }
-    write_output(
-        out / "judge-assisted.md",
-        (
-            "# Judge-assisted estimates\n\n```\n"
-            + "\n".join(lines)
-            + "\n\n"
-            + estimates.render()
-            + "\n\n"
-            + agreement.render()
-            + "\n\n"
-            + judge_report.card.render()
-            + "\n```\n"
-        ).encode("utf-8"),
-    )
+    shown = "\n\n".join(["\n".join(lines), estimates.render(), agreement.render(), judge_report.card.render()])
+    write_output(out / "judge-assisted.md", ("# Judge-assisted estimates\n\n" + markdown_code(shown)).encode("utf-8"))
     return "\n".join(lines), facts
 
 

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from .._escape import spreadsheet_cell
 from .._files import remove_temporaries, write_output
 from ..data._ids import check_writable, unwritable_reason
 from ..data.qrels import Qrels
@@ -225,24 +226,28 @@ class Pool:
         """A spreadsheet view: ``systems`` joined with ``;``, ``ranks`` as JSON, the pool id on every row."""
         import io
 
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(_CSV_COLUMNS)
-        for i in self.items:
-            writer.writerow(
-                [
-                    i.query_id,
-                    i.doc_id,
-                    ";".join(i.systems),
-                    json.dumps(dict(i.ranks)),
-                    repr(i.rrf),
-                    i.query or "",
-                    i.text or "",
-                    self.id,
-                    self.depth,
-                    self.strategy,
-                ]
-            )
+        rows = [
+            [
+                spreadsheet_cell(i.query_id),
+                spreadsheet_cell(i.doc_id),
+                spreadsheet_cell(";".join(i.systems)),
+                json.dumps(dict(i.ranks)),
+                repr(i.rrf),
+                spreadsheet_cell(i.query or ""),
+                spreadsheet_cell(i.text or ""),
+                self.id,
+                self.depth,
+                self.strategy,
+            ]
+            for i in self.items
+        ]
+        # the csv module leaves a field with a lone "\r" unquoted under "\n" line ends: then every field is quoted
+        for quoting in (csv.QUOTE_MINIMAL, csv.QUOTE_ALL):
+            out = io.StringIO()
+            writer = csv.writer(out, lineterminator="\n", quoting=quoting)
+            writer.writerows([_CSV_COLUMNS, *rows])
+            if "\r" not in out.getvalue():
+                break
         _write_atomically(Path(path), out.getvalue())
 
     @classmethod

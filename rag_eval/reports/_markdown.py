@@ -1,19 +1,17 @@
-"""Markdown tables whose cells are text: ``&``, ``<`` and ``>`` as entities (Markdown renders raw HTML), ``|``
-backslashed. Used by the notebook displays and report.md."""
+"""Markdown tables whose cells are text, each through :func:`rag_eval._escape.markdown_cell` (entities,
+Markdown's punctuation backslashed, line breaks as spaces). Used by the notebook displays and report.md."""
 
 from __future__ import annotations
 
 import html
 from typing import TYPE_CHECKING
 
+from .._escape import markdown_cell
+
 if TYPE_CHECKING:
     import pandas as pd
 
-
-def markdown_cell(value: object) -> str:
-    """A Markdown table cell: HTML escaped, ``|`` escaped, a newline as a space, floats to 4 decimals."""
-    text = f"{value:.4f}" if isinstance(value, float) else str(value)
-    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
+__all__ = ["html_table", "markdown_cell", "markdown_table"]
 
 
 def markdown_table(frame: pd.DataFrame, *, heading: str | None = None) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._escape import markdown_code
 from .._version import __version__
 from ..metrics._engine import REASONS
 from ..metrics.conventions import PRESETS, Conventions
@@ -162,7 +163,7 @@ class MetricCard(BaseModel):
         return f"<pre>{html.escape(self.render())}</pre>"
 
     def _repr_markdown_(self) -> str:
-        return "```\n" + self.render().replace("```", "` ` `") + "\n```\n"
+        return markdown_code(self.render())
 
     def render(self) -> str:
         """A short human-readable text (what the CLI prints to stderr)."""

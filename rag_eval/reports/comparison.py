@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._escape import plot_text
 from ._markdown import html_table, markdown_cell, markdown_table
 from ._systems import resolve_system, with_systems
 from .card import MetricCard
@@ -204,8 +205,9 @@ class Comparison:
                 label="significant" if filled else "not significant",
             )
         ax.axvline(0, color="grey", linewidth=0.8)
-        ax.set_yticks(y, [f"{s}: {m}" for s, m in zip(frame["system"], frame["metric"], strict=True)], fontsize=8)
-        ax.set_xlabel(f"difference from {self.settings['baseline']}")
+        ticks = [plot_text(f"{s}: {m}") for s, m in zip(frame["system"], frame["metric"], strict=True)]
+        ax.set_yticks(y, ticks, fontsize=8)
+        ax.set_xlabel(plot_text(f"difference from {self.settings['baseline']}"))
         ax.legend(fontsize=7)
         return ax
 

@@ -12,11 +12,11 @@ summary is computed with ``resamples`` and ``seed`` only by the formats that pri
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from .._escape import csv_text
 from ._markdown import markdown_table
 from .report import Report
 
@@ -56,9 +56,7 @@ def format_report(
                 payload["per_query_text"] = _records(report.per_query_text)
         return _json(payload)
     if format == "csv":
-        out = io.StringIO()
-        (report.per_query if per_query else summary()).to_csv(out, index=False, float_format=None)
-        return out.getvalue()
+        return csv_text(report.per_query if per_query else summary(), float_format=None)
     shown = _shown_summary(summary())
     if format == "markdown":
         text = markdown_table(shown, heading=_heading(report))
@@ -78,7 +76,7 @@ def format_comparison(comparison: Comparison, format: str = "table") -> str:
     """
     _check_format(format)
     if format == "csv":
-        return str(comparison.table.to_csv(index=False))
+        return csv_text(comparison.table)
     if format == "json":
         return _json(
             {

@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from .._escape import xml_text
 from .._files import append_output, write_output
 from ..errors import InputError
 from ._markdown import markdown_cell
@@ -430,15 +431,16 @@ class GateResult:
         for i, o in enumerate(self.overrides):
             shown[f"override.{i + 1}"] = o
         for name, value in shown.items():
-            ET.SubElement(properties, "property", {"name": name, "value": value})
+            ET.SubElement(properties, "property", {"name": name, "value": xml_text(value)})
         for r in self.rules:
             case = ET.SubElement(
                 suite,
                 "testcase",
-                {"name": f"{r.rule} ({r.candidate_system})", "classname": "rag_eval.gate", "time": "0"},
+                {"name": xml_text(f"{r.rule} ({r.candidate_system})"), "classname": "rag_eval.gate", "time": "0"},
             )
-            message = f"{r.verdict}: {r.numbers()}; {r.reason()}"
-            body = f"{message}\n{r.worst(worst)}"
+            # ElementTree escapes & < > and quotes; the characters XML 1.0 cannot hold are xml_text's
+            message = xml_text(f"{r.verdict}: {r.numbers()}; {r.reason()}")
+            body = f"{message}\n{xml_text(r.worst(worst))}"
             if r.verdict == "regression" or (r.verdict == "inconclusive" and self.inconclusive == "fail"):
                 ET.SubElement(case, "failure", {"type": r.verdict, "message": message}).text = body
             elif r.verdict == "inconclusive":

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._escape import plot_text
 from .._files import write_output
 from ..errors import InputError
 
@@ -511,13 +512,14 @@ def _recall_plot(plt: Any, curves: list[tuple[HtmlSide, dict[str, Any]]], many: 
             if run is None:
                 continue
             at_k = evaluate_run(side.qrels, run, recall, side.report.card.conventions, warn_ids=False).values
-            ax.plot(ks, [float(np.nanmean(v)) if len(v) else np.nan for v in at_k], marker=".", label=stage)
+            mean = [float(np.nanmean(v)) if len(v) else np.nan for v in at_k]
+            ax.plot(ks, mean, marker=".", label=plot_text(stage))
         ax.axvline(depth, color="grey", linestyle=":", label=f"depth {depth}")
         chunks = _budget_chunks(p.get("budget"))
         if chunks is not None:
-            ax.axvline(chunks, color="black", linestyle="--", label=p["budget"])
+            ax.axvline(chunks, color="black", linestyle="--", label=plot_text(p["budget"]))
         title = f"{side.name}: {p['run']}" if many else str(p["run"])
-        ax.set(xscale="log", xlabel="k", ylabel="recall@k", title=title, ylim=(0, 1.02))
+        ax.set(xscale="log", xlabel="k", ylabel="recall@k", title=plot_text(title), ylim=(0, 1.02))
         ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return _svg(fig, "recall")
@@ -551,14 +553,16 @@ def _loss_figure(plt: Any, sides: Sequence[HtmlSide]) -> Any:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.45 * len(bars)))
     left = np.zeros(len(bars))
-    names = [name for name, _ in bars][::-1]
+    names = [plot_text(name) for name, _ in bars][::-1]
     for i, fate in enumerate(_FATES):
         values = np.array([shares[i] for _, shares in bars][::-1])
-        ax.barh(names, values, left=left, color=FATE_COLOURS[fate], label=fate_label(fate), height=0.6)
+        at = np.arange(len(names))  # by position: two names alike once shortened stay two bars
+        ax.barh(at, values, left=left, color=FATE_COLOURS[fate], label=fate_label(fate), height=0.6)
         for y, (x0, w) in enumerate(zip(left, values, strict=True)):
             if w >= 0.06:
                 ax.text(x0 + w / 2, y, f"{w:.0%}", ha="center", va="center", fontsize=7, color="black")
         left += values
+    ax.set_yticks(np.arange(len(names)), names)
     ax.set(xlim=(0, 1), xlabel="share of relevant items (mean per query)", title="where relevant items went")
     # the legend sits below the axes, outside them: it never covers a bar
     from matplotlib.transforms import offset_copy
@@ -603,9 +607,9 @@ def _scatter_plot(plt: Any, sides: Sequence[HtmlSide]) -> str | None:
             if n >= max(3, len(xs) // 20):
                 ax.annotate(f"n={n}", (at, 1.06), ha="center", fontsize=7, annotation_clip=False)
         ax.set(
-            xlabel=f"{first} recall@depth (jittered)",
-            ylabel=f"{final} {metric}",
-            title=title,
+            xlabel=plot_text(f"{first} recall@depth (jittered)"),
+            ylabel=plot_text(f"{final} {metric}"),
+            title=plot_text(title),
             xlim=(-0.06, 1.06),
             ylim=(-0.04, 1.12),
         )

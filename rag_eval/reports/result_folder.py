@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .._escape import csv_text, markdown_code, plot_text
 from .._files import all_or_none, current, write_output
 from .._version import __version__
 from ..data.collection import Collection
@@ -152,7 +153,7 @@ class _Writer:
         return self.write(name, text.encode("utf-8"))
 
     def csv(self, name: str, frame: pd.DataFrame) -> Path:
-        return self.text(name, frame.to_csv(index=False))
+        return self.text(name, csv_text(frame))
 
     def parquet(self, name: str, frame: pd.DataFrame) -> Path:
         buffer = io.BytesIO()
@@ -551,7 +552,7 @@ def _markdown(
         lines.append("")
     if pictures:
         lines += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in pictures] + [""]
-    lines += ["## Metric card", "", "```", report.card.render().replace("```", "` ` `"), "```", ""]
+    lines += ["## Metric card", "", markdown_code(report.card.render())]
     return "\n".join(lines)
 
 
@@ -581,7 +582,7 @@ def _pipeline_markdown(report: FolderReport, results: Mapping[str, PipelineResul
                 "",
                 f"Where the relevant items went (mean share per query, over the {int(base['n'])} queries with "
                 f"a relevant item; {int(base['n_nan'])} without one left out): "
-                + ", ".join(f"{_fate_words(str(r['metric']), result)} {r['mean']:.1%}" for r in loss),
+                + ", ".join(f"{markdown_cell(_fate_words(str(r['metric']), result))} {r['mean']:.1%}" for r in loss),
             ]
         lines += [
             "",
@@ -642,13 +643,14 @@ def _plots(writer: _Writer, report: FolderReport, results: Mapping[str, Pipeline
         recall = parse_metrics([f"recall@{k}" for k in ks])
         for stage, run in result.runs.items():
             at_k = evaluate_run(qrels, run, recall, conventions, warn_ids=False).values
-            ax.plot(ks, [float(np.nanmean(v)) if len(v) else np.nan for v in at_k], marker=".", label=stage)
+            mean = [float(np.nanmean(v)) if len(v) else np.nan for v in at_k]
+            ax.plot(ks, mean, marker=".", label=plot_text(stage))
         ax.axvline(depth, color="grey", linestyle=":", label=f"depth {depth}")
         budget = result.pipeline.budget
         delivered = list(result.delivered().values())
         chunks = budget.chunks if budget.chunks is not None else float(np.mean(delivered or [0]))
-        ax.axvline(max(chunks, 1), color="black", linestyle="--", label=str(budget))
-        ax.set(xscale="log", xlabel="k", ylabel="recall@k", title=pipeline, ylim=(0, 1.02))
+        ax.axvline(max(chunks, 1), color="black", linestyle="--", label=plot_text(budget))
+        ax.set(xscale="log", xlabel="k", ylabel="recall@k", title=plot_text(pipeline), ylim=(0, 1.02))
         ax.legend(fontsize=7)
     fig.tight_layout()
     save(fig, "recall_at_k.png")
@@ -667,8 +669,10 @@ def _plots(writer: _Writer, report: FolderReport, results: Mapping[str, Pipeline
         bottom = np.zeros(len(results))
         for i, fate in enumerate(fates):
             values = np.array([shares[p][i] for p in results])
-            ax.bar(list(results), values, bottom=bottom, label=_fate_words(f"loss.{fate}", None))
+            # by position: two names alike once shortened stay two bars
+            ax.bar(np.arange(len(results)), values, bottom=bottom, label=_fate_words(f"loss.{fate}", None))
             bottom += values
+        ax.set_xticks(np.arange(len(results)), [plot_text(p) for p in results])
         ax.set(ylabel="share of relevant items", ylim=(0, 1), title="where relevant items went")
         ax.legend(fontsize=7)
         ax.tick_params(axis="x", labelrotation=20, labelsize=8)
@@ -685,9 +689,9 @@ def _plots(writer: _Writer, report: FolderReport, results: Mapping[str, Pipeline
         joined = x.to_frame("x").join(y.to_frame("y"), how="inner")
         ax.scatter(joined["x"], joined["y"], s=8, alpha=0.5)
         ax.set(
-            xlabel=f"{result.first_stage} recall@depth",
-            ylabel=f"{result.final_stage} {final_metric}",
-            title=pipeline,
+            xlabel=plot_text(f"{result.first_stage} recall@depth"),
+            ylabel=plot_text(f"{result.final_stage} {final_metric}"),
+            title=plot_text(pipeline),
             xlim=(-0.02, 1.02),
             ylim=(-0.02, 1.02),
         )

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._escape import markdown_code, plot_text
 from .._files import write_output
 from .._optional import require
 from ..data.collection import Collection
@@ -451,7 +452,7 @@ class Tuning:
         return f"Tuning({self.metric}: {self.best.label()}; held out {self.held_out.mean:.4f})"
 
     def _repr_markdown_(self) -> str:
-        return "```text\n" + self.render() + "\n```"
+        return markdown_code(self.render(), "text")
 
     def plot(self, path: str | os.PathLike[str] | None = None) -> Any:
         """The tuning value of every candidate (a line over alpha, rrf_k, depth or budget when only that varies,
@@ -475,7 +476,7 @@ class Tuning:
         else:
             x = np.arange(len(table), dtype=float)
             ax.plot(x, table["value"], marker="o", linestyle="", label=f"tuning ({len(self.split[0])} queries)")
-            ax.set_xticks(x, table["setting"], rotation=60, ha="right", fontsize=7)
+            ax.set_xticks(x, [plot_text(t, limit=120) for t in table["setting"]], rotation=60, ha="right", fontsize=7)
         h = self.held_out
         ax.errorbar(
             [x[best_at]],
@@ -486,7 +487,7 @@ class Tuning:
             capsize=4,
             label=f"best, held out ({len(self.split[1])} queries, {h.confidence:.0%} CI)",
         )
-        ax.set_ylabel(self.metric)
+        ax.set_ylabel(plot_text(self.metric))
         ax.legend(fontsize=8)
         fig.tight_layout()
         if path is not None:
