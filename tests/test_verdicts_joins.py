@@ -232,6 +232,8 @@ def test_the_html_diff_names_a_pipeline_in_one_folder_only_and_compares_what_is_
     delivered = {m for (run, stage, m) in rows if stage.startswith("delivered")}
     assert "recall@budget" in delivered and "recall@depth" not in delivered and "loss.delivered" in delivered
     assert not any(run == "extra" for run, _, _ in rows)
+    # the per-query tables compare what is delivered (the plain pipeline has no nDCG: recall@budget)
+    assert "recall@budget of kw / delivered (rerank → keyword) got worse (higher is better)" in page
 
 
 def test_html_diff_counts_wins_by_each_metrics_direction_in_words():

@@ -427,10 +427,11 @@ def _diff(a: HtmlSide, b: HtmlSide) -> _Diff:
             if metric not in mine or (pair.delivered_only and not delivered_metric(metric)):
                 continue
             rows.append(_diff_row(pair, metric, va.values(ra, metric, sa), vb.values(rb, metric, sb)))
-        if not pair.delivered_only:
-            main = next((m for m in _MAIN if m in mine and m in vb._block(rb, sb).metrics), "")
-            if main:
-                final = (pair, main)
+        # the per-query tables: the last pair's main metric (for final stages of other roles, what is delivered)
+        order = ("ndcg@budget", "recall@budget") if pair.delivered_only else _MAIN
+        main = next((m for m in order if m in mine and m in vb._block(rb, sb).metrics), "")
+        if main:
+            final = (pair, main)
     regressed: list[dict[str, Any]] = []
     improved: list[dict[str, Any]] = []
     metric, where, better = "", "", "higher"
