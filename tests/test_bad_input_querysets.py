@@ -144,7 +144,7 @@ def test_a_malformed_otlp_export(tmp_path):
         tmp_path / "number.json", [{"name": "r", "attributes": [{"key": "n", "value": {"intValue": "many"}}]}]
     )
     assert _message(QuerySet.from_log, number) == (
-        f"{number}: span resourceSpans[0].scopeSpans[0].spans[0]: attribute 'n' has intValue 'many'"
+        f"{number}: span resourceSpans[0].scopeSpans[0].spans[0]: attribute 'n': intValue 'many' is not an integer"
     )
     listless = _write(tmp_path / "listless.json", '{"resourceSpans": 5}')
     assert _message(QuerySet.from_log, listless) == (

@@ -106,7 +106,7 @@ def test_cli_queries_sample_on_a_year_1_time_is_one_line_and_status_2(tmp_path):
         ("-1e20", "timestamp -1e+20 is out of range (Unix seconds expected)"),
         ("NaN", "timestamp is NaN, not a time"),
         ("Infinity", "timestamp inf is out of range (Unix seconds expected)"),
-        ("true", "timestamp True is not a time (a boolean)"),
+        ("true", "timestamp True is not a time"),
         ("[1]", "timestamp [1] is not a time"),
     ],
 )
@@ -121,10 +121,10 @@ def test_a_json_lines_time_out_of_range_names_file_and_line(tmp_path, value, pro
         ("1.5e30", "count 1.5e+30 is out of range (0 or more, within int64)"),
         (str(2**63), f"count {2**63} is out of range (0 or more, within int64)"),
         ('"%s"' % ("9" * 5000), f"count '{'9' * 39}...{'9' * 9}' (5002 characters) is out of range"),
-        ("-1", "count -1 is not an integer of 0 or more"),
+        ("-1", "count -1 is negative"),
         ("1.5", "count 1.5 is not an integer of 0 or more"),
         ("NaN", "count nan is not an integer of 0 or more"),
-        ("true", "count True is not an integer of 0 or more"),
+        ("true", "count True is not an integer"),
         ('"\uff11\uff12"', "count '１２' is not an integer of 0 or more"),  # full-width digits: not ASCII
         ('"\u0661"', "count '١' is not an integer of 0 or more"),  # Arabic-Indic one
     ],
@@ -169,7 +169,7 @@ SPAN = "span resourceSpans[0].scopeSpans[0].spans[0]"
         (2**64, f"startTimeUnixNano {2**64} is out of range (an unsigned 64-bit count of nanoseconds)"),
         (-5, "startTimeUnixNano -5 is out of range (an unsigned 64-bit count of nanoseconds)"),
         (1.5, "startTimeUnixNano 1.5 is not an integer"),
-        (True, "startTimeUnixNano True is not an integer (a boolean)"),
+        (True, "startTimeUnixNano True is not an integer"),
         ("soon", "startTimeUnixNano 'soon' is not an integer"),
     ],
 )
@@ -191,7 +191,7 @@ def test_otlp_start_times_in_range_are_read(tmp_path):
     "value, problem",
     [
         ("9" * 30, "attribute 'n': intValue '999999999999999999999999999999' is out of range"),
-        (True, "attribute 'n': intValue True is not an integer (a boolean)"),
+        (True, "attribute 'n': intValue True is not an integer"),
         (1.5, "attribute 'n': intValue 1.5 is not an integer"),
         ("\uff17", "attribute 'n': intValue '７' is not an integer"),
     ],
@@ -298,7 +298,7 @@ def test_a_saved_query_set_with_fields_out_of_range_names_file_and_line(tmp_path
     card = json.loads(header)
     card["card"]["traffic"] = -3
     saved.write_text(json.dumps(card) + "\n" + line + "\n")
-    assert _error(QuerySet.load, saved).startswith(f"{saved}:1: the card: traffic -3 is not an integer of 0 or more")
+    assert _error(QuerySet.load, saved).startswith(f"{saved}:1: the card: traffic -3 is negative")
 
 
 def test_a_parquet_timestamp_python_cannot_hold_names_its_row(tmp_path):
@@ -336,8 +336,8 @@ def test_checked_conversions_read_good_values(convert, value, result):
 @pytest.mark.parametrize(
     "convert, value, problem",
     [
-        (integer, True, "f True is not an integer (a boolean)"),
-        (integer, np.bool_(False), "is not an integer (a boolean)"),
+        (integer, True, "f True is not an integer"),
+        (integer, np.bool_(False), "is not an integer"),
         (integer, float("nan"), "f nan is not an integer"),
         (integer, float("inf"), "f inf is not an integer"),
         (integer, 2**63, f"f {2**63} is out of range"),
@@ -345,7 +345,7 @@ def test_checked_conversions_read_good_values(convert, value, result):
         (number, float("nan"), "f is NaN"),
         (number, "-inf", "f '-inf' is not finite"),
         (number, 10**400, "is out of range (too large for a float)"),
-        (number, False, "f False is not a number (a boolean)"),
+        (number, False, "f False is not a number"),
         (time, float("nan"), "f is NaN, not a time"),
         (time, 1e30, "f 1e+30 is out of range (Unix seconds expected)"),
     ],
@@ -527,3 +527,31 @@ def test_a_paired_comparison_announces_query_ids_written_alike():
     assert paired.ids.tolist() == ["q3"] and paired.n_unpaired == 6  # never paired by a guess
     with pytest.warns(NearMissIds), pytest.raises(UnpairedQueries):
         pair(candidate, baseline, allow_unpaired=False)
+
+
+def test_a_graded_by_record_with_people_out_of_range_is_refused(tmp_path):
+    from rag_eval.data.graded_by import GradedBy
+
+    for people in (True, 1.5, -1, 2**70, "many", None):
+        message = _error(GradedBy.from_dict, {"people": people, "judges": []}, "qrels.txt.graded-by.json")
+        assert message.startswith("qrels.txt.graded-by.json: not a graded-by record (InputError: people ")
+    assert GradedBy.from_dict({"people": 3, "judges": []}, "x").people == 3
+
+
+def test_merging_near_duplicates_compares_times_in_utc():
+    pytest.importorskip("datasketch")
+    from rag_eval.data.queryset import QueryProvenance
+    from rag_eval.ground_truth.querysets import merge_near_duplicates
+
+    texts = {"a": "how do I reset my password", "b": "how do I reset my password?!"}
+    seen = {"a": ("2026-03-02T09:00:00+01:00", "2026-03-02T09:00:00"), "b": ("2026-03-02T08:30:00Z", "2026-03-02")}
+    provenance = {q: QueryProvenance("log", 1, first_seen=f, last_seen=last) for q, (f, last) in seen.items()}
+    merged = merge_near_duplicates(QuerySet(texts, provenance))
+    (kept,) = merged.provenance.values()  # naive times are UTC, so they compare with aware ones
+    assert (kept.first_seen, kept.last_seen) == ("2026-03-02T09:00:00+01:00", "2026-03-02T09:00:00")
+    provenance["b"] = QueryProvenance("log", 1, first_seen="0001-01-01T00:00:00+01:00")
+    message = _error(merge_near_duplicates, QuerySet(texts, provenance))
+    assert message == (
+        "queries: first or last seen time '0001-01-01T00:00:00+01:00' is out of range (times must lie within "
+        "0001-01-01 and 9999-12-31 UTC)"
+    )

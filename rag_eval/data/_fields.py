@@ -53,7 +53,7 @@ def integer(value: Any, field: str, at: At, *, low: int = INT64_MIN, high: int =
     """``value`` as an int within ``[low, high]``: an int (never a bool), an integral finite float, or plain ASCII
     digits (``12``, ``-3``, ``1.0``). ``what`` says the range in words (``"0 or more"``)."""
     if is_bool(value):
-        raise at.error(f"{field} {value!r} is not an integer (a boolean)")
+        raise at.error(f"{field} {value!r} is not an integer")
     number: int | None = None
     if isinstance(value, str):
         text = value.strip()
@@ -80,18 +80,20 @@ def count(value: Any, field: str, at: At) -> int:
     try:
         amount = integer(value, field, at, what="0 or more, within int64")
     except InputError as exc:
-        if "is not an integer" not in exc.problem:
+        if "is not an integer" not in exc.problem or is_bool(value):
             raise
         raise at.error(f"{field} {_show(value)} is not an integer of 0 or more") from None
     if amount < 0:
-        raise at.error(f"{field} {_show(value)} is not an integer of 0 or more")
+        raise at.error(
+            f"{field} {_show(value)} " + ("is not an integer of 0 or more" if isinstance(value, str) else "is negative")
+        )
     return amount
 
 
 def number(value: Any, field: str, at: At) -> float:
     """A finite float: a number (never a bool), or a plain ASCII decimal; NaN, infinities and overflow refused."""
     if is_bool(value):
-        raise at.error(f"{field} {value!r} is not a number (a boolean)")
+        raise at.error(f"{field} {value!r} is not a number")
     out: float | None = None
     if isinstance(value, str):
         if is_nan_text(value.strip()):
@@ -133,17 +135,17 @@ def time(value: Any, field: str, at: At) -> dt.datetime | None:
     elif isinstance(value, dt.date):
         when = dt.datetime(value.year, value.month, value.day)
     elif is_bool(value):
-        raise at.error(f"{field} {value!r} is not a time (a boolean)")
+        raise at.error(f"{field} {value!r} is not a time")
     elif isinstance(value, (numbers.Real, np.number, Decimal)):
-        return _unix(value, field, at, span)
+        return _unix(value, field, at)
     elif isinstance(value, str):
         text = value.strip()
         if _UNIX_SECONDS.fullmatch(text):
-            return _unix(float(text) if len(text) <= 400 else math.inf, field, at, span, shown=value)
+            return _unix(float(text) if len(text) <= 400 else math.inf, field, at, shown=value)
         try:
             when = dt.datetime.fromisoformat(text)
         except ValueError:
-            raise at.error(f"{field} {_show(value)} is neither ISO 8601 nor Unix seconds {span}") from None
+            raise at.error(f"{field} {_show(value)} is neither ISO 8601 nor Unix seconds") from None
     else:
         raise at.error(f"{field} {_show(value)} is not a time")
     if when.tzinfo is None:
@@ -154,7 +156,7 @@ def time(value: Any, field: str, at: At) -> dt.datetime | None:
         raise at.error(f"{field} {_show(value)} is out of range {span}") from None
 
 
-def _unix(seconds: Any, field: str, at: At, span: str, shown: Any = None) -> dt.datetime:
+def _unix(seconds: Any, field: str, at: At, shown: Any = None) -> dt.datetime:
     shown = seconds if shown is None else shown
     try:
         value = float(seconds)
@@ -165,7 +167,7 @@ def _unix(seconds: Any, field: str, at: At, span: str, shown: Any = None) -> dt.
     try:
         return dt.datetime.fromtimestamp(value, dt.UTC)
     except (OverflowError, OSError, ValueError):
-        raise at.error(f"{field} {_show(shown)} is out of range (Unix seconds expected) {span}") from None
+        raise at.error(f"{field} {_show(shown)} is out of range (Unix seconds expected)") from None
 
 
 def iso_time(value: Any, field: str, at: At) -> dt.datetime:

@@ -18,6 +18,7 @@ import csv
 import datetime as dt
 import io
 import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -223,6 +224,8 @@ def _scalar(value: Any, column: str, file: InputFile, where: int | str) -> Scala
     """A kept column's value as a JSON scalar (dates and times as ISO 8601 text)."""
     if value is None or isinstance(value, (str, bool, int)):
         return value
+    if isinstance(value, float) and not math.isfinite(value):
+        raise file.error(f"column {column!r}{_at(where)} holds {value!r}, not a finite number", _line(where))
     if isinstance(value, (float, Decimal)):
         return checked.number(value, f"column {column!r}", At(file.path, _line(where), None if _line(where) else where))
     if isinstance(value, (dt.datetime, dt.date, dt.time)):

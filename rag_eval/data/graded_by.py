@@ -21,6 +21,7 @@ from typing import Any
 
 from .._files import write_output
 from ..errors import InputError, StaleGradedBy
+from ._fields import At, count
 from ._io import warn
 
 __all__ = ["GradedBy", "JudgeShare", "sidecar_path"]
@@ -104,7 +105,7 @@ class GradedBy:
     def from_dict(cls, record: Any, where: str) -> GradedBy:
         try:
             return cls(
-                int(record["people"]),
+                count(record["people"], "people", At()),
                 tuple(
                     JudgeShare(
                         str(j["name"]), str(j["fingerprint"]), frozenset((str(q), str(d)) for q, d in j["pairs"])

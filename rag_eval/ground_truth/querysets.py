@@ -26,6 +26,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._optional import require
+from ..data._fields import At, iso_time
 from ..data.queryset import QueryProvenance, QuerySet, normalise
 
 __all__ = [
@@ -158,8 +159,9 @@ def merge_near_duplicates(
 
 
 def _when(iso: str) -> dt.datetime:
-    """An ISO 8601 time as a datetime (as text, ``09:00:00Z`` would sort after ``09:00:00.5Z``)."""
-    return dt.datetime.fromisoformat(iso)
+    """An ISO 8601 time as an aware UTC datetime (as text, ``09:00:00Z`` would sort after ``09:00:00.5Z``; naive
+    is UTC, so naive and aware times compare); one that is not is an InputError naming it."""
+    return iso_time(iso, "first or last seen time", At("queries"))
 
 
 Allocation = Literal["proportional", "equal"]
