@@ -120,6 +120,16 @@ def pipeline(collection, depth, budget):
     return rag_eval.Pipeline(_retriever(1), depth=depth, budget=budget)
 
 
+def down(collection, depth, budget):
+    """A pipeline whose index is down: every query fails."""
+    from rag_eval.adapters import functions
+
+    def search(query: str, k: int):
+        raise RuntimeError("the index is down")
+
+    return rag_eval.Pipeline(functions.retriever(search, name="down", version="1"), depth=depth, budget=budget)
+
+
 def _judgement_log(tmp: Path, *, empty: bool = False) -> str:
     from rag_eval.ground_truth import JudgementLog
 
@@ -146,6 +156,11 @@ def _log_csv(tmp: Path) -> str:
     lines = ["query"] + [f"how do I fix question {i % 7}" for i in range(30)]
     (tmp / "log.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(tmp / "log.csv")
+
+
+def _disjoint_qrels(tmp: Path) -> str:
+    (tmp / "judge.qrels").write_text("q01 0 never-pooled#c1 1\nq77 0 api-guide#c06 2\n", encoding="utf-8")
+    return str(tmp / "judge.qrels")
 
 
 def _qs(tmp: Path) -> str:
@@ -190,6 +205,7 @@ SCENARIOS: dict[tuple[str, int], Callable[[Path], list[str]]] = {
     ("judge", 4): lambda t: ["judge", _pool_file(t, texts=True), "--judge", FAILS, "-o", str(t / "judge.jsonl")],
     ("agreement", 0): lambda t: ["agreement", QRELS, QRELS],
     ("agreement", 2): lambda t: ["agreement", QRELS, QRELS, QRELS],
+    ("agreement", 4): lambda t: ["agreement", QRELS, _disjoint_qrels(t)],
     ("human-sample", 0): lambda t: ["human-sample", _pool_file(t), "-n", "3", "-o", str(t / "sample.json")],
     ("human-sample", 2): lambda t: ["human-sample", _pool_file(t), "-n", "1", "-o", str(t / "sample.json")],
     ("estimate", 0): lambda t: ["estimate", *_human_reports(t)],
@@ -206,6 +222,7 @@ SCENARIOS: dict[tuple[str, int], Callable[[Path], list[str]]] = {
     ("tune", 2): lambda t: ["tune", "--beir", str(t / "missing"), *TUNE],
     ("bench", 0): lambda t: ["bench", "--beir", str(BEIR), "--pipeline", PIPELINE, "-o", str(t / "bench")],
     ("bench", 2): lambda t: ["bench", "--beir", str(t / "missing")],
+    ("bench", 4): lambda t: ["bench", "--beir", str(BEIR), "--pipeline", f"{__name__}:down", "-o", str(t / "b")],
     ("demo", 0): lambda t: ["demo", "-o", str(t / "demo"), "--no-plots"],
     ("demo", 2): lambda t: ["demo", "-o", _a_file(t)],
 }

@@ -97,4 +97,18 @@ def run(args: argparse.Namespace, *, command: str) -> int:
     ]
     print(shown[columns].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     print(f"report: {path}")
+    silent = [name for name, result in results.items() if _answered_nothing(result)]
+    if silent:  # the folder records why; the outcome is not a benchmark (docs/cli.md: exit 4)
+        print(
+            f"rag-eval: {', '.join(map(repr, silent))} answered none of the {len(collection.queries)} queries (each "
+            "failed; report.md says why): exit 4",
+            file=sys.stderr,
+        )
+        return 4
     return 0
+
+
+def _answered_nothing(result) -> bool:
+    """Whether the pipeline's last stage failed (or was not run) on every query."""
+    stages = list(result.stages.values())
+    return bool(stages) and len(stages[-1].failed) > 0 and bool(stages[-1].failed.all())
