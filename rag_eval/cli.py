@@ -1375,6 +1375,9 @@ def _agreement(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(_terminal(items.render() + "\n" + ("" if ranking is None else ranking.render() + "\n")))
     sys.stdout.flush()
+    if not items.n:
+        print("rag-eval: no item graded by both: the agreement is not measured: exit 4", file=sys.stderr)
+        return EXIT_INCOMPLETE
     return 0
 
 
