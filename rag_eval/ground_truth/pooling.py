@@ -223,7 +223,8 @@ class Pool:
         _write_atomically(Path(path), "".join(line + "\n" for line in lines))
 
     def to_csv(self, path: str | os.PathLike[str]) -> None:
-        """A spreadsheet view: ``systems`` joined with ``;``, ``ranks`` as JSON, the pool id on every row."""
+        """A spreadsheet view: ``systems`` joined with ``;``, ``ranks`` as JSON, the pool id on every row; a text
+        cell that a spreadsheet would read as a formula (``=``, ``+``, ``-``, ``@`` first) behind a ``'``."""
         import io
 
         rows = [
