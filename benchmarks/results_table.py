@@ -13,6 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import rag_eval
+from rag_eval._escape import markdown_cell
 from rag_eval.reports.result_folder import SHOWN
 
 # the columns report.md shows for a pipeline, and where the missed relevant items went
@@ -36,7 +37,8 @@ def main(folders: list[str]) -> None:
             for stage in dict.fromkeys(rows["stage"]):
                 cells = rows[rows["stage"] == stage].set_index("metric")
                 values = [cell(cells.loc[m]) if m in cells.index else "" for m in COLUMNS]
-                print(f"| {dataset} | {pipeline.get('budget', '')} | {run} | {stage} | " + " | ".join(values) + " |")
+                names = " | ".join(markdown_cell(n) for n in (dataset, pipeline.get("budget", ""), run, stage))
+                print(f"| {names} | " + " | ".join(values) + " |")
 
 
 # (collection, first stage) -> published nDCG@10 and where it is from
@@ -63,7 +65,7 @@ def ndcg10(folders: list[str]) -> None:
             seen.add((dataset, stage))
             row = rag_eval.evaluate(qrels, rag_eval.Run.from_trec(path), ["ndcg@10"]).summary.iloc[0]
             missing = "none found" if stage != "hybrid" else "not a published configuration"
-            print(f"| {dataset} | {stage} | {cell(row)} | {PUBLISHED.get((dataset, stage), missing)} |")
+            print(f"| {markdown_cell(dataset)} | {stage} | {cell(row)} | {PUBLISHED.get((dataset, stage), missing)} |")
 
 
 if __name__ == "__main__":
