@@ -1507,7 +1507,7 @@ def _report(args: argparse.Namespace) -> int:
 
     for side in sides[1:]:  # the diff's pairings where names differ, and what has no counterpart: said here too
         for line in pair_blocks(sides[0].report, side.report, names=(sides[0].name, side.name)).notes:
-            print(f"rag-eval: diff of {side.name} against {sides[0].name}: {line}", file=sys.stderr)
+            print(visible(f"rag-eval: diff of {side.name} against {sides[0].name}: {line}"), file=sys.stderr)
     return 0
 
 
