@@ -490,9 +490,10 @@ def test_a_query_set_weight_missing_for_an_id_written_alike_says_so():
     message = _error(weights.check, ["q1", NFD_CAFE], "run 'r'")
     assert message == (
         f"queries: run 'r': query {NFD_CAFE!r} was evaluated but is not in the query set, so it has no traffic "
-        f"weight (the set has {NFC_CAFE!r}, which differs only in Unicode normalisation (NFD vs NFC))"
+        f"weight (e.g. {NFD_CAFE!r} is written like the query set's {NFC_CAFE!r}, differing only in Unicode "
+        "normalisation (NFD vs NFC))"
     )
-    assert "the set has" not in _error(weights.check, ["zzz"], "run 'r'")
+    assert "written like" not in _error(weights.check, ["zzz"], "run 'r'")
 
 
 def test_labelling_a_pool_into_qrels_with_ids_written_alike_announces_them(tmp_path):
@@ -555,3 +556,35 @@ def test_merging_near_duplicates_compares_times_in_utc():
         "queries: first or last seen time '0001-01-01T00:00:00+01:00' is out of range (times must lie within "
         "0001-01-01 and 9999-12-31 UTC)"
     )
+
+
+def test_errors_about_ids_missing_from_another_input_name_the_id_written_alike():
+    from rag_eval.ground_truth.human_sample import HumanSample
+
+    message = _error(HumanSample, ("Q1", "q2", "zz"), ("q1", "q2", "q3"))
+    assert message == (
+        "sample: queries 'Q1', 'zz' are not in the population (e.g. 'Q1' is written like the population's 'q1', "
+        "differing only in case)"
+    ) or message == (
+        "sample: queries 'zz', 'Q1' are not in the population (e.g. 'Q1' is written like the population's 'q1', "
+        "differing only in case)"
+    )
+    assert "written like" not in _error(HumanSample, ("zz", "q2"), ("q1", "q2", "q3"))
+    assert _near_miss.near_miss_hint(["D7", "x", "Ｄ８"], ["d7", "d8"], "the qrels'") == (
+        " (e.g. 'D7' is written like the qrels' 'd7', differing only in case; 2 such ids)"
+    )
+
+
+def test_judge_assisted_names_a_human_query_written_like_a_judged_one():
+    import rag_eval
+    from rag_eval.reports import prediction_powered as P
+
+    ids = [f"q{i:02d}" for i in range(12)]
+    run = rag_eval.Run.from_ranking({q: ["a", "b"] for q in ids}, name="bm25")
+    judge_report = rag_eval.evaluate({q: {"a": 1} for q in ids}, [run], ["mrr"])
+    human = ["Q01", *ids[2:12]]  # one human-graded query spelled in capitals
+    human_run = rag_eval.Run.from_ranking({q: ["a", "b"] for q in human}, name="bm25")
+    human_report = rag_eval.evaluate({q: {"b": 1} for q in human}, [human_run], ["mrr"])
+    message = _error(P.judge_assisted, judge_report, human_report)
+    assert message.startswith("human_report: system 'bm25': human-graded queries 'Q01' are not in the judge report")
+    assert message.endswith("(e.g. 'Q01' is written like the judge report's 'q01', differing only in case)")

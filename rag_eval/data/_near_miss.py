@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from ..errors import NearMissIds
 
-__all__ = ["loose", "near_miss_line", "near_misses", "warn_near_misses"]
+__all__ = ["loose", "near_miss_hint", "near_miss_line", "near_misses", "warn_near_misses"]
 
 
 def _zeros(text: str) -> str:
@@ -158,3 +158,15 @@ def warn_near_misses(
     if line:
         warnings.warn(line, NearMissIds, stacklevel=stacklevel + 1)
     return pairs
+
+
+def near_miss_hint(ids: Iterable[str], others: Iterable[str], other: str) -> str:
+    """For an error about ``ids`` missing from ``others``: ``" (e.g. 'Q1' is written like the judge report's 'q1',
+    differing only in case)"``, or "" when none of them is written like one of ``others`` (which ``other`` names)."""
+    mine = set(ids)
+    found = near_misses(sorted(mine), sorted(set(others) - mine))
+    if not found:
+        return ""
+    a, b, kind = found[0]
+    more = f"; {len(found)} such ids" if len(found) > 1 else ""
+    return f" (e.g. {a!r} is written like {other} {b!r}, differing only in {kind}{more})"

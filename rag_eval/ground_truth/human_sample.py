@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._files import write_output
+from ..data._near_miss import near_miss_hint
 from ..data._records import differ, redraw
 from ..errors import InputError
 
@@ -94,7 +95,11 @@ class HumanSample:
             raise InputError(f"a sample needs at least 2 queries, not {len(self.query_ids)}", source="sample")
         outside = set(self.query_ids) - set(self.population)
         if outside:
-            raise InputError(f"queries {_shown(list(outside))} are not in the population", source="sample")
+            raise InputError(
+                f"queries {_shown(list(outside))} are not in the population"
+                + near_miss_hint(outside, self.population, "the population's"),
+                source="sample",
+            )
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
             raise InputError(f"seed must be an int of 0 or more or None, not {self.seed!r}", source="seed")
         if self.inclusion is not None:

@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from ..data._near_miss import near_miss_hint
 from ..errors import InputError
 from ._markdown import html_table, markdown_cell, markdown_table
 from ._systems import resolve_system
@@ -865,7 +866,8 @@ def judge_assisted(
         if outside:
             raise InputError(
                 f"system {name!r}: human-graded queries {_shown(list(outside))} are not in the judge report: the "
-                "human-graded queries must be a sample of the judge-graded ones",
+                "human-graded queries must be a sample of the judge-graded ones"
+                + near_miss_hint(outside, j_ids, "the judge report's"),
                 source="human_report",
             )
         if sample_ids is not None and set(h_ids) != sample_ids:

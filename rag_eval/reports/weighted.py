@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..data._near_miss import near_misses
+from ..data._near_miss import near_miss_hint
 from ..errors import InputError
 from .summary import MIN_GEO_MEAN, chunk_rows
 
@@ -54,10 +54,9 @@ class QueryWeights:
         """Every evaluated query has a weight: else an InputError naming the first that has none."""
         for qid in query_ids:
             if qid not in self.weights:
-                alike = near_misses([qid], sorted(set(self.weights) - set(query_ids)))
                 raise InputError(
                     f"{who}: query {qid!r} was evaluated but is not in the query set, so it has no traffic weight"
-                    + (f" (the set has {alike[0][1]!r}, which differs only in {alike[0][2]})" if alike else ""),
+                    + near_miss_hint([qid], set(self.weights) - set(query_ids), "the query set's"),
                     source="queries",
                 )
             w = self.weights[qid]
