@@ -42,6 +42,9 @@ class Qrels:
     or a content hash computed once stays true); build it with one of the ``from_*`` constructors."""
 
     __slots__ = ("__dict__", "_judgements", "graded_by", "source")
+    _judgements: dict[str, dict[str, int]]  # set once, by object.__setattr__ (Qrels refuse setattr)
+    source: Source | None
+    graded_by: GradedBy | None
 
     def __init__(
         self,
