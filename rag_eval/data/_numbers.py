@@ -49,15 +49,15 @@ def grade_text(text: str) -> int | None:
     if GRADE_TEXT.fullmatch(text) is None:
         return None
     digits = text.partition(".")[0]
-    return int(digits) if len(digits) <= LONG_DIGITS else LongInteger(digits)
-
-
-LONG_DIGITS = 4000  # Python's int() refuses text of over 4300 digits
+    try:
+        return int(digits)
+    except ValueError:  # over 4300 digits: Python's int() refuses such text (no cost on the common path)
+        return LongInteger(digits)
 
 
 class LongInteger(int):
-    """An integer written with more digits than Python reads (over :data:`LONG_DIGITS`): out of every range a field
-    has, so it stands in as +-10**40 and shows as its text, abbreviated (for the error that refuses it)."""
+    """An integer written with more digits than Python reads (over 4300): out of every range a field has, so it
+    stands in as +-10**40 and shows as its text, abbreviated (for the error that refuses it)."""
 
     text: str
 

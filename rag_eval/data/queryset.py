@@ -403,12 +403,13 @@ class QuerySet(Mapping[str, str]):
                     dropped["no text"] += 1
                     continue
                 raise file.error(f"{at}the text ({text_name!r}) is {_article(type(raw).__name__)}, not a string", line)
-            place = At(file.path, line, None if line is not None else str(record.where))
-            amount = checked.count(record.count, "count", place)
+            plain = record.timestamp is None and record.count.__class__ is int and record.count == 1  # (not True)
+            place = None if plain else At(file.path, line, at[:-2] or None)
+            amount = 1 if place is None else checked.count(record.count, "count", place)
             if amount == 0:
                 dropped["count 0"] += 1
                 continue
-            when = checked.time(record.timestamp, "timestamp", place)
+            when = None if place is None else checked.time(record.timestamp, "timestamp", place)
             if columns is not None:
                 kept = {c: record.columns.get(c) for c in columns}
             else:  # every other column of a table; no attribute of an OTLP export
