@@ -267,9 +267,9 @@ def test_span_offsets_out_of_range_name_file_and_line(tmp_path, field, value, pr
         ({"time": "1772442000"}, "time '1772442000' is not an ISO 8601 time"),
         (
             {"scale": [0, 2**40], "grade": 2**35},
-            "scale must be two ints (lowest, highest grade), lowest < highest, within",
+            "scale [0, 1099511627776] is out of range (grades must lie within +-536870912)",
         ),
-        ({"scale": [-(2**29), 3]}, "scale must be two ints"),
+        ({"scale": [-(2**29), 3]}, "scale [-536870912, 3] is out of range"),
     ],
 )
 def test_a_judgement_log_field_out_of_range_names_file_and_line(tmp_path, changes, problem):

@@ -264,12 +264,10 @@ def _check_scale(scale: Sequence[int]) -> tuple[int, int]:
         or len(scale) != 2
         or any(not isinstance(v, int) or isinstance(v, bool) for v in scale)
         or scale[0] >= scale[1]
-        or scale[0] <= -GRADE_LIMIT
-        or scale[1] >= GRADE_LIMIT
     ):
-        raise _BadRecord(
-            f"scale must be two ints (lowest, highest grade), lowest < highest, within +-{GRADE_LIMIT}, not {scale!r}"
-        )
+        raise _BadRecord(f"scale must be two ints (lowest, highest grade), lowest < highest, not {scale!r}")
+    if scale[0] <= -GRADE_LIMIT or scale[1] >= GRADE_LIMIT:
+        raise _BadRecord(f"scale {list(scale)!r} is out of range (grades must lie within +-{GRADE_LIMIT})")
     return (scale[0], scale[1])
 
 
