@@ -13,26 +13,89 @@ conventions, kernels), ``rag_eval.stages`` (pipelines, runner, cache) with ``rag
 ``rag_eval.cli`` and ``rag_eval.labelling`` (faces). ``import rag_eval`` loads no framework and no model.
 """
 
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
-from .data import Collection, Qrels, QuerySet, Run, SpanLabels
-from .errors import HarnessError, InputError, RagEvalWarning
-from .ground_truth import Pool, Projection, impact_order, judge, judge_agreement, pool, project
-from .metrics import Conventions, Metric, parse_metric
-from .reports import (
-    Comparison,
-    MetricCard,
-    PowerAnalysis,
-    Report,
-    compare,
-    evaluate,
-    format_trec_eval,
-    judge_assisted,
-    power,
-    ppi_interval,
-)
-from .reports.gate import GateResult, gate
-from .reports.tuning import Space, tune
-from .stages import Hit, Pipeline, PipelineResult, fuse
+
+# Each public name and the module it lives in: imported on first use (PEP 562), so that ``import rag_eval`` loads
+# only what it needs (pydantic, pandas, the stages and the ground-truth tools load where used).
+_EXPORTS = {
+    "Collection": ".data",
+    "Qrels": ".data",
+    "QuerySet": ".data",
+    "Run": ".data",
+    "SpanLabels": ".data",
+    "HarnessError": ".errors",
+    "InputError": ".errors",
+    "RagEvalWarning": ".errors",
+    "Pool": ".ground_truth",
+    "Projection": ".ground_truth",
+    "impact_order": ".ground_truth",
+    "judge": ".ground_truth",
+    "judge_agreement": ".ground_truth",
+    "pool": ".ground_truth",
+    "project": ".ground_truth",
+    "Conventions": ".metrics",
+    "Metric": ".metrics",
+    "parse_metric": ".metrics",
+    "Comparison": ".reports",
+    "MetricCard": ".reports",
+    "PowerAnalysis": ".reports",
+    "Report": ".reports",
+    "compare": ".reports",
+    "evaluate": ".reports",
+    "format_trec_eval": ".reports",
+    "judge_assisted": ".reports",
+    "power": ".reports",
+    "ppi_interval": ".reports",
+    "GateResult": ".reports.gate",
+    "gate": ".reports.gate",
+    "Space": ".reports.tuning",
+    "tune": ".reports.tuning",
+    "Hit": ".stages",
+    "Pipeline": ".stages",
+    "PipelineResult": ".stages",
+    "fuse": ".stages",
+}
+
+if TYPE_CHECKING:
+    from .data import Collection, Qrels, QuerySet, Run, SpanLabels
+    from .errors import HarnessError, InputError, RagEvalWarning
+    from .ground_truth import Pool, Projection, impact_order, judge, judge_agreement, pool, project
+    from .metrics import Conventions, Metric, parse_metric
+    from .reports import (
+        Comparison,
+        MetricCard,
+        PowerAnalysis,
+        Report,
+        compare,
+        evaluate,
+        format_trec_eval,
+        judge_assisted,
+        power,
+        ppi_interval,
+    )
+    from .reports.gate import GateResult, gate
+    from .reports.tuning import Space, tune
+    from .stages import Hit, Pipeline, PipelineResult, fuse
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use (then kept here)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rag_eval' has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "Collection",

@@ -1,21 +1,30 @@
 /*
- * rag_eval._speedups: the TREC reader's per-line loop in C, and the grade lookup of the ids it packs.
+ * rag_eval._speedups: the per-result loops of rag_eval in C: the readers of the user's dicts and TREC files, the grade
+ * lookup and the placing of judged results in their query's ranking.
  *
- * Two functions; wherever rag_eval calls them it has a pure-Python path that gives the same result (used when this
- * module is not built, or under RAG_EVAL_PURE_PYTHON=1; tests/test_speedups.py compares the two):
+ * Wherever rag_eval calls them it has a pure-Python (NumPy) path that gives the same result (used when this module is
+ * not built, or under RAG_EVAL_PURE_PYTHON=1; tests/test_speedups.py compares the two):
  *
- * - parse_columns: a whitespace-separated TREC run or qrels file into columns (rag_eval.data._columns); it returns
- *   None instead of guessing on anything unusual (a malformed line, a number not spelled as a plain ASCII decimal),
- *   so that the Python line reader handles the file and names the line and the problem;
- * - lookup_packed: the grade of every result for doc ids packed as UTF-8 bytes (what parse_columns and a stage's
- *   Arrow table give), in per-query judgement dicts (rag_eval.metrics._grades); it raises TypeError or ValueError
- *   on arrays that do not fit (a bug of the caller, never the user's data). Its Python path unpacks the ids into
- *   str objects and looks them up with dict.get.
+ * - four readers, which return None instead of guessing on anything unusual (a non-str id, a score that is not a
+ *   float or an int, a boolean, a grade out of range, a malformed line, a number not spelled as a plain ASCII
+ *   decimal), so that the Python path handles it and names the problem:
+ *   - score_columns: a {query: {doc: score}} mapping into columns (rag_eval.data.run);
+ *   - ranking_columns: the rankings of {query: [doc, ...]} (or of (doc, score) pairs) into columns, with the
+ *     rankings that repeat a doc id (rag_eval.data.run);
+ *   - judgement_dicts: a {query: {doc: grade}} mapping copied, with its columns (rag_eval.data.qrels);
+ *   - parse_columns: a whitespace-separated TREC run or qrels file into columns (rag_eval.data._columns);
+ * - six loops over arrays rag_eval has built itself, which raise TypeError or ValueError on arrays that do not fit
+ *   (a bug of the caller, never the user's data):
+ *   - lookup: the grade of every result in per-query judgement dicts (rag_eval.metrics._grades, as the next two);
+ *   - lookup_packed: the same for doc ids packed as UTF-8 bytes (what parse_columns and a stage's Arrow table give);
+ *   - rank_cells: each judged result's rank in its query's ranking by score, ties broken by the evaluation's rule;
+ *   - sort_within: each segment of an array of strs sorted by code point (the qrels' canonical order for their
+ *     content hash; rag_eval.reports.hashes);
+ *   - json_lines: rows of str and int columns as compact JSON lines, the bytes that content hash reads (the same
+ *     module; None where a str needs escaping, which json.dumps then writes).
  *
- * Each is kept because it makes the metric benchmark's headline read from TREC files at least 1.5x faster end to
- * end than its best alternative (benchmarks/bench_speedups.py; RESULTS.md, "The C extension"). Four other loops
- * (score_columns, judgement_dicts, lookup, search_segments) were measured no faster end to end than their Python
- * and NumPy twins and were removed in 0.3.0. */
+ * Issue 28 measured them side by side with their twins in one run (benchmarks/RESULTS.md): from dicts, the pure-Python
+ * twins cost a pass over every id and value that these loops do once. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
@@ -23,6 +32,683 @@
 
 #define GRADE_LIMIT (1LL << 29) /* as rag_eval.data._columns.GRADE_LIMIT */
 #include <string.h>
+
+/* ---- score_columns(mapping) -> (query_ids, lengths, doc_ids, scores) | None ------------------------------ */
+
+static PyObject *
+score_columns(PyObject *self, PyObject *mapping)
+{
+    if (!PyDict_Check(mapping))
+        Py_RETURN_NONE;
+    Py_ssize_t pos = 0, total = 0, nq = PyDict_GET_SIZE(mapping);
+    PyObject *qid, *inner;
+    while (PyDict_Next(mapping, &pos, &qid, &inner)) {
+        if (!PyUnicode_CheckExact(qid) || !PyDict_Check(inner))
+            Py_RETURN_NONE;
+        total += PyDict_GET_SIZE(inner);
+    }
+    npy_intp n = total, q = nq;
+    PyObject *qids = PyList_New(nq);
+    PyArrayObject *lengths = (PyArrayObject *)PyArray_SimpleNew(1, &q, NPY_INT64);
+    PyArrayObject *docs = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_OBJECT); /* zero-filled: NULLs */
+    PyArrayObject *scores = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_FLOAT64);
+    if (!qids || !lengths || !docs || !scores)
+        goto fail;
+    PyObject **d = (PyObject **)PyArray_DATA(docs);
+    double *s = (double *)PyArray_DATA(scores);
+    npy_int64 *len = (npy_int64 *)PyArray_DATA(lengths);
+    Py_ssize_t i = 0, k = 0;
+    pos = 0;
+    while (PyDict_Next(mapping, &pos, &qid, &inner)) {
+        Py_INCREF(qid);
+        PyList_SET_ITEM(qids, i, qid);
+        Py_ssize_t ipos = 0;
+        PyObject *doc, *value;
+        len[i] = PyDict_GET_SIZE(inner);
+        while (PyDict_Next(inner, &ipos, &doc, &value)) {
+            if (!PyUnicode_CheckExact(doc))
+                goto unusual;
+            if (PyFloat_Check(value))
+                s[k] = PyFloat_AS_DOUBLE(value);
+            else if (PyLong_Check(value) && !PyBool_Check(value)) { /* a boolean is not a score */
+                s[k] = PyLong_AsDouble(value);
+                if (s[k] == -1.0 && PyErr_Occurred()) {
+                    PyErr_Clear();
+                    goto unusual;
+                }
+            }
+            else
+                goto unusual;
+            Py_INCREF(doc);
+            d[k++] = doc;
+        }
+        i++;
+    }
+    return Py_BuildValue("(NNNN)", qids, lengths, docs, scores);
+unusual:
+    Py_DECREF(qids); Py_DECREF(lengths); Py_DECREF(docs); Py_DECREF(scores);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(qids); Py_XDECREF(lengths); Py_XDECREF(docs); Py_XDECREF(scores);
+    return NULL;
+}
+
+/* ---- ranking_columns(rankings) -> (lengths, doc_ids, scores | None, repeats) | None ---------------------
+   The values of {query: [doc_id, ...]} (or of [(doc_id, score), ...]) in order, as columns: every ranking a list or a
+   tuple, every item a str (no scores), or every item a (str, float or int) pair; None for anything else (the Python
+   path names what is wrong). repeats: the indices of the rankings that hold a doc id twice (found with a small hash
+   table of the ids' str hashes, reset per ranking). */
+
+typedef struct {
+    PyObject *id;
+    Py_hash_t hash;
+    npy_uint64 generation;
+} Seen;
+
+static PyObject *
+ranking_columns(PyObject *self, PyObject *rankings)
+{
+    if (!PyList_CheckExact(rankings))
+        Py_RETURN_NONE;
+    Py_ssize_t nq = PyList_GET_SIZE(rankings), total = 0, longest = 0;
+    int pairs = -1; /* unknown until the first item */
+    for (Py_ssize_t i = 0; i < nq; i++) {
+        PyObject *items = PyList_GET_ITEM(rankings, i);
+        if (!PyList_CheckExact(items) && !PyTuple_CheckExact(items))
+            Py_RETURN_NONE;
+        Py_ssize_t size = PySequence_Fast_GET_SIZE(items);
+        PyObject **item = PySequence_Fast_ITEMS(items);
+        for (Py_ssize_t j = 0; j < size; j++) {
+            int pair = PyTuple_CheckExact(item[j]) || PyList_CheckExact(item[j]);
+            if (pairs < 0)
+                pairs = pair;
+            if (pair != pairs)
+                Py_RETURN_NONE;
+            if (pair) {
+                if (PySequence_Fast_GET_SIZE(item[j]) != 2)
+                    Py_RETURN_NONE;
+                PyObject **two = PySequence_Fast_ITEMS(item[j]);
+                if (!PyUnicode_CheckExact(two[0]) || PyBool_Check(two[1]) ||
+                    !(PyFloat_CheckExact(two[1]) || PyLong_CheckExact(two[1])))
+                    Py_RETURN_NONE;
+            }
+            else if (!PyUnicode_CheckExact(item[j]))
+                Py_RETURN_NONE;
+        }
+        total += size;
+        if (size > longest)
+            longest = size;
+    }
+    npy_intp n = total, q = nq;
+    PyArrayObject *lengths = (PyArrayObject *)PyArray_SimpleNew(1, &q, NPY_INT64);
+    PyArrayObject *docs = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_OBJECT); /* zero-filled: NULLs */
+    PyArrayObject *scores = pairs == 1 ? (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_FLOAT64) : NULL;
+    PyObject *repeats = PyList_New(0);
+    Py_ssize_t capacity = 16;
+    while (capacity < 2 * longest)
+        capacity *= 2;
+    Seen *seen = PyMem_Calloc(capacity, sizeof(Seen));
+    if (!lengths || !docs || (pairs == 1 && !scores) || !repeats || !seen) {
+        if (!seen)
+            PyErr_NoMemory();
+        goto fail;
+    }
+    npy_int64 *len = (npy_int64 *)PyArray_DATA(lengths);
+    PyObject **d = (PyObject **)PyArray_DATA(docs);
+    double *s = scores ? (double *)PyArray_DATA(scores) : NULL;
+    Py_ssize_t k = 0, mask = capacity - 1;
+    for (Py_ssize_t i = 0; i < nq; i++) {
+        PyObject *items = PyList_GET_ITEM(rankings, i);
+        Py_ssize_t size = PySequence_Fast_GET_SIZE(items);
+        PyObject **item = PySequence_Fast_ITEMS(items);
+        npy_uint64 generation = (npy_uint64)i + 1;
+        int repeated = 0;
+        len[i] = size;
+        for (Py_ssize_t j = 0; j < size; j++, k++) {
+            PyObject *id = item[j];
+            if (pairs == 1) {
+                PyObject **two = PySequence_Fast_ITEMS(item[j]);
+                id = two[0];
+                if (PyFloat_CheckExact(two[1]))
+                    s[k] = PyFloat_AS_DOUBLE(two[1]);
+                else {
+                    s[k] = PyLong_AsDouble(two[1]);
+                    if (s[k] == -1.0 && PyErr_Occurred()) {
+                        PyErr_Clear();
+                        goto unusual; /* too large for a float: the Python path names it */
+                    }
+                }
+            }
+            Py_INCREF(id);
+            d[k] = id;
+            if (repeated)
+                continue;
+            Py_hash_t h = PyObject_Hash(id); /* a str's hash, cached in the object */
+            if (h == -1)
+                goto fail;
+            Py_ssize_t slot = (Py_ssize_t)((npy_uint64)h & mask);
+            for (;;) {
+                Seen *at = &seen[slot];
+                if (at->generation != generation) {
+                    *at = (Seen){id, h, generation};
+                    break;
+                }
+                if (at->hash == h) {
+                    int same = at->id == id ? 1 : PyUnicode_Compare(at->id, id) == 0;
+                    if (PyErr_Occurred())
+                        goto fail;
+                    if (same) {
+                        repeated = 1;
+                        break;
+                    }
+                }
+                slot = (slot + 1) & mask;
+            }
+        }
+        if (repeated) {
+            PyObject *index = PyLong_FromSsize_t(i);
+            if (!index || PyList_Append(repeats, index) < 0) {
+                Py_XDECREF(index);
+                goto fail;
+            }
+            Py_DECREF(index);
+        }
+    }
+    PyMem_Free(seen);
+    if (!scores) {
+        scores = (PyArrayObject *)Py_None;
+        Py_INCREF(Py_None);
+    }
+    return Py_BuildValue("(NNNN)", lengths, docs, scores, repeats);
+unusual:
+    PyMem_Free(seen);
+    Py_XDECREF(lengths); Py_XDECREF(docs); Py_XDECREF(scores); Py_XDECREF(repeats);
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(seen);
+    Py_XDECREF(lengths); Py_XDECREF(docs); Py_XDECREF(scores); Py_XDECREF(repeats);
+    return NULL;
+}
+
+/* ---- judgement_dicts(mapping) -> (copies, lengths, doc_ids, grades) | None -------------------------------
+   A copy of {query: {doc: grade}} when every id is a str and every grade an int (not a bool) within +-GRADE_LIMIT,
+   with each query's judgement count, every doc id and every grade in order: the qrels' lookup tables and columns
+   in one pass. */
+
+static PyObject *
+judgement_dicts(PyObject *self, PyObject *mapping)
+{
+    if (!PyDict_Check(mapping))
+        Py_RETURN_NONE;
+    Py_ssize_t pos = 0, total = 0;
+    PyObject *qid, *inner;
+    while (PyDict_Next(mapping, &pos, &qid, &inner)) {
+        if (!PyUnicode_CheckExact(qid) || !PyDict_Check(inner))
+            Py_RETURN_NONE;
+        total += PyDict_GET_SIZE(inner);
+    }
+    npy_intp n = total, q = PyDict_GET_SIZE(mapping);
+    PyObject *copies = PyDict_New();
+    PyArrayObject *lengths = (PyArrayObject *)PyArray_SimpleNew(1, &q, NPY_INT64);
+    PyArrayObject *grades = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
+    PyArrayObject *docs = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_OBJECT); /* zero-filled: NULLs */
+    if (!copies || !lengths || !grades || !docs)
+        goto fail;
+    npy_int64 *len = (npy_int64 *)PyArray_DATA(lengths), *g = (npy_int64 *)PyArray_DATA(grades);
+    PyObject **d = (PyObject **)PyArray_DATA(docs);
+    Py_ssize_t i = 0, k = 0;
+    pos = 0;
+    while (PyDict_Next(mapping, &pos, &qid, &inner)) {
+        Py_ssize_t ipos = 0;
+        PyObject *doc, *grade;
+        while (PyDict_Next(inner, &ipos, &doc, &grade)) {
+            if (!PyUnicode_CheckExact(doc) || !PyLong_CheckExact(grade))
+                goto unusual;
+            int overflow;
+            long long value = PyLong_AsLongLongAndOverflow(grade, &overflow);
+            if (overflow || (value == -1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                goto unusual;
+            }
+            if (value >= GRADE_LIMIT || value <= -GRADE_LIMIT)
+                goto unusual; /* out of range: the Python path names it */
+            Py_INCREF(doc);
+            d[k] = doc;
+            g[k++] = value;
+        }
+        PyObject *copy = PyDict_Copy(inner); /* a plain dict, whatever the input's class */
+        if (!copy || PyDict_SetItem(copies, qid, copy) < 0) {
+            Py_XDECREF(copy);
+            goto fail;
+        }
+        Py_DECREF(copy);
+        len[i++] = PyDict_GET_SIZE(inner);
+    }
+    return Py_BuildValue("(NNNN)", copies, lengths, docs, grades);
+unusual:
+    Py_DECREF(copies); Py_DECREF(lengths); Py_DECREF(docs); Py_DECREF(grades);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(copies); Py_XDECREF(lengths); Py_XDECREF(docs); Py_XDECREF(grades);
+    return NULL;
+}
+
+/* ---- lookup(doc_ids, offsets, judgements, missing) -> int32 grades ------------------------------------- */
+
+static PyObject *
+lookup(PyObject *self, PyObject *args)
+{
+    PyArrayObject *docs, *offsets;
+    PyObject *judgements;
+    int missing;
+    if (!PyArg_ParseTuple(args, "O!O!O!i", &PyArray_Type, &docs, &PyArray_Type, &offsets, &PyList_Type,
+                          &judgements, &missing))
+        return NULL;
+    if (PyArray_TYPE(docs) != NPY_OBJECT || PyArray_NDIM(docs) != 1 || !PyArray_IS_C_CONTIGUOUS(docs) ||
+        PyArray_TYPE(offsets) != NPY_INT64 || PyArray_NDIM(offsets) != 1 || !PyArray_IS_C_CONTIGUOUS(offsets)) {
+        PyErr_SetString(PyExc_TypeError, "lookup: expected a contiguous object array and int64 offsets");
+        return NULL;
+    }
+    Py_ssize_t nq = PyList_GET_SIZE(judgements);
+    if (PyArray_DIM(offsets, 0) != nq + 1) {
+        PyErr_SetString(PyExc_ValueError, "lookup: offsets must have one more entry than judgements");
+        return NULL;
+    }
+    const npy_int64 *o = (const npy_int64 *)PyArray_DATA(offsets);
+    npy_intp n = PyArray_DIM(docs, 0);
+    if (o[0] != 0 || o[nq] != n) {
+        PyErr_SetString(PyExc_ValueError, "lookup: offsets do not cover the doc ids");
+        return NULL;
+    }
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT32);
+    if (!out)
+        return NULL;
+    npy_int32 *g = (npy_int32 *)PyArray_DATA(out);
+    PyObject **d = (PyObject **)PyArray_DATA(docs);
+    for (Py_ssize_t i = 0; i < nq; i++) {
+        PyObject *judged = PyList_GET_ITEM(judgements, i);
+        npy_int64 a = o[i], b = o[i + 1];
+        if (a > b || b > n) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_ValueError, "lookup: offsets must not decrease");
+            return NULL;
+        }
+        if (judged == Py_None || !PyDict_CheckExact(judged) || PyDict_GET_SIZE(judged) == 0) {
+            if (judged != Py_None && !PyDict_CheckExact(judged)) {
+                Py_DECREF(out);
+                PyErr_SetString(PyExc_TypeError, "lookup: judgements must be dicts or None");
+                return NULL;
+            }
+            for (npy_int64 j = a; j < b; j++)
+                g[j] = missing;
+            continue;
+        }
+        for (npy_int64 j = a; j < b; j++) {
+            PyObject *doc = d[j];
+            PyObject *grade = doc ? PyDict_GetItemWithError(judged, doc) : NULL;
+            if (!grade) {
+                if (PyErr_Occurred()) {
+                    Py_DECREF(out);
+                    return NULL;
+                }
+                g[j] = missing;
+                continue;
+            }
+            long value = PyLong_AsLong(grade);
+            if ((value == -1 && PyErr_Occurred()) || value < INT32_MIN || value > INT32_MAX) {
+                Py_DECREF(out);
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_OverflowError, "lookup: a grade does not fit in 32 bits");
+                return NULL;
+            }
+            g[j] = (npy_int32)value;
+        }
+    }
+    return (PyObject *)out;
+}
+
+/* ---- rank_cells(offsets, scores, cells, rows, rule, ids) -> int64 ranks ----------------------------------
+   The 0-based rank of each entry cells[k] (of query rows[k]) in its query's ranking by score descending: the
+   entries of the query with a higher score, plus the tied ones the rule puts first (rule 0: input order, the
+   lower index first; 1: trec_eval's, the doc id greater as a string first; 2: the doc id smaller first). ids: the
+   doc ids as an object array of str, or packed as (UTF-8 bytes, int64 starts), or None for rule 0. The cells come
+   grouped by query (rows ascending, or at least each query's cells together). */
+
+static int
+id_compare(PyObject *objects, const char *blob, const npy_int64 *starts, npy_int64 a, npy_int64 b)
+{
+    /* <0, 0, >0 as id a sorts before, with or after id b (code points; UTF-8 bytes order the same) */
+    if (objects) {
+        PyObject **d = (PyObject **)PyArray_DATA((PyArrayObject *)objects);
+        return PyUnicode_Compare(d[a], d[b]);
+    }
+    Py_ssize_t la = starts[a + 1] - starts[a], lb = starts[b + 1] - starts[b];
+    int c = memcmp(blob + starts[a], blob + starts[b], la < lb ? la : lb);
+    return c ? c : (la > lb) - (la < lb);
+}
+
+typedef struct {
+    double score;
+    npy_intp cell;
+} Ranked;
+
+static int
+compare_ranked(const void *a, const void *b)
+{
+    double x = ((const Ranked *)a)->score, y = ((const Ranked *)b)->score;
+    return (x > y) - (x < y);
+}
+
+static PyObject *
+rank_cells(PyObject *self, PyObject *args)
+{
+    PyArrayObject *offsets, *scores, *cells, *rows;
+    int rule;
+    PyObject *ids;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!iO", &PyArray_Type, &offsets, &PyArray_Type, &scores, &PyArray_Type, &cells,
+                          &PyArray_Type, &rows, &rule, &ids))
+        return NULL;
+    if (PyArray_TYPE(offsets) != NPY_INT64 || PyArray_TYPE(cells) != NPY_INT64 || PyArray_TYPE(rows) != NPY_INT64 ||
+        PyArray_TYPE(scores) != NPY_FLOAT64 || !PyArray_IS_C_CONTIGUOUS(offsets) || !PyArray_IS_C_CONTIGUOUS(cells) ||
+        !PyArray_IS_C_CONTIGUOUS(rows) || !PyArray_IS_C_CONTIGUOUS(scores) || PyArray_NDIM(offsets) != 1 ||
+        PyArray_NDIM(scores) != 1 || PyArray_NDIM(cells) != 1 || PyArray_NDIM(rows) != 1 ||
+        PyArray_DIM(cells, 0) != PyArray_DIM(rows, 0) || rule < 0 || rule > 2) {
+        PyErr_SetString(PyExc_TypeError, "rank_cells: expected contiguous int64 offsets, cells, rows, float64 scores");
+        return NULL;
+    }
+    npy_intp n = PyArray_DIM(scores, 0), nq = PyArray_DIM(offsets, 0) - 1, m = PyArray_DIM(cells, 0);
+    const npy_int64 *o = (const npy_int64 *)PyArray_DATA(offsets), *c = (const npy_int64 *)PyArray_DATA(cells);
+    const npy_int64 *r = (const npy_int64 *)PyArray_DATA(rows);
+    const double *s = (const double *)PyArray_DATA(scores);
+    PyObject *objects = NULL;
+    Py_buffer blob = {0};
+    int have_blob = 0;
+    const npy_int64 *starts = NULL;
+    if (rule != 0) {
+        if (PyArray_Check(ids) && PyArray_TYPE((PyArrayObject *)ids) == NPY_OBJECT &&
+            PyArray_NDIM((PyArrayObject *)ids) == 1 && PyArray_IS_C_CONTIGUOUS((PyArrayObject *)ids) &&
+            PyArray_DIM((PyArrayObject *)ids, 0) == n)
+            objects = ids;
+        else {
+            PyArrayObject *st;
+            if (!PyTuple_Check(ids) || !PyArg_ParseTuple(ids, "y*O!", &blob, &PyArray_Type, &st)) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "rank_cells: ids must be an object array or (bytes, starts)");
+                return NULL;
+            }
+            if (PyArray_TYPE(st) != NPY_INT64 || !PyArray_IS_C_CONTIGUOUS(st) || PyArray_DIM(st, 0) != n + 1 ||
+                ((const npy_int64 *)PyArray_DATA(st))[n] > blob.len) {
+                PyBuffer_Release(&blob);
+                PyErr_SetString(PyExc_TypeError, "rank_cells: packed ids do not fit the scores");
+                return NULL;
+            }
+            starts = (const npy_int64 *)PyArray_DATA(st);
+            have_blob = 1;
+        }
+    }
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, &m, NPY_INT64);
+    if (!out)
+        goto done;
+    npy_int64 *rank = (npy_int64 *)PyArray_DATA(out);
+    /* query by query: its cells' scores sorted (a few), then one pass over its entries, each placed among them by
+       binary search: a difference array counts the entries above each cell; an entry equal to a cell's score is
+       compared by the tie rule */
+    Ranked *sorted = NULL;
+    npy_int64 *above = NULL;
+    npy_intp capacity = 0;
+    for (npy_intp k0 = 0; k0 < m;) {
+        npy_int64 q = r[k0];
+        npy_intp k1 = k0;
+        while (k1 < m && r[k1] == q)
+            k1++;
+        npy_intp count = k1 - k0;
+        if (q < 0 || q >= nq || o[q] < 0 || o[q + 1] > n || o[q] > o[q + 1]) {
+            PyErr_SetString(PyExc_ValueError, "rank_cells: a cell outside its query");
+            goto fail;
+        }
+        if (count + 1 > capacity) {
+            capacity = 2 * (count + 1);
+            PyMem_Free(sorted);
+            PyMem_Free(above);
+            sorted = PyMem_Malloc(capacity * sizeof(Ranked));
+            above = PyMem_Malloc(capacity * sizeof(npy_int64));
+            if (!sorted || !above) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+        }
+        for (npy_intp k = k0; k < k1; k++) {
+            if (c[k] < o[q] || c[k] >= o[q + 1]) {
+                PyErr_SetString(PyExc_ValueError, "rank_cells: a cell outside its query");
+                goto fail;
+            }
+            sorted[k - k0] = (Ranked){s[c[k]], k};
+            rank[k] = 0;
+        }
+        qsort(sorted, count, sizeof(Ranked), compare_ranked);
+        memset(above, 0, (count + 1) * sizeof(npy_int64));
+        for (npy_int64 j = o[q]; j < o[q + 1]; j++) {
+            double x = s[j];
+            npy_intp lo = 0, hi = count; /* the first sorted cell with a score >= x */
+            while (lo < hi) {
+                npy_intp mid = (lo + hi) >> 1;
+                if (sorted[mid].score < x)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            above[0]++; /* x ranks above the cells sorted[0:lo] */
+            above[lo]--;
+            for (npy_intp p = lo; p < count && sorted[p].score == x; p++) {
+                npy_intp k = sorted[p].cell;
+                npy_int64 me = c[k];
+                if (j == me)
+                    continue;
+                int first;
+                if (rule == 0)
+                    first = j < me;
+                else {
+                    int cmp = id_compare(objects, (const char *)blob.buf, starts, j, me);
+                    if (cmp == -1 && PyErr_Occurred())
+                        goto fail;
+                    first = rule == 1 ? cmp > 0 : cmp < 0;
+                }
+                rank[k] += first;
+            }
+        }
+        npy_int64 running = 0;
+        for (npy_intp p = 0; p < count; p++) {
+            running += above[p];
+            rank[sorted[p].cell] += running;
+        }
+        k0 = k1;
+    }
+    PyMem_Free(sorted);
+    PyMem_Free(above);
+    goto done;
+fail:
+    PyMem_Free(sorted);
+    PyMem_Free(above);
+    Py_CLEAR(out);
+done:
+    if (have_blob)
+        PyBuffer_Release(&blob);
+    return (PyObject *)out;
+}
+
+/* ---- sort_within(ids, offsets) -> int64 permutation -----------------------------------------------------
+   Each segment ids[offsets[i]:offsets[i+1]] (an object array of str) sorted by code point, equal ids in index order:
+   the permutation, segment after segment. What sorted() gives each segment, without a Python call per segment. */
+
+static PyObject **sort_base; /* the ids the comparator reads (the GIL is held throughout) */
+static int sort_failed;
+
+static int
+compare_ids(const void *a, const void *b)
+{
+    npy_int64 i = *(const npy_int64 *)a, j = *(const npy_int64 *)b;
+    if (sort_failed)
+        return 0;
+    int c = PyUnicode_Compare(sort_base[i], sort_base[j]);
+    if (c == -1 && PyErr_Occurred()) {
+        sort_failed = 1;
+        return 0;
+    }
+    return c ? c : (i > j) - (i < j);
+}
+
+static PyObject *
+sort_within(PyObject *self, PyObject *args)
+{
+    PyArrayObject *ids, *offsets;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyArray_Type, &ids, &PyArray_Type, &offsets))
+        return NULL;
+    if (PyArray_TYPE(ids) != NPY_OBJECT || PyArray_NDIM(ids) != 1 || !PyArray_IS_C_CONTIGUOUS(ids) ||
+        PyArray_TYPE(offsets) != NPY_INT64 || PyArray_NDIM(offsets) != 1 || !PyArray_IS_C_CONTIGUOUS(offsets)) {
+        PyErr_SetString(PyExc_TypeError, "sort_within: expected a contiguous object array and int64 offsets");
+        return NULL;
+    }
+    npy_intp n = PyArray_DIM(ids, 0), nq = PyArray_DIM(offsets, 0) - 1;
+    const npy_int64 *o = (const npy_int64 *)PyArray_DATA(offsets);
+    if (nq < 0 || o[0] != 0 || o[nq] != n) {
+        PyErr_SetString(PyExc_ValueError, "sort_within: offsets do not cover the ids");
+        return NULL;
+    }
+    PyObject **d = (PyObject **)PyArray_DATA(ids);
+    for (npy_intp k = 0; k < n; k++)
+        if (!d[k] || !PyUnicode_Check(d[k])) {
+            PyErr_SetString(PyExc_TypeError, "sort_within: ids must be strs");
+            return NULL;
+        }
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
+    if (!out)
+        return NULL;
+    npy_int64 *perm = (npy_int64 *)PyArray_DATA(out);
+    for (npy_intp k = 0; k < n; k++)
+        perm[k] = k;
+    sort_base = d;
+    sort_failed = 0;
+    for (npy_intp i = 0; i < nq && !sort_failed; i++) {
+        if (o[i] > o[i + 1] || o[i + 1] > n) {
+            PyErr_SetString(PyExc_ValueError, "sort_within: offsets must not decrease");
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (o[i + 1] - o[i] > 1)
+            qsort(perm + o[i], o[i + 1] - o[i], sizeof(npy_int64), compare_ids);
+    }
+    sort_base = NULL;
+    if (sort_failed) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return (PyObject *)out;
+}
+
+/* ---- json_lines(columns, rows) -> bytes | None ------------------------------------------------------------
+   The lines ["a","b",1]\n (compact JSON arrays, UTF-8) of the rows `rows` of `columns` (a tuple of 1-d arrays: object
+   arrays of str, or int64 arrays), in that order: what json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+   gives each row, for a content hash (rag_eval.reports.hashes). None when a str needs escaping in JSON (a quote, a
+   backslash, a control character) or is not a str: the Python path writes those lines with json.dumps. */
+
+static PyObject *
+json_lines(PyObject *self, PyObject *args)
+{
+    PyObject *columns;
+    PyArrayObject *rows;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &columns, &PyArray_Type, &rows))
+        return NULL;
+    Py_ssize_t nc = PyTuple_GET_SIZE(columns);
+    if (nc < 1 || PyArray_TYPE(rows) != NPY_INT64 || PyArray_NDIM(rows) != 1 || !PyArray_IS_C_CONTIGUOUS(rows)) {
+        PyErr_SetString(PyExc_TypeError, "json_lines: expected a tuple of columns and int64 rows");
+        return NULL;
+    }
+    npy_intp n = -1, m = PyArray_DIM(rows, 0);
+    for (Py_ssize_t c = 0; c < nc; c++) {
+        PyObject *col = PyTuple_GET_ITEM(columns, c);
+        if (!PyArray_Check(col) || PyArray_NDIM((PyArrayObject *)col) != 1 ||
+            !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)col) ||
+            (PyArray_TYPE((PyArrayObject *)col) != NPY_OBJECT && PyArray_TYPE((PyArrayObject *)col) != NPY_INT64) ||
+            (n >= 0 && PyArray_DIM((PyArrayObject *)col, 0) != n)) {
+            PyErr_SetString(PyExc_TypeError, "json_lines: columns must be contiguous object or int64 arrays");
+            return NULL;
+        }
+        n = PyArray_DIM((PyArrayObject *)col, 0);
+    }
+    const npy_int64 *r = (const npy_int64 *)PyArray_DATA(rows);
+    for (npy_intp k = 0; k < m; k++)
+        if (r[k] < 0 || r[k] >= n) {
+            PyErr_SetString(PyExc_ValueError, "json_lines: a row outside the columns");
+            return NULL;
+        }
+    Py_ssize_t capacity = 64 + m * (4 + 24 * nc), used = 0;
+    char *out = PyMem_Malloc(capacity);
+    if (!out)
+        return PyErr_NoMemory();
+    PyObject *result = NULL;
+    for (npy_intp k = 0; k < m; k++) {
+        for (Py_ssize_t c = 0; c < nc; c++) {
+            PyArrayObject *col = (PyArrayObject *)PyTuple_GET_ITEM(columns, c);
+            const char *text = NULL;
+            Py_ssize_t len = 0;
+            char number[32];
+            int quoted = PyArray_TYPE(col) == NPY_OBJECT;
+            if (quoted) {
+                PyObject *value = ((PyObject **)PyArray_DATA(col))[r[k]];
+                if (!value || !PyUnicode_Check(value))
+                    goto unusual;
+                text = PyUnicode_AsUTF8AndSize(value, &len);
+                if (!text)
+                    goto fail;
+                for (Py_ssize_t i = 0; i < len; i++) {
+                    unsigned char ch = (unsigned char)text[i];
+                    if (ch < 0x20 || ch == '"' || ch == '\\')
+                        goto unusual;
+                }
+            }
+            else {
+                len = snprintf(number, sizeof number, "%lld", (long long)((npy_int64 *)PyArray_DATA(col))[r[k]]);
+                text = number;
+            }
+            if (used + len + 8 > capacity) {
+                Py_ssize_t grown = 2 * capacity + len + 8;
+                char *bigger = PyMem_Realloc(out, grown);
+                if (!bigger) {
+                    PyErr_NoMemory();
+                    goto fail;
+                }
+                out = bigger;
+                capacity = grown;
+            }
+            out[used++] = c == 0 ? '[' : ',';
+            if (quoted)
+                out[used++] = '"';
+            memcpy(out + used, text, len);
+            used += len;
+            if (quoted)
+                out[used++] = '"';
+        }
+        if (used + 2 > capacity) {
+            char *bigger = PyMem_Realloc(out, capacity + 64);
+            if (!bigger) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            out = bigger;
+            capacity += 64;
+        }
+        out[used++] = ']';
+        out[used++] = '\n';
+    }
+    result = PyBytes_FromStringAndSize(out, used);
+    goto fail; /* frees the buffer */
+unusual:
+    result = Py_None;
+    Py_INCREF(result);
+fail:
+    PyMem_Free(out);
+    return result;
+}
 
 /* ---- lookup_packed(blob, starts, offsets, judgements, missing) -> int32 grades ----------------------------
    The same as lookup, for doc ids packed as UTF-8 bytes: each query's judgements go into a small C table
@@ -566,6 +1252,19 @@ done:
 }
 
 static PyMethodDef methods[] = {
+    {"score_columns", score_columns, METH_O,
+     "score_columns(mapping) -> (query_ids, lengths, doc_ids, scores), or None when the mapping is unusual."},
+    {"ranking_columns", ranking_columns, METH_O,
+     "ranking_columns(rankings) -> (lengths, doc_ids, scores or None, repeats), or None when they are unusual."},
+    {"judgement_dicts", judgement_dicts, METH_O,
+     "judgement_dicts(mapping) -> (copies, lengths, doc_ids, grades), or None when the mapping is unusual."},
+    {"json_lines", json_lines, METH_VARARGS,
+     "json_lines(columns, rows) -> bytes of one compact JSON array per row, or None where a str needs escaping."},
+    {"sort_within", sort_within, METH_VARARGS,
+     "sort_within(ids, offsets) -> int64 permutation sorting each segment of strs by code point."},
+    {"lookup", lookup, METH_VARARGS, "lookup(doc_ids, offsets, judgements, missing) -> int32 grade per doc id."},
+    {"rank_cells", rank_cells, METH_VARARGS,
+     "rank_cells(offsets, scores, cells, rows, rule, ids) -> int64 rank of each cell in its query by score."},
     {"lookup_packed", lookup_packed, METH_VARARGS,
      "lookup_packed(blob, starts, offsets, judgements, missing) -> int32 grade per packed doc id."},
     {"parse_columns", parse_columns, METH_VARARGS,

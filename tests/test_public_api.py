@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import rag_eval
 
 PUBLIC = [
@@ -102,4 +104,20 @@ def _assert_light(module: str) -> None:
     )
     offenders = [m for m in loaded if m.split(".")[0] in heavy]
     assert offenders == [], f"import {module} loads {offenders}"
-    assert module in loaded and "numpy" in loaded
+    assert module in loaded
+
+
+def test_import_rag_eval_loads_its_names_on_first_use():
+    """``import rag_eval`` loads none of its layers (issue 28: start-up); a public name imports its module when
+    first used, and is the object that module defines."""
+    code = "import json, sys, rag_eval; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/").stdout
+    loaded = [m for m in json.loads(out) if m.split(".")[0] in ("rag_eval", "pydantic", "numpy")]
+    assert loaded == ["rag_eval", "rag_eval._version"]
+    from rag_eval.reports.evaluation import evaluate
+    from rag_eval.stages import Pipeline
+
+    assert rag_eval.evaluate is evaluate and rag_eval.Pipeline is Pipeline
+    assert set(PUBLIC) <= set(dir(rag_eval))
+    with pytest.raises(AttributeError, match="no_such_name"):
+        rag_eval.no_such_name  # noqa: B018

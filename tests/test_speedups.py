@@ -120,8 +120,13 @@ def test_packed_lookup_equals_lookup():
     offsets = np.array([0, 100, 100, 250, 300], np.int64)
     judgements = [{f"d{d}": d % 3 for d in range(0, 60, 2)} | {"dé5": 7}, {}, None, {"d1": -1, "dé10": 2}]
     fast = speedups.lookup_packed(blob, starts, offsets, judgements, grades_module.UNJUDGED)
-    plain = grades_module._lookup(np.array(ids, dtype=object), offsets, judgements)  # the per-query dict.get
-    assert np.array_equal(fast, plain) and (fast != grades_module.UNJUDGED).any()
+    plain = speedups.lookup(np.array(ids, dtype=object), offsets, judgements, grades_module.UNJUDGED)
+    by_hand = [
+        (judgements[q] or {}).get(ids[j], grades_module.UNJUDGED)
+        for q in range(4)
+        for j in range(offsets[q], offsets[q + 1])
+    ]
+    assert np.array_equal(fast, plain) and plain.tolist() == by_hand and (fast != grades_module.UNJUDGED).any()
     assert fast.tolist()[:3] == [judgements[0].get(i, grades_module.UNJUDGED) for i in ids[:3]]
     with pytest.raises(ValueError):
         speedups.lookup_packed(blob, starts, np.array([0, 3], np.int64), [{}], -1)
@@ -236,3 +241,123 @@ def test_search_rows_equals_searchsorted_per_segment():
             for r, x in zip(rows, needles, strict=True)
         ]
         assert got.tolist() == want
+
+
+def _dicts_with_edges(seed: int) -> tuple[dict, dict]:
+    """Scores and judgements with ties, equal scores across queries, infinities, queries without results or
+    judgements, ids outside ASCII, and judged docs the run does not return."""
+    rng = np.random.default_rng(seed)
+    scores = _random_scores(seed)
+    scores["qé"] = {"b": 1.0, "a": 1.0, "é": 1.0, "c": float("inf"), "d": -float("inf"), "e": 2}
+    scores["q-empty"] = {}
+    qrels = {
+        q: {d: int(g) for d, g in zip(list(docs)[::3], rng.integers(-1, 4, size=len(docs)), strict=False)}
+        | {"never-returned": 1}
+        for q, docs in scores.items()
+    }
+    qrels["q-only-in-qrels"] = {"d1": 2}
+    qrels["q-empty"] = {}
+    return scores, qrels
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dict_readers_and_the_grade_matrix_equal_their_twins(monkeypatch, seed):
+    """score_columns, judgement_dicts, lookup and rank_cells give exactly what their whole-column twins give: the
+    same columns, the same grade matrix under every tie rule, the same values."""
+    from rag_eval.metrics._grades import build_grade_matrix
+
+    scores, judgements = _dicts_with_edges(seed)
+    queries = sorted(judgements)
+
+    def build():
+        run, qrels = rag_eval.Run.from_scores(scores), rag_eval.Qrels.from_dict(judgements)
+        matrices = [
+            build_grade_matrix(run, qrels, queries, rag_eval.Conventions(ties=ties))
+            for ties in ("trec_eval", "doc_id", "input_order")
+        ]
+        report = rag_eval.evaluate(qrels, run, ["ap", "ndcg@10", "P@5", "bpref"], conventions="trec_eval")
+        return run, qrels, matrices, report
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = build()
+        monkeypatch.setattr(_accel, "speedups", None)
+        slow = build()
+    assert fast[0] == slow[0] and fast[1] == slow[1]
+    assert fast[1].columns[0] == slow[1].columns[0]
+    for a, b in zip(fast[1].columns[1:], slow[1].columns[1:], strict=True):
+        assert np.array_equal(a, b) and not a.flags.writeable and not b.flags.writeable
+    assert fast[1].doc_column.tolist() == slow[1].doc_column.tolist()
+    for a, b in zip(fast[2], slow[2], strict=True):
+        for name in ("lengths", "rows", "ranks", "grades", "pooled_rows", "pooled_ranks", "pooled_grades"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert len(fast[2][0].rows) > 20
+    assert fast[3].per_query.equals(slow[3].per_query)
+
+
+@needs_c
+def test_rank_cells_places_ties_by_each_rule():
+    offsets = np.array([0, 4, 6], np.int64)
+    scores = np.array([1.0, 2.0, 1.0, 1.0, 5.0, 5.0])
+    ids = np.array(["b", "x", "c", "a", "p", "q"], dtype=object)
+    cells = np.array([0, 2, 3, 5], np.int64)
+    rows = np.array([0, 0, 0, 1], np.int64)
+    packed = (b"bxcapq", np.arange(7, dtype=np.int64))
+    assert speedups.rank_cells(offsets, scores, cells, rows, 0, None).tolist() == [1, 2, 3, 1]
+    for given in (ids, packed):
+        assert speedups.rank_cells(offsets, scores, cells, rows, 1, given).tolist() == [2, 1, 3, 0]  # id desc
+        assert speedups.rank_cells(offsets, scores, cells, rows, 2, given).tolist() == [2, 3, 1, 1]  # id asc
+    with pytest.raises(ValueError):
+        speedups.rank_cells(offsets, scores, np.array([4], np.int64), np.array([0], np.int64), 0, None)
+
+
+@needs_c
+def test_dict_readers_decline_the_unusual():
+    """What the C readers do not take is left to the Python path, which names the problem or converts."""
+    for mapping in (
+        {1: {"d": 1.0}},
+        {"q": {2: 1.0}},
+        {"q": {"d": True}},
+        {"q": {"d": "1.5"}},
+        {"q": {"d": 10**400}},
+        {"q": [("d", 1.0)]},
+        {"q": {np.str_("d"): 1.0}},
+    ):
+        assert speedups.score_columns(mapping) is None, mapping
+    for mapping in ({"q": {"d": 1.0}}, {"q": {"d": True}}, {"q": {"d": 2**29}}, {"q": {"d": -(2**29)}}, {"q": {1: 1}}):
+        assert speedups.judgement_dicts(mapping) is None, mapping
+    copies, lengths, docs, grades = speedups.judgement_dicts({"q": {"d": 2**29 - 1, "e": -1}, "r": {}})
+    assert copies == {"q": {"d": 2**29 - 1, "e": -1}, "r": {}} and lengths.tolist() == [2, 0]
+    assert docs.tolist() == ["d", "e"] and grades.tolist() == [2**29 - 1, -1]
+
+
+@pytest.mark.parametrize(
+    ("ranking", "declined"),
+    [
+        ({"q1": ["a", "b", "a", "c"], "q2": [], "q3": ("z", "y"), "qé": ["é", "e", "é"]}, False),
+        ({"q1": [("a", 2.0), ("b", 1), ("a", 3.5)], "q2": [("c", -float("inf"))]}, False),
+        ({"q1": [], "q2": []}, False),
+        ({"q1": ["a", 7], "q2": ["b"]}, True),  # an int id: the Python path converts it
+        ({"q1": [("a", "1.5")], "q2": [("b", 1.0)]}, True),  # a score as text: the Python path reads it
+        ({"q1": ["a", ("b", 1.0)]}, True),  # mixed: the Python path names it
+    ],
+    ids=["ids", "pairs", "empty", "int-id", "text-score", "mixed"],
+)
+def test_ranking_columns_equal_the_python_path(monkeypatch, ranking, declined):
+    """Run.from_ranking reads the same run with and without the C reader (repeats dropped the same way)."""
+    if speedups is not None:
+        assert (speedups.ranking_columns(list(ranking.values())) is None) == declined
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            fast = rag_eval.Run.from_ranking(ranking)
+        except rag_eval.InputError as exc:
+            fast = str(exc)
+        monkeypatch.setattr(_accel, "speedups", None)
+        try:
+            slow = rag_eval.Run.from_ranking(ranking)
+        except rag_eval.InputError as exc:
+            slow = str(exc)
+    assert fast == slow
+    if not isinstance(fast, str):
+        assert fast.notes == slow.notes and fast.to_dict() == slow.to_dict()

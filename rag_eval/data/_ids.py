@@ -11,6 +11,8 @@ from __future__ import annotations
 import numbers
 import re
 from collections.abc import Iterable, Sequence
+from itertools import compress, repeat
+from operator import not_
 from types import TracebackType
 from typing import Any
 
@@ -74,8 +76,16 @@ class IdCheck:
         is named from ``group_names``). ``unit`` and ``labels`` (``"row"`` and the row numbers, ``"line"`` and the
         line numbers) say where each value is; with ``line``, the error's line is the later one.
         """
-        if set(map(type, values)) <= {str}:
+        types = set(map(type, values))
+        if types <= {str}:
             return values
+        if types <= {str, int}:  # the common case (pandas and JSON give ints), converted on the whole column
+            out = np.fromiter(map(str, values), object, len(values))
+            converted = np.fromiter(map(isinstance, values, repeat(int)), bool, len(values))
+            self.note(what)
+            if not converted.all() and _collide(out, converted, groups):
+                self._refuse_collisions(values, out, converted, what, groups, group_names, unit, labels, line)
+            return out
         out = np.empty(len(values), dtype=object)
         converted = np.zeros(len(values), dtype=bool)
         for i, v in enumerate(values.tolist()):
@@ -97,9 +107,15 @@ class IdCheck:
     def keys(self, mapping_keys: Iterable[object], what: str, context: str = "") -> list[str]:
         """The keys of one mapping as plain strs; two keys that become the same id are an InputError."""
         values = np.fromiter(mapping_keys, dtype=object)
-        if set(map(type, values)) <= {str}:
+        types = set(map(type, values))
+        if types <= {str}:
             strs: list[str] = values.tolist()
             return strs
+        if types <= {str, int}:  # converted on the whole column
+            texts = list(map(str, values))
+            self.note(what)
+            if len(set(texts)) == len(texts):
+                return texts
         out = np.empty(len(values), dtype=object)
         converted = np.zeros(len(values), dtype=bool)
         for i, v in enumerate(values.tolist()):
@@ -155,6 +171,19 @@ class IdCheck:
                     "the same id once converted to str"
                 )
                 raise InputError(problem, source=self.where, line=at_i if line else None)
+
+
+def _collide(out: np.ndarray, converted: np.ndarray, groups: np.ndarray | Sequence[str] | None) -> bool:
+    """Whether an id converted from an int equals one given as a str (within one group, with ``groups``)."""
+    codes = groups.tolist() if isinstance(groups, np.ndarray) else groups
+    texts = out.tolist()
+    if codes is None:
+        ints = set(out[converted].tolist())
+        return not ints.isdisjoint(out[~converted].tolist())
+    pairs = list(zip(codes, texts, strict=True))
+    chosen = converted.tolist()
+    ints = set(compress(pairs, chosen))
+    return not ints.isdisjoint(compress(pairs, map(not_, chosen)))
 
 
 _TREC_WHITESPACE = frozenset(" \t\n\r\x0b\x0c")  # what a TREC reader (and trec_eval) splits fields on

@@ -6,16 +6,17 @@ A grade of 0 or below means judged non-relevant; which positive grades count as 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cached_property
 from itertools import chain
 from operator import methodcaller
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from .. import _accel
 from .._files import write_output
 from ..errors import DuplicateJudgement, InputError
 from ._columns import GRADE_LIMIT, line_number, parse_int, read_table
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["Qrels"]
+
+T = TypeVar("T")
 
 QUERY_COLUMNS = ("query_id", "qid", "query-id")
 DOC_COLUMNS = ("doc_id", "docno", "corpus-id", "docid")
@@ -57,7 +60,9 @@ class Qrels:
         ``graded_by``: how many judgements people and each model judge decided (:mod:`rag_eval.data.graded_by`),
         where known; a merge of logs holding a judge's grades sets it, and every card made with these qrels says
         so."""
-        object.__setattr__(self, "_judgements", _validated(judgements, "qrels"))
+        validated, derived = _validated(judgements, "qrels")
+        object.__setattr__(self, "_judgements", validated)
+        self.__dict__.update(derived)  # the columns and doc ids, made on the way (cached properties)
         object.__setattr__(self, "source", source)
         object.__setattr__(self, "graded_by", graded_by)
 
@@ -356,6 +361,21 @@ class Qrels:
         offsets.flags.writeable = grades.flags.writeable = False
         return tuple(self._judgements), offsets, grades
 
+    def _derived(self, key: str, compute: Callable[[], T]) -> T:
+        """``compute()``, kept with these qrels under ``key`` (they cannot change): a derived fact made once, such
+        as the content hash of :func:`rag_eval.reports.hashes.qrels_sha256`."""
+        if key not in self.__dict__:
+            self.__dict__[key] = compute()
+        value: T = self.__dict__[key]
+        return value
+
+    @cached_property
+    def doc_column(self) -> np.ndarray:
+        """Every judged doc id, in the order of :attr:`columns`' grades (a read-only object array)."""
+        docs = np.fromiter(chain.from_iterable(self._judgements.values()), object, int(self.columns[1][-1]))
+        docs.flags.writeable = False
+        return docs
+
 
 def _check_grades(file: InputFile, grades: np.ndarray, first_row: int = 0) -> None:
     """Refuse a grade beyond +-GRADE_LIMIT, naming its line (``first_row``: data rows before the first grade)."""
@@ -376,34 +396,73 @@ def _parse_grade(text: str, file: InputFile, number: int) -> int:
     return grade
 
 
-def _validated(judgements: Mapping[str, Mapping[str, int]], where: str) -> dict[str, dict[str, int]]:
+def _validated(
+    judgements: Mapping[str, Mapping[str, int]], where: str
+) -> tuple[dict[str, dict[str, int]], dict[str, object]]:
+    """The judgements copied, ids as strs and grades as ints, checked on whole columns (in C where the mapping is
+    plain: every id a str, every grade an int within range), and the cached properties made on the way."""
     if not isinstance(judgements, Mapping):
         raise TypeError(f"qrels must be a mapping {{query_id: {{doc_id: grade}}}}, not {type(judgements).__name__}")
-    out: dict[str, dict[str, int]] = {}
+    native = _accel.speedups.judgement_dicts(judgements) if _accel.speedups is not None else None
+    if native is not None:
+        out, lengths, docs, grades = native
+    else:
+        out, lengths, docs, grades = _judgement_columns(judgements, where)
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    for array in (offsets, docs, grades):
+        array.flags.writeable = False
+    return out, {"columns": (tuple(out), offsets, grades), "doc_column": docs}
+
+
+def _judgement_columns(
+    judgements: Mapping[str, Mapping[str, int]], where: str
+) -> tuple[dict[str, dict[str, int]], np.ndarray, np.ndarray, np.ndarray]:
+    """The pure-Python twin of ``_speedups.judgement_dicts``: ``(copies, lengths, doc_ids, grades)``, every check
+    on whole columns (a query at a time only for keys that are neither str nor int)."""
+    per_query = list(judgements.values())
     with IdCheck(where) as ids:
         qids = ids.keys(judgements.keys(), "query id")
-        for qid, judged in zip(qids, judgements.values(), strict=True):
-            if not isinstance(judged, Mapping):
-                raise InputError(f"query {qid!r}: judgements must be a mapping doc_id -> grade", source=where)
-            per_query = dict(judged)
-            if not all(type(d) is str for d in per_query):
-                per_query = dict(
-                    zip(ids.keys(per_query.keys(), "doc id", f"query {qid!r}: "), per_query.values(), strict=True)
-                )
-            if not all(type(g) is int for g in per_query.values()):
-                for d, g in per_query.items():
-                    grade = grade_value(g)
-                    if isinstance(grade, str):
-                        raise InputError(f"query {qid!r}, doc {d!r}: grade {g!r} {grade}", source=where)
-                    per_query[d] = grade
-            if per_query and (max(per_query.values()) >= GRADE_LIMIT or min(per_query.values()) <= -GRADE_LIMIT):
-                d, g = next((d, g) for d, g in per_query.items() if abs(g) >= GRADE_LIMIT)
-                raise InputError(
-                    f"query {qid!r}, doc {d!r}: grade {g} is out of range (grades must lie within +-{GRADE_LIMIT})",
-                    source=where,
-                )
-            out[qid] = per_query
-    return out
+        if not set(map(type, per_query)) <= {dict}:
+            for qid, judged in zip(qids, per_query, strict=True):
+                if not isinstance(judged, Mapping):
+                    raise InputError(f"query {qid!r}: judgements must be a mapping doc_id -> grade", source=where)
+        lengths = np.fromiter(map(len, per_query), np.int64, len(per_query))
+        total = int(lengths.sum())
+        owners = np.repeat(np.arange(len(qids)), lengths)
+        raw = np.fromiter(chain.from_iterable(per_query), object, total)
+        if set(map(type, raw)) <= {str, int}:
+            docs = ids.array(raw, "doc id", groups=owners, group_names=qids)
+        else:  # other kinds of key (NumPy strs, floats): query by query, naming the query
+            keys = [ids.keys(d.keys(), "doc id", f"query {q!r}: ") for q, d in zip(qids, per_query, strict=True)]
+            docs = np.fromiter(chain.from_iterable(keys), object, total)
+    values = list(chain.from_iterable(map(methodcaller("values"), per_query)))
+    grades = None
+    if set(map(type, values)) <= {int}:
+        try:
+            grades = np.array(values, dtype=np.int64) if values else np.empty(0, np.int64)
+        except OverflowError:
+            grades = None
+    if grades is None:  # a grade given otherwise (a str, a float, a NumPy number, a boolean, a huge int)
+        grades = np.empty(total, np.int64)
+        for k, g in enumerate(values):
+            grade = grade_value(g)
+            if isinstance(grade, str):
+                raise InputError(f"query {qids[owners[k]]!r}, doc {docs[k]!r}: grade {g!r} {grade}", source=where)
+            grades[k] = grade if abs(grade) < GRADE_LIMIT else GRADE_LIMIT  # out of range: named below
+    out_of_range = np.flatnonzero(np.abs(grades) >= GRADE_LIMIT)
+    if len(out_of_range):
+        k = int(out_of_range[0])
+        raise InputError(
+            f"query {qids[owners[k]]!r}, doc {docs[k]!r}: grade {grade_value(values[k])} is out of range (grades "
+            f"must lie within +-{GRADE_LIMIT})",
+            source=where,
+        )
+    ends = np.cumsum(lengths).tolist()
+    doc_list, grade_list = docs.tolist(), grades.tolist()
+    starts = [0, *ends][:-1]
+    copies = [dict(zip(doc_list[a:b], grade_list[a:b], strict=True)) for a, b in zip(starts, ends, strict=True)]
+    return dict(zip(qids, copies, strict=True)), lengths, docs, grades
 
 
 def _objects(values: Sequence[object]) -> np.ndarray:

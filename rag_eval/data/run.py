@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import chain
-from operator import methodcaller
+from operator import itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -90,28 +90,11 @@ class Run:
         plain ASCII decimal as a TREC file would hold it."""
         if not isinstance(scores, Mapping):
             raise TypeError(f"scores must be a mapping {{query_id: {{doc_id: score}}}}, not {type(scores).__name__}")
-        with IdCheck(name) as ids:
-            query_ids = ids.keys(scores.keys(), "query id")
-            doc_lists: list[list[str]] = []
-            for qid, per_query in zip(query_ids, scores.values(), strict=True):
-                if not isinstance(per_query, Mapping):
-                    raise InputError(f"query {qid!r}: expected a mapping doc_id -> score", source=name)
-                doc_lists.append(ids.keys(per_query.keys(), "doc id", f"query {qid!r}: "))
-            lengths = np.fromiter(map(len, doc_lists), np.int64, len(doc_lists))
-            total = int(lengths.sum())
-            docs = np.fromiter(chain.from_iterable(doc_lists), object, total)
-        raw = list(chain.from_iterable(map(methodcaller("values"), scores.values())))
-        values = None
-        if set(map(type, raw)) <= {float, int}:
-            try:
-                values = np.array(raw, dtype=np.float64) if raw else np.empty(0, np.float64)
-            except OverflowError:
-                values = None
-        if values is None:
-            values = np.empty(total, np.float64)
-            owners = np.repeat(np.arange(len(query_ids)), lengths).tolist()
-            for k, value in enumerate(raw):
-                values[k] = _as_score(value, query_ids[owners[k]], docs[k], name)
+        native = _accel.speedups.score_columns(scores) if _accel.speedups is not None else None
+        if native is not None:  # every id a str, every score a float or an int: one pass in C
+            query_ids, lengths, docs, values = native
+        else:
+            query_ids, lengths, docs, values = _score_columns(scores, name)
         return cls._build(name, query_ids, lengths, docs, values, by_score=True, source=None, dedupe=False)
 
     @classmethod
@@ -128,6 +111,26 @@ class Run:
             raise TypeError(f"ranking must be a mapping {{query_id: [doc_id, ...]}}, not {type(ranking).__name__}")
         ids = IdCheck(name)
         query_ids = ids.keys(ranking.keys(), "query id")
+        speedups = _accel.speedups
+        native = speedups.ranking_columns(list(ranking.values())) if speedups is not None else None
+        if native is not None:  # every ranking a list of strs (or of (str, number) pairs): one pass in C
+            lengths, doc_array, score_array, repeats = native
+            with ids:  # says once if query ids were converted
+                suspects = np.array(repeats, np.int64)
+            return cls._build(
+                name,
+                query_ids,
+                lengths,
+                doc_array,
+                score_array,
+                by_score=False,
+                source=None,
+                dedupe=True,
+                suspects=suspects,
+            )
+        fast = _ranked_columns(ranking, query_ids, ids, name)
+        if fast is not None:
+            return cls._build(name, query_ids, *fast, by_score=False, source=None, dedupe=True)
         docs: list[Any] = []
         values: list[float] = []
         lengths = np.zeros(len(query_ids), np.int64)
@@ -583,6 +586,75 @@ def _factorize(ids: np.ndarray) -> tuple[np.ndarray, list[str]]:
     uniq = list(dict.fromkeys(ids.tolist()))
     where = {q: i for i, q in enumerate(uniq)}
     return np.fromiter((where[q] for q in ids), np.int64, len(ids)), uniq
+
+
+def _score_columns(
+    scores: Mapping[Any, Any], name: str
+) -> tuple[list[str], npt.NDArray[np.int64], np.ndarray, npt.NDArray[np.float64]]:
+    """``(query_ids, lengths, doc_ids, scores)`` of ``{query_id: {doc_id: score}}``, each check done on whole columns
+    (the pure-Python twin of ``_speedups.score_columns``): ids through :class:`IdCheck`, scores by
+    :func:`_as_score` where one is not a float or an int."""
+    per_query = list(scores.values())
+    with IdCheck(name) as ids:
+        query_ids = ids.keys(scores.keys(), "query id")
+        if not set(map(type, per_query)) <= {dict}:
+            for qid, value in zip(query_ids, per_query, strict=True):
+                if not isinstance(value, Mapping):
+                    raise InputError(f"query {qid!r}: expected a mapping doc_id -> score", source=name)
+        lengths = np.fromiter(map(len, per_query), np.int64, len(per_query))
+        total = int(lengths.sum())
+        owners = np.repeat(np.arange(len(query_ids)), lengths)
+        raw = np.fromiter(chain.from_iterable(per_query), object, total)
+        if set(map(type, raw)) <= {str, int}:
+            docs = ids.array(raw, "doc id", groups=owners, group_names=query_ids)
+        else:  # other kinds of key (NumPy strs, floats): query by query, naming the query
+            keys = [ids.keys(d.keys(), "doc id", f"query {q!r}: ") for q, d in zip(query_ids, per_query, strict=True)]
+            docs = np.fromiter(chain.from_iterable(keys), object, total)
+    values = list(chain.from_iterable(map(methodcaller("values"), per_query)))
+    return query_ids, lengths, docs, _score_array(values, query_ids, owners, docs, name)
+
+
+def _score_array(
+    values: list[Any], query_ids: list[str], owners: np.ndarray, docs: np.ndarray, name: str
+) -> np.ndarray:
+    """``values`` as float64 scores: at once where each is a float or an int, else one by one (:func:`_as_score`
+    names the query and doc of a value that is not a score)."""
+    if set(map(type, values)) <= {float, int}:
+        try:
+            return np.array(values, dtype=np.float64) if values else np.empty(0, np.float64)
+        except OverflowError:
+            pass
+    out = np.empty(len(values), np.float64)  # a score given otherwise (a str, a NumPy number, a boolean)
+    for k, value in enumerate(values):
+        out[k] = _as_score(value, query_ids[owners[k]], docs[k], name)
+    return out
+
+
+def _ranked_columns(
+    ranking: Mapping[Any, Any], query_ids: list[str], ids: IdCheck, name: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """``(lengths, doc_ids, scores or None)`` of ``{query_id: [doc_id, ...]}`` (or of ``(doc_id, score)`` pairs) on
+    whole columns, when every ranking is a list or tuple and every item an id (a str or an int) or every item a
+    pair; None for anything else, which :meth:`Run.from_ranking` reads a query at a time, naming what is wrong."""
+    per_query = list(ranking.values())
+    if not set(map(type, per_query)) <= {list, tuple}:
+        return None
+    lengths = np.fromiter(map(len, per_query), np.int64, len(per_query))
+    flat = list(chain.from_iterable(per_query))
+    kinds = set(map(type, flat))
+    pairs = bool(kinds) and kinds <= {tuple, list}
+    if pairs and not set(map(len, flat)) <= {2}:
+        return None
+    if not pairs and not kinds <= {str, int}:
+        return None
+    raw = list(map(itemgetter(0), flat)) if pairs else flat
+    owners = np.repeat(np.arange(len(query_ids)), lengths)
+    if pairs and not set(map(type, raw)) <= {str, int}:
+        return None
+    with ids:
+        docs = ids.array(_objects(raw), "doc id", groups=owners, group_names=query_ids)
+    scores = _score_array(list(map(itemgetter(1), flat)), query_ids, owners, docs, name) if pairs else None
+    return lengths, docs, scores
 
 
 def _first_occurrences(

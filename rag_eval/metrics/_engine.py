@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import numpy as np
 
@@ -108,7 +109,7 @@ def evaluate_run(
         _warn_id_mismatches(qrels, run, account, matrix)
     stats = QrelsStats(qrels, account.counted, conventions)
     per_query_k = [
-        None if c is None else np.fromiter((c.get(q, 0) for q in account.counted), np.int64, len(account.counted))
+        None if c is None else np.fromiter(map(c.get, account.counted, repeat(0)), np.int64, len(account.counted))
         for c in (cutoffs or [None] * len(metrics))
     ]
     matrices: dict[str, GradeMatrix] = {conventions.ties: matrix}

@@ -7,6 +7,7 @@ under its own key), so that a statistic of the qrels is computed once whatever m
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -29,8 +30,8 @@ class QrelsStats:
 
     def __init__(self, qrels: Qrels, query_ids: list[str], conventions: Conventions) -> None:
         all_ids, offsets, grades = qrels.columns
-        where = {q: i for i, q in enumerate(all_ids)}
-        rows = np.fromiter((where[q] for q in query_ids), np.int64, len(query_ids))
+        where = dict(zip(all_ids, range(len(all_ids)), strict=True))
+        rows = np.fromiter(map(where.__getitem__, query_ids), np.int64, len(query_ids))
         lengths = offsets[rows + 1] - offsets[rows]
         shift = offsets[rows] - (np.cumsum(lengths) - lengths)
         entries = np.repeat(shift, lengths) + np.arange(int(lengths.sum()))
@@ -64,9 +65,9 @@ class QrelsStats:
         (0 for a query the run has no line for: trec_eval -c's missing query)."""
         key = ("returned", id(run))
         if key not in self._arrays:
-            row_of = {q: i for i, q in enumerate(self.query_ids)}
+            row_of = dict(zip(self.query_ids, range(self.n), strict=True))
             ids = run.query_ids
-            rows = np.fromiter((row_of.get(q, -1) for q in ids), np.int64, len(ids))
+            rows = np.fromiter(map(row_of.get, ids, repeat(-1)), np.int64, len(ids))
             out = np.zeros(self.n, np.int64)
             inside = rows >= 0
             out[rows[inside]] = np.diff(run.offsets)[inside]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -115,7 +116,7 @@ def ceiling(
     if isinstance(cutoff, int):
         k = np.full(len(judged), cutoff, np.int64)
     else:
-        k = np.fromiter((cutoff.get(q, 0) for q in query_ids), np.int64, len(judged))
+        k = np.fromiter(map(cutoff.get, query_ids, repeat(0)), np.int64, len(judged))
     if returned is not None:
         k = np.minimum(k, np.asarray(returned, dtype=np.float64).astype(np.int64))
     some = k > 0
@@ -127,7 +128,11 @@ def ceiling(
 def _judged_counts(qrels: Qrels, query_ids: Iterable[str]) -> npt.NDArray[np.int64]:
     """How many documents the qrels judge for each of ``query_ids`` (0 for a query they lack)."""
     ids = list(query_ids)
-    return np.fromiter((len(qrels[q]) if q in qrels else 0 for q in ids), np.int64, len(ids))
+    all_ids, offsets, _ = qrels.columns
+    row = dict(zip(all_ids, range(len(all_ids)), strict=True))
+    rows = np.fromiter(map(row.get, ids, repeat(-1)), np.int64, len(ids))
+    counts: npt.NDArray[np.int64] = np.append(np.diff(offsets), 0)[rows]  # on whole columns; -1: none judged
+    return counts
 
 
 def warn_low(shares: Sequence[JudgedShare], threshold: float, *, stacklevel: int = 4) -> list[str]:

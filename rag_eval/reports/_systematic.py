@@ -39,7 +39,7 @@ def query_overlap(qrels: Qrels, runs: Mapping[str, Sequence[str]]) -> str | None
     if not judged:
         return None
     known = set(judged)
-    forms = {canonical(q) for q in judged}
+    forms: set[str] | None = None  # the qrels' ids written loosely: made only for a run that shares too few
     parts = []
     for name, ids in runs.items():
         ids = list(ids)
@@ -48,7 +48,9 @@ def query_overlap(qrels: Qrels, runs: Mapping[str, Sequence[str]]) -> str | None
         shared = [q for q in ids if q in known]
         if shared and len(set(shared)) >= QUERY_OVERLAP * len(judged):
             continue
-        if len({canonical(q) for q in ids} & forms) >= max(QUERY_OVERLAP * len(judged), 1):
+        if forms is None:
+            forms = set(map(canonical, judged))
+        if len(set(map(canonical, ids)) & forms) >= max(QUERY_OVERLAP * len(judged), 1):
             continue  # ids that differ by whitespace or leading zeros: NearMissIds says so, with an example
         mine = set(ids)
         absent = [q for q in judged if q not in mine]

@@ -247,30 +247,89 @@ def _escaped(column: Any) -> npt.NDArray[np.bool_]:
 
 
 def qrels_sha256(qrels: Qrels | Mapping[str, Mapping[str, int]]) -> str:
-    """The SHA-256 of the judgements in canonical form (sorted; independent of input order and format)."""
+    """The SHA-256 of the judgements in canonical form (sorted; independent of input order and format), made on
+    whole columns (Arrow sorts the ids) and kept with the qrels, which cannot change."""
     if not isinstance(qrels, Qrels):
         qrels = Qrels.from_dict(qrels)  # the same checks as every reader: a bad grade is an InputError
-    import pyarrow as pa
+    return qrels._derived("content_sha256", lambda: _qrels_digest(qrels))
 
-    judged = qrels.judgements
-    queries: list[str] = []
-    docs: list[str] = []
-    grades: list[int] = []
-    for q in sorted(judged):
-        grade = judged[q]
-        ranked = sorted(grade)
-        queries.extend([q] * len(ranked))
-        docs.extend(ranked)
-        grades.extend(map(grade.__getitem__, ranked))
-    columns = [pa.array(queries, pa.large_string()), pa.array(docs, pa.large_string()), pa.array(grades, pa.int64())]
-    return _digest_columns(columns, "qrels")
+
+def _qrels_digest(qrels: Qrels) -> str:
+    query_ids, offsets, grades = qrels.columns
+    queries = np.array(query_ids, dtype=object) if query_ids else np.empty(0, object)
+    by_query = _sorted_within(queries, np.array([0, len(queries)], np.int64))
+    within = _sorted_within(qrels.doc_column, offsets)  # each query's doc ids in order
+    lengths = np.diff(offsets)[by_query]
+    starts = offsets[:-1][by_query]
+    order = within[np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))]
+    owner = np.repeat(np.arange(len(query_ids)), np.diff(offsets))
+    columns = [queries[owner], qrels.doc_column, grades]
+    return _digest_lists(columns, "qrels", order)  # as sorted() orders the queries, then each one's docs
+
+
+def _sorted_within(ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The permutation that sorts each segment ``ids[offsets[i]:offsets[i+1]]`` of strs by code point (in C, or
+    with one sort of every id and a lexsort)."""
+    from .. import _accel
+
+    if _accel.speedups is not None:
+        perm: np.ndarray = _accel.speedups.sort_within(ids, offsets)
+        return perm
+    rank = np.empty(len(ids), np.int64)
+    rank[np.argsort(ids, kind="stable")] = np.arange(len(ids))
+    owner = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    return np.lexsort((rank, owner))
+
+
+def _digest_lists(columns: list[np.ndarray], kind: str, order: np.ndarray | None = None) -> str:
+    """:func:`_digest` of the lines whose fields are ``columns`` (object arrays of strs, or int arrays), made a
+    block at a time by one ``str.join`` over the fields and the JSON around them (no Python call per line); a
+    block holding a str that JSON escapes (a quote, a backslash, a control character: found in its UTF-8 bytes) is
+    made line by line with :func:`json.dumps`. In C (``_speedups.json_lines``) where it is built. ``order``: the
+    rows in that order."""
+    from .. import _accel
+
+    sha = hashlib.sha256(f"rag_eval {kind} v1\n".encode())
+    texts = [c.dtype == object for c in columns]
+    quotes = 2 * sum(texts)
+    n = len(columns[0])
+    native = _accel.speedups.json_lines if _accel.speedups is not None else None
+    every = tuple(np.ascontiguousarray(c, object if t else np.int64) for c, t in zip(columns, texts, strict=True))
+    for start in range(0, n, _BLOCK):
+        rows = (
+            np.arange(start, min(n, start + _BLOCK), dtype=np.int64) if order is None else order[start : start + _BLOCK]
+        )
+        lines = native(every, np.ascontiguousarray(rows, np.int64)) if native else None
+        if lines is not None:  # the lines made in C (None: a str JSON escapes, written below)
+            sha.update(lines)
+            continue
+        block = [c[rows] for c in columns]
+        size = len(block[0])
+        pieces = np.empty((size, 2 * len(columns) + 1), dtype=object)
+        for j, (column, text) in enumerate(zip(block, texts, strict=True)):
+            before = "[" if j == 0 else ('"' if texts[j - 1] else "") + ","  # closes the field before
+            pieces[:, 2 * j] = before + ('"' if text else "")
+            pieces[:, 2 * j + 1] = column if text else np.array(list(map(str, column.tolist())), dtype=object)
+        pieces[:, -1] = ('"' if texts[-1] else "") + "]\n"
+        data = "".join(pieces.ravel().tolist()).encode("utf-8")
+        raw = np.frombuffer(data, np.uint8)
+        if (
+            np.count_nonzero(raw < 0x20) != size
+            or np.count_nonzero(raw == 0x0A) != size
+            or np.count_nonzero(raw == 0x22) != quotes * size
+            or np.count_nonzero(raw == 0x5C)
+        ):
+            rows = zip(*(c.tolist() for c in block), strict=True)
+            data = "".join(json.dumps(list(r), ensure_ascii=False, separators=(",", ":")) + "\n" for r in rows).encode()
+        sha.update(data)
+    return sha.hexdigest()
 
 
 def queries_sha256(queries: Mapping[str, str] | Iterable[str]) -> tuple[str, str]:
     """``(sha256, basis)`` of a query set: ``{id: text}`` (basis ``"ids and texts"``) or ids alone (``"ids"``)."""
-    import pyarrow as pa
-
     if isinstance(queries, Mapping):
+        import pyarrow as pa
+
         pairs = sorted((str(q), str(t)) for q, t in queries.items())
         columns = [
             pa.array([q for q, _ in pairs], pa.large_string()),
@@ -278,7 +337,7 @@ def queries_sha256(queries: Mapping[str, str] | Iterable[str]) -> tuple[str, str
         ]
         return _digest_columns(columns, "queries"), "ids and texts"
     ids = sorted(set(map(str, queries)))
-    return _digest_columns([pa.array(ids, pa.large_string())], "query ids"), "ids"
+    return _digest_lists([np.array(ids, dtype=object) if ids else np.empty(0, object)], "query ids"), "ids"
 
 
 def corpus_sha256(source: Collection | PipelineResult | Mapping[str, PipelineResult]) -> tuple[str, str]:
