@@ -588,3 +588,24 @@ def test_judge_assisted_names_a_human_query_written_like_a_judged_one():
     message = _error(P.judge_assisted, judge_report, human_report)
     assert message.startswith("human_report: system 'bm25': human-graded queries 'Q01' are not in the judge report")
     assert message.endswith("(e.g. 'Q01' is written like the judge report's 'q01', differing only in case)")
+
+
+def test_pooling_runs_against_qrels_announces_ids_written_alike():
+    from rag_eval.ground_truth import pool
+
+    run = Run.from_scores({"Q1": {"d1": 2.0, "d2": 1.0}, "q2": {"D3": 1.0, "d4": 0.5}})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        made = pool([run], depth=2, qrels={"q1": {"d1": 1}, "q2": {"d3": 0}})
+    assert _near(caught) == [
+        "pool: 1 query id(s) differ from one of the qrels only in case (e.g. run 'Q1' vs qrels 'q1'); they are "
+        "different ids, so those pairs are pooled as unjudged",
+        "pool: 1 doc id(s) differ from one of the qrels only in case (e.g. run 'D3' vs qrels 'd3'); they are "
+        "different ids, so those pairs are pooled as unjudged",
+    ]
+    assert sorted((i.query_id, i.doc_id) for i in made.items) == [
+        ("Q1", "d1"),
+        ("Q1", "d2"),
+        ("q2", "D3"),
+        ("q2", "d4"),
+    ]

@@ -346,6 +346,8 @@ def pool(
             for rank, doc in enumerate(docs, start=1):
                 pooled.setdefault(doc, {}).setdefault(system, rank)
     _announce_joins(by_query, queries, texts)
+    if judged is not None and len(judged):  # the runs' ids written like the qrels' but not the same: said
+        _announce_near_misses(by_query, judged)
     items: list[PoolItem] = []
     already = 0
     for query, pooled in by_query.items():
@@ -366,6 +368,30 @@ def pool(
 
 
 # ----- helpers --------------------------------------------------------------------------------------------------
+
+
+def _announce_near_misses(by_query: Mapping[str, Mapping[str, object]], judged: Qrels) -> None:
+    """Query and doc ids of the runs that the qrels write another way (case, Unicode normalisation, whitespace,
+    leading zeros): ``NearMissIds``, once per kind of id (:mod:`rag_eval.data._near_miss`); never merged."""
+    from ..data._joins import user_stacklevel
+    from ..data._near_miss import warn_near_misses
+
+    judged_docs = {d for q in judged.query_ids for d in judged[q]}
+    for ids, pooled, known in (
+        ("query id(s)", by_query.keys(), judged.query_ids),
+        ("doc id(s)", {d for docs in by_query.values() for d in docs}, judged_docs),
+    ):
+        warn_near_misses(
+            pooled,
+            known,
+            subject="pool",
+            ids=ids,
+            other="one of the qrels",
+            left_name="run",
+            right_name="qrels",
+            consequence="they are different ids, so those pairs are pooled as unjudged",
+            stacklevel=user_stacklevel(),
+        )
 
 
 def _announce_joins(
