@@ -81,9 +81,13 @@ def test_ppi_a_value_that_is_not_finite():
         rag_eval.ppi_interval({"q1": 0.5, "q2": math.nan, "q3": 0.1}, {"q1": 0.4, "q3": 0.2})
 
 
-def test_ppi_fewer_than_two_human_queries():
-    with pytest.raises(InputError, match="needs at least 2 human-graded queries, not 1"):
+def test_ppi_fewer_than_ten_human_queries():
+    # a normal interval's minimum n is 10 (issue 27; it was 2, and two agreeing values printed [1.0, 1.0])
+    with pytest.raises(InputError, match="needs at least 10 human-graded queries, not 1: a normal interval's"):
         rag_eval.ppi_interval({"q1": 0.5, "q2": 0.3, "q3": 0.1}, {"q1": 0.4})
+    judge = {f"q{i}": i / 20 for i in range(20)}
+    with pytest.raises(InputError, match="needs at least 10 human-graded queries, not 9"):
+        rag_eval.ppi_interval(judge, {f"q{i}": i / 25 for i in range(9)})
 
 
 def test_agreement_a_grade_off_the_scale():

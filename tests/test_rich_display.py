@@ -41,7 +41,8 @@ def test_comparison_shows_an_escaped_table_and_a_one_line_repr():
     assert "<table" in shown and "&lt;b&gt;bm25&lt;/b&gt; &amp; |x|" in shown and "<b>" not in shown
     assert "<td>0.8333</td>" in shown  # the difference in P@1: 1 - 1/6
     md = comparison._repr_markdown_()
-    assert "| &lt;b&gt;bm25&lt;/b&gt; &amp; \\|x\\| | precision@1 | 6 | 0 | 1.0000 | 0.1667 | 0.8333 |" in md
+    # n 6, n_nan 0, unpaired 0 (issue 27), and no interval: 6 is below the bootstrap's minimum n (10)
+    assert "| &lt;b&gt;bm25&lt;/b&gt; &amp; \\|x\\| | precision@1 | 6 | 0 | 0 | 1.0000 | 0.1667 | 0.8333 | none" in md
     assert comparison.to_markdown().startswith("| system | metric |")
     text = repr(comparison)
     assert "\n" not in text and "DataFrame" not in text and len(text) < 250

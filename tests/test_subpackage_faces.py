@@ -70,7 +70,15 @@ FACES = {
         "parse_scale",
         "serve",
     ],
-    "rag_eval.metrics": ["PRESETS", "Conventions", "Metric", "parse_metric", "parse_metrics"],
+    "rag_eval.metrics": [
+        "PRESETS",
+        "Conventions",
+        "Metric",
+        "direction",
+        "higher_is_better",
+        "parse_metric",
+        "parse_metrics",
+    ],
     "rag_eval.reports": [
         "DEFAULT_METRICS",
         "FORMATS",

@@ -118,7 +118,10 @@ class Comparison:
         marked = np.where(frame["rejected"], "*", "")
         out = frame[["system", "metric", "n", "n_nan", "n_unpaired", "mean", "baseline_mean", "diff"]].copy()
         out = out.rename(columns={"n_unpaired": "unpaired"})
-        out["95% CI"] = [f"[{lo:+.4f}, {hi:+.4f}]" for lo, hi in zip(frame["ci_low"], frame["ci_high"], strict=True)]
+        out["95% CI"] = [
+            f"[{lo:+.4f}, {hi:+.4f}]" if lo == lo else f"none (n < {MIN_N[INTERVAL]})"
+            for lo, hi in zip(frame["ci_low"], frame["ci_high"], strict=True)
+        ]
         out["p"] = [_p(v) for v in frame["p_value"]]
         out[f"p ({self.settings['correction']})"] = [
             f"{_p(v)}{m}" for v, m in zip(frame["p_adjusted"], marked, strict=True)
