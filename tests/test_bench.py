@@ -182,7 +182,18 @@ def demo_folder(tmp_path_factory) -> Path:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     (out.parent / "stdout.txt").write_text(done.stdout)  # what the first run printed
+    (out.parent / "stderr.txt").write_text(done.stderr)
     return out
+
+
+def test_the_demo_says_its_judged_share_once_under_a_ceiling_above_it(demo_folder):
+    """One line per report, as the README promises (the estimates' passes said it three times more), and a ceiling
+    never below the share measured (it once said 0.265 ... at most 0.115)."""
+    said = [line for line in (demo_folder.parent / "stderr.txt").read_text().splitlines() if "judged@" in line]
+    assert len(said) == 1, said
+    share = float(re.search(r"judged@\w+ is ([0-9.]+)", said[0]).group(1))
+    ceiling = re.search(r"at most ([0-9.]+)", said[0])
+    assert ceiling is None or float(ceiling.group(1)) >= share
 
 
 def test_demo_states_how_many_questions_from_its_own_report(demo_folder):
