@@ -81,7 +81,6 @@ __all__ = [
     "run_names",
 ]
 
-
 EXIT_BAD_INPUT = 2
 #: a command that ran but made nothing, or only part, of what it was asked for (docs/cli.md, "Exit status")
 EXIT_INCOMPLETE = 4
