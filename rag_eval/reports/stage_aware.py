@@ -551,7 +551,8 @@ def _lookup_rows(
     value of each hit's doc id in its row's table, ``UNJUDGED`` where it has none."""
     if isinstance(ids, PackedIds) and _accel.speedups is None:
         ids = ids.to_objects()
-    grades: npt.NDArray[np.int32] = _lookup(ids, np.ascontiguousarray(offsets, np.int64), tables)
+    judged: list[Mapping[str, int] | None] = list(tables)
+    grades: npt.NDArray[np.int32] = _lookup(ids, np.ascontiguousarray(offsets, np.int64), judged)
     return grades
 
 

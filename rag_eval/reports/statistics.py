@@ -120,7 +120,8 @@ class Pairing:
 
     @property
     def diff(self) -> np.ndarray:
-        return self.x - self.y
+        diff: np.ndarray = self.x - self.y
+        return diff
 
     def unpaired_text(self) -> str:
         """ "" when both sides measured the same queries; else who lacks which (some named)."""
