@@ -78,7 +78,8 @@ PURE_TESTS := tests/test_speedups.py tests/test_qrels.py tests/test_run.py tests
 	tests/test_bad_input.py tests/test_bad_input_data.py tests/test_bad_input_values.py \
 	tests/test_bad_input_trec_format.py tests/test_fuzz_parsers.py tests/test_no_silent_wrong_number.py \
 	tests/test_metric_invariance.py tests/test_conformance_trec_eval.py tests/test_cli.py \
-	tests/test_labelling_server.py tests/test_stage_output_columns.py tests/test_call_count_guard.py
+	tests/test_labelling_server.py tests/test_stage_output_columns.py tests/test_call_count_guard.py \
+	tests/test_verdicts_readers.py tests/test_verdicts_escaping.py tests/test_exit_codes.py
 test-pure: $(STAMP)
 	RAG_EVAL_PURE_PYTHON=1 $(BIN)/python -m pytest -q -m "$(FAST)" $(XDIST) --dist worksteal $(PURE_TESTS)
 

@@ -81,11 +81,12 @@ qrels_dicts = strategies.qrels_dicts(QUERIES)
 SCORES = [0.0, 0.5, 1.0, -0.0, -2.5, 1e300]
 score_dicts = strategies.score_dicts(QUERIES, SCORES)
 # new names: no whitespace (so that they could be written to a TREC file), some beyond ASCII, and no "0" (ids
-# that differ only by leading zeros draw a near-miss warning, see rag_eval/metrics/_id_mismatch.py)
+# that differ only by leading zeros draw a near-miss warning, see rag_eval/data/_near_miss.py), and none two that
+# differ only in case (also a near miss: "Z1" and "z1")
 NAME_ALPHABET = "aZz19_-.:/é中\U0001f600"
 new_names = st.text(NAME_ALPHABET, min_size=1, max_size=6)
-doc_names = st.lists(new_names, min_size=len(DOCS), max_size=len(DOCS), unique=True)
-query_names = st.lists(new_names, min_size=len(QUERIES), max_size=len(QUERIES), unique=True)
+doc_names = st.lists(new_names, min_size=len(DOCS), max_size=len(DOCS), unique_by=str.casefold)
+query_names = st.lists(new_names, min_size=len(QUERIES), max_size=len(QUERIES), unique_by=str.casefold)
 # (query, doc, score) rows of a run ranked by score; a doc may repeat within a query with another score
 score_rows = st.lists(
     st.tuples(st.sampled_from(QUERIES), st.sampled_from(DOCS), st.sampled_from(SCORES)), min_size=1, max_size=25
