@@ -319,8 +319,10 @@ def _digest_lists(columns: list[np.ndarray], kind: str, order: np.ndarray | None
             or np.count_nonzero(raw == 0x22) != quotes * size
             or np.count_nonzero(raw == 0x5C)
         ):
-            rows = zip(*(c.tolist() for c in block), strict=True)
-            data = "".join(json.dumps(list(r), ensure_ascii=False, separators=(",", ":")) + "\n" for r in rows).encode()
+            lines = zip(*(c.tolist() for c in block), strict=True)
+            data = "".join(
+                json.dumps(list(r), ensure_ascii=False, separators=(",", ":")) + "\n" for r in lines
+            ).encode()
         sha.update(data)
     return sha.hexdigest()
 
