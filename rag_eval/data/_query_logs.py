@@ -227,7 +227,9 @@ def _scalar(value: Any, column: str, file: InputFile, where: int | str) -> Scala
     if isinstance(value, float) and not math.isfinite(value):
         raise file.error(f"column {column!r}{_at(where)} holds {value!r}, not a finite number", _line(where))
     if isinstance(value, (float, Decimal)):
-        return checked.number(value, f"column {column!r}", At(file.path, _line(where), where if isinstance(where, str) else None))
+        return checked.number(
+            value, f"column {column!r}", At(file.path, _line(where), where if isinstance(where, str) else None)
+        )
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     kind = "list" if isinstance(value, (list, tuple)) else "object" if isinstance(value, dict) else type(value).__name__
