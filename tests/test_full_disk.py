@@ -83,10 +83,7 @@ STDOUT_ONLY: dict[str, Callable[[Path], list[str]]] = {
     "agreement": lambda t: ["agreement", QRELS, QRELS],
     "estimate": lambda t: ["estimate", *_human_reports(t)],
 }
-#: the demo encodes 1,500 docstring chunks with MiniLM (minutes) before its first write, and a failed write of its
-#: embedding cache does not stop it; its outputs go through the result folder and all_or_none that bench, gate and
-#: tune exercise here: not run on the full disk (said in issue 27's closing note)
-SKIPPED = {"demo": "the demo's minutes of MiniLM encoding before its first write (its writers are bench's)"}
+SLOW = {"demo"}  # refused at its write check before encoding; marked slow all the same (it imports the models)
 OUTPUT_FLAGS = {"-o", "--out", "--junit", "--markdown"}
 
 
@@ -184,7 +181,7 @@ def _refused(done: subprocess.CompletedProcess, output: Path) -> None:
 def _cases():
     for command in sorted(WRITERS):
         for before in ("nothing", "earlier outputs"):
-            marks = [pytest.mark.skip(reason=SKIPPED[command])] if command in SKIPPED else []
+            marks = [pytest.mark.slow] if command in SLOW else []
             yield pytest.param(command, before, id=f"{command}-over-{before.replace(' ', '-')}", marks=marks)
     for output in sorted(GATE):
         for before in ("nothing", "earlier outputs"):

@@ -18,6 +18,7 @@ label, which the demo, having them all, can show as the reference.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -29,7 +30,7 @@ from importlib import resources
 from pathlib import Path
 
 from .._escape import markdown_code
-from .._files import all_or_none, write_output
+from .._files import all_or_none, atomic_write, output_error, write_output
 from .._version import __version__
 from ..data.collection import Collection
 from ..data.qrels import Qrels
@@ -231,6 +232,22 @@ def how_many_questions(report) -> str:
     )
 
 
+def _can_write(out: Path) -> None:
+    """Write and remove a small file in ``out`` (made for it, and removed again if it was not there): an
+    :class:`~rag_eval.errors.InputError` naming the file when it cannot be written."""
+    made = [p for p in (out, *out.parents) if not p.exists()]
+    probe = out / ".rag_eval-demo-write-check"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write(probe, b"rag_eval demo: this folder can be written\n")
+        probe.unlink()
+    except OSError as exc:
+        for folder in made:  # innermost first: only the folders made here, and only while empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise output_error(probe, exc) from exc
+
+
 def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
     parser = argparse.ArgumentParser(prog=prog, description="Run the bundled demo: bm25>>dense on Python's own docs.")
     parser.add_argument("--out", default="demo-report", help="report folder (default ./demo-report)")
@@ -243,6 +260,7 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
     started = time.perf_counter()
     out = Path(args.out)
     cache = out / "cache"
+    _can_write(out)  # a full disk or a read-only folder is said now, not after minutes of encoding
     collection, counts = demo_collection()
     print(
         f"corpus: {len(collection.corpus)} chunks from the docstrings of this Python's standard library; "
