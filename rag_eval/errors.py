@@ -83,7 +83,8 @@ class IdsConverted(RagEvalWarning):
 
 
 class NearMissIds(RagEvalWarning):
-    """Run and qrels ids that differ only by whitespace or leading zeros: kept distinct, so they do not match."""
+    """Ids of two inputs that differ only in whitespace, leading zeros, case or Unicode normalisation (NFC, NFKC):
+    kept distinct, so they do not match (:mod:`rag_eval.data._near_miss`)."""
 
 
 class DegenerateInterval(RagEvalWarning):

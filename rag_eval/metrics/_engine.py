@@ -124,7 +124,7 @@ def evaluate_run(
 
 
 def _warn_id_mismatches(qrels: Qrels, run: Run, account: QueryAccount, matrix: GradeMatrix) -> None:
-    """Warn about ids that differ only by whitespace or leading zeros (see :mod:`._id_mismatch`)."""
+    """Warn about ids that differ only in whitespace, leading zeros, case or Unicode form (see :mod:`._id_mismatch`)."""
     missing = account.left_out.get("missing_run", []) or account.zeroed.get("missing_run", [])
     has_judged = np.zeros(matrix.num_queries, bool)
     has_judged[matrix.rows] = True
