@@ -259,7 +259,13 @@ def test_compare_treats_a_geometric_family_as_a_geometric_mean():
     assert row["baseline_mean"] == pytest.approx(0.0025 ** (1 / 3), rel=1e-12)
     assert row["diff"] == pytest.approx(0.01 - 0.0025 ** (1 / 3), rel=1e-12)
     assert (row["wins"], row["ties"], row["losses"]) == (2, 0, 1)
-    assert row["ci_low"] <= row["diff"] <= row["ci_high"]
+    assert np.isnan(row["ci_low"]) and np.isnan(row["ci_high"])  # 3 queries: below the bootstrap's minimum n (10)
+    twelve = [f"q{i}" for i in range(1, 13)]
+    a12 = _report({"gm_map": [0.5, 0.0, 0.2] * 4}, run="a", conventions="default", queries=twelve)
+    b12 = _report({"gm_map": [0.25, 0.1, 0.1] * 4}, run="b", conventions="default", queries=twelve)
+    row12 = compare([a12, b12], baseline="b", resamples=200, permutations=100).table.set_index("metric").loc["gm_map"]
+    assert row12["diff"] == pytest.approx(row["diff"], rel=1e-12)  # the same geometric means, repeated
+    assert row12["ci_low"] <= row12["diff"] <= row12["ci_high"]
     plain = result.table.set_index("metric").loc["ap"]
     assert plain["mean"] == pytest.approx(0.7 / 3) and plain["diff"] == pytest.approx(0.7 / 3 - 0.45 / 3)
     systems = result.systems.set_index(["system", "metric"])

@@ -67,10 +67,9 @@ def all_equal(values: np.ndarray) -> bool:
 def warn_degenerate(where: str, *, stacklevel: int = 3) -> None:
     """Announce intervals of zero width from a sample, once: ``where`` names them (and their one value)."""
     warnings.warn(
-        DegenerateInterval(
-            f"{where}: every value an interval was computed from is the same, so it has zero width: no spread "
-            "among these queries, not certainty about others"
-        ),
+        f"{where}: every value an interval was computed from is the same, so it has zero width: no spread "
+        "among these queries, not certainty about others",
+        DegenerateInterval,
         stacklevel=stacklevel,
     )
 
