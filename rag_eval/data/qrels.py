@@ -6,9 +6,9 @@ A grade of 0 or below means judged non-relevant; which positive grades count as 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
-from itertools import chain
+from itertools import chain, repeat
 from operator import methodcaller
 from types import MappingProxyType
 from typing import TYPE_CHECKING, TypeVar
@@ -360,6 +360,16 @@ class Qrels:
         grades = np.fromiter(values, np.int64, int(offsets[-1]))
         offsets.flags.writeable = grades.flags.writeable = False
         return tuple(self._judgements), offsets, grades
+
+    def num_judged(self, query_ids: Iterable[str]) -> np.ndarray:
+        """How many documents the qrels judge for each of ``query_ids`` (0 for a query they lack), in one pass in C
+        over a table kept with the qrels."""
+        ids = query_ids if isinstance(query_ids, (list, tuple)) else list(query_ids)
+        return np.fromiter(map(self._lengths.get, ids, repeat(0)), np.int64, len(ids))
+
+    @cached_property
+    def _lengths(self) -> dict[str, int]:
+        return dict(zip(self._judgements, map(len, self._judgements.values()), strict=True))
 
     def _derived(self, key: str, compute: Callable[[], T]) -> T:
         """``compute()``, kept with these qrels under ``key`` (they cannot change): a derived fact made once, such

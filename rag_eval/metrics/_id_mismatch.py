@@ -38,7 +38,7 @@ def doc_near_misses(run: Run, qrels: Qrels, unjudged_queries: list[str]) -> list
     """``(query, run doc id, judged doc id, how they differ)`` for queries whose results are all unjudged but would
     match a judgement written alike; at most :data:`DOC_QUERIES_CHECKED` queries are looked at."""
     out = []
-    index = {q: i for i, q in enumerate(run.query_ids)}
+    index = dict(zip(run.query_ids, range(len(run.query_ids)), strict=True))  # in C: no Python call per query
     offsets = run.offsets
     for qid in unjudged_queries[:DOC_QUERIES_CHECKED]:
         i = index[qid]

@@ -112,7 +112,7 @@ def ceiling(
     denominators judged@k is the mean over, so that no measured share is above it. Below the threshold, no
     system can reach it (sparse qrels, such as BEIR's one or two judgements per query). NaN without a query."""
     query_ids = list(query_ids)
-    judged = _judged_counts(qrels, query_ids)
+    judged = qrels.num_judged(query_ids)
     if isinstance(cutoff, int):
         k = np.full(len(judged), cutoff, np.int64)
     else:
@@ -123,16 +123,6 @@ def ceiling(
     if not some.any():
         return float("nan")
     return float(np.mean(np.minimum(judged[some], k[some]) / k[some]))
-
-
-def _judged_counts(qrels: Qrels, query_ids: Iterable[str]) -> npt.NDArray[np.int64]:
-    """How many documents the qrels judge for each of ``query_ids`` (0 for a query they lack)."""
-    ids = list(query_ids)
-    all_ids, offsets, _ = qrels.columns
-    row = dict(zip(all_ids, range(len(all_ids)), strict=True))
-    rows = np.fromiter(map(row.get, ids, repeat(-1)), np.int64, len(ids))
-    counts: npt.NDArray[np.int64] = np.append(np.diff(offsets), 0)[rows]  # on whole columns; -1: none judged
-    return counts
 
 
 def warn_low(shares: Sequence[JudgedShare], threshold: float, *, stacklevel: int = 4) -> list[str]:

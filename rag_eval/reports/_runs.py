@@ -89,17 +89,20 @@ def evaluate_runs(
     )
     notes += warn_low(shares, judged_threshold, stacklevel=user_frame + 2)
     names = [str(m) for m in metric_list]
-    card = MetricCard.build(
-        conv,
-        names,
-        inputs,
-        records,
-        judged=[s.record() for s in shares],
-        judged_threshold=judged_threshold,
-        notes=notes,
-        metric_notes=metric_notes_of(names, max_grade=_largest_grade(qrels, metric_list)),
-        hashes=content_hashes(qrels, conventions=conv),
-    )
+
+    def card() -> MetricCard:  # built when first read: its content hashes read every judgement
+        return MetricCard.build(
+            conv,
+            names,
+            inputs,
+            records,
+            judged=[s.record() for s in shares],
+            judged_threshold=judged_threshold,
+            notes=notes,
+            metric_notes=metric_notes_of(names, max_grade=_largest_grade(qrels, metric_list)),
+            hashes=content_hashes(qrels, conventions=conv),
+        )
+
     issues = issue_rows(notes, ["run", "query_id", "issue"])
     shown: list[Metric | str] = [*metric_list]
     return Report(blocks, shown, card, {"judged": shares_frame(shares), "issues": issues})

@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,7 +101,7 @@ class Report:
         self,
         blocks: list[RunScores],
         metrics: list[Metric | str],
-        card: MetricCard,
+        card: MetricCard | Callable[[], MetricCard],
         tables: dict[str, pd.DataFrame] | None = None,
         weights: QueryWeights | None = None,
     ) -> None:
@@ -115,7 +115,9 @@ class Report:
             for b in blocks
         ]
         self._metrics = names
-        self._card = card
+        # a card may come as a function that builds it (its content hashes read every judgement): built on first use
+        self._card_of = card if callable(card) else None
+        self._card_built = None if callable(card) else card
         self._tables = dict(tables or {})
         self._weights = weights
         if weights is not None:
@@ -182,7 +184,11 @@ class Report:
 
     @property
     def card(self) -> MetricCard:
-        return self._card
+        if self._card_built is None:
+            assert self._card_of is not None
+            self._card_built = self._card_of()
+            self._card_of = None
+        return self._card_built
 
     @property
     def query_weights(self) -> dict[str, float] | None:
@@ -209,7 +215,7 @@ class Report:
             where="the queries evaluated",
             consequence="its traffic-weighted means are over those evaluated only",
         )
-        card = self._card.model_copy(update={"query_set": query_set.card.to_dict()})
+        card = self.card.model_copy(update={"query_set": query_set.card.to_dict()})
         return Report(self._blocks, list(self._metrics), card, self._tables, weights)
 
     def with_judge_agreement(self, *agreements: Any) -> Report:
@@ -217,7 +223,7 @@ class Report:
         by ``card.render()``): each of ``agreements`` a :class:`~rag_eval.ground_truth.agreement.JudgeAgreement`
         (on the items both graded) or a :class:`~rag_eval.ground_truth.agreement.RankingAgreement` (of the systems'
         rankings), added to those the card holds already."""
-        held = dict(self._card.judge_agreement or {})
+        held = dict(self.card.judge_agreement or {})
         items, rankings = list(held.get("items") or []), list(held.get("rankings") or [])
         for a in agreements:
             # told apart by the kind their to_dict() states (ground_truth sits beside reports: no import of it here)
@@ -229,7 +235,7 @@ class Report:
                 rankings.append(record)
             else:
                 raise TypeError(f"expected a JudgeAgreement or a RankingAgreement, not {type(a).__name__}")
-        card = self._card.model_copy(update={"judge_agreement": {"items": items, "rankings": rankings}})
+        card = self.card.model_copy(update={"judge_agreement": {"items": items, "rankings": rankings}})
         return self._with_card(card)
 
     @property
@@ -243,10 +249,10 @@ class Report:
             for b in self._blocks:
                 n, m = b.values.shape
                 part = {
-                    "run": np.full(n * m, b.run, dtype=object),
-                    "stage": np.full(n * m, b.stage, dtype=object),
-                    "query_id": np.repeat(np.array(b.query_ids, dtype=object), m),
-                    "metric": np.tile(np.array(b.metrics, dtype=object), n),
+                    "run": _str_column([b.run], np.zeros(n * m, np.int64)),
+                    "stage": _str_column([b.stage], np.zeros(n * m, np.int64)),
+                    "query_id": _str_column(b.query_ids, np.repeat(np.arange(n), m)),
+                    "metric": _str_column(b.metrics, np.tile(np.arange(m), n)),
                     "value": b.values.ravel(),
                 }
                 parts.append(pd.DataFrame({c: part[c] for c in columns}))
@@ -273,7 +279,7 @@ class Report:
         if self._weights is not None:  # the traffic-weighted mean beside the per-query mean (see weighted.py)
             at = columns.index("ci_high") + 1
             columns[at:at] = TRAFFIC_COLUMNS
-        sequential = follows_trec_eval(self._card.conventions)  # trec_eval's mean, in its order of operations
+        sequential = follows_trec_eval(self.card.conventions)  # trec_eval's mean, in its order of operations
         rows = []
         for b in self._blocks:
             stats = summarize_values(
@@ -351,7 +357,7 @@ class Report:
         """How many queries the card says were counted for ``run`` (and ``stage``): ``n + n_nan`` of each of its
         summary rows."""
         b = self._block(run, stage)
-        found = counted_of(self._card, run, stage)
+        found = counted_of(self.card, run, stage)
         return len(b.query_ids) if found is None else found
 
     def mean(self, run: str, metric: str | Metric, stage: str | None = None) -> float:
@@ -465,7 +471,7 @@ class Report:
 
             plots = importlib.util.find_spec("matplotlib") is not None
         card, checked, plain, results = folder_card(self, folder, qrels=qrels, runs=runs, collection=collection)
-        report = self if card is self._card else self._with_card(card)
+        report = self if card is self.card else self._with_card(card)
         return write_folder(
             report, folder, qrels=checked, plain=plain, results=results, title=title, facts=facts, plots=plots
         )
@@ -523,7 +529,7 @@ class Report:
 
         table = pa.Table.from_pandas(self.per_query, preserve_index=False)
         meta = dict(table.schema.metadata or {})
-        meta[CARD_KEY] = self._card.model_dump_json().encode()
+        meta[CARD_KEY] = self.card.model_dump_json().encode()
         meta[_BLOCKS_KEY] = json.dumps([b.describe() for b in self._blocks]).encode()
         meta[_TABLES_KEY] = json.dumps({k: v.to_json(orient="split") for k, v in self._tables.items()}).encode()
         meta[_TEXTS_KEY] = json.dumps(
@@ -751,3 +757,16 @@ def _check_counted(card: MetricCard, blocks: list[RunScores], where: str) -> Non
             raise InputError(
                 f"{who} holds {len(b.query_ids)} queries but its metric card says {counted} were counted", source=where
             )
+
+
+def _str_column(values: Sequence[str | None], index: np.ndarray) -> Any:
+    """``values[index]`` as a column of pandas' default str dtype: taken in Arrow where pandas stores str in Arrow
+    (pandas 3), rather than inferred from millions of Python objects; an object array otherwise."""
+    import pandas as pd
+
+    default = pd.Series(np.array(["a"], dtype=object)).dtype
+    if getattr(default, "storage", None) == "pyarrow":
+        import pyarrow as pa
+
+        return pd.array(pa.array(list(values), pa.large_string()).take(pa.array(index)), dtype=default)
+    return np.asarray(values, dtype=object)[index]
