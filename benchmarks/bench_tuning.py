@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import rag_eval
-    from rag_eval.bench.pipelines import BATCH_SIZE, Parts
+    from rag_eval.builtin.pipelines import BATCH_SIZE, Parts
     from rag_eval.reports.tuning import Space, tune
 
     folders = [Path(d) for d in args.dataset] if args.dataset else [DATASETS / "scifact", DATASETS / "cranfield"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from ._checks import check_choice
+
 DISTRIBUTION = "rag-eval-stages"
 
 #: extra -> what it is for (the extras of pyproject.toml that bring optional features; ``dev`` and ``all`` aside)
@@ -30,8 +32,7 @@ EXTRAS = {
 
 def install_hint(extra: str) -> str:
     """The pip command that brings ``extra``."""
-    if extra not in EXTRAS:
-        raise ValueError(f"unknown extra {extra!r}: one of {', '.join(EXTRAS)}")
+    check_choice(extra, "extra", EXTRAS)
     return f"pip install '{DISTRIBUTION}[{extra}]'"
 
 

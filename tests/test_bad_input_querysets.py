@@ -307,7 +307,7 @@ def test_a_query_set_line_with_a_bad_value(tmp_path):
         ({"text": 5}, "query 'q1': the text must be a non-empty string, not 5"),
         ({"columns": []}, "query 'q1': 'columns' must be an object and 'merged' a list"),
         ({"first_seen": 5}, "query 'q1': 'first_seen' must be a string or null"),
-        ({"frequency": 0}, "query 'q1': frequency must be an int of 1 or more, not 0"),
+        ({"frequency": 0}, "query 'q1': frequency must be 1 or more, not 0"),
     ):
         path = _write(tmp_path / "bad.jsonl", "\n".join([header, json.dumps(record | change)]) + "\n")
         assert _message(QuerySet.load, path) == f"{path}:2: {problem}"

@@ -26,10 +26,10 @@ class Fixed(Retriever):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"batch_size": 0}, "batch_size must be a positive int"),
-        ({"batch_size": True}, "batch_size must be a positive int"),
-        ({"actors": 1.5}, "actors must be a positive int"),
-        ({"num_cpus": -1}, "num_cpus must be a finite number, 0 or more"),
+        ({"batch_size": 0}, "RayExecutor: batch_size must be 1 or more, not 0"),
+        ({"batch_size": True}, "RayExecutor: batch_size must be an int, not bool True"),
+        ({"actors": 1.5}, "RayExecutor: actors must be an int, not float 1.5"),
+        ({"num_cpus": -1}, "RayExecutor: num_cpus must be 0 or more, not -1"),
         ({"num_gpus": float("nan")}, "num_gpus must be a finite number"),
         ({"flush_seconds": float("inf")}, "flush_seconds must be a finite number"),
         ({"address": ""}, "address must be a non-empty str"),

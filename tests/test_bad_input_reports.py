@@ -16,7 +16,7 @@ import pytest
 import rag_eval
 from rag_eval import Conventions, Hit, InputError, Pipeline, Qrels, Report, Run, SpanLabels, evaluate, project
 from rag_eval.adapters.functions import reranker, retriever
-from rag_eval.bench.outputs import write_report_folder
+from rag_eval.builtin.outputs import write_report_folder
 from rag_eval.cli import main
 from rag_eval.data import Span
 from rag_eval.reports.report import counted_of

@@ -39,8 +39,14 @@ def error_of(call, *args, **kwargs) -> str:
 
 def test_fusion_constant_and_weights_are_checked_when_made():
     """A NaN RRF constant or weight made every fused score NaN, sorted in no order: a silent wrong ranking."""
-    for bad, shown in ((math.nan, "nan"), (-1, "-1"), (1.5, "1.5"), (True, "True"), ("60", "'60'")):
-        assert error_of(fuse, ONE, TWO, rrf_k=bad) == (f"the RRF constant rrf_k must be an int, 0 or more, not {shown}")
+    for bad, problem in (
+        (math.nan, "an int, not float nan"),
+        (-1, "0 or more, not -1"),
+        (1.5, "an int, not float 1.5"),
+        (True, "an int, not bool True"),
+        ("60", "an int, not str '60'"),
+    ):
+        assert error_of(fuse, ONE, TWO, rrf_k=bad) == f"the RRF constant rrf_k must be {problem}"
     assert error_of(fuse, ONE, TWO, weights=[1.0, math.nan]) == (
         "fusion weight 2 (of retriever 'two') must be a finite number, not nan"
     )

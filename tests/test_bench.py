@@ -263,8 +263,8 @@ from pathlib import Path
 import numpy as np
 
 import rag_eval
-from rag_eval.bench.demo import DEMO_BUDGET, DEMO_DEPTH, DEMO_HUMAN_SAMPLE, DEMO_PIPELINE, DEMO_SEED, demo_collection
-from rag_eval.bench.pipelines import BATCH_SIZE, Parts, build
+from rag_eval.builtin.demo import DEMO_BUDGET, DEMO_DEPTH, DEMO_HUMAN_SAMPLE, DEMO_PIPELINE, DEMO_SEED, demo_collection
+from rag_eval.builtin.pipelines import BATCH_SIZE, Parts, build
 from rag_eval.ground_truth import draw_human_sample, judge_agreement, merge
 
 warnings.simplefilter("ignore")

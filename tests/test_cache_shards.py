@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 
-from rag_eval.errors import DamagedShard, HarnessError
+from rag_eval.errors import DamagedShard, HarnessError, InputError
 from rag_eval.stages import _cache
 from rag_eval.stages import _hit_table as ht
 from rag_eval.stages._cache import NoStore, StageCache, StageStore, StoreSpec
@@ -454,3 +454,8 @@ def test_a_run_keeps_each_stage_once_in_one_chunk_first_run_and_rerun(tmp_path):
         del result, tables
     assert outputs[0] == outputs[1]
     assert outputs[0][1][7]["hits"][0]["doc_id"] == "q7-99"
+
+
+def test_an_empty_cache_directory_is_refused_not_the_current_folder():
+    with pytest.raises(InputError, match="the cache directory must not be empty"):
+        StageCache("")

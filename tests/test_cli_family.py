@@ -251,7 +251,7 @@ def test_formats_are_reports_functions():
 def test_the_benchmark_script_is_the_bench_command():
     text = (ROOT / "benchmarks" / "run.py").read_text()
     assert 'main(["bench", *sys.argv[1:]])' in text
-    assert Path(ROOT / "rag_eval" / "bench" / "run.py").read_text().count("add_argument") == 0
+    assert Path(ROOT / "rag_eval" / "builtin" / "run.py").read_text().count("add_argument") == 0
 
 
 def test_docs_naming_lists_every_shared_option_in_the_commands_that_have_it():

@@ -290,7 +290,7 @@ def test_the_scifact_page_stays_under_10_mb(tmp_path):
     (plug / "scifact_pipe.py").write_text(
         "from rag_eval import Pipeline\n"
         "from rag_eval.adapters import functions\n"
-        "from rag_eval.bench.pipelines import Parts\n\n\n"
+        "from rag_eval.builtin.pipelines import Parts\n\n\n"
         "def bm25_shortest(collection, depth=100, budget=10, cache_dir=None):\n"
         "    def shortest(query, hits):\n"
         "        ids = [h.doc_id for h in hits]\n"

@@ -258,7 +258,7 @@ def test_the_session_serves_the_impact_order_and_records_it(tmp_path):
     # resuming in the pool's order after labelling in impact order: item f is judged already, whichever order
     again = LabellingSession(made, out, assessor="alice")
     assert again.state()["judged"] == 1 and again.item(5)["grade"] == 3
-    with pytest.raises(InputError, match="--order 'best': expected one of pool, impact"):
+    with pytest.raises(InputError, match="unknown --order 'best'; choose one of pool, impact"):
         LabellingSession(made, out, assessor="alice", order="best")
 
 

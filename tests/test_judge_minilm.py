@@ -1,4 +1,4 @@
-"""The built-in weak judge (rag_eval.bench.judge): thresholds fitted by ordinal L1 regression, cross-fitted by
+"""The built-in weak judge (rag_eval.builtin.judge): thresholds fitted by ordinal L1 regression, cross-fitted by
 query so that no labelled item is graded by thresholds fitted on itself (checked directly: the pairs each item's
 thresholds were fitted on, and the thresholds refitted by hand without its fold), and better than chance on the
 held-out grades of the demo's 903 labelled items. The threshold fitting is tested without the model; the tests
@@ -11,7 +11,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from rag_eval.bench.judge import fit_thresholds, grade_of, minilm_judge
+from rag_eval.builtin.judge import fit_thresholds, grade_of, minilm_judge
 from rag_eval.data import Collection, Qrels
 from rag_eval.errors import InputError
 from rag_eval.examples import BEIR_FOLDER
@@ -53,7 +53,7 @@ def test_bad_human_input_is_refused():
         minilm_judge({"q1": {"d1": 1}}, queries={"q1": "x"}, texts={"d1": "y"})
     with pytest.raises(InputError, match=r"graded 5, off the scale 0\.\.3"):
         minilm_judge({"q1": {"d1": 5}, "q2": {"d1": 0}}, queries={"q1": "x", "q2": "z"}, texts={"d1": "y"})
-    with pytest.raises(InputError, match="folds must be an int of 2 or more"):
+    with pytest.raises(InputError, match="folds must be 2 or more"):
         minilm_judge(Collection.from_beir(BEIR_FOLDER), folds=1)
 
 
@@ -106,7 +106,7 @@ def test_no_labelled_item_is_graded_by_thresholds_fitted_on_itself():
 def test_it_beats_chance_on_held_out_grades_of_the_demo():
     from scipy.stats import spearmanr
 
-    from rag_eval.bench.demo import demo_collection
+    from rag_eval.builtin.demo import demo_collection
 
     collection, _ = demo_collection()
     built = minilm_judge(collection)

@@ -464,7 +464,7 @@ def test_an_item_without_text_is_an_error_naming_it(tmp_path):
         judge(bare, Counting(), log=tmp_path / "log.jsonl", progress=False)
     with pytest.raises(InputError, match="expected a judge"):
         judge(bare, overlap_grade, log=tmp_path / "log.jsonl")  # type: ignore[arg-type]
-    with pytest.raises(InputError, match="batch_size must be an int of 1 or more"):
+    with pytest.raises(InputError, match="batch_size must be 1 or more"):
         judge(bare, Counting(), log=tmp_path / "log.jsonl", batch_size=0)
     assert not (tmp_path / "log.jsonl").exists()
 

@@ -12,6 +12,7 @@ from .conftest import ROOT
 # package (first name under rag_eval) -> layer; adapters/ ships as rag_eval.adapters
 LAYERS = {
     "_accel": 0,
+    "_checks": 0,
     "_escape": 0,
     "_files": 0,
     "_optional": 0,
@@ -26,7 +27,8 @@ LAYERS = {
     "ground_truth": 4,
     "cli": 5,
     "labelling": 5,
-    "bench": 5,
+    "builtin": 5,
+    "bench": 5,  # the deprecated alias of builtin
     "examples": 5,
     "testing": 5,
     "__main__": 5,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import rag_eval
-from rag_eval.bench.outputs import write_report_folder
+from rag_eval.builtin.outputs import write_report_folder
 from rag_eval.stages import Hit, Pipeline, Reranker, Retriever
 
 from .conftest import ROOT

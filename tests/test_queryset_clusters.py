@@ -149,7 +149,7 @@ def test_bad_cluster_arguments_are_errors():
         sample_queries(queries, 5, clusters=3)
     with pytest.raises(ValueError, match="19 clusters asked of 18 queries"):
         sample_queries(queries, 5, stratify="cluster", clusters=19, embed=_fake_embed)
-    with pytest.raises(ValueError, match="clusters must be a positive int"):
+    with pytest.raises(ValueError, match="clusters must be 1 or more"):
         sample_queries(queries, 5, stratify="cluster", clusters=0, embed=_fake_embed)
 
 

@@ -285,7 +285,7 @@ def test_load_refuses_what_save_did_not_write(tmp_path):
         QuerySet.load(saved)
     record = json.loads(lines[1]) | {"frequency": 0}
     saved.write_text("\n".join([lines[0], json.dumps(record)]) + "\n")
-    with pytest.raises(InputError, match=r"set\.jsonl:2: query 'q1': frequency must be an int of 1 or more"):
+    with pytest.raises(InputError, match=r"set\.jsonl:2: query 'q1': frequency must be 1 or more"):
         QuerySet.load(saved)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import rag_eval
 from rag_eval import Collection, Conventions, Hit, InputError, Pipeline, Qrels, Report, Run, evaluate
-from rag_eval.bench.outputs import write_report_folder
+from rag_eval.builtin.outputs import write_report_folder
 from rag_eval.reports.hashes import content_hashes, corpus_sha256, qrels_sha256, queries_sha256
 from rag_eval.reports.result_folder import MANIFEST, comparable, load_manifest
 from rag_eval.stages import Retriever

@@ -11,8 +11,8 @@ import pytest
 
 FACES = {
     "rag_eval.adapters": [],
-    "rag_eval.bench": [],
-    "rag_eval.bench.demo_data": [],
+    "rag_eval.builtin": [],
+    "rag_eval.builtin.demo_data": [],
     "rag_eval.data": [
         "Chunk",
         "ChunkRef",

@@ -313,7 +313,7 @@ def test_bad_space_strings_and_bad_searches_are_input_errors():
         Space(functions.retriever(words, name="words"), alpha=0.5)
     space = _space(alpha=[0.0, 1.0])
     for kwargs, match in [
-        ({"search": "bayes"}, "search must be one of"),
+        ({"search": "bayes"}, "unknown search 'bayes'; choose one of grid, random"),
         ({"trials": 2}, "a grid tries every one"),
         ({"search": "random"}, "a random search needs the number"),
         ({"search": "random", "trials": 3}, "trials=3, but the space holds 2 settings"),

@@ -583,7 +583,7 @@ def test_a_saved_split_is_checked_against_its_record_when_read(tmp_path):
 
 
 def test_the_minilm_judge_keeps_one_question_in_one_fold():
-    from rag_eval.bench.judge import MiniLMJudge
+    from rag_eval.builtin.judge import MiniLMJudge
 
     class Never:  # an encoder that must not be called: folds are made when the judge is built
         def __getattr__(self, name):

@@ -11,6 +11,8 @@ from typing import Literal
 
 import numpy as np
 
+from .._checks import check_choice
+
 TieRule = Literal["trec_eval", "doc_id", "input_order"]
 TIE_RULES: dict[str, str] = {
     "trec_eval": "doc id descending, compared as strings (what trec_eval, pytrec_eval and ir_measures do)",
@@ -110,8 +112,7 @@ def tie_groups(offsets: np.ndarray, ranked_scores: np.ndarray) -> tuple[np.ndarr
 
 def break_ties(perm: np.ndarray, starts: np.ndarray, ends: np.ndarray, doc_ids: np.ndarray, rule: str) -> np.ndarray:
     """Reorder each tie group ``perm[starts[g]:ends[g]]`` by ``rule``; returns a new permutation."""
-    if rule not in TIE_RULES:
-        raise ValueError(f"unknown tie rule {rule!r}; choose one of {sorted(TIE_RULES)}")
+    check_choice(rule, "tie rule", sorted(TIE_RULES))
     perm = perm.copy()
     if len(starts) == 0:
         return perm

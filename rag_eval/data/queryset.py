@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal
 
+from .._checks import check_int
 from .._files import write_output
 from ..errors import InputError
 from . import _fields as checked
@@ -120,8 +121,7 @@ class QueryProvenance:
         if not isinstance(self.columns, MappingProxyType):
             object.__setattr__(self, "columns", MappingProxyType(dict(self.columns)))
         object.__setattr__(self, "merged", tuple(self.merged))
-        if isinstance(self.frequency, bool) or not isinstance(self.frequency, int) or self.frequency < 1:
-            raise ValueError(f"frequency must be an int of 1 or more, not {self.frequency!r}")
+        check_int(self.frequency, "frequency", high=None)
         p = self.inclusion_probability
         if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < p <= 1.0):
             raise ValueError(f"inclusion_probability must be in (0, 1] or None, not {p!r}")

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._checks import check_choice, check_share
 from .._optional import install_hint, require
 from ..data.qrels import Qrels
 from ..errors import InputError, LowAgreement
@@ -672,10 +673,8 @@ def ranking_agreement(
     from ..reports.statistics import TESTS, p_value
     from ..reports.summary import MIN_GEO_MEAN
 
-    if test not in TESTS:
-        raise InputError(f"test {test!r}: expected one of {TESTS}")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise InputError(f"alpha {alpha!r}: expected a number in (0, 1)")
+    check_choice(test, "test", TESTS)
+    alpha = check_share(alpha, "alpha")
     for role, report in (("human_report", human_report), ("judge_report", judge_report)):
         if not isinstance(report, Report):
             raise InputError(f"{role}: expected a rag_eval Report, not {type(report).__name__}")

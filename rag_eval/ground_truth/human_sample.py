@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._checks import check_int
 from .._files import write_output
 from ..data._near_miss import near_miss_hint
 from ..data._records import differ, redraw
@@ -100,8 +101,8 @@ class HumanSample:
                 + near_miss_hint(outside, self.population, "the population's"),
                 source="sample",
             )
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
-            raise InputError(f"seed must be an int of 0 or more or None, not {self.seed!r}", source="seed")
+        if self.seed is not None:
+            check_int(self.seed, "seed", low=0, high=None)
         if self.inclusion is not None:
             if not isinstance(self.inclusion, Mapping):
                 raise InputError("inclusion must map each sampled query id to a probability", source="inclusion")
@@ -357,8 +358,7 @@ def draw_human_sample(query_ids: Iterable[str], n: int, *, seed: int) -> HumanSa
     population = _ids(query_ids, "query_ids")
     if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= len(population):
         raise InputError(f"n must be an int from 2 to the {len(population)} queries of the set, not {n!r}", source="n")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InputError(f"seed must be an int of 0 or more, not {seed!r}", source="seed")
+    seed = check_int(seed, "seed", low=0, high=None)
     picked = np.random.default_rng(seed).choice(len(population), size=n, replace=False)
     return HumanSample(tuple(population[i] for i in picked.tolist()), population, seed)
 

@@ -44,6 +44,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._checks import check_int
 from ..data import Qrels
 from ..errors import FailingJudge, InputError
 from ..stages.judges import Judge, JudgeGrade, JudgeItem, check_scale
@@ -121,8 +122,8 @@ def judge(
     the_log = log if isinstance(log, JudgementLog) else JudgementLog.open(log)
     scale = check_scale(scale)
     name, fingerprint = _identity(judge)
-    batch_size = _positive(batch_size, "batch_size")
-    concurrency = _positive(concurrency, "concurrency")
+    batch_size = check_int(batch_size, "batch_size", high=None)
+    concurrency = check_int(concurrency, "concurrency", high=None)
 
     stored = _stored(the_log, name, fingerprint, scale)
     if stored:  # this judge's grades in the log and the pool's items: a log of another pool is said
@@ -302,12 +303,6 @@ def _identity(judge: object) -> tuple[str, str]:
 def _description(judge: object) -> str | None:
     said = getattr(judge, "description", None)
     return said if isinstance(said, str) and said.strip() else None
-
-
-def _positive(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"{what} must be an int of 1 or more, not {value!r}")
-    return value
 
 
 def _stored(log: JudgementLog, name: str, fingerprint: str, scale: tuple[int, int]) -> dict[tuple[str, str], int]:

@@ -29,6 +29,7 @@ from functools import cached_property
 from itertools import combinations
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._checks import check_choice, check_int
 from ..data._joins import user_stacklevel
 from ..data._near_miss import warn_near_misses
 from ..data.graded_by import GradedBy, JudgeShare
@@ -204,10 +205,8 @@ def merge(
     keeps its qrels grade; otherwise the assessors' grades are combined by ``resolve`` (``"median"``: the lower
     median). Differences are listed in :attr:`Merged.conflicts`, never resolved silently. ``threshold`` is the
     lowest relevant grade for the binary kappa."""
-    if resolve not in ("median", "max", "min"):
-        raise ValueError(f"resolve must be 'median', 'max' or 'min', not {resolve!r}")
-    if not isinstance(threshold, int) or isinstance(threshold, bool):
-        raise ValueError(f"threshold must be an int, not {threshold!r}")
+    check_choice(resolve, "resolve", ("median", "max", "min"))
+    threshold = check_int(threshold, "threshold", low=None, high=None)
     base_qrels = qrels if qrels is None or isinstance(qrels, Qrels) else Qrels.from_dict(qrels)
     opened = [log if isinstance(log, JudgementLog) else JudgementLog.load(log) for log in logs]
 

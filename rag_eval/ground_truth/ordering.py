@@ -58,8 +58,8 @@ from collections.abc import Mapping, Sequence
 from itertools import combinations
 from typing import Any
 
+from .._checks import check_int
 from ..errors import InputError
-from ..metrics.grammar import check_int
 from .judgement_log import JudgementLog
 from .pooling import Pool, PoolItem
 

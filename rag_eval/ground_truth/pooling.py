@@ -38,13 +38,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from .._checks import check_int
 from .._escape import spreadsheet_cell
 from .._files import remove_temporaries, write_output
 from ..data._ids import check_writable, unwritable_reason
 from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import InputError
-from ..metrics.grammar import check_int
 from ..stages import PipelineResult
 
 if TYPE_CHECKING:

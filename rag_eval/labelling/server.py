@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO
 
+from .._checks import check_choice
 from .._files import file_lock, target_of
 from ..errors import InputError
 from ..ground_truth import Pool
@@ -88,8 +89,7 @@ def serve(
     model judges' grades in ``judge_log`` where given."""
     stdout = stdout or sys.stdout
     pool = Pool.load(pool_path)
-    if order not in ORDERS:  # before the lock and the port: a typo costs nothing
-        raise InputError(f"--order {order!r}: expected one of {', '.join(ORDERS)}")
+    check_choice(order, "--order", ORDERS)  # before the lock and the port: a typo costs nothing
     uncertainty = None
     if judge_log is not None:
         if order != "impact":

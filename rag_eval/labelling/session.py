@@ -30,6 +30,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
+from .._checks import check_choice
 from .._files import remove_temporaries, target_of
 from ..data._joins import user_stacklevel
 from ..data._near_miss import warn_near_misses
@@ -105,8 +106,7 @@ class LabellingSession:
     ) -> None:
         if not isinstance(pool, Pool):  # a Pool holds only ids that a TREC qrels line gives back (pool.py)
             raise TypeError(f"pool must be a Pool (rag_eval.pool or Pool.load), not {type(pool).__name__}")
-        if order not in ORDERS:
-            raise InputError(f"--order {order!r}: expected one of {', '.join(ORDERS)}")
+        check_choice(order, "--order", ORDERS)
         if order == "impact":
             from ..ground_truth.ordering import impact_order
 

@@ -43,14 +43,15 @@ import numbers
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from .._checks import MAX_CUTOFF, check_int
+from .._checks import shortened as _short
+from .._checks import within as _within
 from ..errors import InputError
 from .catalogue import ALIASES, FAMILIES
 
 __all__ = ["MAX_CUTOFF", "Metric", "check_int", "parse_metric", "parse_metrics", "read_int"]
 
-MAX_CUTOFF = 10**9  # the largest cutoff (and depth, budget, -M): far beyond any ranking, and exact in int64 and float64
 GRADE_LIMIT = 2**29  # grades lie strictly within +-GRADE_LIMIT (rag_eval.data's limit): so do rel= and gains= grades
 
 _FORM = re.compile(
@@ -327,28 +328,6 @@ def read_int(text: str, what: str, *, low: int | None = None, high: int | None =
     huge = -(10**30) if stripped.startswith("-") else 10**30
     value = huge if len(digits) > 30 else int(stripped)
     return _within(value, what, low, high, stripped)
-
-
-def check_int(value: Any, what: str, *, low: int | None = 1, high: int | None = MAX_CUTOFF) -> int:
-    """``value`` as an int if it is one (a Python or NumPy integer, never a bool, a float or a str) within
-    ``low..high`` (by default a count: 1 to :data:`MAX_CUTOFF`); otherwise an InputError naming ``what``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InputError(f"{what} must be an int, not {type(value).__name__} {value!r}")
-    value = int(value)
-    return _within(value, what, low, high, str(value))
-
-
-def _within(value: int, what: str, low: int | None, high: int | None, shown: str) -> int:
-    """``value`` if it lies within ``low..high``; else an InputError naming ``what`` and showing ``shown``."""
-    if low is not None and value < low:
-        raise InputError(f"{what} must be {low} or more, not {_short(shown)}")
-    if high is not None and value > high:
-        raise InputError(f"{what} must be at most {high}, not {_short(shown)}")
-    return value
-
-
-def _short(digits: str) -> str:
-    return digits if len(digits) <= 40 else f"{digits[:20]}...({len(digits)} characters)"
 
 
 def _cutoff(text: str, whole: str) -> int:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._checks import check_choice, check_int, check_share
 from .._escape import plot_text
 from ._markdown import html_table, markdown_cell, markdown_table
 from ._systems import resolve_system, with_systems
@@ -245,12 +246,11 @@ def compare(
     a post-hoc power). Either way the card states each pair's minimum detectable difference at the pilot's
     variance (:func:`rag_eval.power`'s paired t, power 0.8, at ``alpha`` over the hypotheses by Bonferroni).
     """
-    if test not in TESTS:
-        raise ValueError(f"unknown test {test!r}; choose one of {TESTS}")
-    if correction not in CORRECTIONS:
-        raise ValueError(f"unknown correction {correction!r}; choose one of {CORRECTIONS}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie in (0, 1), not {alpha}")
+    check_choice(test, "test", TESTS)
+    check_choice(correction, "correction", CORRECTIONS)
+    alpha = check_share(alpha, "alpha")
+    confidence = check_share(confidence, "confidence")
+    resamples = check_int(resamples, "resamples")
     if margin is not None and not (math.isfinite(margin) and margin > 0):
         raise ValueError(f"margin must be a finite difference > 0, not {margin}")
     import pandas as pd

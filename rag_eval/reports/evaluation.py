@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from .._checks import check_share
 from ..data.qrels import Qrels
 from ..data.run import Run
 from ..data.spans import SpanLabels
@@ -74,8 +75,7 @@ def evaluate(
     has the traffic-weighted mean beside the per-query mean (``traffic_mean``, ``traffic_ci_low``,
     ``traffic_ci_high``: see :mod:`rag_eval.reports.weighted`); every evaluated query must be in the set.
     """
-    if not 0.0 <= judged_threshold <= 1.0:
-        raise ValueError(f"judged_threshold must lie in [0, 1], not {judged_threshold!r}")
+    judged_threshold = check_share(judged_threshold, "judged_threshold", closed="both")
     if queries is not None:
         from ..data.queryset import QuerySet
 

@@ -16,6 +16,7 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from .._checks import check_choice
 from .._escape import csv_text
 from ._markdown import markdown_table
 from .report import Report
@@ -91,8 +92,7 @@ def format_comparison(comparison: Comparison, format: str = "table") -> str:
 
 
 def _check_format(format: str) -> None:
-    if format not in FORMATS:
-        raise ValueError(f"unknown format {format!r}: expected one of {', '.join(FORMATS)}")
+    check_choice(format, "format", FORMATS)
 
 
 def _four(value: float) -> str:

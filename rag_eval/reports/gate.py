@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from .._checks import check_choice, check_share
 from .._escape import xml_text
 from .._files import append_output, write_output
 from ..errors import InputError
@@ -508,14 +509,10 @@ def gate(
     measured, and ValueError for bad settings, an unknown metric or stage, a metric with no better side
     (``num_ret``), or a rule with no paired query.
     """
-    if test not in GATE_TESTS:
-        raise ValueError(f"unknown test {test!r}; choose one of {GATE_TESTS}")
-    if correction not in CORRECTIONS:
-        raise ValueError(f"unknown correction {correction!r}; choose one of {CORRECTIONS}")
-    if isinstance(alpha, bool) or not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie in (0, 1), not {alpha}")
-    if inconclusive not in ("fail", "pass"):
-        raise ValueError(f"inconclusive must be 'fail' or 'pass', not {inconclusive!r}")
+    check_choice(test, "test", GATE_TESTS)
+    check_choice(correction, "correction", CORRECTIONS)
+    alpha = check_share(alpha, "alpha")
+    check_choice(inconclusive, "inconclusive", ("fail", "pass"))
     unknown = sorted(set(allow) - set(ALLOWABLE))
     if isinstance(allow, str) or unknown:
         raise ValueError(f"cannot allow {unknown or allow!r} to differ; choose from {ALLOWABLE}")

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._checks import check_choice, check_number, check_share
 from ._systems import resolve_system, with_systems
 from .report import Report, is_geometric_metric
 from .statistics import TESTS, is_exact, pair, shown_ids, sign_blocks, wilcoxon_test
@@ -329,16 +330,13 @@ def power(
     system or metric) raises ValueError.
     """
     target = power
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
-    if test not in TESTS:
-        raise ValueError(f"unknown test {test!r}; choose one of {TESTS}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie in (0, 1), not {alpha}")
+    check_choice(method, "method", METHODS)
+    check_choice(test, "test", TESTS)
+    alpha = check_share(alpha, "alpha")
     if effect is not None and (not math.isfinite(effect) or effect == 0):
         raise ValueError(f"effect must be a finite, nonzero difference, not {effect}")
-    if correlation is not None and not -1 <= correlation < 1:
-        raise ValueError(f"correlation must lie in [-1, 1), not {correlation}")
+    if correlation is not None:
+        correlation = check_number(correlation, "correlation", low=-1, high=1, closed="left")
     if comparisons is not None and (
         isinstance(comparisons, bool) or int(comparisons) != comparisons or comparisons < 1
     ):
@@ -380,8 +378,9 @@ def power(
     m = int(comparisons) if comparisons is not None else int(found.pop("hypotheses"))
     found.pop("hypotheses", None)
     per_test = alpha / m
-    if not per_test < target < 1:
-        raise ValueError(f"power must lie in ({per_test:g}, 1) (above the level of each test), not {target}")
+    target = check_number(
+        target, "power", low=per_test, high=1, closed="neither", why=" (above the level of each test)"
+    )
 
     mdd = t_minimum_detectable_difference(sd, n, per_test, target)
     needed: int | None = None

@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from .._checks import check_share
 from ..data._near_miss import near_miss_hint
 from ..errors import InputError
 from ._markdown import html_table, markdown_cell, markdown_table
@@ -297,12 +298,6 @@ class PPIInterval:
         )
 
 
-def _check_alpha(alpha: Any) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 < float(alpha) < 1:
-        raise InputError(f"alpha must be a number in (0, 1), not {alpha!r}", source="alpha")
-    return float(alpha)
-
-
 def _shown(ids: Sequence[str]) -> str:
     ids = sorted(ids)
     more = f" ... and {len(ids) - _SHOWN_IDS} more" if len(ids) > _SHOWN_IDS else ""
@@ -389,7 +384,7 @@ def ppi_interval(
         _ppi_interval(
             judge,
             human,
-            alpha=alpha,
+            alpha=check_share(alpha, "alpha"),
             tuned=tuned,
             weights=weights,
             strata=strata,
@@ -424,7 +419,6 @@ def _ppi_interval(
     strata: Mapping[str, str] | None,
     finite_population: bool,
 ) -> PPIInterval:
-    alpha = _check_alpha(alpha)
     f = _values(judge, "judge")
     h = _values(human, "human")
     outside = [q for q in h if q not in f]
@@ -495,7 +489,10 @@ def human_interval(
     ``sqrt(1 - n/N)``, as :func:`ppi_interval` applies it; with ``weights`` (inclusion probabilities) Hajek's, with
     ``strata`` stratified. Fewer than :data:`MIN_N` human-graded queries: an InputError."""
     return _announce(
-        _human_interval(human, alpha=alpha, population=population, weights=weights, strata=strata), "human_interval"
+        _human_interval(
+            human, alpha=check_share(alpha, "alpha"), population=population, weights=weights, strata=strata
+        ),
+        "human_interval",
     )
 
 
@@ -507,7 +504,6 @@ def _human_interval(
     weights: Mapping[str, float] | None,
     strata: Mapping[str, str] | None,
 ) -> PPIInterval:
-    alpha = _check_alpha(alpha)
     h = _values(human, "human")
     if population is not None and (
         isinstance(population, bool) or not isinstance(population, int) or population < len(h)
@@ -528,11 +524,10 @@ def _human_interval(
 def judge_interval(judge: Mapping[str, float], *, alpha: float = 0.05) -> PPIInterval:
     """The naive judge-only interval, as if the judge's grades were people's: ``mean(f) +- z S_f / sqrt(N)``
     (n - 1 in ``S_f``). It does not pay for the judge's bias: shown beside the others, never in their place."""
-    return _announce(_judge_interval(judge, alpha=alpha), "judge_interval")
+    return _announce(_judge_interval(judge, alpha=check_share(alpha, "alpha")), "judge_interval")
 
 
 def _judge_interval(judge: Mapping[str, float], *, alpha: float) -> PPIInterval:
-    alpha = _check_alpha(alpha)
     f = _values(judge, "judge")
     _at_least(len(f), "judge-graded", "judge")
     values = np.fromiter(f.values(), dtype=np.float64, count=len(f))
@@ -824,7 +819,7 @@ def judge_assisted(
     """
     import pandas as pd
 
-    alpha = _check_alpha(alpha)
+    alpha = check_share(alpha, "alpha")
     for what, report in (("judge_report", judge_report), ("human_report", human_report)):
         if not isinstance(report, Report):
             raise InputError(f"must be a rag_eval.Report, not {type(report).__name__}", source=what)

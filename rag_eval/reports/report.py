@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._checks import check_int, check_share
 from .._files import write_output
 from ..errors import InputError
 from ..metrics.catalogue import FAMILIES
@@ -274,6 +275,8 @@ class Report:
     def summarize(self, *, resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
         """The summary with a bootstrap of ``resamples`` resamples (seeded) at the given confidence."""
         import pandas as pd
+
+        resamples, confidence = check_int(resamples, "resamples"), check_share(confidence, "confidence")
 
         columns = list(STAGE_SUMMARY_COLUMNS if self.staged else SUMMARY_COLUMNS)
         if self._weights is not None:  # the traffic-weighted mean beside the per-query mean (see weighted.py)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._checks import check_choice
 from ..data._joins import user_stacklevel
 from ..data._near_miss import near_miss_line, near_misses
 from ..errors import DegenerateInterval, InputError, NearMissIds
@@ -45,7 +46,7 @@ def min_n(method: str) -> int:
     """The fewest values the interval of ``method`` is trusted on (:data:`MIN_N`; PPI's methods are "normal")."""
     key = "normal" if method in ("ppi", "ppi++", "human", "judge") else method
     if key not in MIN_N:
-        raise ValueError(f"no interval method {method!r}; choose one of {sorted(MIN_N)}")
+        check_choice(method, "interval method", sorted(MIN_N))
     return MIN_N[key]
 
 
@@ -285,7 +286,8 @@ def p_value(test: str, a: np.ndarray, b: np.ndarray, *, permutations: int, seed:
         return bootstrap_test(
             np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64), resamples=resamples, seed=seed
         )
-    raise ValueError(f"unknown test {test!r}; choose one of {INTERVAL_TESTS}")
+    check_choice(test, "test", INTERVAL_TESTS)
+    raise AssertionError(test)  # every test is a branch above
 
 
 def paired_bootstrap_means(diff: np.ndarray, *, resamples: int, seed: int) -> np.ndarray:
@@ -401,7 +403,8 @@ def paired_interval(
         return t_interval(diff, confidence=confidence)
     if test in ("bootstrap", "wilcoxon"):
         return paired_bootstrap_ci(diff, resamples=resamples, confidence=confidence, seed=seed)
-    raise ValueError(f"unknown test {test!r}; choose one of {INTERVAL_TESTS}")
+    check_choice(test, "test", INTERVAL_TESTS)
+    raise AssertionError(test)  # every test is a branch above
 
 
 def effect_size(diff: np.ndarray) -> float:
@@ -433,7 +436,7 @@ def correct(p_values: np.ndarray, method: str) -> np.ndarray:
     elif method == "bh":
         adjusted = np.minimum.accumulate(m / np.arange(m, 0, -1) * ranked[::-1])[::-1]
     else:
-        raise ValueError(f"unknown correction {method!r}; choose one of {CORRECTIONS}")
+        check_choice(method, "correction", CORRECTIONS)
     result = np.empty(m)
     result[order] = np.minimum(adjusted, 1.0)
     out[keep] = result

@@ -69,11 +69,7 @@ def summarize_values(
 
     ``sequential``: the sum (and so the mean) adds the values one by one in row order, as trec_eval does (its
     printed mean can differ in the 4th decimal from the more exact pairwise sum NumPy uses by default)."""
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1), not {confidence}")
-    if resamples < 1:
-        raise ValueError(f"resamples must be 1 or more, not {resamples}")
-    m = values.shape[1]
+    m = values.shape[1]  # resamples and confidence: checked by the public callers (Report.summarize, compare)
     finite = ~np.isnan(values)
     if finite.all():
         return _summarize(values, resamples, confidence, seed, sequential) | {"n_nan": np.zeros(m, np.int64)}

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._checks import check_choice, check_int, check_number, check_share
 from .._escape import markdown_code, plot_text
 from .._files import write_output
 from .._optional import require
@@ -56,7 +57,7 @@ from ..data.collection import Collection
 from ..data.qrels import Qrels
 from ..errors import InputError
 from ..metrics.conventions import Conventions
-from ..metrics.grammar import check_int, parse_metric
+from ..metrics.grammar import parse_metric
 from ..stages.budget import Budget
 from ..stages.fusion import RRF_K, fuse
 from ..stages.hits import Hit
@@ -237,23 +238,14 @@ def _values(name: str, value: Any, check: Any, *, nested: bool = False) -> tuple
     return checked
 
 
-def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise InputError(f"{what} must be a finite number, not {value!r}")
-    return float(value)
-
-
 def _alpha(value: Any) -> float:
-    a = _number(value, "alpha")
-    if not 0.0 <= a <= 1.0:
-        raise InputError(f"alpha must lie in [0, 1] (the first retriever's weight), not {value!r}")
-    return a
+    return check_share(value, "alpha", closed="both", why=" (the first retriever's weight)")
 
 
 def _weights(value: Any, n: int) -> tuple[float, ...]:
     if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != n:
         raise InputError(f"weights: each candidate is {n} weights, one per retriever, not {value!r}")
-    w = tuple(_number(v, "a weight") for v in value)
+    w = tuple(check_number(v, "a weight") for v in value)
     if any(v < 0 for v in w) or not any(w):
         raise InputError(f"weights must be >= 0 and not all 0, not {value!r}")
     return w
@@ -538,8 +530,7 @@ def tune(
     metric = _metric(metric)
     seed = check_int(seed, "seed", low=0, high=2**63 - 1)
     resamples = check_int(resamples, "resamples")
-    if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not 0 < confidence < 1:
-        raise InputError(f"confidence must lie in (0, 1), not {confidence!r}")
+    confidence = check_share(confidence, "confidence")
     tuning_ids, held_ids, split_facts = _split(split, queries, seed, groups)
     candidates = _candidates(space, search, trials, seed)
     import pandas as pd
@@ -592,7 +583,8 @@ def tune(
         degenerate=flat,
     )
     cache_frame = pd.DataFrame(counts, columns=["candidate", "stage", "role", "from_cache", "computed"])
-    per_candidate = cache_frame.groupby("candidate", sort=False)[["from_cache", "computed"]].sum()
+    sums = cache_frame.groupby("candidate", sort=False)[["from_cache", "computed"]].sum()
+    per_candidate = {str(c): (int(f), int(k)) for c, f, k in sums.itertuples()}  # candidate -> (cached, computed)
     table = pd.DataFrame(
         [
             {
@@ -606,8 +598,8 @@ def tune(
                 "reranker": s.reranker,
                 "value": value,
                 "n": count,
-                "from_cache": int(per_candidate.loc[str(n), "from_cache"]),
-                "computed": int(per_candidate.loc[str(n), "computed"]),
+                "from_cache": per_candidate[str(n)][0],
+                "computed": per_candidate[str(n)][1],
                 "best": n == best_n,
             }
             for n, s, value, count in rows
@@ -740,9 +732,7 @@ def _split(
     if isinstance(split, (str, os.PathLike)):
         return _saved_split(os.fspath(split), queries, seed, groups, ids, labels)
     if isinstance(split, numbers.Real) and not isinstance(split, bool):
-        share = float(split)
-        if not 0.0 < share < 1.0:
-            raise InputError(f"split must lie in (0, 1) (the tuning share of the queries), not {split!r}")
+        share = check_share(split, "split", why=" (the tuning share of the queries)")
         return group_split(ids, labels, share, seed, what="split")
     if isinstance(split, (tuple, list)) and len(split) == 2 and not any(isinstance(p, str) for p in split):
         parts = [list(p) for p in split]
@@ -826,8 +816,7 @@ def _saved_split(
 
 def _candidates(space: Space, search: str, trials: int | None, seed: int) -> list[Setting]:
     every = space.settings()
-    if search not in SEARCHES:
-        raise InputError(f"search must be one of {SEARCHES}, not {search!r}")
+    check_choice(search, "search", SEARCHES)
     if search == "grid":
         if trials is not None:
             raise InputError("trials: the number of settings a random search draws; a grid tries every one")

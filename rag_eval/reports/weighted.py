@@ -98,11 +98,7 @@ def hajek_bootstrap(
     """The Hajek mean ``sum(w * y) / sum(w)`` of each column of ``values`` ``[queries, metrics]`` and its stratified
     bootstrap interval (percentile, at ``confidence``); NaN values are left out (each column then its own queries).
     Returns ``(mean, ci_low, ci_high)``, NaN for a column without a value."""
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1), not {confidence}")
-    if resamples < 1:
-        raise ValueError(f"resamples must be 1 or more, not {resamples}")
-    m = values.shape[1]
+    m = values.shape[1]  # resamples and confidence: checked by Report.summarize
     finite = ~np.isnan(values)
     if finite.all():
         return _hajek(values, weights, list(strata), resamples, confidence, seed)

@@ -68,6 +68,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from .._checks import check_int, check_path, check_seconds
 from .._files import atomic_write, move_aside, remove_temporaries
 from ..errors import DamagedShard, HarnessError, InputError, OldCacheKeys
 from . import _hit_table as ht
@@ -83,13 +84,6 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _checked_bounds(shard_queries: int, shard_seconds: float) -> None:
-    if isinstance(shard_queries, bool) or not isinstance(shard_queries, int) or shard_queries < 1:
-        raise ValueError(f"shard_queries must be a positive int, not {shard_queries!r}")
-    if isinstance(shard_seconds, bool) or not isinstance(shard_seconds, (int, float)) or not shard_seconds > 0:
-        raise ValueError(f"shard_seconds must be a positive number of seconds, not {shard_seconds!r}")
-
-
 class StageCache:
     """A directory of stage outputs. ``Pipeline.run(cache=path)`` makes one; pass your own to share it, or to
     choose how often shards are written (``shard_queries`` rows, or ``shard_seconds``: the most a kill loses)."""
@@ -97,10 +91,9 @@ class StageCache:
     def __init__(
         self, directory: str | os.PathLike[str], *, shard_queries: int = 1000, shard_seconds: float = 10.0
     ) -> None:
-        _checked_bounds(shard_queries, shard_seconds)
-        self.directory = Path(directory)
-        self.shard_queries = shard_queries
-        self.shard_seconds = float(shard_seconds)
+        self.shard_queries = check_int(shard_queries, "shard_queries", high=None)
+        self.shard_seconds = check_seconds(shard_seconds, "shard_seconds")
+        self.directory = check_path(directory, "the cache directory")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -169,8 +162,7 @@ class StageStore:
     def __init__(
         self, directory: Path, stage: str = "", *, shard_queries: int = 1000, shard_seconds: float = 10.0
     ) -> None:
-        _checked_bounds(shard_queries, shard_seconds)
-        self.directory = Path(directory)
+        self.directory = Path(directory)  # the bounds: checked by StageCache, which opens the stores
         self.stage = stage
         self.shard_queries = shard_queries
         self.shard_seconds = float(shard_seconds)

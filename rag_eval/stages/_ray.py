@@ -43,6 +43,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
+from .._checks import check_int, check_number, check_seconds
 from .._optional import install_hint, require
 from ..errors import HarnessError, InputError
 from ._hit_table import concat, empty_table, hit_lists
@@ -140,8 +141,9 @@ class RayExecutor:
         self.num_gpus = _resource(num_gpus, "num_gpus")
         self.batch_size = _count(batch_size, "batch_size")
         self.actors = _count(actors, "actors")
-        checked = _resource(flush_seconds, "flush_seconds")
-        self.flush_seconds = 1.0 if checked is None else checked
+        self.flush_seconds = (
+            1.0 if flush_seconds is None else check_seconds(flush_seconds, "RayExecutor: flush_seconds", zero=True)
+        )
         if factory is not None and not isinstance(factory, Mapping):
             raise InputError(
                 "RayExecutor: factory must be a mapping {stage name: a callable that builds the stage}, not "
@@ -426,21 +428,8 @@ def _pool_size(ray: Any, num_cpus: float | None, num_gpus: float | None) -> int:
 
 
 def _resource(value: object, what: str) -> float | None:
-    import math
-    import numbers
-
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
-        raise InputError(f"RayExecutor: {what} must be a finite number, 0 or more, not {value!r}")
-    return float(value)
+    return None if value is None else check_number(value, f"RayExecutor: {what}", low=0)
 
 
 def _count(value: object, what: str) -> int | None:
-    import numbers
-
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise InputError(f"RayExecutor: {what} must be a positive int (or None), not {value!r}")
-    return int(value)
+    return None if value is None else check_int(value, f"RayExecutor: {what}", high=None)

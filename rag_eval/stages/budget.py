@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from .._checks import MAX_CUTOFF, check_int
 from ..errors import InputError
-from ..metrics.grammar import MAX_CUTOFF, check_int
 from .hits import Hit
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")

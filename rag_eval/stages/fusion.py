@@ -4,10 +4,10 @@ combination of min-max normalised scores."""
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, Never
 
+from .._checks import check_choice, check_int, check_number
 from ..errors import InputError
 from .hits import Hit
 from .stage import Retriever
@@ -59,21 +59,16 @@ class Fusion(Retriever):
         _no_other_keywords("Fusion", unexpected)
         if len(retrievers) < 2 or not all(isinstance(r, Retriever) for r in retrievers):
             raise TypeError("fuse() needs two or more retrievers")
-        if method not in METHODS:
-            raise ValueError(f"unknown fusion method {method!r}; choose one of {METHODS}")
+        check_choice(method, "fusion method", METHODS)
         if norm is not None and method != "wsum":
             raise InputError(f"norm={norm!r}: only the wsum fusion normalises scores (method={method!r})")
-        if method == "wsum" and (norm or "min-max") not in NORMS:
-            raise InputError(f"norm: unknown score normalisation {norm!r}; choose one of {NORMS}")
-        if isinstance(rrf_k, bool) or not isinstance(rrf_k, numbers.Integral) or rrf_k < 0:
-            raise InputError(f"the RRF constant rrf_k must be an int, 0 or more, not {rrf_k!r}")
+        if method == "wsum":
+            check_choice(norm or "min-max", "score normalisation", NORMS)
+        rrf_k = check_int(rrf_k, "the RRF constant rrf_k", low=0, high=None)
         if weights is not None and len(weights) != len(retrievers):
             raise ValueError("give one weight per retriever")
         for i, w in enumerate(weights or ()):  # a NaN weight would make every fused score NaN, in no order
-            if isinstance(w, bool) or not isinstance(w, numbers.Real) or not math.isfinite(w):
-                raise InputError(
-                    f"fusion weight {i + 1} (of retriever {retrievers[i].name!r}) must be a finite number, not {w!r}"
-                )
+            check_number(w, f"fusion weight {i + 1} (of retriever {retrievers[i].name!r})")
         names = [r.name for r in retrievers]
         if len(set(names)) != len(names):
             raise ValueError(f"the fused retrievers need distinct names, not {names}")

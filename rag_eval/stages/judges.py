@@ -7,7 +7,7 @@ order: a grade on the scale (with a confidence in [0, 1] where it has one), or t
 answer quoted, a timeout, an exception). A failure is that item's, never a guess, and never a grade.
 
 The adapters build judges from what a team already has (:mod:`rag_eval.adapters`): ``functions.judge(fn)``,
-``langchain.judge(chat_model)``, ``llamaindex.judge(llm)``; ``rag_eval.bench.judge.minilm_judge`` is the weak
+``langchain.judge(chat_model)``, ``llamaindex.judge(llm)``; ``rag_eval.builtin.judge.minilm_judge`` is the weak
 offline built-in. :func:`rag_eval.ground_truth.judging.judge` runs one over a pool into a judgement log.
 
 The model judges ask :data:`UMBRELA_PROMPT` (or a prompt of the user's) and read the grade strictly

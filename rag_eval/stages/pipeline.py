@@ -9,14 +9,13 @@ bm25 %100 >> minilm-rerank %budget(5)
 
 from __future__ import annotations
 
-import math
 import numbers
 import os
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
+from .._checks import check_int, check_seconds
 from ..errors import InputError
-from ..metrics.grammar import check_int
 from .budget import Budget, count_tokens
 from .fusion import Fusion
 from .result import PipelineResult
@@ -101,7 +100,7 @@ class Pipeline:
         query (``True``) or on the first ``verify`` of them, and records a query whose second answer differs (a
         nondeterministic stage) in ``issues``. ``executor``: None (this process), ``"ray"`` (a default
         ``RayExecutor``: ``pip install 'rag-eval-stages[ray]'``) or an executor object (``run_stage``), which runs the
-        pipeline stage by stage; the result is the same.
+        pipeline stage by stage; the result is the same. Every argument is checked here, once (an InputError).
         """
         concurrency = check_int(concurrency, "concurrency", high=1024)
         batch_size = check_int(batch_size, "batch_size", high=1_000_000)
@@ -110,8 +109,8 @@ class Pipeline:
                 f"executor must be None, 'ray' or an executor object (with run_stage), not {executor!r:.80}"
             )
         retries = check_int(retries, "retries", low=0, high=1000)
-        backoff = _seconds(backoff, "backoff", zero=True)
-        timeout = None if timeout is None else _seconds(timeout, "timeout", zero=False)
+        backoff = check_seconds(backoff, "backoff", zero=True)
+        timeout = None if timeout is None else check_seconds(timeout, "timeout")
         if not isinstance(verify, bool):
             if not isinstance(verify, numbers.Integral) or verify < 0:
                 raise InputError(f"verify must be True, False or a number of queries (0 or more), not {verify!r}")
@@ -133,15 +132,6 @@ class Pipeline:
             batch_size=batch_size,
             executor=executor,
         )
-
-
-def _seconds(value: object, what: str, *, zero: bool) -> float:
-    """A finite number of seconds, > 0 (or >= 0 with ``zero``): NaN would pass every comparison unnoticed."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise InputError(f"{what} must be a finite number of seconds, not {value!r}")
-    if value < 0 or (value == 0 and not zero):
-        raise InputError(f"{what} must be {'0 or more' if zero else 'more than 0'} seconds, not {value!r}")
-    return float(value)
 
 
 def _corpus(corpus: Collection[str]) -> frozenset[str]:

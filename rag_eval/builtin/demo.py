@@ -1,6 +1,6 @@
 """``rag-eval demo``: the whole flow, offline, on a corpus every Python installation carries.
 
-The corpus is the docstrings of ~36 standard-library modules (:mod:`rag_eval.bench.corpus`); the questions are ones
+The corpus is the docstrings of ~36 standard-library modules (:mod:`rag_eval.builtin.corpus`); the questions are ones
 Python users ask; the labels were made by pooling the top 10 of two pipelines for each question and judging every
 pooled chunk 0-3 (``demo_data/pooling.json`` says which systems, depth and date). A labelled chunk whose local
 docstring differs from the one judged (its text hash) counts as unjudged, and the demo says how many.
@@ -47,7 +47,7 @@ DEMO_JUDGED_METRICS = ("recall@budget", "ndcg@budget")  # what the judge-assiste
 
 
 def _data(name: str) -> str:
-    return resources.files("rag_eval.bench").joinpath("demo_data", name).read_text(encoding="utf-8")
+    return resources.files("rag_eval.builtin").joinpath("demo_data", name).read_text(encoding="utf-8")
 
 
 def questions() -> dict[str, str]:

@@ -166,7 +166,7 @@ def _matrix_store_class():
 
         def search_vectors(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
             """The top k stored documents (row numbers of :meth:`_rag_eval_docs`) and their cosine similarity, for
-            each row of ``vectors``: :func:`rag_eval.bench.embeddings.search` over the stored vectors."""
+            each row of ``vectors``: :func:`rag_eval.builtin.embeddings.search` over the stored vectors."""
             docs = self._rag_eval_docs()
             if not docs:
                 return np.zeros((len(vectors), 0), np.intp), np.zeros((len(vectors), 0))

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .._checks import check_int
 from ..data import Collection, Qrels
 from ..data._groups import query_groups
 from ..errors import InputError
@@ -90,8 +91,7 @@ class MiniLMJudge(BaseJudge):
     ) -> None:
         super().__init__(name)
         self.scale = check_scale(scale)
-        if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
-            raise InputError(f"judge {name!r}: folds must be an int of 2 or more, not {folds!r}")
+        folds = check_int(folds, f"judge {name!r}: folds", low=2)
         low, high = self.scale
         for (q, d), g in labels.items():
             if not low <= g <= high:
