@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 WHEELHOUSE := $(VENV)/wheelhouse
 EXAMPLES := rag_eval/examples
 
-.PHONY: demo example test test-fast test-pure test-ray lint mypy browser bench clean
+.PHONY: demo example test test-fast test-pure test-ray lint mypy docs browser bench clean
 
 $(STAMP): pyproject.toml setup.py rag_eval/_speedups.c
 	$(PYTHON) -m venv $(VENV)
@@ -106,6 +106,12 @@ mypy: $(STAMP)
 		($(MYPY_RUN)) > $(MYPY_TREE).log 2>&1; status=$$?; \
 	fi; \
 	sed -e 's|^rag_eval/adapters/|adapters/|' $(MYPY_TREE).log; exit $$status
+
+## docs: the documentation site (mkdocs.yml: docs/ and the public names' docstrings) into build/site/, with
+## --strict: a broken link, an anchor that is not there, a page outside the nav or a name the API page cannot find
+## fails the build. Offline (the theme's web fonts are off); NO_MKDOCS_2_WARNING silences a banner about MkDocs 2
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 ## browser: Debian's chromium for tests/test_labelling_browser.py, installed only where /usr/bin/chromium is
 ## missing and apt-get exists (as root); a failed install does not stop the tests: that test says what is missing

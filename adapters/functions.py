@@ -1,63 +1,7 @@
 """Plain Python callables as stages.
 
-    >>> from rag_eval.adapters import functions
-    >>> def bm25_search(query, k):                      # -> [(doc_id, score), ...] best first, or doc ids, or Hits
-    ...     return index.top(query, k)
-    >>> first = functions.retriever(bm25_search, name="bm25")
-    >>> def by_length(query, hits):                      # -> the hits reordered (Hits, doc ids or (doc_id, score))
-    ...     return sorted(hits, key=lambda h: len(h.text))
-    >>> pipe = rag_eval.stages.Pipeline(first, functions.reranker(by_length, name="shortest"), depth=50, budget=5)
-
-A function may be sync or ``async def``. An async one gives the stage a native async path (``has_async``), which
-``Pipeline.run(concurrency=N)`` drives on an event loop; a sync one runs on the runner's threads.
-
-A model answers a batch of queries faster than one query at a time: with ``batch=True`` the function takes the
-batch (``fn(query_texts, k)``, ``fn(query_texts, hit_lists)``) and returns one answer per query, in order;
-``Pipeline.run(..., batch_size=N)`` hands it up to N queries a call, and a single query is a batch of one.
-
-    >>> def encode_and_search(queries, k):               # one model call for the whole batch
-    ...     vectors = model.encode(queries, batch_size=len(queries))
-    ...     return [index.top(v, k) for v in vectors]
-    >>> first = functions.retriever(encode_and_search, name="dense", batch=True)
-
-A batch call that raises, or returns another number of answers than it was given queries, is asked again query by
-query (a batch of one each), so that a fault is charged to its own query.
-
-The fingerprint (the cache key) covers what decides the function's output, read when a run starts
-(:mod:`rag_eval.stages._fingerprint`): its code object, its defaults and closure, every global it loads, followed
-through the user's own modules (a helper edited in the same module changes the key; another stage's function in that
-module does not), and for a bound method or a callable object the object itself; installed packages by name and
-version; data by content (two indexes of the same size differ). An object that cannot be described exactly (a
-model, a client, a C extension's index) makes the stage refuse to be cached, naming it: pass ``version="..."`` and
-change it yourself when that object changes. With ``version=`` the fingerprint is the version alone, so editing the
-code no longer invalidates the cache.
-
-Per-query columns (a metadata filter per query). A stage is handed the query's text only; a search that filters by
-a column of the query set (a tenant, a language) gets it with ``columns=`` and ``queries=`` (the
-:class:`~rag_eval.QuerySet` that holds the columns in each query's provenance): the function is then called
-``fn(query_text, k, values)``, ``values`` being ``{column: value}`` of that query (with ``batch=True``,
-``fn(query_texts, k, value_list)``, one mapping per query, in order).
-
-    >>> def search(query, k, values):                    # values: {"tenant": "acme"}
-    ...     return store.search(query, k, where={"tenant": values["tenant"]})
-    >>> first = functions.retriever(search, name="dense", columns=["tenant"], queries=query_set)
-
-The values are looked up by the query's text (what a stage is given), so two queries of the set with the same
-text must have the same values (else an InputError naming both, when the stage is built); a text outside the
-set is that query's failure. The values are part of the fingerprint: a query set whose columns change makes the
-stage a new one for the cache.
-
-Doc ids as stores return them: a retriever function may name a hit (a bare id, or the id of a
-``(doc_id, score)`` pair) by a str (kept as it is), an int (its decimal string: ``7`` gives ``"7"``; a NumPy
-integer too) or a :class:`uuid.UUID` (its canonical string, ``str(uuid)``: 32 lower-case hex digits in groups
-of 8-4-4-4-12 with hyphens). A UUID returned as a str is kept as the store spelt it. A bool, a float or anything
-else is refused.
-
-A function can also be a judge (:func:`judge`): ``fn(query_text, chunk_text)`` returns a grade (an int), a
-``(grade, confidence)`` pair or a :class:`~rag_eval.stages.judges.JudgeGrade`; with ``batch=True``,
-``fn(query_texts, chunk_texts)`` returns one of those per pair, in order. Its fingerprint is the function's, read
-when the judge is built; a function that cannot be described exactly needs ``version=``.
-"""
+Sync, async and batch functions, fingerprints, per-query columns, doc ids and judges: ``docs/adapters.md``,
+"Functions"."""
 
 from __future__ import annotations
 

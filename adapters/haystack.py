@@ -1,58 +1,7 @@
 """Haystack 3.x retrievers and rankers as stages.
 
-    >>> from rag_eval.adapters import haystack as hs
-    >>> first = hs.retriever(InMemoryBM25Retriever(store), name="bm25")        # any component returning documents
-    >>> dense = hs.retriever(query_pipeline, component="retriever", name="dense")  # a retriever inside a Pipeline
-    >>> rerank = hs.reranker(my_ranker, name="rerank")                          # query + documents -> documents
-    >>> pipe = rag_eval.stages.Pipeline(first, rerank, depth=50, budget=5)
-
-What is adapted is a component's declared interface (``@component``: the inputs its ``run`` declares, and the
-``documents`` output it returns), never its internals. Rules, each decided here once:
-
-- **Rank** is the order of the returned ``documents`` list (never re-sorted by score). The **score** is
-  ``Document.score`` (a similarity, a BM25 score or a distance: kept as data); the **text** ``Document.content``;
-  the **metadata** a JSON-friendly copy of ``Document.meta``.
-- **Doc id** is ``Document.id``, or ``meta[id_key]`` with ``id_key=`` (a str as it is, an int as its decimal
-  string, a ``uuid.UUID`` as ``str(uuid)``; anything else is an error). Haystack makes an id from a document's
-  content when none is given: give your chunks their own ids when you write them (or use ``id_key=``), so that
-  the ids in your qrels are the ids the store returns.
-- **k**: the pipeline's depth is passed as the component's ``top_k`` run input (``k_param=`` names another). A
-  component whose ``run`` declares no such input is refused when the stage is built, with an error naming the
-  stage: a depth that cannot reach the component would be silently ignored.
-- **Pipelines**: ``retriever(pipeline, component="bm25", name=...)`` runs the whole Haystack ``Pipeline`` once per
-  query and takes the named component's ``documents`` (``include_outputs_from``), so that the components before
-  it (a text embedder) run as they do in production. The query text goes to every input of the pipeline that
-  nothing feeds and that is named ``query`` or ``text`` (``query_inputs=["embedder.text", ...]`` names them
-  explicitly), and the depth to the named component's ``top_k``. Limits: every component the inputs reach runs,
-  the ones after the named component too (build a pipeline that ends at the retriever to save that work); a
-  pipeline needing an input besides the query text is refused when the stage is built; an exception a component
-  raises in the pipeline is raised as itself (Haystack's own message added as a note), so that a query's fault
-  reads as its cause.
-- **Rerankers** (``reranker(component)``; ``reranker(pipeline, component="ranker")`` takes that component out of
-  the pipeline and runs it alone) get ``documents`` (and ``query``, when their ``run`` declares it): new
-  ``Document`` objects built from the hits on every call (id, text, a deep copy of the metadata, the hit's score),
-  so that a ranker writing into what it is given (a score, its metadata) never reaches the hits. What it returns
-  is mapped back to the hits by ``Document.id``; the new score is the ``Document.score`` it returns (a ranker that
-  only reorders passes the earlier score through); a returned id it was not given is an error naming the stage.
-  ``top_k=`` (when given) is passed to the ranker's ``top_k`` input; by default the ranker keeps what it was
-  configured to keep.
-- **Async**: a component with ``run_async`` (Haystack's in-memory retrievers have it) has a native async path;
-  so has a pipeline (``Pipeline.run_async``). Other components run on the runner's threads.
-- **Batches**: Haystack retrievers and rankers have no batch form; ``Pipeline.run(..., batch_size=N)`` asks them
-  query by query.
-- **Fingerprint**: the adapter's options and the component's settings as Haystack serialises them
-  (``component_to_dict``: the init parameters ``to_dict()`` gives, the ``top_k`` the adapter overrides and a
-  document store's random ``index`` name left out), plus, without ``version=``, what decides the results exactly:
-  the component's class (its code, for a class of your own) and its whole state, and the documents of an
-  ``InMemoryDocumentStore`` it reads, by content (ids, texts, metadata, embeddings). A component holding what
-  cannot be described exactly (a model, a client, any other document store: its content lives elsewhere) refuses
-  the cache, asking for ``version=``: change it when the index behind the stage changes. For a pipeline: every
-  component, and the connections between them.
-
-haystack-ai is imported when an adapter is built or called, never when this module is imported (without it,
-building one raises an ImportError naming ``pip install 'rag-eval-stages[haystack]'``). Set
-``HAYSTACK_TELEMETRY_ENABLED=False`` to switch Haystack's telemetry off: rag_eval leaves your environment alone.
-"""
+What is adapted, hits, k, pipelines, rankers, async, batches and fingerprints: ``docs/adapters.md``, "Haystack".
+haystack-ai is imported when an adapter is built or called."""
 
 from __future__ import annotations
 

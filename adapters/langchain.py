@@ -1,50 +1,7 @@
 """LangChain retrievers, vector stores and document compressors as stages.
 
-    >>> from rag_eval.adapters import langchain as lc
-    >>> first = lc.retriever(vector_store, name="dense", with_scores=True)   # scores from similarity_search_with_score
-    >>> rerank = lc.reranker(compressor, name="rerank")                      # any BaseDocumentCompressor
-    >>> pipe = rag_eval.stages.Pipeline(first, rerank, depth=50, budget=5)
-    >>> pipe = lc.pipeline(contextual_compression_retriever, depth=50)      # the same, unfolded from one object
-
-Rules, each decided here once:
-
-- **Rank** is the order of the returned list. LangChain retrievers return documents without scores; a score is
-  read from ``metadata[score_key]`` (``"relevance_score"``, what LangChain's rerankers write) when present, else
-  left empty. ``with_scores=True`` on a vector store takes the score ``similarity_search_with_score`` returns
-  (a similarity for some stores, a distance for others: scores are kept as data, never used to re-sort).
-- **Doc id** is ``Document.id``, or ``metadata[id_key]`` with ``id_key=``. A document with neither is an error
-  naming the stage: ids are never made up from the text (two equal chunks would merge, an edited chunk would
-  change identity).
-- **k**: the pipeline's depth is passed where the retriever takes it (a ``VectorStoreRetriever``'s
-  ``search_kwargs``, a ``k`` field set on a shallow copy, or the keyword/field named by ``k_param=``); elsewhere
-  the retriever returns what it was configured to, and the runner keeps the first ``depth``.
-- **Rerankers** receive new ``Document`` objects built from the hits (deep-copied metadata, each tagged with its
-  position under a private key, and ``Document.id`` set): what a compressor returns is mapped back to the input
-  hits by that tag, else by id, so compressors that build new documents without ids work. The previous stage's
-  ``metadata[score_key]`` is removed from the documents handed in, so that a compressor that only filters
-  reports no score rather than the previous stage's. The hit's text becomes what the compressor returned (a
-  compressor may shorten it).
-- **Batches** (``Pipeline.run(..., batch_size=N)``): a retriever's ``search_batch`` is the retriever's own
-  ``batch`` (``asearch_batch`` its ``abatch``), given ``config={"max_concurrency": max_concurrency}``, with k
-  passed as the single-query path passes it; ``with_scores=True`` batches ``similarity_search_with_score``
-  through LangChain's ``RunnableLambda`` (vector stores have no batch search). Each query's documents are read
-  and checked as a single call's are; a query that raised in the batch (``return_exceptions=True``), or whose
-  documents fail a check, makes the runner ask that batch again query by query, so that the fault is charged to
-  its own query. A document compressor has no batch form: a reranker's batch is one call per query.
-- **Fingerprint**: the adapter's options and a description of the wrapped object (its class and settings, e.g.
-  ``search_type`` and ``search_kwargs``; never the index contents). Pass ``version=`` and change it when the
-  indexed documents change.
-- **Judges** (:func:`judge`): a chat model grades each pooled (query, chunk) pair from a prompt
-  (:data:`rag_eval.stages.judges.UMBRELA_PROMPT` by default), a batch through the model's own ``batch``/``abatch``
-  with ``return_exceptions=True`` (a batch that raises whole is asked again prompt by prompt), each answer read
-  strictly (:func:`rag_eval.stages.judges.parse_grade`); an exception, a malformed answer or, with ``timeout=``,
-  a call slower than the timeout is that item's failure. The fingerprint is the model's class and settings
-  (credentials left out), the prompt's hash and the parsing rules, read when the judge is built.
-
-langchain-core is imported when an adapter is built, not when this module is imported (without it, building one
-raises an ImportError naming ``pip install 'rag-eval-stages[langchain]'``); langchain-classic is never imported
-(its retrievers are recognised by their attributes).
-"""
+Rank, doc ids, k, rerankers, batches, fingerprints and judges: ``docs/adapters.md``, "LangChain". langchain-core is
+imported when an adapter is built; langchain-classic never."""
 
 from __future__ import annotations
 

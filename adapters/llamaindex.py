@@ -1,44 +1,7 @@
 """LlamaIndex retrievers and node postprocessors as stages.
 
-    >>> from rag_eval.adapters import llamaindex as li
-    >>> first = li.retriever(index.as_retriever(similarity_top_k=100), name="dense")
-    >>> rerank = li.reranker(SentenceTransformerRerank(model=local_path, top_n=10), name="rerank")
-    >>> pipe = rag_eval.stages.Pipeline(first, rerank, depth=100, budget=5)
-
-Rules, each decided here once:
-
-- **k**: LlamaIndex retrievers take it at construction (``similarity_top_k``), not per call. Build the retriever
-  with ``similarity_top_k`` at least the pipeline's depth; the runner keeps the first ``depth`` of what it returns
-  and records the rest as beyond the depth.
-- **Hits**: doc id ``node.node_id``, score ``NodeWithScore.score`` (may be None), text
-  ``node.get_content(MetadataMode.NONE)`` (the text alone, without the metadata LlamaIndex would prepend);
-  metadata is the node's metadata plus ``source_doc_id`` (the source document, ``ref_doc_id``), ``start_char``
-  and ``end_char`` (``start_char_idx``/``end_char_idx``) when the node has them.
-- **Rerankers** receive new ``TextNode`` objects built from the hits on every call (some postprocessors, such as
-  ``SentenceTransformerRerank``, overwrite the scores of the nodes they are given), carrying the hit's id, text,
-  score, metadata, source document and offsets; what the postprocessor returns is mapped back to the input hits
-  by node id, and its score becomes the hit's.
-- **Async**: a retriever has a native async path only when its class overrides ``_aretrieve`` (LlamaIndex's
-  default runs the sync retrieval on the event loop, so concurrency would gain nothing); otherwise the runner
-  uses threads. Postprocessors always have one (LlamaIndex runs sync ones in a thread).
-- **Batches** (``Pipeline.run(..., batch_size=N)``): LlamaIndex has no batch form of ``retrieve``, of a query
-  embedding or of ``postprocess_nodes``, so these stages keep the default ``search_batch``/``rerank_batch``: the
-  runner asks them query by query (on its threads, or their async path), as it does without batches.
-- **Fingerprint**: a retriever's outputs depend on its index, which its settings do not describe, so a
-  retriever is cached only with ``version=`` (change it when the index changes); without it, ``Pipeline.run(...,
-  cache=...)`` refuses with an error naming ``version=`` (without a cache it runs as usual). A postprocessor is
-  keyed by its class and settings (its fields).
-- **Judges** (:func:`judge`): an LLM grades each pooled (query, chunk) pair from a prompt
-  (:data:`rag_eval.stages.judges.UMBRELA_PROMPT` by default) through ``complete``/``acomplete`` (a chat model
-  answers it through LlamaIndex's completion-to-chat path); LlamaIndex has no batch call, so a batch is one call per
-  item on ``max_concurrency`` threads (or, async, that many calls at once). Each answer is read strictly
-  (:func:`rag_eval.stages.judges.parse_grade`); an exception, a malformed answer or, with ``timeout=``, a slower
-  call is that item's failure. The fingerprint is the LLM's class and settings (credentials left out), the
-  prompt's hash and the parsing rules.
-
-llama_index is imported when an adapter is built or called, never when this module is imported (without it,
-building one raises an ImportError naming ``pip install 'rag-eval-stages[llamaindex]'``).
-"""
+k, hits, rerankers, async, batches, fingerprints and judges: ``docs/adapters.md``, "LlamaIndex". llama_index is
+imported when an adapter is built or called."""
 
 from __future__ import annotations
 

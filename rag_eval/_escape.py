@@ -1,5 +1,5 @@
-"""Every name a user gives (query, run, stage, system, metric, folder) escaped for the medium it lands in: one
-function per medium, used by every writer of that medium (docs/bad-input.md, "Names escaped for their medium").
+"""Every name a user gives (query, run, stage, system, metric, folder) escaped for the medium it lands in: one function
+per medium, used by every writer of that medium (docs/bad-input/ids-and-joins.md, "Names escaped for their medium").
 
 - :func:`visible`: terminal text. Control characters (C0, DEL, C1), line and paragraph separators, bidirectional
   overrides and lone surrogates as Python's escapes (``\\x1b``, ``\\r``, ``\\u202e``); the rest as it is.

@@ -1,8 +1,8 @@
 """Bad input, one test per kind: either a warned handling or a clear error naming the file, line and field.
 
-Every kind here is a row of the table in docs/bad-input.md (its last column names the test). The TREC file kinds
-run twice, through the C line reader and through the pure-Python one (``reader`` fixture); one test also runs the
-pure-Python reader in a fresh process, as ``RAG_EVAL_PURE_PYTHON=1`` selects it at import time.
+Every kind here is a row of the table "Files" in docs/bad-input/files.md (its last column names the test). The
+TREC file kinds run twice, through the C line reader and through the pure-Python one (``reader`` fixture); one test
+also runs the pure-Python reader in a fresh process, as ``RAG_EVAL_PURE_PYTHON=1`` selects it at import time.
 """
 
 from __future__ import annotations
@@ -844,11 +844,18 @@ def test_pure_python_reader_gives_the_same_errors(tmp_path):
 
 
 def test_the_bad_input_table_lists_every_test():
-    """docs/bad-input.md names a test of the tests/test_bad_input*.py files in every row, and every test there has
-    a row (each area of the code keeps its kinds in a file of its own: test_bad_input_<area>.py)."""
+    """The bad-input tables (docs/bad-input.md lists their pages, docs/bad-input/*.md) name a test of the
+    tests/test_bad_input*.py files in every row, and every test there has a row (each area of the code keeps its
+    kinds in a file of its own: test_bad_input_<area>.py)."""
     import ast
 
-    doc = (ROOT / "docs" / "bad-input.md").read_text(encoding="utf-8")
+    index = (ROOT / "docs" / "bad-input.md").read_text(encoding="utf-8")
+    pages = sorted((ROOT / "docs" / "bad-input").glob("*.md"))
+    assert pages, "the bad-input tables have pages of their own"
+    linked = set(re.findall(r"\]\(bad-input/([\w-]+\.md)\)", index))
+    assert linked == {page.name for page in pages}, "docs/bad-input.md links every page of docs/bad-input/, no other"
+    # each page starts with its "# " title, which ends the section of the page before it
+    doc = "\n".join(page.read_text(encoding="utf-8") for page in pages)
     named: set[str] = set()
     # issue 27's rows name tests of other files: `test_file.py::test_a`, `::test_b` (the file named last in the
     # section)

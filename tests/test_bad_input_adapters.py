@@ -1,4 +1,4 @@
-"""Bad input to the adapters' batch settings and batch functions (docs/bad-input.md, "Batched adapters")."""
+"""Bad input to the adapters' batch settings and batch functions (docs/bad-input/pipelines.md, "Batched adapters")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bad input to batched stages and the streaming runner, one test per kind (rows of docs/bad-input.md, section
+"""Bad input to batched stages and the streaming runner, one test per kind (rows of docs/bad-input/pipelines.md, section
 "Batched stages and executors")."""
 
 from __future__ import annotations

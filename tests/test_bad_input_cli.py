@@ -1,4 +1,4 @@
-"""Bad input to the command line as a family (docs/bad-input.md, "The command line"): each is one line
+"""Bad input to the command line as a family (docs/bad-input/reports.md, "The command line"): each is one line
 ``rag-eval: error: ...``, exit 2, nothing on stdout and nothing written."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Bad input to the data layer: ids that collide once converted, ids that cannot round-trip, numbers spelled
 oddly, line endings, streams, and frames with a column twice.
 
-Every test here is a row of docs/bad-input.md (sections "Ids: collisions and round trips" and "Numbers, line
-endings and streams"). The TREC kinds run through the C reader and again through the pure-Python one.
+Every test here is a row of docs/bad-input/files.md (sections "Ids: collisions and round trips" and "Numbers,
+line endings and streams"). The TREC kinds run through the C reader and again through the pure-Python one.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Bad input of the dialects (rag_eval.metrics.dialects): every foreign name rag_eval cannot read with the meaning
-it has in its tool is an InputError that says why; rows in docs/bad-input.md, section "Dialects"."""
+it has in its tool is an InputError that says why; rows in docs/bad-input/values.md, section "Dialects"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Bad input for durable files and the labelling server (docs/bad-input.md, "Durable files and the labelling
-server"): a body nested too deep, a body that never arrives, a symlinked --qrels, an output file that cannot be
-written, a grade that cannot be stored. Each against the real server on 127.0.0.1 or the real writer."""
+"""Bad input for durable files and the labelling server (docs/bad-input/ground-truth.md, "Durable files and the
+labelling server"): a body nested too deep, a body that never arrives, a symlinked --qrels, an output file that cannot
+be written, a grade that cannot be stored. Each against the real server on 127.0.0.1 or the real writer."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Bad input for the gain and pool kernels (rag_eval/metrics/_kernels_gain.py): metric parameters that the qrels
-contradict, found when a run is evaluated. Each kind is a row of docs/bad-input.md (section "Gain tables and
+contradict, found when a run is evaluated. Each kind is a row of docs/bad-input/values.md (section "Gain tables and
 ERR's max_grade"); each refusal is an InputError naming the metric and the query, and the CLI turns it into one
 line ``rag-eval: error: ...`` and exit status 2.
 """

@@ -1,5 +1,5 @@
 """Bad metric names and parameters (the grammar, trec_eval's names and -m arguments): each an InputError naming
-the metric and the parameter, never another metric. One test per row of docs/bad-input.md "## Metric names"."""
+the metric and the parameter, never another metric. One test per row of docs/bad-input/values.md "## Metric names"."""
 
 from __future__ import annotations
 

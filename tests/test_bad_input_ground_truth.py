@@ -1,5 +1,5 @@
-"""Bad input for ground truth: pools, judgement logs and the labelling page's inputs (docs/bad-input.md, "Ground
-truth and labelling")."""
+"""Bad input for ground truth: pools, judgement logs and the labelling page's inputs (docs/bad-input/ground-truth.md,
+"Ground truth and labelling")."""
 
 from __future__ import annotations
 

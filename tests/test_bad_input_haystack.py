@@ -1,5 +1,6 @@
-"""Bad input to the Haystack adapter (docs/bad-input.md, "Haystack adapter"): each refused when the stage is built,
-or failing its query, with an error naming the stage. Real Haystack components (tests/test_adapters_haystack.py)."""
+"""Bad input to the Haystack adapter (docs/bad-input/pipelines.md, "Haystack adapter"): each refused when the stage is
+built, or failing its query, with an error naming the stage. Real Haystack components
+(tests/test_adapters_haystack.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Bad input to the model-judge tools (docs/bad-input.md, "Model judges, agreement and estimates"): a model's
-answer without a grade or off the scale is that item's failure, never a guess; what cannot be estimated or measured
-is an InputError naming the queries or the field; a record that no longer fits its qrels is said and ignored."""
+"""Bad input to the model-judge tools (docs/bad-input/ground-truth.md, "Model judges, agreement and estimates"): a
+model's answer without a grade or off the scale is that item's failure, never a guess; what cannot be estimated or
+measured is an InputError naming the queries or the field; a record that no longer fits its qrels is said and
+ignored."""
 
 from __future__ import annotations
 

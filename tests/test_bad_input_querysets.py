@@ -1,6 +1,6 @@
 """Bad input for query logs and query sets: ``QuerySet.from_log`` (CSV, TSV, JSON lines, Parquet, OTLP JSON trace
-exports), ``QuerySet.load`` and ``rag-eval queries sample`` (docs/bad-input.md, "Query logs and query sets"). Each
-test is a row of that table and asserts the whole message."""
+exports), ``QuerySet.load`` and ``rag-eval queries sample`` (docs/bad-input/ground-truth.md, "Query logs and query
+sets"). Each test is a row of that table and asserts the whole message."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Bad input to the Ray executor (docs/bad-input.md, "Ray executor"): its settings, checked when it is made; settings
-that cannot apply to a Ray already running; a factory that builds another stage than the pipeline's; Ray Data's
+"""Bad input to the Ray executor (docs/bad-input/pipelines.md, "Ray executor"): its settings, checked when it is made;
+settings that cannot apply to a Ray already running; a factory that builds another stage than the pipeline's; Ray Data's
 versions outside the ranges it declares. None of these starts Ray."""
 
 from __future__ import annotations

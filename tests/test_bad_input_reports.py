@@ -1,7 +1,7 @@
-"""Bad input for summaries, saved reports and the metric card (docs/bad-input.md, "Summaries, saved reports and the
-card"): a NaN (0/0) value is counted in ``n_nan`` in every summary and printed table, so that ``n + n_nan`` is what
-the card says was counted; judged@k of an empty ranking is NaN in the table and on the card alike; a saved report
-is read by its keys, or refused naming the file; the card lists every pipeline. Values are computed by hand."""
+"""Bad input for summaries, saved reports and the metric card (docs/bad-input/reports.md, "Summaries, saved reports and
+the card"): a NaN (0/0) value is counted in ``n_nan`` in every summary and printed table, so that ``n + n_nan`` is what
+the card says was counted; judged@k of an empty ranking is NaN in the table and on the card alike; a saved report is
+read by its keys, or refused naming the file; the card lists every pipeline. Values are computed by hand."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Bad input for result folders (docs/bad-input.md, "Result folders"): a folder is loaded only when every file its
-manifest lists is there with the SHA-256 written, and written only with the qrels and runs its report was computed
+"""Bad input for result folders (docs/bad-input/reports.md, "Result folders"): a folder is loaded only when every file
+its manifest lists is there with the SHA-256 written, and written only with the qrels and runs its report was computed
 on. Each refusal is an InputError naming the file or the run."""
 
 from __future__ import annotations

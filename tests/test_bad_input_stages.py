@@ -1,7 +1,7 @@
 """Bad input in the stages (layer 3): fusion's settings, and the scores a fusion sums.
 
-Every kind here is a row of docs/bad-input.md (section "Stages and fusion"); its last column names the test. Each
-refusal is an InputError with the exact message.
+Every kind here is a row of docs/bad-input/pipelines.md (section "Stages and fusion"); its last column names the test.
+Each refusal is an InputError with the exact message.
 """
 
 from __future__ import annotations

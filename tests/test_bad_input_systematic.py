@@ -1,5 +1,5 @@
 """Systematic problems that would show only as zeros: each said once per run or report, in one line of its own kind,
-and kept in ``Report.issues`` and on the card (issue 12, item 6). Each kind is a row of docs/bad-input.md,
+and kept in ``Report.issues`` and on the card (issue 12, item 6). Each kind is a row of docs/bad-input/reports.md,
 section "Systematic problems"."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bad input for trec_eval's printout and the text metrics a report keeps (docs/bad-input.md, "trec_eval's
+"""Bad input for trec_eval's printout and the text metrics a report keeps (docs/bad-input/values.md, "trec_eval's
 printout"): a metric asked of the printout that the report lacks, text values of a saved report that do not match
 it, a text metric in a pipeline report. Each is refused with a message naming it, never printed otherwise."""
 

@@ -1,9 +1,9 @@
 """Bad input, values checked at construction: metric names, conventions, hits, budgets, pipelines, pools and the
 labelling page's scale, and the pool and labelling writers that refuse ids a TREC line cannot give back.
 
-Every kind here is a row of docs/bad-input.md (sections "Values checked at construction" and "Ids: collisions and
-round trips"); its last column names the test. Each refusal is an InputError with the exact message, and the CLI
-turns it into one line ``rag-eval: error: ...`` and exit status 2.
+Every kind here is a row of docs/bad-input/values.md (section "Values checked at construction") or of
+docs/bad-input/files.md ("Ids: collisions and round trips"); its last column names the test. Each refusal is an
+InputError with the exact message, and the CLI turns it into one line ``rag-eval: error: ...`` and exit status 2.
 """
 
 from __future__ import annotations

@@ -187,8 +187,8 @@ def demo_folder(tmp_path_factory) -> Path:
 
 
 def test_the_demo_says_its_judged_share_once_under_a_ceiling_above_it(demo_folder):
-    """One line per report, as the README promises (the estimates' passes said it three times more), and a ceiling
-    never below the share measured (it once said 0.265 ... at most 0.115)."""
+    """One line per report, as docs/stage-aware.md promises (the estimates' passes said it three times more), and a
+    ceiling never below the share measured (it once said 0.265 ... at most 0.115)."""
     said = [line for line in (demo_folder.parent / "stderr.txt").read_text().splitlines() if "judged@" in line]
     assert len(said) == 1, said
     share = float(re.search(r"judged@\w+ is ([0-9.]+)", said[0]).group(1))
@@ -353,9 +353,10 @@ def test_the_notebook_runs_on_the_demo(demo_folder):
     assert "against &#x27;bm25&#x27;" in shown or "against 'bm25'" in shown  # the stage comparison ran
 
 
-def test_user_pipeline_in_the_readme_is_the_one_tested():
-    readme = (ROOT / "README.md").read_text()
-    assert "my_pipelines:build" in readme and textwrap.dedent(USER_PIPELINE).strip().splitlines()[-1].strip() in readme
+def test_user_pipeline_in_the_docs_is_the_one_tested():
+    """The own-pipeline example of docs/getting-started.md (moved there from the README) is this test's."""
+    tour = (ROOT / "docs" / "getting-started.md").read_text()
+    assert "my_pipelines:build" in tour and textwrap.dedent(USER_PIPELINE).strip().splitlines()[-1].strip() in tour
 
 
 def test_the_all_trec_benchmark_runs_and_reports_its_ratios(tmp_path):

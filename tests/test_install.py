@@ -165,7 +165,7 @@ def _requires(project_wheel: Path) -> dict[str, set[str]]:
 def test_each_extra_lists_what_its_feature_needs(project_wheel):
     requires = _requires(project_wheel)
     assert requires["core"] == {"numpy", "scipy", "pandas", "pyarrow", "pydantic", "tqdm"}
-    assert set(requires) == {"core", *FEATURE_EXTRAS, "dev", "all"}
+    assert set(requires) == {"core", *FEATURE_EXTRAS, "docs", "dev", "all"}
     assert requires["langchain"] == {"langchain-core"}
     assert requires["llamaindex"] == {"llama-index-core"}
     assert requires["labelling"] == set()  # the page is the standard library's HTTP server and one HTML file
@@ -184,6 +184,9 @@ def test_each_extra_lists_what_its_feature_needs(project_wheel):
     assert requires["judges"] == {"krippendorff"}
     assert requires["all"] == set().union(*(requires[e] for e in FEATURE_EXTRAS))
     assert requires["all"] | {"pytest", "hypothesis", "pytest-socket", "ruff", "mypy", "pre-commit"} <= requires["dev"]
+    # the documentation site's tools (make docs): in dev, not in all (no feature of rag_eval needs them)
+    assert requires["docs"] == {"mkdocs", "mkdocs-material", "mkdocstrings", "mkdocstrings-python"}
+    assert requires["docs"] <= requires["dev"] and requires["docs"].isdisjoint(requires["all"])
     assert requires["core"].isdisjoint({"langchain-core", "llama-index-core", "torch", "matplotlib"})
 
 

@@ -1,6 +1,11 @@
-"""The README as a newcomer reads it: every code block in it runs as written, and what it quotes is recorded.
+"""The README and the getting-started page as a newcomer reads them: every code block in them runs as written, and
+what they quote is recorded.
 
-How the blocks are run (the convention is written here, and shown in the README's source):
+The README holds the ten-line example and the pipeline example; the tour that continues it (the complete example
+with LangChain and LlamaIndex, saved reports, benchmarks, comparisons, pooling, labelling, judges) and the extras'
+table live in ``docs/getting-started.md``, the benchmark figures in ``docs/performance.md``. Each document's blocks
+run on their own (a namespace, a bash session and a working folder per document). How the blocks are run (the
+convention is written here, and shown in the documents' source):
 
 - ```` ```python ```` blocks run **in order, in one shared namespace**, like the cells of a notebook: a later block
   may use what an earlier one defined (such a block says so in its first comment, e.g. "continuing the complete
@@ -39,6 +44,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+TOUR = ROOT / "docs" / "getting-started.md"  # the README's tour, the extras' table and the set-up commands
+PERFORMANCE = ROOT / "docs" / "performance.md"  # every ratio and the runs they come from
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 SHARED = ROOT.parent / "shared"
 MARKER = re.compile(r"<!--\s*readme-test:\s*(.*?)\s*-->")
@@ -89,19 +96,23 @@ def readme_blocks(text: str) -> list[Block]:
 
 
 BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+TOUR_BLOCKS = readme_blocks(TOUR.read_text(encoding="utf-8"))
+#: each document whose blocks run, by its path in the repository, with its blocks
+DOCUMENTS = {"README.md": BLOCKS, "docs/getting-started.md": TOUR_BLOCKS}
 
 DRIVER = r"""
 import json, sys, traceback, warnings
 from pathlib import Path
 
 blocks = json.loads(Path(sys.argv[1]).read_text())
+source = sys.argv[2]
 namespace = {"__name__": "__main__"}
 for block in blocks:
     print(f"\n::block {block['line']}", flush=True)
     if block["file"]:
         Path(block["file"]).write_text(block["code"])
         continue
-    code = compile("\n" * (block["line"] - 1) + block["code"], "README.md", "exec")
+    code = compile("\n" * (block["line"] - 1) + block["code"], source, "exec")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -140,17 +151,19 @@ def _outputs(stdout: str) -> dict[int, str]:
     return {int(parts[i]): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
 
 
-@pytest.fixture(scope="module")
-def python_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+def _python_run(
+    tmp_path_factory: pytest.TempPathFactory, document: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The Python blocks of one document, run in order in one namespace."""
     tmp_path = tmp_path_factory.mktemp("readme_python")
     work = _workdir(tmp_path)
-    chosen = [b for b in BLOCKS if b.language == "python" and b.runs]
+    chosen = [b for b in DOCUMENTS[document] if b.language == "python" and b.runs]
     spec = tmp_path / "blocks.json"
     spec.write_text(json.dumps([{"line": b.line, "code": b.code, "file": b.file_name} for b in chosen]))
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
     done = subprocess.run(
-        [sys.executable, str(driver), str(spec)],
+        [sys.executable, str(driver), str(spec), document],
         cwd=work,
         capture_output=True,
         text=True,
@@ -160,18 +173,33 @@ def python_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Com
     return done, work
 
 
-def _block_with(text: str, language: str = "python") -> Block:
-    found = [b for b in BLOCKS if b.language == language and text in b.code]
+@pytest.fixture(scope="module")
+def readme_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    return _python_run(tmp_path_factory, "README.md")
+
+
+@pytest.fixture(scope="module")
+def tour_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    return _python_run(tmp_path_factory, "docs/getting-started.md")
+
+
+RUNS = {"README.md": "readme_run", "docs/getting-started.md": "tour_run"}
+
+
+def _block_with(text: str, language: str = "python", blocks: list[Block] = TOUR_BLOCKS) -> Block:
+    found = [b for b in blocks if b.language == language and text in b.code]
     assert len(found) == 1, f"expected one {language} block with {text!r}, found {len(found)}"
     return found[0]
 
 
 @pytest.mark.slow
-def test_every_python_block_runs_as_written(python_run):
-    done, work = python_run
+@pytest.mark.parametrize("document", sorted(DOCUMENTS))
+def test_every_python_block_runs_as_written(document, request):
+    done, work = request.getfixturevalue(RUNS[document])
     assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
     outputs = _outputs(done.stdout)
-    ran = [b for b in BLOCKS if b.language == "python" and b.runs]
+    ran = [b for b in DOCUMENTS[document] if b.language == "python" and b.runs]
+    assert ran, f"{document} has Python blocks that run"
     assert sorted(outputs) == sorted(b.line for b in ran)
     for block in ran:
         if block.file_name:
@@ -179,27 +207,27 @@ def test_every_python_block_runs_as_written(python_run):
             continue
         warned = json.loads(outputs[block.line].rsplit("::warnings ", 1)[1].splitlines()[0])
         kinds = {kind for kind, _ in warned}
-        if "Collection.from_beir" in block.code:
+        if "InMemoryVectorStore" in block.code:  # the complete example of the tour
             # the reranker changes neither recall@3 nor MRR@3 on any question: those two intervals have zero width,
             # said once (and in the prose after the example); nothing else may warn
-            assert [kind for kind, _ in warned] == ["DegenerateInterval"], f"README line {block.line} warned: {warned}"
+            assert [kind for kind, _ in warned] == ["DegenerateInterval"], f"{document}:{block.line} warned: {warned}"
             assert "recall@budget" in warned[0][1] and "mrr@budget" in warned[0][1] and "ndcg" not in warned[0][1]
             assert "`compare` warns that those intervals have zero width (`DegenerateInterval`)" in " ".join(
-                README.read_text(encoding="utf-8").split()
+                (ROOT / document).read_text(encoding="utf-8").split()
             )
         else:
             # a reranker cannot change recall at its input's depth: compare says that interval has zero width
             zero = [text for kind, text in warned if kind == "DegenerateInterval"]
             assert all("rerank vs bm25, recall@20 " in text for text in zero), zero
-            assert kinds <= {"LowJudgedShare", "DegenerateInterval"}, f"README line {block.line} warned: {warned}"
+            assert kinds <= {"LowJudgedShare", "DegenerateInterval"}, f"{document}:{block.line} warned: {warned}"
 
 
 @pytest.mark.slow
-def test_the_complete_example_prints_what_the_readme_says(python_run):
+def test_the_complete_example_prints_what_the_tour_says(tour_run):
     """The prose after the complete example quotes its numbers: they are the ones it prints."""
-    done, _ = python_run
+    done, _ = tour_run
     assert done.returncode == 0, done.stderr[-4000:]
-    example = _block_with("Collection.from_beir")
+    example = _block_with("InMemoryVectorStore")
     out = _outputs(done.stdout)[example.line]
     assert "vectors %5 >> coverage %budget(3)" in out
     rows = {
@@ -212,15 +240,33 @@ def test_the_complete_example_prints_what_the_readme_says(python_run):
     ndcg = compared["ndcg@budget"]
     assert ndcg[2:5] == ["10", "0", "0"]  # n, n_nan and the queries on one side only
     assert ndcg[5:7] == ["0.8374", "0.8102"] and ndcg[-1] == "2/7/1" and ndcg[-4] == "0.75"
-    prose = README.read_text(encoding="utf-8")
+    prose = TOUR.read_text(encoding="utf-8")
     assert "finds 86% of the relevant passages" in prose
     assert "nDCG@3 from 0.810 to 0.837, winning on 2 questions, losing on 1 and tying on 7" in prose
     assert "(p = 0.75)" in prose
 
 
 @pytest.mark.slow
-def test_the_readme_saves_and_loads_a_report_reuses_the_cache_and_pools(python_run):
-    done, work = python_run
+def test_the_readme_picture_is_what_the_pipeline_example_prints(readme_run):
+    """The stage-aware report the README shows first (a ``text`` block) is the pipeline example's output, and the
+    sentence before it quotes that output's numbers."""
+    done, _ = readme_run
+    assert done.returncode == 0, done.stderr[-4000:]
+    example = _block_with("functions.reranker(shortest", blocks=BLOCKS)
+    printed = _outputs(done.stdout)[example.line].split("::warnings")[0].strip()
+    picture = next(b for b in BLOCKS if b.language == "text" and b.code.startswith("stage "))
+    assert picture.line < example.line
+    assert [line.rstrip() for line in picture.code.strip().splitlines()] == printed.splitlines()
+    rows = {tuple(line.split()[:2]): float(line.split()[2]) for line in printed.splitlines()[1:]}
+    assert rows[("words", "recall@depth")] == 0.95 and rows[("short", "loss.reranked_out")] == 0.51
+    prose = " ".join(README.read_text(encoding="utf-8").split())
+    assert "finds 95% of the relevant passages within its 10 candidates" in prose
+    assert "pushes half of them out of the 3 the model gets" in prose
+
+
+@pytest.mark.slow
+def test_the_tour_saves_and_loads_a_report_reuses_the_cache_and_pools(tour_run):
+    done, work = tour_run
     assert done.returncode == 0, done.stderr[-4000:]
     outputs = _outputs(done.stdout)
     assert outputs[_block_with('Report.load("report.parquet")').line].split("::warnings")[0].strip() == "True"
@@ -230,13 +276,15 @@ def test_the_readme_saves_and_loads_a_report_reuses_the_cache_and_pools(python_r
 
 
 @pytest.mark.slow
-def test_every_sh_block_runs_as_written(tmp_path):
+@pytest.mark.parametrize("document", sorted(DOCUMENTS))
+def test_every_sh_block_runs_as_written(document, tmp_path):
     work = _workdir(tmp_path)
-    for block in BLOCKS:  # the user's files the commands import
+    blocks = DOCUMENTS[document]
+    for block in blocks:  # the user's files the commands import
         if block.file_name and block.runs:
             (work / block.file_name).write_text(block.code)
-    chosen = [b for b in BLOCKS if b.language == "sh" and b.runs]
-    assert chosen, "the README has sh blocks that run"
+    chosen = [b for b in blocks if b.language == "sh" and b.runs]
+    assert chosen, f"{document} has sh blocks that run"
     script = ["set -euo pipefail"]
     for block in chosen:
         script += [f"echo '::block {block.line}'", block.code]
@@ -250,24 +298,29 @@ def test_every_sh_block_runs_as_written(tmp_path):
     )
     last = re.findall(r"^::block (\d+)$", done.stdout, flags=re.M)
     assert done.returncode == 0, (
-        f"README line {last[-1] if last else '?'}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        f"{document} line {last[-1] if last else '?'}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     )
     assert [int(x) for x in last] == [b.line for b in chosen]
-    assert (work / "pool.jsonl").is_file() and (work / "my-qrels.txt").is_file()
-    assert (work / "bench-out" / "tiny").is_dir() and (work / "bench-out" / "mine").is_dir()
-    assert "ndcg@5" in done.stdout and "against 'bm25'" in done.stdout
+    if document == "README.md":  # rag-eval evaluate on the bundled TREC files
+        assert "ndcg@5" in done.stdout and "recall@20" in done.stdout
+    else:
+        assert (work / "pool.jsonl").is_file() and (work / "my-qrels.txt").is_file()
+        assert (work / "bench-out" / "tiny").is_dir() and (work / "bench-out" / "mine").is_dir()
+        assert "ndcg@5" in done.stdout and "against 'bm25'" in done.stdout
 
 
-def test_every_block_has_a_known_language_and_marker():
-    assert BLOCKS, "README has code blocks"
-    for block in BLOCKS:
-        assert block.language in LANGUAGES, f"README line {block.line}: block language {block.language!r}"
+@pytest.mark.parametrize("document", sorted(DOCUMENTS))
+def test_every_block_has_a_known_language_and_marker(document):
+    blocks = DOCUMENTS[document]
+    assert blocks, f"{document} has code blocks"
+    for block in blocks:
+        assert block.language in LANGUAGES, f"{document} line {block.line}: block language {block.language!r}"
         marker = block.marker
         assert marker is None or marker == "needs ../shared" or re.fullmatch(r"not run \(.+\)", marker), (
-            f"README line {block.line}: unknown marker {marker!r}"
+            f"{document} line {block.line}: unknown marker {marker!r}"
         )
         if marker is not None:
-            assert block.language in RUN_LANGUAGES, f"README line {block.line}: a marker on a {block.language} block"
+            assert block.language in RUN_LANGUAGES, f"{document}:{block.line}: a marker on a {block.language} block"
     # the parser itself: a marker binds to the next fence only, and blocks keep their line numbers
     parsed = readme_blocks(
         "x\n<!-- readme-test: not run (why) -->\n\n```sh\nmake demo\n```\n```python\nprint(1)\n```\n"
@@ -279,11 +332,20 @@ def test_every_block_has_a_known_language_and_marker():
     assert not parsed[0].runs and parsed[1].runs
 
 
+#: the pages whose ``text`` blocks show a command's usage: the README's and the command-line reference's
+SYNOPSIS_PAGES = ("README.md", "docs/getting-started.md", "docs/cli.md", "docs/compare.md")
+
+
 def test_every_option_a_usage_synopsis_names_exists():
     """The ``text`` blocks that show a command's usage name only options its parser has (``--help`` lists them)."""
-    synopses = [b for b in BLOCKS if b.language == "text" and b.code.startswith("rag-eval ")]
-    assert {b.code.split()[1] for b in synopses} >= {"evaluate", "compare"}
-    for block in synopses:
+    synopses = [
+        (page, b)
+        for page in SYNOPSIS_PAGES
+        for b in readme_blocks((ROOT / page).read_text(encoding="utf-8"))
+        if b.language == "text" and b.code.startswith("rag-eval ")
+    ]
+    assert {b.code.split()[1] for _, b in synopses} >= {"evaluate", "compare"}
+    for page, block in synopses:
         command = block.code.split()[1]
         done = subprocess.run(
             [str(Path(sys.executable).parent / "rag-eval"), command, "--help"],
@@ -294,36 +356,49 @@ def test_every_option_a_usage_synopsis_names_exists():
         assert done.returncode == 0, done.stderr
         known = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", done.stdout))
         named = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", block.code))
-        assert named <= known, f"README line {block.line}: rag-eval {command} has no {sorted(named - known)}"
+        assert named <= known, f"{page} line {block.line}: rag-eval {command} has no {sorted(named - known)}"
 
 
-def test_most_blocks_run():
+@pytest.mark.parametrize("document", sorted(DOCUMENTS))
+def test_most_blocks_run(document):
     """The markers are for installs, servers and long runs: most blocks are run, and every Python block is."""
-    runnable = [b for b in BLOCKS if b.language in RUN_LANGUAGES]
+    runnable = [b for b in DOCUMENTS[document] if b.language in RUN_LANGUAGES]
     assert all(b.marker is None for b in runnable if b.language == "python")
     assert sum(b.marker is None for b in runnable) >= len(runnable) - 4
 
 
-def test_every_ratio_the_readme_quotes_is_recorded_in_results():
-    readme, results = README.read_text(encoding="utf-8"), RESULTS.read_text(encoding="utf-8")
-    quoted = re.findall(r"(?<![\d.])(\d+\.\d+)\s?[x×]", readme)
-    assert quoted, "the README quotes the speed-ups"
+@pytest.mark.parametrize("page", [README, PERFORMANCE], ids=["README.md", "docs/performance.md"])
+def test_every_ratio_the_readme_quotes_is_recorded_in_results(page):
+    text, results = page.read_text(encoding="utf-8"), RESULTS.read_text(encoding="utf-8")
+    quoted = re.findall(r"(?<![\d.])(\d+\.\d+)\s?[x×]", text)
+    assert quoted, f"{page.name} quotes the speed-ups"
     recorded = set(re.findall(r"(?<![\d.])(\d+\.\d+)\s?[x×]", results))
-    assert set(quoted) <= recorded, f"ratios in the README that RESULTS.md does not record: {set(quoted) - recorded}"
+    assert set(quoted) <= recorded, f"ratios in {page.name} that RESULTS.md does not record: {set(quoted) - recorded}"
+
+
+def test_the_readme_quotes_one_headline_ratio():
+    """The README quotes one ratio, and links to the page that gives every size (docs/performance.md)."""
+    readme = README.read_text(encoding="utf-8")
+    assert len(re.findall(r"(?<![\d.])(\d+\.\d+)\s?[x×]", readme)) == 1
+    assert "(docs/performance.md)" in readme
 
 
 def test_the_readme_cites_the_latest_recorded_run_with_its_date_and_command():
+    """The README cites the run its ratio comes from; docs/performance.md, which gives every size, cites it too and
+    the latest recorded run, each with its date and command."""
     readme, results = README.read_text(encoding="utf-8"), RESULTS.read_text(encoding="utf-8")
+    performance = PERFORMANCE.read_text(encoding="utf-8")
     dates = re.findall(r"^#+ .*\((\d{4}-\d{2}-\d{2})", results, flags=re.M)
     latest = max(dates)
-    cited = re.search(r"The latest recorded run, on (\d{4}-\d{2}-\d{2}) \(`([^`]+)`", readme)
-    assert cited, "the README names the latest recorded run"
+    cited = re.search(r"The latest recorded run, on (\d{4}-\d{2}-\d{2}) \(`([^`]+)`", performance)
+    assert cited, "docs/performance.md names the latest recorded run"
     assert cited.group(1) == latest
     flat = " ".join(results.split())
-    assert " ".join(cited.group(2).split()) in flat  # its command, as recorded (a README line may wrap it)
-    first = re.search(r"recorded in\s+`benchmarks/RESULTS.md` on (\d{4}-\d{2}-\d{2}) \(`([^`]+)`", readme)
-    assert first and first.group(1) in dates
-    assert " ".join(first.group(2).split()) in flat
+    assert " ".join(cited.group(2).split()) in flat  # its command, as recorded (a line may wrap it)
+    for text in (readme, performance):
+        first = re.search(r"recorded in\s+`benchmarks/RESULTS.md` on (\d{4}-\d{2}-\d{2}) \(`([^`]+)`", text)
+        assert first and first.group(1) in dates
+        assert " ".join(first.group(2).split()) in flat
 
 
 def test_the_readme_links_resolve():
@@ -336,11 +411,14 @@ def test_the_readme_links_resolve():
 
 
 def test_the_install_section_matches_pyproject():
+    """The README names the distribution; the extras' table of docs/getting-started.md names every extra."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    readme = README.read_text(encoding="utf-8")
-    assert f"The distribution is **`{project['name']}`**" in readme
-    assert f"pip install {project['name']}" in readme
-    install = readme.split("## Install", 1)[1].split("\n## ", 1)[0]
+    readme, tour = README.read_text(encoding="utf-8"), TOUR.read_text(encoding="utf-8")
+    for text in (readme, tour):
+        assert f"The distribution is **`{project['name']}`**" in text
+        assert f"pip install {project['name']}" in text
+    assert "(docs/getting-started.md#install)" in readme
+    install = tour.split("## Install", 1)[1].split("\n## ", 1)[0]
     table = {m[0]: m[1] for m in re.findall(r"^\| `([a-z]+)` \| ([^|]+) \|", install, flags=re.M)}
     extras = project["optional-dependencies"]
     assert list(table) == list(extras)  # every extra, in pyproject's order
@@ -352,7 +430,7 @@ def test_the_install_section_matches_pyproject():
                 inner = re.search(r"\[(.*)\]", requirement).group(1).split(",")
                 assert all(f"`{e.strip()}`" in said for e in inner), (extra, requirement)
             elif extra != "dev":  # dev lists the test tools by their main names only
-                assert name in said, f"the README's [{extra}] row does not say it brings {name}"
+                assert name in said, f"the getting-started page's [{extra}] row does not say it brings {name}"
 
 
 def test_the_bundled_beir_folder():

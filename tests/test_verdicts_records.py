@@ -1,5 +1,5 @@
-"""Issue 27, classes 3 and 4 (docs/bad-input.md, "Records of how a thing was made, checked when read" and
-"Held-out splits that are held out").
+"""Issue 27, classes 3 and 4 (docs/bad-input/records.md, "Records of how a thing was made, checked when read", and
+docs/bad-input/verdicts.md, "Held-out splits that are held out").
 
 Class 3: whatever records how it was drawn or made (a human sample's seed, size, population, frame, strata and
 inclusion probabilities; a query-set sample's card; a tuning result's split; a result folder's manifest; a pool's

@@ -1,5 +1,5 @@
 """Joins of two user inputs (a run's doc ids and a corpus, a pool and a log, one result folder and another): each
-says how many keys matched of how many, in one place (``docs/bad-input.md``, "Joins that match little or
+says how many keys matched of how many, in one place (``docs/bad-input/ids-and-joins.md``, "Joins that match little or
 nothing").
 
 :func:`join` counts with whole-column work (``numpy.isin`` over the keys) and, when the match is short, warns once

@@ -4,7 +4,7 @@ file records of its own content.
 A file that says how it was drawn (a seed, a size, strata, inclusion probabilities) or what it holds (a SHA-256) is
 checked against that record when it is read, and a mismatch is an :class:`~rag_eval.errors.InputError` naming
 the file and what differs: a hand-edited sample must never pass for the seeded draw it claims to be
-(docs/bad-input.md, "Records of how a thing was made, checked when read").
+(docs/bad-input/records.md, "Records of how a thing was made, checked when read").
 """
 
 from __future__ import annotations

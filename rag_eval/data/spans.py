@@ -1,24 +1,7 @@
 """Labels that survive re-chunking: answer spans, document-level and chunk-level judgements, per query.
 
-A chunk id means nothing once a corpus is chunked again; a document id plus character offsets does. So
-:class:`SpanLabels` holds, for each query,
-
-- **answer spans** (:class:`Span`): a document id and ``[start, end)`` character offsets into the document's text,
-  or an exact answer string still to be located in that text (:meth:`SpanLabels.locate`);
-- **document-level** labels ``{doc_id: grade}``: the document holds what the query needs (or, at grade 0 or
-  below, judged that it does not);
-- **chunk-level** labels ``{chunk_id: grade}``: judgements of one chunking's chunks, used as they are.
-
-Spans are grouped into **answer units**: each distinct span is its own unit, unless spans name a ``unit`` in
-common, which makes them alternative answers to one need (SQuAD's several annotators: any one of them answers).
-How labels become relevance for a ranked list of chunks is decided in :mod:`rag_eval.ground_truth.projection`.
-
-Readers: :meth:`SpanLabels.from_jsonl` (one label a line, errors name file and line), :meth:`SpanLabels.from_squad`
-(the ``answers.jsonl`` of a SQuAD folder), :meth:`SpanLabels.from_qrels` (a Qrels read as document-level or
-chunk-level labels).
-
-Offsets are Python string indices (code points) into the document text exactly as given, ``end`` exclusive.
-"""
+The label kinds, answer units, readers and offsets: ``docs/projection.md``, "Labels"; how labels become relevance:
+:mod:`rag_eval.ground_truth.projection`."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
   ``bm25.trec`` (a first stage's top 20) and ``bm25_rerank.trec`` (a reranker's order of the same candidates).
 - :data:`BEIR_FOLDER`: a tiny collection in BEIR's layout (``corpus.jsonl``: 30 short passages on bicycles, bread,
   houseplants and coffee; ``queries.jsonl``: 11 questions; ``qrels/test.tsv``: 10 of them judged 0-3), written for
-  the README's complete example: ``rag_eval.Collection.from_beir(BEIR_FOLDER)``.
+  the complete example of ``docs/getting-started.md``: ``rag_eval.Collection.from_beir(BEIR_FOLDER)``.
 
 ``python -m rag_eval.examples`` prints :data:`FOLDER`, for the shell::
 

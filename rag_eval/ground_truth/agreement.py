@@ -1,40 +1,7 @@
 """How far a model judge's grades can be trusted: its agreement with people, item by item and where it matters,
 in the ranking of the systems evaluated.
 
-**On the items both graded** (:func:`judge_agreement`), with ``O`` the confusion matrix of counts (people's
-grades as rows, the judge's as columns, every grade of the scale ``low..high``: ``k`` grades), ``n`` its total,
-``P = O / n``, ``r`` and ``c`` its row and column sums and ``E = r c^T`` the agreement expected by chance:
-
-- Cohen's kappa, unweighted (Cohen 1960): ``(p_o - p_e) / (1 - p_e)`` with ``p_o = trace(P)``,
-  ``p_e = trace(E)``;
-- Cohen's kappa, quadratic-weighted (Cohen 1968; Fleiss and Cohen 1973): ``1 - sum(W * P) / sum(W * E)`` with
-  the disagreement weights ``W[i, j] = (i - j)^2 / (k - 1)^2``: a grade off by two costs four times one off by
-  one, which suits an ordinal scale;
-- Krippendorff's alpha, ordinal (Krippendorff 2004/2011, the ``krippendorff`` package,
-  ``level_of_measurement="ordinal"`` with the scale's grades as its value domain): ``1 - D_o / D_e`` with the
-  ordinal distance, which depends on how often each grade is used;
-- the binary kappa: Cohen's unweighted kappa on "relevant" (grade ``>= threshold``) against not;
-- per grade ``g`` above the lowest, the judge's precision and recall of "relevant at g": among the items the judge
-  graded ``>= g``, the share people graded ``>= g`` (precision), and among the items people graded ``>= g``, the
-  share the judge did (recall), with the counts.
-
-A value that cannot be computed is None with a reason (:attr:`JudgeAgreement.reasons`), never NaN: no item in
-common, every item given one and the same grade by both (chance agreement 1), no item the judge (or people) graded
-``>= g``. :class:`~rag_eval.errors.LowAgreement` is warned when the quadratic-weighted kappa is below
-``warn_below`` (0.4 by default: below "moderate" on Landis and Koch's 1977 scale, where the agreement between
-trained people on graded relevance typically lies; see ``docs/agreement.md``) or cannot be measured: the judge's
-grades should then not stand in for people's.
-
-**Where it matters** (:func:`ranking_agreement`): the systems (runs, and ``run/stage`` for pipeline reports)
-scored on the same queries under human qrels and under the judge's. Voorhees (2000, "Variations in relevance
-judgments and the measurement of retrieval effectiveness") found that assessors who disagree on many documents
-still rank systems alike (Kendall's tau around 0.9); a judge is judged the same way. With five or more systems:
-Kendall's tau (tau-b, ``scipy.stats.kendalltau``) between the two orders of the system means, and whether the top
-system is the same; below ``tau_below`` (0.9, Voorhees' mark of an equivalent ranking) a warning. With fewer (too
-few for a tau to mean anything): for every two systems, whether their order and the significance of their
-difference (a paired test over the queries both reports hold, :mod:`rag_eval.reports.statistics`) agree; a warning
-unless every pair agrees.
-"""
+The measures, their formulas and references, and the warnings: ``docs/agreement.md``."""
 
 from __future__ import annotations
 

@@ -1,29 +1,7 @@
-"""The judgement log: the append-only JSON lines that the labelling page writes, one judgement a line::
+"""The judgement log: the append-only JSON lines that the labelling page writes, one judgement a line.
 
-    {"query_id": "q1", "doc_id": "d7", "grade": 2, "assessor": "alice", "time": "2026-11-05T09:12:33.481Z",
-     "scale": [0, 3], "pool": {"id": "3f2a...", "depth": 10, "strategy": "depth", "systems": ["bm25", "dense"]}}
-
-Each judgement is one whole line appended and fsync'd before :meth:`JudgementLog.append` returns
-(:func:`rag_eval._files.append`: every write's length checked, a failed append truncated back), so a process killed
-at any moment, or a disk that fills, keeps every judgement it reported as written and never a torn line in the
-middle of the log. A failure to write is a :class:`~rag_eval.errors.HarnessError` naming the log and the cause, and
-the judgement is not in the log. A last line cut short by a kill (no newline, not a whole record) is ignored with a
-warning when the log is read, and cut off before the next append; any other bad line is an
-:class:`~rag_eval.errors.InputError` naming the file and line. A later judgement by the same assessor of the same
-(query, doc) pair supersedes the earlier one: that is how "back" and a new grade work, and the log keeps both.
-
-A model judge's grade is a judgement like a person's, under the judge's name as ``assessor``, with a ``judge``
-object holding the judge's fingerprint (what changes its grades: model, prompt, scale) and, where the judge gives
-one, its confidence in [0, 1]::
-
-    {"query_id": "q1", "doc_id": "d7", "grade": 1, "assessor": "umbrela-llama", "time": "...", "scale": [0, 3],
-     "judge": {"fingerprint": "9c41e07b2d10", "confidence": 0.62}}
-
-A judge's grade never overwrites a person's: :func:`~rag_eval.ground_truth.merge` uses it only for pairs no person
-graded, and the qrels it builds say how many judgements each judge decided (:class:`rag_eval.data.GradedBy`).
-
-Merging logs into qrels is :func:`rag_eval.ground_truth.merge` (:mod:`.merging`).
-"""
+The format, the write and read rules and a judge's lines: ``docs/labelling.md``, "File formats"; merging logs into
+qrels is :func:`rag_eval.ground_truth.merge`."""
 
 from __future__ import annotations
 

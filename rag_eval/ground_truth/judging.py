@@ -1,35 +1,7 @@
 """The judging run: a judge grades every item of a pool into a judgement log, resumably.
 
-    >>> from rag_eval.adapters import langchain as lc
-    >>> run = rag_eval.judge(pool, lc.judge(chat_model, name="umbrela-gpt"), log="judgements.jsonl")
-    >>> run.graded, run.from_log, run.failed
-
-Rules, each decided here once:
-
-- **Items**: every pool item, graded from its query text and chunk text (``PoolItem.query``, ``PoolItem.text``); an
-  item to grade without either is an :class:`~rag_eval.errors.InputError` naming it, before anything is asked.
-- **Grades go to the log as each batch returns**: one judgement per item (``JudgementLog.append``, fsync'd) under
-  the judge's name as assessor, with ``judge={"fingerprint": ..., "confidence": ...}``, the scale and the pool's
-  provenance. A grade is never written over a person's: it is a judgement of its own, and merging
-  (:func:`~rag_eval.ground_truth.merge`) lets a person's grade of a pair win.
-- **Resumable**: an item the log holds already under the judge's name, fingerprint and scale is not asked again
-  (``JudgingRun.from_log``), so a run killed at any moment recomputes nothing it stored, and a finished run run
-  again asks nothing. The same name with another fingerprint (the model, its parameters, the prompt or the code
-  changed), another scale, or a person's grades under that name, is an error: a name means one judge in a log (give
-  the changed judge a new name, e.g. ``umbrela-gpt-v2``, or another log).
-- **Failures** (a malformed answer, a timeout, an exception, a grade off the scale) are the item's: kept in
-  ``JudgingRun.failures`` (query_id, doc_id, error), never written as grades, and asked again on the next run. A
-  judge's ``grade`` that raises for a whole batch, or answers another number of grades, is asked again item by
-  item, so that a fault is charged to its own item. When more than half of the items asked fail, one
-  :class:`~rag_eval.errors.FailingJudge` warning says so, with the count and the first error.
-  ``KeyboardInterrupt`` and ``SystemExit`` stop the run, keeping every grade written; a log that cannot be written
-  (:class:`~rag_eval.errors.HarnessError`) stops it too.
-- **Human grades**: with ``human=`` (qrels, a ``{query: {doc: grade}}`` mapping, or a judgement log whose people's
-  grades count), the items people graded are not asked (``JudgingRun.skipped``). By default every item is
-  graded, so that the judge's agreement with people can be measured on the items both graded.
-- **Batches and concurrency**: ``batch_size`` items a call; with ``concurrency`` > 1, that many batches at once
-  (the judge's ``agrade`` on an event loop where it has one, else threads).
-"""
+The rules (items, grades to the log, resuming, failures, human grades, batches): ``docs/judges.md``, "The judging
+run"."""
 
 from __future__ import annotations
 

@@ -1,54 +1,7 @@
 """Label what matters first: the impact order of a pool.
 
-A pool is labelled to compare systems, and most of its items cannot change the comparison: a chunk that two
-systems put at the same rank adds the same gain to both. Carterette, Allan and Sitaraman (2006, "Minimal test
-collections for retrieval evaluation", SIGIR) judge first the documents whose relevance would most change the
-difference between two systems' scores. For DCG that weight is the difference of the two discounts, so this
-module orders a pool by it, across queries, and takes a model judge's doubt into account where one is given.
-
-**The impact of an item.** For the compared systems ``S`` (by default every system of the pool, in the pool's
-order) and the metric's cutoff ``k`` (by default the pool's depth), each system's discount of item ``d`` of query
-``q`` is nDCG@k's::
-
-    w_s(d) = 1 / log2(1 + r_s(d))   where system s ranks d at r_s(d) <= k (1-based), else 0
-
-An item graded ``g`` adds ``gain(g) * (w_a(d) - w_b(d))`` to the DCG difference of systems ``a`` and ``b`` on
-query ``q``, whatever the gain rule; so its impact on the comparison of ``a`` and ``b`` is ``|w_a(d) - w_b(d)|``.
-Over the pairs compared ``P`` (every unordered pair of ``S``; or, with ``baseline``, the baseline against each
-other system)::
-
-    impact(d) = (1 / |P|) * sum over (a, b) in P of |w_a(d) - w_b(d)|          (0 <= impact <= 1)
-
-so an item ranked 1 by one system and not at all by the other weighs 1, one ranked 1 and 2 weighs 0.37, and one
-ranked equally by both weighs 0. The weight ignores nDCG's normalisation (the ideal DCG, unknown until the query's
-relevant items are found), as MTC's DCG weights do; it is a static weight, computed once from the ranks the pool
-holds, so a saved pool suffices.
-
-**A judge's doubt.** ``uncertainty`` maps ``(query_id, doc_id)`` to ``u`` in [0, 1] (e.g. 1 - the judge's
-confidence in its grade); an item it does not name has ``u = 1`` (no judge grade: nothing is known). Where a judge
-has graded the pool, a person's grade changes the comparison that the judge's grades give only where the two
-differ, with a probability that ``u`` stands for; so the priority of an item is its expected impact::
-
-    priority(d) = impact(d) * u(d)
-
-Without ``uncertainty``, ``u = 1`` everywhere and the priority is the impact.
-
-**Ties** (deterministic): higher priority first; then higher impact; then higher ``u``; then higher best discount
-``max_s w_s(d)`` (an item some system ranks high is likely relevant and sets its query's ideal DCG); then the
-pool's own order. The order is global: the items of all queries are interleaved.
-
-The result is a :class:`~rag_eval.ground_truth.pooling.Pool` with the same items, depth, strategy and systems,
-whose ``order`` records ``{"by": "impact", "metric": "ndcg@k", "systems": [...], "pairs": "all" or "against
-NAME", "uncertainty": true/false, "from": the source pool's id}``; its id is a new fingerprint (the items' order and
-``order`` are part of it). ``rag-eval label POOL -o OUT --order impact`` serves a pool in this order.
-
-Measured on cranfield (``benchmarks/label_order_replay.py``, docs/labelling.md "Label what matters first"): the
-order and the paired t-test's significance of two BM25 systems' nDCG@20 settled for good after 332 labels in impact
-order against 4,580 in depth order (of 5,861 pooled items). Over 9 pairs of BM25 variants impact order needed
-0.3% to 92% of depth order's labels, at most 60% for 6 of them (the docs' table); an adaptive experiment in the
-script, which after each label divides the impact by the query's ideal DCG so far, did better on the hardest
-pairs and is not served yet.
-"""
+The impact of an item, a judge's doubt, ties, and what it saves on cranfield: ``docs/labelling.md``, "Label what
+matters first"."""
 
 from __future__ import annotations
 

@@ -1,27 +1,7 @@
 """Pooling: what to label next. The union of the top ``depth`` of every system and stage compared, less what the
 qrels already judge.
 
-Labelling one system's results and then evaluating another against them counts the other's unlabelled correct
-answers as wrong. Depth pooling (TREC's method) judges the top ``depth`` of every system compared, so that each is
-judged on what it put in front of the model. ``strategy="rrf"`` orders each query's pool by reciprocal rank
-fusion (sum over systems of ``1 / (k + rank)``, k = 60), so that an assessor who stops early has labelled the
-items most likely to matter; ``strategy="depth"`` orders by best rank, then by how many systems returned it.
-
-A pool may also carry an ``order``: how its items were put in the order they are served, when that is not the
-strategy's own, query by query; :func:`~rag_eval.ground_truth.ordering.impact_order` records there that it ordered
-the pool by impact (``{"by": "impact", ...}``). A pool without one has no ``order`` key in its provenance, so
-pool files written before it load as they did.
-
-A pool is saved as JSON lines (:meth:`Pool.save`: one item per line, its provenance on every line, so that a
-judgement can always say which pool it came from) and loaded back with :meth:`Pool.load` by the labelling page;
-:meth:`Pool.to_csv` is a spreadsheet view for people, not read back.
-
-A pool exists to be labelled into TREC qrels, so every id in it must survive a TREC line: :func:`pool`, a
-:class:`Pool` made by hand and :meth:`Pool.load` refuse an empty id, an id holding whitespace and a query id that
-starts with ``#`` (its line would be read back as a comment, and its labels vanish), with an
-:class:`~rag_eval.errors.InputError` naming it, before anything is written. Every other field is checked when a
-:class:`PoolItem` or :class:`Pool` is made.
-"""
+Strategies, the saved format and the id rules: ``docs/labelling.md``, "1. Pool" and "File formats"."""
 
 from __future__ import annotations
 

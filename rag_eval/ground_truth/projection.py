@@ -1,41 +1,7 @@
 """Projection: labels given on documents and answer spans, turned into relevance for a ranked list of chunks.
 
-:func:`project` takes a ranking of chunk ids (a :class:`Run`, or ``{query_id: [chunk_id, ...]}``), a chunk map
-``{chunk_id: ChunkRef(doc_id, start, end)}`` (build one from a pipeline's hits with
-:func:`rag_eval.stages.chunk_map`) and :class:`~rag_eval.data.spans.SpanLabels`, and returns a
-:class:`Projection`: a new Run and a Qrels over **relevance units**, so that the metric engine computes every
-metric unchanged. The rules, each chosen by a parameter with a default and written on the metric card:
-
-1. **Units.** Each answer unit (a span, or alternative spans sharing a ``unit``), each document-level label and
-   each chunk-level label of a query is one unit; the Qrels holds every unit with its grade, including units that
-   no chunk covers, so recall's denominator (``num_rel``) and nDCG's ideal ranking come from the units.
-2. **Spans.** A chunk covers an answer span when it comes from the span's document and their overlap reaches
-   the threshold: ``min_overlap_share`` of the span's length (default 1.0: the chunk holds the whole answer,
-   natural for short answers such as SQuAD's; a share below 1 accepts part of an answer), or
-   ``min_overlap_chars`` characters (capped at the span's length, so a short answer held whole always counts).
-   The two are exclusive. Overlap is ``min(end) - max(start)`` of the ``[start, end)`` ranges.
-3. **Documents.** A chunk whose source document carries a document-level label matches that unit: the document
-   counts once, at its best-ranked chunk (for recall and nDCG), so precision@k = distinct relevant documents in
-   the top k / k.
-4. **Chunks.** A chunk-level label matches the chunk with that id, as given.
-5. **Crediting.** Going down the ranking, a chunk is credited with one unit it matches that no better-ranked
-   chunk was credited with (the highest grade first, then spans before chunk labels before document labels, then
-   label order). Its position then carries the unit's id. A chunk that matches only units already credited is
-   non-relevant and **wasted** (the same answer, or document, again: context budget spent for nothing). A chunk
-   that matches two new units is credited with one; the other stays open for the next chunk that covers it (one
-   position holds one relevant item, as the ideal ranking assumes).
-6. **Judged-ness.** A chunk that is not credited is judged non-relevant (grade 0 in the Qrels) when it is wasted,
-   matches a label, or comes from a document the query has spans or a document-level label for; otherwise it is
-   unjudged, as an unlabelled document is.
-7. **Positions.** Every position is kept and ranks are unchanged: the projected run has one id per position (the
-   unit's id where credited, else the chunk id, made unique with ``#rank`` where it would repeat or clash with a
-   unit id), so no duplicate-id warning is raised. A run ranked by score is put in ranked order first, ties broken
-   by ``ties`` (default ``"trec_eval"``); the projected run keeps that order as given.
-
-``rag_eval.evaluate(labels, {"name": projection, ...}, metrics)`` evaluates projections (each against its own
-Qrels) with the rules on the metric card; ``evaluate(projection.qrels, projection.run, metrics)`` works too, the
-run's notes carrying the rules. See ``docs/projection.md``.
-"""
+The seven rules (units, spans, documents, chunks, crediting, judged-ness, positions) and evaluating projections:
+``docs/projection.md``, "The projection rules"."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Same names pair first. Pipelines (runs) left over on both sides pair by position
 and position (the first stage with the first stage, the n-th reranker with the n-th reranker, the n-th fusion input
 with the n-th); the final stages of two paired pipelines, when not paired already, are compared on what they
 deliver (the ``@budget`` metrics and the loss shares). Every pairing not by name is said, and so is every block
-left without a counterpart (``docs/bad-input.md``, "Joins that match little or nothing").
+left without a counterpart (``docs/bad-input/ids-and-joins.md``, "Joins that match little or nothing").
 """
 
 from __future__ import annotations

@@ -1,47 +1,7 @@
 """One stage over a batch of queries: every answer checked, every fault charged to its own query.
 
-This is the unit of work the local runner (:mod:`rag_eval.stages._runner`) and the executors
-(:mod:`rag_eval.stages._executor`, Ray's workers) share: :func:`compute_batch` takes a stage, a picklable
-:class:`StageJob` (the settings of the run that the stage needs) and the queries to compute, and returns their rows
-of :data:`~rag_eval.stages._hit_table.SCHEMA` in the order given, with the checked Hit tuples (a reranker's input,
-so that the local runner never rebuilds Hits it already has).
-
-Faults (each recorded for its query with its text, and the run goes on; a later stage skips that query):
-
-- anything the stage raises for a query: an ``Exception``, and also a ``BaseException`` of its own such as
-  ``GeneratorExit`` or an ``asyncio.CancelledError`` it raises itself (retried ``retries`` times, waiting
-  ``backoff x 2**attempt`` seconds between attempts);
-- a timeout (``timeout`` seconds for one query's call): a sync stage's call runs on a thread the runner stops
-  waiting for; an async stage runs on the worker threads, each with an event loop of its own, so one that blocks its
-  loop (a ``time.sleep`` inside) holds only its own call, and a run takes about
-  ``timeout x ceil(queries / concurrency)``;
-- None, a str, a mapping or another value that is not a list of hits; an item that is not a Hit, a
-  ``(doc_id, score)`` pair or a doc id (a doc id that is not a non-empty str);
-- a first stage's doc ids outside the ``corpus``; a reranker's doc ids it was not given.
-
-Mended answers, kept with an issue recorded for the query (``issues``): a doc id returned twice (kept once, at its
-first place), more hits than the depth (cut to the depth), and with ``verify`` a different answer on a second call
-(or a second call that fails). A hit's metadata is converted to JSON types by the cache's rule
-(:func:`rag_eval.stages._cache.json_metadata`, with or without a cache); a value it cannot convert is an InputError
-naming the stage, query, hit and key, which stops the run.
-
-Batches (``batch_size`` > 1, for a stage that overrides ``search_batch`` / ``rerank_batch``, or their async twins
-``asearch_batch`` / ``arerank_batch``): the queries go to the stage ``batch_size`` at a time, ``concurrency`` batches
-at once. Each answer of a batch is checked as above, on its own. A batch call that raises, times out or returns
-another number of lists than it was given queries is nobody's fault in particular: its queries are asked again one by
-one with the single-query method (``search`` / ``rerank``), with the full ``retries``, so that the fault is charged to
-the query that causes it. A single answer of a batch that fails its check counts as that query's first attempt; its
-retries (if any) go through the single-query method. A batch call's timeout is ``timeout x`` the number of queries
-in it (the same time per query as one by one); a query's ``latency`` is its batch's time divided by the batch's size.
-A stage that does not override the batch method is simply asked query by query (the default would do the same, and
-a fault would cost the whole batch a second call). Under ``verify`` the second call of a batch's answers is a second
-batch call (query by query if that fails).
-
-Who is at fault decides what happens: ``KeyboardInterrupt`` and ``SystemExit`` stop the run, keeping what is stored
-(:func:`compute_batch` puts what it finished into the store before it re-raises), and a failure of the harness itself
-(the cache cannot be written) is a :class:`~rag_eval.errors.HarnessError` that stops the run: never retried, recorded
-or scored as the stage's.
-"""
+Every rule (faults, retries, timeouts, mended answers, batches, who is at fault): ``docs/runner.md``, "A batch:
+answers checked, faults charged to their query"."""
 
 from __future__ import annotations
 

@@ -1,48 +1,6 @@
 """The on-disk cache of stage outputs: a directory of append-only Arrow IPC shards per stage configuration.
 
-Layout: ``<cache>/<stage-name>-<key>/shard-<time>-<pid>-<uuid>-<crc32>.arrow``. The key is a fingerprint of the
-stage's configuration and of everything upstream of it (:mod:`rag_eval.stages._fingerprint`), the depth included;
-within a shard, one row per query of :data:`rag_eval.stages._hit_table.SCHEMA`, keyed by the query id and the hash
-of the query text (for a reranker, also of the ids of the hits it was given). Arrow only, no pickle, no JSON lines.
-
-Writing. :meth:`StageStore.put` buffers the rows of computed (non-failed) queries; a shard is written once
-``shard_queries`` rows are pending, or at the first ``put`` after ``shard_seconds`` have passed since the oldest
-pending row, and by :meth:`StageStore.flush` (the runner calls it when a stage ends or the run stops: Ctrl-C, a
-HarnessError). A shard is written whole to a temporary file, fsync'd, renamed into place and the directory fsync'd
-(:func:`rag_eval._files.atomic_write`), so a shard is either all there or absent; a writer thread does it, one
-shard at a time, while the stage computes on (a put waits only when the previous shard is still being written).
-**The bound: a SIGKILL (or a power cut) loses at most the shard in flight**: the shard being written, and the rows
-put since it was handed over (fewer than ``shard_queries`` queries, put within the last ``shard_seconds``), plus
-whatever the runner had computed and not yet put. A failed write is raised (a HarnessError) by the next put that
-hands over a shard, or by :meth:`StageStore.flush`, which returns once every shard is on disk. Each writer names
-its shards by time, process id and a random uuid, so several processes (or Ray actors) may write into one store at
-once without a lock; a temporary file left by a killed writer is removed when a store is next opened.
-
-Reading. Opening a store reads every shard (memory-mapped, no copy) and indexes ``(query_id, query_hash) -> row``
-once, with whole-column work; :meth:`StageStore.lookup` returns the rows asked for (a zero-copy slice when asked in
-the order stored, else ``take``), ``cached`` set. When one pair is in several shards, the last written wins.
-:meth:`StageStore.refresh` reads the shards other writers added since (what a long-lived worker calls before a
-retried batch). A shard is damaged when its bytes do not match the CRC-32 in its name (cut short, overwritten),
-Arrow cannot read it, its columns are not the schema's, or its rows hold values a :class:`~rag_eval.stages.Hit`
-would refuse (a null or empty doc id, a NaN score, a negative token count, metadata that is not a JSON object, a
-failed row), checked on whole columns with ``pyarrow.compute``: it is said once, with a
-:class:`~rag_eval.errors.DamagedShard` warning naming the file and why, renamed to ``<name>.damaged`` (set aside,
-never read again) and its queries are recomputed.
-
-Hits' metadata is stored in JSON types by one rule, applied when the hit reaches the runner (with or without a
-cache, so that a rerun from the cache sees what the first run saw): str, int, float, bool and None as they are;
-NumPy scalars as Python numbers (and arrays as lists); datetimes, dates and times as ISO 8601 strings; tuples as
-lists; mappings with str keys as objects. Anything else is an InputError naming the stage, query, hit and key.
-
-The cache's own failures are not the stage's: a directory that cannot be created, read or written (read-only, full,
-removed during the run), a short write, a failing fsync are a :class:`~rag_eval.errors.HarnessError` naming the
-cache and what to do. It stops the run (what was stored before stays stored); no temporary file is left.
-
-A directory written by an older format or key scheme (before :data:`~rag_eval.stages._fingerprint.SCHEME`: the
-JSON-lines files of rag_eval 0.2 and earlier) holds files that are never read: this is said once, with an
-:class:`~rag_eval.errors.OldCacheKeys` warning, and the directory is marked with the current scheme
-(``rag_eval-cache.json``). Old caches are not migrated.
-"""
+Layout, writing, reading, damaged shards, metadata and the cache's own failures: ``docs/runner.md``, "The cache"."""
 
 from __future__ import annotations
 

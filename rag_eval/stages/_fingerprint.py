@@ -1,31 +1,6 @@
 """What a stage's cache key covers: its code, the code and data that code reaches, described exactly or refused.
 
-A fingerprint is a hash of everything that decides a stage's output besides its input, read from the live objects
-when a run starts (so a global rebound since the stage was built is seen):
-
-- a function: its code object (bytecode, names, constants; not line numbers or comments, which change nothing),
-  its defaults, its closure, and every global its code loads, followed recursively through the user's own modules
-  (functions and classes defined outside the installed packages); for a bound method, its object too;
-- a module, function or class of an installed package (the standard library, site-packages, rag_eval itself):
-  its name and the package's version (upgrading the package changes the key);
-- data, by content: None, bools, numbers, str and bytes; lists, tuples, dicts and sets of describable values;
-  NumPy arrays and scalars; pandas objects; rag_eval's Collection, Qrels and Run; compiled regular expressions;
-  and an object of a pure-Python class by its class and its whole state (``__dict__`` and slots). A digest is
-  remembered only for what cannot change after it was taken (no key misses a change): qrels and a run's columns
-  (read-only), and an array that is read-only down to the memory it owns (``a.flags.writeable = False``: do so
-  before taking any view, and a large array is hashed once per process); a writable array, a frame, a
-  Collection's corpus and queries (dicts a user adds to) and a run's name are read again at every run;
-- loggers by their name only (logging changes no result).
-
-Anything else (an object of a C extension, a model, a client, a lock, a file) cannot be described exactly, and a
-key from a partial description (its type and length) could let two different indexes share entries. So such a
-stage refuses to be cached: :class:`Uncacheable` names the object and asks for ``version=``. Without a cache the
-stage runs as usual.
-
-Rules: the key is a SHA-256 of a tagged, length-prefixed encoding (no ``repr`` that holds an address, no Python
-``hash``, which is salted per process; sets are ordered by their members' digests), and it includes the Python
-version (bytecode differs between versions).
-"""
+What is described, what is refused, and the encoding: ``docs/runner.md``, "What a cache key covers"."""
 
 from __future__ import annotations
 

@@ -1,25 +1,6 @@
 """A stage's output as columns: one Arrow table with one row per query, its hits a list column of structs.
 
-This is what the harness keeps of a stage (:class:`~rag_eval.stages.StageOutput`), what the cache writes in its
-shards and what Ray workers send back: never one Python object per hit. :class:`~rag_eval.stages.Hit` stays the
-record a user's stage returns and receives; :class:`TableBuilder` turns the checked hits of many queries into
-columns (a few C-level list conversions per block, not per hit), and :func:`hit_lists` rebuilds Hit tuples for the
-queries a reranker is given, only when it has to.
-
-Columns (:data:`SCHEMA`), per query row:
-
-- ``query_id``; ``query_hash``: the cache key of the entry (the hash of the query text and, for a reranker, of the
-  ids of the hits it was given);
-- ``hits``: ``large_list<struct<doc_id, score[, text][, tokens][, metadata]>>``, null when the stage failed on the
-  query. ``score`` is null where the hit had None; ``text``, ``tokens`` and ``metadata`` are fields only of a table
-  where some hit has them (an all-null column would still cost 8 bytes a hit), null where a hit has None (metadata
-  is a JSON object text; the runner has already converted it to JSON types,
-  :func:`rag_eval.stages._cache.json_metadata`). :func:`conform` gives tables the same fields before they are
-  concatenated;
-- ``error`` (null unless failed), ``latency`` (seconds of the call that produced it), ``cached`` (read from the
-  cache in this run), ``skipped`` (not run: an earlier stage failed on the query), ``beyond_depth`` (first stage:
-  doc ids returned past the depth) and ``issues`` (what was mended in a usable answer).
-"""
+The columns and why: ``docs/runner.md``, "A stage's output as columns"."""
 
 from __future__ import annotations
 

@@ -1,37 +1,7 @@
 """Running a stage over Ray: one machine's cores, or a cluster's machines and GPUs.
 
-:class:`RayExecutor` implements the runner's executor protocol (:mod:`rag_eval.stages._executor`): the runner hands
-it one stage and the queries it still has to compute (a table of ``query_id``, ``text``, ``query_hash`` and, for a
-reranker, the ``hits`` it is given), and gets back :data:`~rag_eval.stages._hit_table.SCHEMA` rows in that order.
-
-How a stage runs there (Ray Data ``map_batches`` over the queries, ``batch_size`` rows a Ray batch):
-
-- a *stateful* stage (one built inside the worker by a ``factory`` the user gives, or named in ``stateful``: a model,
-  an index) runs on a pool of ``actors`` Ray actors; each builds (or unpickles) the stage once and keeps it for
-  every batch it is given, so a model loads once per actor; ``num_gpus`` of each actor are assigned by Ray (it sets
-  ``CUDA_VISIBLE_DEVICES`` for the actor). A factory's stage must be the stage the runner fingerprinted: its name
-  and fingerprint are checked in the actor, and a difference stops the run with an InputError (its outputs would
-  be cached and reported under another stage's identity);
-- any other stage is pickled once and runs as Ray tasks, a batch a task.
-
-Inside a worker a batch is computed by the same unit of work as the local runner
-(:func:`rag_eval.stages._batch.compute_batch`): the stage's ``batch_size`` and ``concurrency`` apply there, every
-answer is checked as it is locally, and a fault is charged to its own query. The cache is consulted per query
-inside the batch (``store.lookup``), and what the worker computes goes to the same sharded cache as it goes:
-``compute_batch`` puts its finished queries at least every second (``PUT_SECONDS``), each put writes a shard of
-the worker's own (no lock) once ``flush_seconds`` (default 1) have passed since the last, and the batch ends with a
-flush. When Ray retries a batch whose worker died, every query stored before the death is read back, not
-recomputed: a kill costs at most the calls in flight and about ``PUT_SECONDS + flush_seconds`` of that worker's
-work. For that the cache must be where every worker can reach it (a shared filesystem on a cluster; on one
-machine any directory).
-
-Ray itself: an executor attaches to a Ray the user has already initialised (``ray.init(...)`` first, with any
-option); otherwise it calls ``ray.init(address, include_dashboard=False, runtime_env=...)`` itself, with Ray's
-usage statistics off (``RAY_USAGE_STATS_ENABLED=0``), and :meth:`RayExecutor.shutdown` (or leaving a ``with``
-block) stops only a Ray it started. Ray Data's requirements on NumPy, pandas and pyarrow are checked against the
-versions installed, on the driver and in every worker, when a stage is run (a cluster's workers may have other
-versions than the driver): a mismatch is an ImportError naming both, never an obscure failure deep in a batch.
-"""
+How a stage runs there (actors and tasks, the cache on a cluster, what a dead worker costs, versions):
+``docs/clusters.md``, "On Ray"."""
 
 from __future__ import annotations
 

@@ -1,41 +1,7 @@
 """Running a pipeline: every query through every stage, in blocks, with concurrency, batches, a cache, retries and
 per-query faults.
 
-The local runner streams the queries in blocks (:func:`block_size`: at least 1,000, and four rounds of
-``batch_size x concurrency``) through every stage in turn: a fusion's inputs, the fusion, the first stage, each
-reranker. For each stage and block it looks the queries up in the stage's cache store, computes the others with
-:func:`rag_eval.stages._batch.compute_batch` and puts their new rows into the store; the checked Hit tuples of a
-block go straight to the next stage (rebuilt from columns only for rows read from the cache), and live only for
-that block. What a stage's output keeps is its table (:data:`~rag_eval.stages._hit_table.SCHEMA`, one row per
-query, in query order): when the run ends, the stores are let go and each stage's block tables (on a rerun, rows of
-the cache's memory-mapped shards) are copied into one table part by part, each part freed once copied
-(:func:`~rag_eval.stages._hit_table.contiguous`), so that a stage's hits are held once. With an executor
-(``executor="ray"`` or an object with ``run_stage``, :mod:`rag_eval.stages._executor`) the runner goes stage by
-stage instead, handing each stage's uncached queries to the executor as one table; the result is the same.
-
-A fault in one query of one stage (an exception, a timeout, None or another bad return, ids that are not strings, a
-reranker returning ids it was not given, ids outside the corpus) is recorded for that query with its text, and the
-run goes on; the later stages skip that query. Answers that can be used once mended are kept with an issue recorded
-for the query (``Outcome.issues``): a doc id returned twice (kept once, at its first place), more hits than the depth
-(cut to the depth), and, with ``verify``, a different answer on a second call. Every rule, and how batches and
-timeouts work, is in :mod:`rag_eval.stages._batch`. A row read from the cache is used only if its doc ids are
-still in the ``corpus`` given to the pipeline (else the query is computed again, and checked).
-
-Finished queries are put into the cache as they finish (at least every second while a block computes); the stores
-write a shard every ``shard_queries`` rows or ``shard_seconds`` (:class:`~rag_eval.stages.StageCache`) and are
-flushed when the run ends or stops (Ctrl-C, ``SystemExit``, a HarnessError): so an interrupted run keeps every query
-it finished, and a SIGKILL loses at most the shard in flight and the second of work not yet put.
-When the run ends, a systematic problem is said once, one line per kind (:attr:`PipelineResult.findings`): a stage
-that failed on more than half of its queries (with the count and the first error), a retriever that returned the same
-number of hits below the depth on most queries (a cap of its own).
-
-Who is at fault decides what happens. Anything a stage raises for a query (an ``Exception``, and also a
-``BaseException`` of its own such as ``GeneratorExit`` or an ``asyncio.CancelledError`` it raises itself) is that
-query's fault, recorded and retried. ``KeyboardInterrupt`` and ``SystemExit`` stop the run, keeping what is stored. A
-failure of the harness itself (the cache cannot be written, a result cannot be stored, an executor that returns
-other rows than it was given) is a :class:`~rag_eval.errors.HarnessError` that stops the run: it is never retried,
-recorded or scored as the stage's.
-"""
+The rules (blocks, executors, faults, mended answers, the cache, who is at fault): ``docs/runner.md``, "The runner"."""
 
 from __future__ import annotations
 
