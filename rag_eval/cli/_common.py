@@ -64,8 +64,9 @@ class Number:
 
         flag = self.label or flag
         if self.kind == "int":
-            high = {"cutoff": MAX_CUTOFF, "grade": GRADE_LIMIT - 1}.get(self.high, self.high)  # type: ignore[arg-type]
-            return read_int(text, flag, low=self.low, high=high if isinstance(high, int) else None)
+            limits = {"cutoff": MAX_CUTOFF, "grade": GRADE_LIMIT - 1}
+            high = limits[self.high] if isinstance(self.high, str) else self.high
+            return read_int(text, flag, low=self.low, high=high)
         value = score_text(text.strip())
         if self.kind == "share" and (value is None or not 0.0 <= value <= 1.0):
             raise InputError(f"{flag} {text!r} is not a plain decimal number in [0, 1]")
