@@ -14,6 +14,12 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(commands: Any) -> None:
+    """The parsers of evaluate, compare and power."""
+    for add in (_evaluate_parser, _compare_parser, _power_parser):
+        add(commands)
+
+
+def _evaluate_parser(commands: Any) -> None:
     ev = commands.add_parser(
         "evaluate",
         help="measure run files against a qrels file",
@@ -28,6 +34,8 @@ def add_parser(commands: Any) -> None:
     shared(ev, "seed")
     shared(ev, "no_card")
 
+
+def _compare_parser(commands: Any) -> None:
     cmp = commands.add_parser(
         "compare",
         help="compare runs against a baseline: paired tests, intervals, corrections",
@@ -55,6 +63,8 @@ def add_parser(commands: Any) -> None:
     shared(cmp, "seed")
     shared(cmp, "no_card")
 
+
+def _power_parser(commands: Any) -> None:
     pw = commands.add_parser(
         "power",
         help="how many queries a comparison needs, from a pilot report",
@@ -113,13 +123,13 @@ def _measured(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any], list[
     from ..data import Qrels
     from ..reports import evaluate
 
-    measuring = conventions(args)
+    measured_by = conventions(args)
     metrics = resolve_metrics(args.metrics, dialect=args.dialect, conventions=args.conventions)
     qrels = Qrels.load(args.qrels)
     names = run_names(args.runs)
     against = baseline(args.baseline, names, list(args.runs)) if args.command == "compare" else None
     named = named_runs(args.runs)
-    report = evaluate(qrels, named, metrics, conventions=measuring, judged_threshold=args.judged_threshold)
+    report = evaluate(qrels, named, metrics, conventions=measured_by, judged_threshold=args.judged_threshold)
     return report, qrels, named, metrics, against
 
 

@@ -14,6 +14,12 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(commands: Any) -> None:
+    """The parsers of pool, label, merge, judge and agreement."""
+    for add in (_pool_parser, _label_parser, _merge_parser, _judge_parser, _agreement_parser):
+        add(commands)
+
+
+def _pool_parser(commands: Any) -> None:
     pool = commands.add_parser(
         "pool",
         help="pool the top depth of several runs, less what the qrels judge, for labelling",
@@ -34,6 +40,8 @@ def add_parser(commands: Any) -> None:
     shared(pool, "split")
     shared(pool, "out", required=True, help="the pool file to write (.jsonl, or .csv)")
 
+
+def _label_parser(commands: Any) -> None:
     label = commands.add_parser(
         "label",
         help="label a pool in a local web page, into a qrels file",
@@ -74,6 +82,8 @@ def add_parser(commands: Any) -> None:
         "weighted by the judge's doubt (1 - its confidence), so that what the judge is least sure of comes first",
     )
 
+
+def _merge_parser(commands: Any) -> None:
     mrg = commands.add_parser(
         "merge",
         help="merge judgement logs into qrels; conflicts listed, Cohen's kappa reported",
@@ -92,6 +102,8 @@ def add_parser(commands: Any) -> None:
     shared(mrg, "relevance_threshold")
     shared(mrg, "out", required=True, help="the merged TREC qrels file to write")
 
+
+def _judge_parser(commands: Any) -> None:
     judge = commands.add_parser(
         "judge",
         help="grade a pool with a model judge into a judgement log (resumable)",
@@ -124,6 +136,8 @@ def add_parser(commands: Any) -> None:
         help="people's grades (qrels or a judgement log): the items they graded are not asked (default: all are)",
     )
 
+
+def _agreement_parser(commands: Any) -> None:
     agr = commands.add_parser(
         "agreement",
         help="a model judge's agreement with people: kappas, alpha, confusion matrix; and of the runs' rankings",
