@@ -88,14 +88,19 @@ def test_bench_budget_in_other_digits_is_refused(capsys, tmp_path):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["label", "pool.jsonl", "-o", "a.qrels", "--qrels", "b.qrels"], "give the qrels file to write once"),
-        (["merge", "log.jsonl", "-l", "1", "--threshold", "2", "-o", "m"], "give the relevance threshold once"),
-        (["bench", "--beir", "a", "--dataset", "b"], "give the BEIR folder once"),
-        (["label", "pool.jsonl"], "label needs -o/--out QRELS"),
-        (["bench"], "bench needs --beir FOLDER"),
+        (["label", "pool.jsonl", "-o", "a.qrels", "--qrels", "b.qrels"], "unrecognized arguments: --qrels b.qrels"),
+        (["merge", "log.jsonl", "-l", "1", "--threshold", "2", "-o", "m"], "unrecognized arguments: --threshold 2"),
+        (["bench", "--beir", "a", "--dataset", "b"], "unrecognized arguments: --dataset b"),
+        (["label", "pool.jsonl", "--qrels", "b.qrels"], "the following arguments are required: -o/--out"),
+        (["bench", "--dataset", "b"], "the following arguments are required: --beir"),
     ],
 )
 def test_an_option_and_its_old_spelling_together_or_neither_are_refused(capsys, tmp_path, monkeypatch, argv, message):
+    """0.1's spellings (label --qrels, merge --threshold, bench --dataset) are gone: argparse refuses them, exit 2
+    before anything is read or written."""
     monkeypatch.chdir(tmp_path)
-    assert cli_error(capsys, *argv).startswith(message)
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(message)
     assert list(tmp_path.iterdir()) == []

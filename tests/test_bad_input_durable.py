@@ -119,7 +119,7 @@ def test_a_symlinked_qrels_path_is_one_output_with_its_target(tmp_path, capsys):
     link = tmp_path / "link.qrels"
     link.symlink_to(real)
     with file_lock(log_path_for(real), exclusive=True):  # what a server on the real file holds
-        assert main(["label", str(pool_path), "--qrels", str(link)]) == 2
+        assert main(["label", str(pool_path), "-o", str(link)]) == 2
     assert capsys.readouterr().err == (
         f"rag-eval: error: {log_path_for(real)}: another 'rag-eval label' is writing to this log; stop it first\n"
     )

@@ -512,7 +512,7 @@ def test_labelling_scale_is_checked(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []  # nothing written
     pool_file = tmp_path / "pool.jsonl"
     items.save(pool_file)
-    assert cli_error(capsys, "label", str(pool_file), "--qrels", str(tmp_path / "out.qrels"), "--scale", "0..1_0") == (
+    assert cli_error(capsys, "label", str(pool_file), "-o", str(tmp_path / "out.qrels"), "--scale", "0..1_0") == (
         "--scale '0..1_0': expected LOW..HIGH, e.g. 0..3 (one ASCII digit each)"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pool.jsonl"]
@@ -528,8 +528,8 @@ def test_cli_pool_and_merge_counts_take_plain_integers(tmp_path, capsys):
     )
     log = JudgementLog.open(tmp_path / "a.jsonl")
     log.append("q", "d", 1, assessor="a")
-    assert cli_error(capsys, "merge", str(log.path), "--threshold", "\u0662", "-o", str(tmp_path / "m.qrels")) == (
-        "--threshold '\u0662' is not a plain decimal integer (ASCII digits 0-9 only)"
+    assert cli_error(capsys, "merge", str(log.path), "-l", "\u0662", "-o", str(tmp_path / "m.qrels")) == (
+        "-l (relevance_threshold) '\u0662' is not a plain decimal integer (ASCII digits 0-9 only)"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "a.jsonl.lock"]  # no pool, no m.qrels
 

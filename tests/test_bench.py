@@ -69,7 +69,7 @@ def test_benchmark_writes_a_complete_report_folder(beir, tmp_path, monkeypatch):
     code = cli_main(
         [
             "bench",
-            "--dataset",
+            "--beir",
             str(beir),
             "--pipeline",
             "bm25",
@@ -136,7 +136,7 @@ def test_token_budget_and_hybrid_through_the_cli(beir, tmp_path):
         [
             str(Path(sys.executable).with_name("rag-eval")),
             "bench",
-            "--dataset",
+            "--beir",
             str(beir),
             "--pipeline",
             "hybrid",
@@ -160,10 +160,10 @@ def test_token_budget_and_hybrid_through_the_cli(beir, tmp_path):
 
 
 def test_bad_dataset_or_pipeline_exits_2(tmp_path, beir, capsys):
-    assert cli_main(["bench", "--dataset", str(tmp_path / "nope")]) == 2
+    assert cli_main(["bench", "--beir", str(tmp_path / "nope")]) == 2
     assert "corpus.jsonl" in capsys.readouterr().err
     assert (
-        cli_main(["bench", "--dataset", str(beir), "--pipeline", "no_such_module:build", "--out", str(tmp_path / "o")])
+        cli_main(["bench", "--beir", str(beir), "--pipeline", "no_such_module:build", "--out", str(tmp_path / "o")])
         == 2
     )
     assert "cannot load pipeline" in capsys.readouterr().err

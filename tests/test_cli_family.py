@@ -201,16 +201,6 @@ def test_compare_measures_as_evaluate_does(capsys):
     assert payload["card"]["conventions"]["relevance_threshold"] == 2
 
 
-def test_the_old_spellings_still_work(tmp_path, capsys):
-    """0.1's label --qrels, merge --threshold and bench --dataset are kept (hidden) beside the family's spelling."""
-    parsed = build_parser().parse_args(["label", "pool.jsonl", "--qrels", "out.qrels"])
-    assert parsed.legacy_out == "out.qrels" and parsed.out is None
-    parsed = build_parser().parse_args(["merge", "log.jsonl", "--threshold", "2", "-o", "m.qrels"])
-    assert parsed.legacy_threshold == "2"
-    parsed = build_parser().parse_args(["bench", "--dataset", "folder"])
-    assert parsed.dataset == "folder" and parsed.beir is None
-
-
 def test_markdown_format_of_evaluate_and_compare(capsys):
     argv = [str(QRELS), str(BM25), str(RERANK), "-m", "ndcg@5", "--judged-threshold", "0", "--no-card"]
     assert main(["evaluate", *argv, "--format", "markdown"]) == 0

@@ -13,6 +13,15 @@ FACES = {
     "rag_eval.adapters": [],
     "rag_eval.builtin": [],
     "rag_eval.builtin.demo_data": [],
+    "rag_eval.cli": [
+        "EXIT_BAD_INPUT",
+        "EXIT_INCOMPLETE",
+        "SHARED_OPTIONS",
+        "build_parser",
+        "main",
+        "resolve_metrics",
+        "run_names",
+    ],
     "rag_eval.data": [
         "Chunk",
         "ChunkRef",
