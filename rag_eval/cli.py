@@ -64,7 +64,7 @@ from ._version import __version__
 from .data import Qrels, Run
 from .data._numbers import score_text
 from .errors import HarnessError, InputError
-from .metrics import Conventions
+from .metrics import Conventions, load_plugins
 from .metrics.conventions import PRESETS, resolve_conventions
 from .metrics.grammar import DIALECTS, GRADE_LIMIT, MAX_CUTOFF, Metric, parse_metric, read_int
 from .metrics.trec_eval_measures import is_trec_eval_measure, trec_eval_metrics
@@ -852,6 +852,7 @@ def _dispatch(args: argparse.Namespace, argv: list[str]) -> int:
         "tune": _tune,
     }
     try:
+        load_plugins()  # the metric families of the modules named in RAG_EVAL_PLUGINS (docs/metrics.md)
         _read_numbers(args)
         if args.command == "bench":
             return _bench(args, command="rag-eval " + " ".join(argv))
