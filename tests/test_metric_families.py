@@ -15,9 +15,9 @@ import pytest
 
 import rag_eval
 from rag_eval.errors import InputError
-from rag_eval.metrics import Family, ParamInfo, load_plugins, parse_metric, register
+from rag_eval.metrics import load_plugins, parse_metric, register
 from rag_eval.metrics._registry import kernel_of
-from rag_eval.metrics.catalogue import ALIASES, FAMILIES, PARAM_TYPES
+from rag_eval.metrics.catalogue import ALIASES, FAMILIES, PARAM_TYPES, Family, ParamInfo, TrecMeasure
 from rag_eval.metrics.trec_eval_measures import NICKNAMES, TREC_MEASURES
 from rag_eval.reports.trec_eval import MEASURE_TABLE
 
@@ -30,8 +30,8 @@ PLUGIN = '''
 
 import numpy as np
 
-from rag_eval.metrics import Family, ParamInfo, register
-from rag_eval.metrics.catalogue import REL
+from rag_eval.metrics import register
+from rag_eval.metrics.catalogue import REL, Family, ParamInfo
 
 
 def top_k_relevant(ki):
@@ -127,6 +127,8 @@ def test_register_refuses_a_name_an_alias_or_a_trec_measure_taken():
         register(Family("ndcg", "again"))
     with pytest.raises(ValueError, match="map"):
         register(Family("my_ap", "again", aliases=("map",)))
+    with pytest.raises(ValueError, match="measure table is made"):
+        register(Family("my_p", "a trec_eval measure too late", trec=(TrecMeasure("my_P", 99),)))
     with pytest.raises(ValueError, match="not lower case"):
         register(Family("MyFamily", "upper case"))
     with pytest.raises(ValueError, match="direction"):

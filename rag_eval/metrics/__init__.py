@@ -6,7 +6,7 @@ See docs/metrics.md."""
 # imported here, before any module of the package is used, so parse_metric(..., dialect=) always finds them
 from . import dialects as dialects
 from . import trec_eval_measures as trec_eval_measures
-from .catalogue import Family, ParamInfo, direction, higher_is_better, load_plugins, register, register_parser
+from .catalogue import direction, higher_is_better, load_plugins, register, register_parser
 from .conventions import PRESETS, Conventions
 from .grammar import Metric, parse_metric, parse_metrics
 
@@ -15,9 +15,7 @@ register_parser(parse_metric)  # the catalogue reads names through the grammar, 
 __all__ = [
     "PRESETS",
     "Conventions",
-    "Family",
     "Metric",
-    "ParamInfo",
     "direction",
     "higher_is_better",
     "load_plugins",

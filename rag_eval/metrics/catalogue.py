@@ -72,7 +72,8 @@ class TrecMeasure:
     order trec_eval computes and prints), the ``nicknames`` that include it, how trec_eval reads its parameters
     (``kind``: ``single`` none; ``cut_long``/``cut_double`` a list of cutoffs, one value each; ``p_double``/
     ``p_pair`` one value, printed as typed), the family's parameter they set (``param``; ``k`` for a cutoff), its
-    default cutoffs, and its ``family`` (set by :func:`register`)."""
+    default cutoffs, and its ``family`` (set by :func:`register`). Built-in families only: the table is made
+    when :mod:`rag_eval.metrics` is imported, and a family registered later cannot add to it."""
 
     name: str
     order: int
@@ -130,12 +131,14 @@ class Family:
 FAMILIES: dict[str, Family] = {}
 ALIASES: dict[str, str] = {}  # other names of a family, lower case -> its canonical name
 _TREC: dict[str, TrecMeasure] = {}  # trec_eval's measures by name
-_TREC_TABLE: list[tuple[TrecMeasure, ...]] = []  # the ordered table, cached until the next register
+_TREC_TABLE: list[tuple[TrecMeasure, ...]] = []  # the ordered table, made once (trec_measures)
 
 
 def register(family: Family) -> Family:
     """Add ``family`` to :data:`FAMILIES` (with its aliases and trec_eval measures): the one way a family is made
     known. A name or alias taken is a ValueError."""
+    if family.trec and _TREC_TABLE:  # trec_eval_measures and the reports derived their tables when imported
+        raise ValueError(f"family {family.name!r}: trec_eval's measure table is made; only built-ins add measures")
     taken = [n for n in (family.name, *family.aliases) if n in FAMILIES or n in ALIASES]
     taken += [m.name for m in family.trec if m.name in _TREC or m.order in {t.order for t in _TREC.values()}]
     if taken or family.name != family.name.lower():
@@ -148,7 +151,6 @@ def register(family: Family) -> Family:
     FAMILIES[family.name] = family
     ALIASES.update(dict.fromkeys(family.aliases, family.name))
     _TREC.update({m.name: m for m in trec})
-    _TREC_TABLE.clear()
     return family
 
 
