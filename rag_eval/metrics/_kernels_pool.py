@@ -10,10 +10,10 @@ import numpy as np
 
 from . import _kernels as K
 from ._registry import KernelInputs
+from .catalogue import FAMILIES
 from .conventions import follows_trec_eval
 
 INFAP_EPSILON = 0.00001  # trec_eval.h
-RELSTRING_DEFAULT = 10  # m_relstring.c: "-m relstring.10"
 STRING_BUDGET = 1 << 26  # bytes of a [queries x length] character block before relstring builds strings one by one
 
 
@@ -104,7 +104,7 @@ def relstring(ki: KernelInputs) -> np.ndarray:
     pool, '.' pooled but unjudged (a grade below 0 under the trec_eval conventions)."""
     m = ki.matrix
     n = m.num_queries
-    k = RELSTRING_DEFAULT if ki.k is None else ki.k
+    k = ki.k if ki.k is not None else FAMILIES["relstring"].cutoff_default or 0  # m_relstring.c: "-m relstring.10"
     length = np.minimum(m.lengths, k)
     width = int(length.max(initial=0))
     out = np.empty(n, dtype=object)
