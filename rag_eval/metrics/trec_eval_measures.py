@@ -256,36 +256,33 @@ def _double(item: str, arg: str) -> float:
 
 
 def _p_double(measure: TrecMeasure, params: str, arg: str, printed: bool) -> Metric:
-    family = measure.family
+    """A measure with one parameter, printed as typed: the cutoff (relstring), one number (set_F's beta), a fixed
+    count of numbers (utility's weights) or a list that must increase (11pt_avg's levels)."""
+    family, key = measure.family, str(measure.param)
     items = params.split(",")
-    if family == "relstring":
+    if key == "k":
         if len(items) != 1:
-            raise InputError(f"trec_eval measure {arg!r}: relstring takes one length, not {len(items)}")
+            raise InputError(f"trec_eval measure {arg!r}: {measure.name} takes one length, not {len(items)}")
         (k,) = _longs(params, arg, printed)
         return Metric(family, k, (), spelling=params)
+    info = FAMILIES[family].params[key]
     values = [_double(v, arg) for v in items]
-    if family == "utility":
-        if len(values) != 4:
-            raise InputError(
-                f"trec_eval measure {arg!r}: utility takes exactly 4 coefficients (relevant retrieved, "
-                f"non-relevant retrieved, relevant missed, non-relevant missed), not {len(values)}"
-            )
-        text = ";".join(_number(v) for v in values)
-        return Metric(family, None, (("weights", _param(family, "weights", text, arg)),), spelling=params)
-    if family == "set_f":
-        if len(values) != 1:
-            raise InputError(f"trec_eval measure {arg!r}: set_F takes one parameter (beta), not {len(values)}")
-        return Metric(family, None, (("beta", _param(family, "beta", _number(values[0]), arg)),), spelling=params)
-    # 11pt_avg: levels in increasing order (trec_eval's interpolation walks them so)
-    for a, b in pairwise(values):
+    if info.type == "decimal" and len(values) != 1:
+        raise InputError(f"trec_eval measure {arg!r}: {measure.name} takes one parameter ({key}), not {len(values)}")
+    if info.count is not None and len(values) != info.count:
+        raise InputError(
+            f"trec_eval measure {arg!r}: {measure.name} takes exactly {info.count} coefficients "
+            f"{info.desc.partition(' ')[2]}, not {len(values)}"
+        )
+    for a, b in pairwise(values if info.sort else ()):  # trec_eval's interpolation walks the levels in order
         if b < a:
             raise InputError(
-                f"trec_eval measure {arg!r}: 11pt_avg's levels must increase (trec_eval's "
+                f"trec_eval measure {arg!r}: {measure.name}'s {key} must increase (trec_eval's "
                 f"interpolation walks them in order, and gives {_number(a)} before {_number(b)} another "
                 "value): sort them"
             )
     text = ";".join(_number(v) for v in values)
-    return Metric(family, None, (("levels", _param(family, "levels", text, arg)),), spelling=params)
+    return Metric(family, None, ((key, _param(family, key, text, arg)),), spelling=params)
 
 
 def _p_pair(measure: TrecMeasure, params: str, arg: str, pinned: tuple[tuple[str, str], ...]) -> Metric:
