@@ -5,6 +5,7 @@ spellings, parameters and number rules: docs/metrics.md ("The grammar of names")
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import numbers
 import re
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputError
-from .catalogue import ALIASES, FAMILIES, Family, ParamInfo
+from .catalogue import ALIASES, FAMILIES, Family, ParamInfo, trec_measures
 
 __all__ = ["MAX_CUTOFF", "Metric", "check_int", "parse_metric", "parse_metrics", "read_int"]
 
@@ -226,7 +227,7 @@ def _parse(text: str) -> Metric:
         raise InputError(f"cannot read metric name {shown!r} (expected e.g. 'ndcg@10' or 'P(rel=2)@5')")
     name = match["name"].lower()
     k_text = match["k"]
-    if name in ("ndcg_cut", "map_cut") and k_text is None:  # trec_eval's default cutoff lists: say which
+    if k_text is None and name in _cut_only_names():  # trec_eval's default cutoff lists (ndcg_cut): say which
         raise InputError(f"metric {shown!r} needs a cutoff, e.g. '{name}_10'")
     family = _family(name)
     if family is None and k_text is None:
@@ -250,6 +251,15 @@ def _parse(text: str) -> Metric:
         raise InputError(f"metric {shown!r} takes no cutoff (write '{family}')")
     params = _params(match["params"], family, shown) if match["params"] is not None else ()
     return Metric(family, k, params)
+
+
+@functools.cache  # trec_eval's measure table is made once (catalogue.trec_measures)
+def _cut_only_names() -> frozenset[str]:
+    """trec_eval's cutoff measures of families whose cutoff is optional (``ndcg_cut``, ``map_cut``): a cutoff
+    is needed in their name."""
+    return frozenset(
+        m.name.lower() for m in trec_measures() if m.kind == "cut_long" and FAMILIES[m.family].cutoff == "optional"
+    )
 
 
 def parse_metrics(names: str | Metric | list[str | Metric] | tuple[str | Metric, ...]) -> list[Metric]:

@@ -170,7 +170,7 @@ def _metrics(measure: TrecMeasure, params: str | None, arg: str, *, printed: boo
     """The metrics of one trec_eval measure with its parameter text (None: the defaults). ``printed``: the text
     comes from a printed name (``P_5``), whose numbers trec_eval wrote itself."""
     family = measure.family
-    pinned = (("gain", "linear"),) if pin_gain and family == "ndcg" else ()
+    pinned = (("gain", "linear"),) if pin_gain and "gain" in FAMILIES[family].params else ()  # nDCG's
     kind = measure.kind
     if kind == "single":
         return [Metric(family)]
