@@ -49,6 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = argv
 
     def command(args: argparse.Namespace) -> int:
+        from ..metrics import load_plugins
+
+        load_plugins()  # the metric families of the modules named in RAG_EVAL_PLUGINS (docs/metrics.md)
         read_numbers(parser, args)
         return int(args.handler(args))
 

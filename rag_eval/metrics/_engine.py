@@ -1,4 +1,5 @@
-"""The metric engine: which queries count, then every requested metric of one run from its grade matrix."""
+"""The metric engine: which queries count, then every requested metric of one run from its grade matrix, each by
+the kernel its family registers (:mod:`.catalogue`). See docs/metrics.md."""
 
 from __future__ import annotations
 
@@ -11,14 +12,13 @@ import numpy as np
 from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import InputError
-from . import _kernels as K
 from ._grades import GradeMatrix, build_grade_matrix
 from ._id_mismatch import warn_near_misses
 from ._qrels_stats import QrelsStats
-from ._registry import KERNELS, KernelInputs, load_kernels
+from ._registry import KernelInputs, kernel_of
 from .catalogue import FAMILIES
 from .conventions import Conventions
-from .grammar import Metric, gains_map
+from .grammar import Metric
 
 
 @dataclass
@@ -134,22 +134,6 @@ def _warn_id_mismatches(qrels: Qrels, run: Run, account: QueryAccount, matrix: G
         warn_near_misses(run, qrels, account.left_out.get("run_only", []), missing, unjudged)
 
 
-EXP_GAIN_LIMIT = 1000  # 2^grade - 1 stays finite (with room for a sum) in float64 up to here
-
-
-def _check_exp_gain(qrels_grades: np.ndarray, gmap: dict[int, float] | None, metric: Metric) -> None:
-    """Refuse a grade whose exponential gain would overflow to inf (and turn nDCG into NaN)."""
-    big = qrels_grades[qrels_grades > EXP_GAIN_LIMIT]
-    if gmap:
-        big = big[~np.isin(big, list(gmap))]
-    if len(big):
-        raise InputError(
-            f"metric {str(metric)!r}: grade {int(big.max())} is too large for exponential gain (2^grade - 1 "
-            f"overflows beyond grade {EXP_GAIN_LIMIT}); use gain=linear, e.g. 'ndcg(gain=linear)', "
-            "or map it with gains="
-        )
-
-
 def _compute(
     matrix: GradeMatrix,
     metrics: list[Metric],
@@ -161,7 +145,7 @@ def _compute(
 ) -> list[np.ndarray]:
     base = matrix
     rel_cache: dict[tuple[str, int], np.ndarray] = {}
-    gains_cache: dict[object, np.ndarray] = {}
+    shared: dict[object, object] = {}  # what the kernels of this evaluation share (nDCG's gains)
 
     def rel(t: int) -> np.ndarray:
         if (tie_rule, t) not in rel_cache:
@@ -174,54 +158,10 @@ def _compute(
         # is never re-sorted, so there it changes nothing
         tie_rule = m.param.get("ties", conv.ties) if run.ranked_by == "score" else conv.ties
         matrix = base if tie_rule == conv.ties or ranked_with is None else ranked_with(tie_rule)
-        rows, ranks, grades, n = matrix.rows, matrix.ranks, matrix.grades, matrix.num_queries
-        t = m.rel or conv.relevance_threshold
+        grades = matrix.grades
+        family = FAMILIES[m.family]  # the registration: looked up once per metric
         k = m.k if per_query_k is None else per_query_k
-        fam = m.family
-        if fam == "precision":
-            v = K.precision(rows, ranks, rel(t), k, n)
-        elif fam == "recall":
-            v = K.recall(rows, ranks, rel(t), k, stats.num_relevant(t))
-        elif fam == "hit":
-            v = K.hit(rows, ranks, rel(t), k, n)
-        elif fam == "mrr":
-            v = K.reciprocal_rank(rows, ranks, rel(t), k, n)
-        elif fam == "ap":
-            v = K.average_precision(rows, ranks, rel(t), k, stats.num_relevant(t))
-        elif fam == "r_precision":
-            v = K.r_precision(rows, ranks, rel(t), stats.num_relevant(t))
-        elif fam == "bpref":
-            v = K.bpref(rows, rel(t), ~rel(t), stats.num_relevant(t), stats.judged_nonrelevant(t))
-        elif fam == "ndcg":
-            rule = m.param.get("gain", conv.gain)
-            gmap = gains_map(m)
-            key = (rule, tuple(sorted(gmap.items())) if gmap else None, m.rel, tie_rule)
-            if key not in gains_cache:
-                if rule == "exp":
-                    _check_exp_gain(stats.grades, gmap, m)
-                # scaled per query by its largest judged gain, as the ideal is: no sum overflows to inf
-                exponents = stats.gain_exponents(rule, gmap, m.rel)
-                gains_cache[key] = K.scale_gains(K.gain_of(grades, rule, gmap, m.rel), rows, exponents)
-            v = K.ndcg(rows, ranks, gains_cache[key], k, stats.ideal(rule, gmap, m.rel, k))
-        elif fam == "judged":
-            v = K.judged(
-                rows, ranks, k, matrix.lengths, per=m.param.get("per", "returned"), empty=m.param.get("empty", "nan")
-            )
-        elif fam == "recall_ceiling":
-            v = K.recall_ceiling(stats.num_relevant(t), k)
-        elif fam == "num_rel":
-            v = stats.num_relevant(t).astype(np.float64)
-        elif fam == "num_ret":
-            v = matrix.lengths.astype(np.float64)
-        elif fam == "num_rel_ret":
-            v = K.count_per_query(rows, rel(t), n)
-        else:  # the families with a kernel module of their own (see .registry)
-            load_kernels()
-            if fam not in KERNELS:
-                raise InputError(f"metric {str(m)!r}: the family {fam!r} is in the catalogue but has no kernel yet")
-            v = KERNELS[fam](KernelInputs(matrix, stats, conv, m, k, t, run, rel))
-            if FAMILIES[fam].kind == "text":
-                out.append(np.asarray(v, dtype=object))
-                continue
-        out.append(np.asarray(v, dtype=np.float64))
+        inputs = KernelInputs(matrix, stats, conv, m, k, m.rel or conv.relevance_threshold, run, rel, shared)
+        v = kernel_of(m.family, m)(inputs)
+        out.append(np.asarray(v, dtype=object if family.kind == "text" else np.float64))
     return out

@@ -1,21 +1,6 @@
 """Kernels for interpolated precision and cutoffs that are not ranks: iprec_at_recall, 11pt_avg, rprec_mult,
-relative_precision; and gm_map, gm_bpref (per query AP and bpref; the geometric mean is the summary's).
-
-Each computes what trec_eval 10.0 computes (``m_iprec_at_recall.c``, ``m_11pt_avg.c``, ``m_Rprec_mult.c``,
-``m_rel_P.c``, ``m_gm_map.c``, ``m_gm_bpref.c``), in its order of operations, from the judged cells of the grade
-matrix; trec_eval's ``-M``, ``-J`` and ``-l`` are already in the matrix and the threshold. A per-query cutoff (a
-token budget's) cuts each ranking first, as if the query had returned only its top k.
-
-Interpolated precision at a recall level ``L`` (trec_eval's loop over the ranking from its end, made closed-form):
-with ``R`` relevant judged, the level's cutoff is ``c = lround(L x R)`` relevant documents (round half away from
-zero); ``m/r_m`` is the precision at the m-th relevant result, ranked ``r_m``. Then
-
-- ``c`` above the relevant retrieved: 0 (that recall is never reached);
-- ``1 <= c``: ``max over m >= c of m / r_m``, the best precision at or after the c-th relevant result;
-- ``c <= 0``: the best precision anywhere, ``max over m of m / r_m`` (0 when nothing relevant is retrieved).
-
-An empty ranking scores 0, except where trec_eval itself divides 0 by 0 (conventions that follow it, a ranking
-that -J emptied): NaN there, as trec_eval prints ``-nan`` (see :func:`trec_eval_empty`).
+relative_precision; and gm_map, gm_bpref, as trec_eval 10.0 computes them. See docs/metrics.md ("How the code
+reads names and computes values").
 """
 
 from __future__ import annotations
@@ -27,7 +12,7 @@ import numpy as np
 
 from ..errors import InputError
 from . import _kernels as K
-from ._registry import KernelInputs, kernel
+from ._registry import KernelInputs
 from .conventions import follows_trec_eval
 
 if TYPE_CHECKING:
@@ -235,7 +220,6 @@ def trec_eval_empty(ki: KernelInputs) -> np.ndarray | None:
     return phantom  # -c's phantom result keeps a missing query's ranking non-empty
 
 
-@kernel("iprec_at_recall")
 def _iprec_at_recall(ki: KernelInputs) -> np.ndarray:
     (level,) = _one(ki, "level")
     rows, ranks, rel, _, R = _inputs(ki)
@@ -259,7 +243,6 @@ def _cached_best(
     return held[1]
 
 
-@kernel("11pt_avg")
 def _eleven_point_average(ki: KernelInputs) -> np.ndarray:
     levels = decimals(ki, "levels", DEFAULT_LEVELS)
     rows, ranks, rel, _, R = _inputs(ki)
@@ -268,14 +251,12 @@ def _eleven_point_average(ki: KernelInputs) -> np.ndarray:
     )
 
 
-@kernel("rprec_mult")
 def _rprec_mult(ki: KernelInputs) -> np.ndarray:
     (mult,) = _one(ki, "mult")
     rows, ranks, rel, _, R = _inputs(ki)
     return rprec_mult(rows, ranks, rel, R, mult)
 
 
-@kernel("relative_precision")
 def _relative_precision(ki: KernelInputs) -> np.ndarray:
     if ki.k is None:
         raise InputError(f"metric {str(ki.metric)!r} needs a cutoff, e.g. 'relative_precision@10'")
@@ -284,14 +265,12 @@ def _relative_precision(ki: KernelInputs) -> np.ndarray:
     return relative_precision(m.rows, m.ranks, rel, ki.stats.num_relevant(ki.threshold), ki.k)
 
 
-@kernel("gm_map")
 def _gm_map(ki: KernelInputs) -> np.ndarray:
     """AP per query (``m_gm_map.c`` before its log): the geometric mean over queries is the summary's."""
     rows, ranks, rel, _, R = _inputs(ki)
     return K.average_precision(rows, ranks, rel, None, R)
 
 
-@kernel("gm_bpref")
 def _gm_bpref(ki: KernelInputs) -> np.ndarray:
     """bpref per query (``m_gm_bpref.c`` before its log): the geometric mean over queries is the summary's."""
     rows, _ranks, rel, _, R = _inputs(ki)

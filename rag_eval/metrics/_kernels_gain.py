@@ -1,21 +1,5 @@
-"""Kernels for graded gain measures beyond nDCG: g, bing, ndcg_rel, rndcg, rbp, rbp_resid, err, nerr.
-
-The trec_eval families (G, binG, ndcg_rel, Rndcg, rbp, rbp_resid) are computed as trec_eval 10.0's m_*.c compute
-them, in their order of operations, so every value is trec_eval's double:
-
-- a query's gains come from trec_eval's gain table (gain_init.c): a level for every grade 0..max of the query's
-  judgements (gain = grade) and one per ``gains=`` entry; the table is sorted by gain with glibc's merge sort and
-  trec_eval's comparator, which truncates the difference of two gains to an int (so 3 and 3.5 compare equal, and
-  keep their order). The ideal ranking walks that table from its end: each level's judged documents in turn,
-  stopping at the first level, with any judged document, whose gain is 0 or less. Where gains are plain
-  integers that is simply the positive gains, best first;
-- running sums (the DCG so far, G's cost so far, p^i) are sequential sums, as the C loops add them: a segmented
-  scan (:func:`scan`) rather than a global cumulative sum less an offset, whose rounding would differ.
-
-ERR and nERR (Chapelle, Metzler, Zhang & Grinspan, CIKM 2009) are not in trec_eval:
-``ERR@k = sum_r 1/r R_r prod_{i<r} (1 - R_i)`` with ``R_g = (2^g - 1) / 2^max_grade`` for a grade g > 0 (and >=
-``rel=``), else 0; ``max_grade`` defaults to the qrels' largest grade (:func:`default_max_grade`, shown on the card);
-nERR divides by the ERR of the ideal ordering of the query's judgements at the same k.
+"""Kernels for graded gain measures beyond nDCG: g, bing, ndcg_rel, rndcg, rbp, rbp_resid (as trec_eval 10.0
+computes them), err, nerr. See docs/metrics.md ("How the code reads names and computes values").
 """
 
 from __future__ import annotations
@@ -28,7 +12,7 @@ from ..data.qrels import Qrels
 from ..errors import InputError
 from . import _kernels as K
 from ._kernels_pool import made_up_result
-from ._registry import KernelInputs, kernel
+from ._registry import KernelInputs
 from .grammar import gains_map
 
 __all__ = ["LEVEL_TABLE_LIMIT", "default_max_grade", "scan"]
@@ -348,7 +332,6 @@ def _row_total(prefix: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
 # ----- the trec_eval families -----------------------------------------------------------------------------------
 
 
-@kernel("ndcg_rel")
 def ndcg_rel(ki: KernelInputs) -> np.ndarray:
     """m_ndcg_rel.c: nDCG averaged over the ranks of the relevant retrieved documents, each with the ideal DCG at
     that rank (capped at the ideal's length), and the final nDCG once for every relevant document not retrieved;
@@ -367,7 +350,6 @@ def ndcg_rel(ki: KernelInputs) -> np.ndarray:
         return np.where(total > 0.0, total / tg.ideal_count, 0.0)
 
 
-@kernel("g")
 def g_measure(ki: KernelInputs) -> np.ndarray:
     """m_G.c: each retrieved gain over log2(2 + ideal cost so far - gain so far), summed, over the ideal's total
     gain; the cost of a rank is its ideal gain, at least 1 (1 past the ideal's end)."""
@@ -389,7 +371,6 @@ def g_measure(ki: KernelInputs) -> np.ndarray:
         return np.where(ideal_total > 0.0, total / np.where(ideal_total > 0.0, ideal_total, 1.0), 0.0)
 
 
-@kernel("rndcg")
 def rndcg(ki: KernelInputs) -> np.ndarray:
     """m_Rndcg.c: nDCG averaged at the R levels, the ranks where the ideal gain changes (the last where it ends),
     and once more at the end of the ranking when it runs two or more ranks past the ideal's end; 0 for a query
@@ -424,7 +405,6 @@ def rndcg(ki: KernelInputs) -> np.ndarray:
     return np.where(ki.stats.num_relevant(ki.threshold) > 0, value, 0.0)
 
 
-@kernel("bing")
 def bing(ki: KernelInputs) -> np.ndarray:
     """m_binG.c: over the relevant retrieved, 1 / log2(2 + non-relevant ranked above), summed, divided by R."""
     m = ki.matrix
@@ -446,7 +426,6 @@ def _depth(ki: KernelInputs) -> np.ndarray:
     return lengths if ki.k is None else np.minimum(lengths, ki.k)
 
 
-@kernel("rbp")
 def rbp(ki: KernelInputs) -> np.ndarray:
     """m_rbp.c: (1 - p) sum over ranks i of gain x p^(i-1), the gains of the query's table divided by its largest
     when that is above 1 (trec_eval normalises to [0, 1]); at depth k with a cutoff."""
@@ -463,7 +442,6 @@ def rbp(ki: KernelInputs) -> np.ndarray:
     return (1.0 - p) * total
 
 
-@kernel("rbp_resid")
 def rbp_resid(ki: KernelInputs) -> np.ndarray:
     """m_rbp_resid.c: p^depth + (1 - p) sum of p^(i-1) over the unjudged ranks i, where the ranking has any
     unjudged result in its first k; else 0 (trec_eval's value then, though ranks past the ranking remain)."""
@@ -527,7 +505,6 @@ def _err(rows: np.ndarray, ranks: np.ndarray, prob: np.ndarray, n: int) -> np.nd
     return np.bincount(rows, weights=above * prob / (ranks + 1.0), minlength=n)
 
 
-@kernel("err")
 def err(ki: KernelInputs) -> np.ndarray:
     """Expected reciprocal rank (Chapelle et al. 2009) of the top k."""
     top = _max_grade(ki)
@@ -553,7 +530,6 @@ def _ideal_err(ki: KernelInputs, top: int) -> np.ndarray:
     return stats.cached(("err_ideal", top, ki.metric.rel, ki.k), compute)
 
 
-@kernel("nerr")
 def nerr(ki: KernelInputs) -> np.ndarray:
     """ERR over the ERR of the ideal ordering of the query's judgements at the same k (0 with no relevant)."""
     top = _max_grade(ki)

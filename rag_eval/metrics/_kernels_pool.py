@@ -1,10 +1,5 @@
 """Kernels that read the pool: infap (grade -1 is pooled but unjudged), unjudged, relstring; and num_q, runid.
-
-trec_eval (form_res_rels.c) sees three kinds of result: judged (a grade >= 0), *pooled but unjudged* (in the qrels
-with a grade below 0) and *not in the pool* (absent from the qrels). Under ``negative_grades="unjudged"`` (the
-trec_eval preset) the grade matrix keeps the second kind apart as its pooled cells
-(:class:`~rag_eval.metrics._grades.GradeMatrix`); under ``"nonrelevant"`` a grade below 0 is a judged grade, so
-there is no pooled-but-unjudged result. Each kernel follows its m_*.c in trec_eval 10.0.
+See docs/metrics.md ("How the code reads names and computes values").
 """
 
 from __future__ import annotations
@@ -14,11 +9,11 @@ from itertools import pairwise
 import numpy as np
 
 from . import _kernels as K
-from ._registry import KernelInputs, kernel
+from ._registry import KernelInputs
+from .catalogue import FAMILIES
 from .conventions import follows_trec_eval
 
 INFAP_EPSILON = 0.00001  # trec_eval.h
-RELSTRING_DEFAULT = 10  # m_relstring.c: "-m relstring.10"
 STRING_BUDGET = 1 << 26  # bytes of a [queries x length] character block before relstring builds strings one by one
 
 
@@ -39,7 +34,6 @@ def made_up_result(ki: KernelInputs) -> np.ndarray | None:
     return missing if missing.any() else None
 
 
-@kernel("infap")
 def infap(ki: KernelInputs) -> np.ndarray:
     """m_infap.c (Yilmaz & Aslam 2006): for each relevant result at 0-based rank j (j > 0), with r relevant,
     ``nr`` judged non-relevant and u pooled-but-unjudged results above it (results not in the pool are skipped)::
@@ -85,7 +79,6 @@ def infap(ki: KernelInputs) -> np.ndarray:
     return np.where(R > 0, total / np.where(R > 0, R, 1), total)
 
 
-@kernel("unjudged")
 def unjudged(ki: KernelInputs) -> np.ndarray:
     """m_unjudged.c (unj): results in the top k that are pooled but unjudged or not in the pool, over k; ranks past
     the ranking count as judged. NaN (0/0) for a per-query cutoff of 0."""
@@ -106,13 +99,12 @@ def relstring_chars(grades: np.ndarray) -> np.ndarray:
     return np.where(grades < 0, ord("<"), out).astype(np.uint8)
 
 
-@kernel("relstring")
 def relstring(ki: KernelInputs) -> np.ndarray:
     """m_relstring.c: the grades of the top k (default 10) as one str per query, e.g. ``'0110-.2'``: '-' not in the
     pool, '.' pooled but unjudged (a grade below 0 under the trec_eval conventions)."""
     m = ki.matrix
     n = m.num_queries
-    k = RELSTRING_DEFAULT if ki.k is None else ki.k
+    k = ki.k if ki.k is not None else FAMILIES["relstring"].cutoff_default or 0  # m_relstring.c: "-m relstring.10"
     length = np.minimum(m.lengths, k)
     width = int(length.max(initial=0))
     out = np.empty(n, dtype=object)
@@ -145,13 +137,11 @@ def _made_up(ki: KernelInputs, out: np.ndarray) -> np.ndarray:
     return out
 
 
-@kernel("num_q")
 def num_q(ki: KernelInputs) -> np.ndarray:
     """m_num_q.c: 1 per counted query (summed over queries: the number of queries)."""
     return np.ones(ki.matrix.num_queries)
 
 
-@kernel("runid")
 def runid(ki: KernelInputs) -> np.ndarray:
     """m_runid.c: the run's tag (a TREC file's last line's), else its name, for every counted query."""
     run = ki.run

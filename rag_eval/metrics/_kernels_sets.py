@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import InputError
 from . import _kernels as K
 from ._kernels_cut import cut_ranking, decimals
-from ._registry import KernelInputs, kernel
+from ._registry import KernelInputs
 from .conventions import follows_trec_eval
 
 __all__ = ["DEFAULT_UTILITY_WEIGHTS", "set_f", "utility"]
@@ -55,31 +55,26 @@ def utility(found: np.ndarray, retrieved: np.ndarray, R: np.ndarray, weights: tu
     return total
 
 
-@kernel("set_precision")
 def _set_precision(ki: KernelInputs) -> np.ndarray:
     retrieved, found, _, _ = _counts(ki)
     return K._safe_div(found, retrieved)
 
 
-@kernel("set_relative_precision")
 def _set_relative_precision(ki: KernelInputs) -> np.ndarray:
     retrieved, found, _, R = _counts(ki)
     return K._safe_div(found, np.minimum(retrieved, R))
 
 
-@kernel("set_recall")
 def _set_recall(ki: KernelInputs) -> np.ndarray:
     _, found, _, R = _counts(ki)
     return K._safe_div(found, R)
 
 
-@kernel("set_map")
 def _set_map(ki: KernelInputs) -> np.ndarray:
     retrieved, found, _, R = _counts(ki)
     return K._safe_div(found * found, retrieved * R)
 
 
-@kernel("set_f")
 def _set_f(ki: KernelInputs) -> np.ndarray:
     values = decimals(ki, "beta", (DEFAULT_SET_F_BETA,))
     if len(values) != 1 or values[0] < 0:
@@ -88,7 +83,6 @@ def _set_f(ki: KernelInputs) -> np.ndarray:
     return set_f(found, retrieved, R, values[0])
 
 
-@kernel("utility")
 def _utility(ki: KernelInputs) -> np.ndarray:
     weights = decimals(ki, "weights", DEFAULT_UTILITY_WEIGHTS)
     if len(weights) != 4:
@@ -106,7 +100,6 @@ def _utility(ki: KernelInputs) -> np.ndarray:
     return utility(found, retrieved, R, weights)
 
 
-@kernel("num_nonrel_judged_ret")
 def _num_nonrel_judged_ret(ki: KernelInputs) -> np.ndarray:
     _, _, judged_nonrel, _ = _counts(ki)
     return judged_nonrel

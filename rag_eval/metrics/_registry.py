@@ -1,17 +1,17 @@
-"""Where the engine finds a family's kernel when it is not one of the engine's own (see :mod:`._engine`).
-
-A kernel module registers a function per family with :func:`kernel`; the function receives a
-:class:`KernelInputs` and returns one value per counted query: a float64 array, or for a family of kind "text"
-(:mod:`.catalogue`) an array of str. Kernel modules are listed in :data:`KERNEL_MODULES` and imported on first use.
+"""What a family's kernel reads (:class:`KernelInputs`) and where the engine finds the kernel: the one its
+registration names (:class:`~rag_eval.metrics.catalogue.Family`'s ``kernel``), imported once. See docs/metrics.md.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+
+from ..errors import InputError
+from .catalogue import FAMILIES
 
 if TYPE_CHECKING:
     from ..data.run import Run
@@ -21,13 +21,14 @@ if TYPE_CHECKING:
     from .conventions import Conventions
     from .grammar import Metric
 
-__all__ = ["KERNELS", "KERNEL_MODULES", "KernelInputs", "kernel", "load_kernels"]
+__all__ = ["KERNELS", "Kernel", "KernelInputs", "kernel_of", "load_kernels"]
 
 
 class KernelInputs(NamedTuple):
     """What a kernel may read: the run's grade matrix, the qrels' statistics, the conventions, the metric with
     its parameters, its cutoff (an int, None, or one per query), its relevance threshold, the run itself (its
-    tag, for runid) and ``relevant(t)``: which judged cells of the matrix have grade >= t (cached)."""
+    tag, for runid), ``relevant(t)``: which judged cells of the matrix have grade >= t (cached), and ``cache``:
+    a dict the kernels of one evaluation share (None: nothing shared)."""
 
     matrix: GradeMatrix
     stats: QrelsStats
@@ -37,32 +38,34 @@ class KernelInputs(NamedTuple):
     threshold: int
     run: Run
     relevant: Callable[[int], np.ndarray]
+    cache: dict[Any, Any] | None = None
 
 
-KERNELS: dict[str, Callable[[KernelInputs], np.ndarray]] = {}
+Kernel = Callable[[KernelInputs], np.ndarray]
 
-# modules of rag_eval.metrics that register kernels, by theme
-KERNEL_MODULES = ("_kernels_cut", "_kernels_sets", "_kernels_gain", "_kernels_pool")
-_loaded = False
+# the kernels resolved so far, by family (a registration's "module:function" imported once)
+KERNELS: dict[str, Kernel] = {}
 
 
-def kernel(*families: str) -> Callable[[Callable[[KernelInputs], np.ndarray]], Callable[[KernelInputs], np.ndarray]]:
-    """Register the decorated function as the kernel of ``families``."""
-
-    def register(function: Callable[[KernelInputs], np.ndarray]) -> Callable[[KernelInputs], np.ndarray]:
-        for family in families:
-            if family in KERNELS:
-                raise RuntimeError(f"two kernels for the family {family!r}")
-            KERNELS[family] = function
-        return function
-
-    return register
+def kernel_of(family: str, metric: object = None) -> Kernel:
+    """The kernel ``family``'s registration names, imported on first use; an InputError (naming ``metric`` when
+    given) when it has none."""
+    found = KERNELS.get(family)
+    if found is not None:
+        return found
+    target = FAMILIES[family].kernel
+    if target is None:
+        where = f"metric {str(metric)!r}: " if metric is not None else ""
+        raise InputError(f"{where}the family {family!r} is in the catalogue but has no kernel yet")
+    if isinstance(target, str):
+        module, _, name = target.partition(":")
+        target = getattr(importlib.import_module(module, __package__), name)
+    KERNELS[family] = target
+    return target
 
 
 def load_kernels() -> None:
-    """Import every kernel module once (each registers its kernels)."""
-    global _loaded
-    if not _loaded:
-        for name in KERNEL_MODULES:
-            importlib.import_module(f"{__package__}.{name}")
-        _loaded = True
+    """Resolve the kernel of every registered family that has one."""
+    for family, registered in FAMILIES.items():
+        if registered.kernel is not None:
+            kernel_of(family)

@@ -1,43 +1,11 @@
-"""One grammar of metric names. A parsed metric is a value whose canonical string is its identity.
-
-Accepted spellings (case-insensitive):
-
-- ir_measures' form: ``name[(param=value,...)][@k]``, e.g. ``ndcg@10``, ``ndcg(gain=linear)@10``, ``P(rel=2)@5``,
-  ``ndcg(gains=1:3;2:9;4:4.5)``;
-- trec_eval's names: ``P_10``, ``P.10``, ``ndcg_cut_10``, ``ndcg_cut.10``, ``map_cut_10``, ``success_5``,
-  ``recall_100``, ``recip_rank``, ``Rprec``, ``map``, ``ndcg``, ``bpref``, ``num_rel``, ...
-
-Parameters: ``rel=N`` (lowest relevant grade for this metric, overriding the conventions' threshold; for nDCG,
-only grades >= N earn gain), ``gain=exp|linear`` and ``gains=grade:gain;...`` (nDCG; grades not in the map keep the
-gain rule's value, so ``ndcg(gain=linear,gains=1:3)`` is trec_eval's ``ndcg.1=3``). A parameter written in a name
-overrides the conventions for that metric only. The other families' parameters, checked when parsed, each an
-InputError naming the metric and the parameter otherwise:
-
-- ``iprec_at_recall(level=L)`` (required), ``11pt_avg(levels=L;L;...)`` (sorted here, no repeat): levels in [0, 1];
-- ``rprec_mult(mult=M)`` (required), M > 0; ``utility(weights=w1;w2;w3;w4)``, exactly four;
-- ``set_f(beta=B)``, B >= 0, trec_eval's set_F parameter (van Rijsbergen's beta squared);
-- ``rbp(p=P)``, ``rbp_resid(p=P)``, 0 < P < 1; ``err(max_grade=G)@k``, ``nerr(...)``: an integer 1..1000.
-
-A parameter at trec_eval's default (m_*.c) is left out of the canonical string: ``rbp(p=0.9)`` is ``rbp``,
-``utility(weights=1;-1;0;0)`` is ``utility``, ``set_f(beta=1)`` is ``set_f``, 11pt_avg's 11 levels are ``11pt_avg``,
-``relstring@10`` is ``relstring``. trec_eval's printed names of these (``iprec_at_recall_0.10``, ``Rprec_mult_0.20``,
-``utility_2,-1,0,0``, ``11pt_avg_.25,.5,.75``, ``ndcg_1=3,2=9``, ``rbp_p=0.5``, ``set_F``, ``infAP``, ``unj_5``)
-parse too (:mod:`.trec_eval_measures`), keeping trec_eval's spelling of the parameters in :attr:`Metric.spelling`.
-
-Numbers are plain ASCII decimals, nothing else (Python's ``int()`` would read ``1_0`` and ``١٠`` as 10):
-
-- a cutoff (``@10``, trec_eval's ``_10``) and ``rel=`` are ASCII digits ``0-9``, at most :data:`MAX_CUTOFF`
-  (10^9) for a cutoff and below the grade limit (2^29) for ``rel=``; in trec_eval's names the cutoff is the digits
-  after the last ``_`` or ``.``, so ``P_1_0`` is refused (write ``P_10``), never read as ``P_10``;
-- a ``gains=`` grade is an integer within the grade limit, and a gain is a finite decimal ``>= 0`` (``2``, ``4.5``,
-  ``.5``, ``1e308``; no ``inf``, ``nan``, hex or ``_``): a negative gain would take nDCG below 0, an infinite one
-  makes it NaN. A gain prints as the shortest decimal that reads back as the same double (``1e308``, ``4.5``, ``3``),
-  so ``1e308``, ``1E308`` and ``1`` followed by 308 zeros are one metric with one name.
+"""One grammar of metric names: a parsed metric is a value whose canonical string is its identity. The accepted
+spellings, parameters and number rules: docs/metrics.md ("The grammar of names").
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import numbers
 import re
@@ -48,11 +16,12 @@ from .._checks import MAX_CUTOFF, check_int
 from .._checks import shortened as _short
 from .._checks import within as _within
 from ..errors import InputError
-from .catalogue import ALIASES, FAMILIES
+from .catalogue import ALIASES, FAMILIES, Family, ParamInfo, trec_measures
 
 __all__ = ["MAX_CUTOFF", "Metric", "check_int", "parse_metric", "parse_metrics", "read_int"]
 
 GRADE_LIMIT = 2**29  # grades lie strictly within +-GRADE_LIMIT (rag_eval.data's limit): so do rel= and gains= grades
+MAX_CUTOFF = 10**9  # the largest cutoff (and depth, budget, -M): far beyond any ranking, and exact in int64 and float64
 
 _FORM = re.compile(
     r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9_\-.]*?)\s*(?:\((?P<params>[^()]*)\))?\s*(?:@\s*(?P<k>[^@\s]+))?\s*$"
@@ -99,7 +68,7 @@ class Metric:
         object.__setattr__(
             self, "params", _params(text, self.family, f"{self.family}({text})" if text else self.family)
         )
-        if self.family == "relstring" and self.k == RELSTRING_DEFAULT:  # trec_eval's default length: one metric
+        if self.k is not None and self.k == FAMILIES[self.family].cutoff_default:  # relstring@10 is relstring
             object.__setattr__(self, "k", None)
         if self.spelling is not None and not isinstance(self.spelling, str):
             raise InputError(f"metric {self.family!r}: spelling must be a str or None, not {self.spelling!r}")
@@ -153,50 +122,35 @@ class Metric:
         fam = FAMILIES[self.family]
         params = self.param
         if (
-            fam.trec_name is None
+            not fam.trec
             or "rel" in params
             or params.get("gain") == "exp"
             or params.get("ties", "trec_eval") != "trec_eval"
         ):
             return str(self)  # what trec_eval cannot compute has no trec_eval name
-        if self.family == "mrr" and self.k is not None:
-            return str(self)
-        base = fam.trec_name
-        family = self.family
-        if family in ("ndcg", "ap") and self.k is not None:
-            if "gains" in params:
-                return str(self)  # trec_eval's ndcg_cut takes cutoffs only
-            return f"{'ndcg_cut' if family == 'ndcg' else 'map_cut'}_{self.k}"
-        if family in ("rbp", "rbp_resid") and self.k is not None:
-            return str(self)  # trec_eval's rbp has no depth
-        if family == "iprec_at_recall":
-            return f"{base}_{float(params['level']):3.2f}"
-        if family == "rprec_mult":
-            return f"{base}_{float(params['mult']):3.2f}"
-        if family in _PRINTED_AS_TYPED:
+        main = fam.trec[0]
+        if self.k is not None and not (main.kind == "p_double" and main.param == "k"):  # relstring_20: typed
+            cut = next((m for m in fam.trec if m.kind == "cut_long"), None)
+            if cut is None or set(params) - {"gain", "ties"}:
+                return str(self)  # trec_eval's cutoff measures take cutoffs only (ndcg_cut), mrr and rbp none
+            return f"{cut.name}_{self.k}"
+        if main.kind == "cut_double":
+            return f"{main.name}_{float(params[str(main.param)]):3.2f}"
+        if main.kind in ("p_double", "p_pair"):  # trec_eval prints the parameters as typed
             if self.spelling is not None:
-                return f"{base}_{self.spelling}" if self.spelling else base
-            printed = _trec_params(family, params, self.k)
-            return f"{base}_{printed}" if printed else base
-        return f"{base}_{self.k}" if self.k is not None else base
+                return f"{main.name}_{self.spelling}" if self.spelling else main.name
+            printed = _trec_params(fam, params, self.k)
+            return f"{main.name}_{printed}" if printed else main.name
+        return main.name
 
 
-# trec_eval's "s_double_p_double" and "s_double_p_pair" measures: the name is printed with the parameters as typed
-_PRINTED_AS_TYPED = frozenset(
-    {"11pt_avg", "utility", "set_f", "relstring", "rbp", "rbp_resid", "ndcg", "ndcg_rel", "rndcg", "g"}
-)
-
-
-def _trec_params(family: str, params: dict[str, str], k: int | None) -> str:
+def _trec_params(fam: Family, params: dict[str, str], k: int | None) -> str:
     """The canonical parameters of a measure trec_eval prints as typed, in trec_eval's syntax ('' at defaults)."""
-    if family == "11pt_avg":
-        return params.get("levels", "").replace(";", ",")
-    if family == "utility":
-        return params.get("weights", "").replace(";", ",")
-    if family == "set_f":
-        return params.get("beta", "")
-    if family == "relstring":
+    main = fam.trec[0]
+    if main.param == "k":
         return str(k) if k is not None else ""
+    if main.kind == "p_double":
+        return params.get(str(main.param), "").replace(";", ",")
     pairs = [f"p={params['p']}"] if "p" in params else []
     if "gains" in params:
         pairs += [item.replace(":", "=") for item in params["gains"].split(";")]
@@ -275,7 +229,7 @@ def _parse(text: str) -> Metric:
         raise InputError(f"cannot read metric name {shown!r} (expected e.g. 'ndcg@10' or 'P(rel=2)@5')")
     name = match["name"].lower()
     k_text = match["k"]
-    if name in ("ndcg_cut", "map_cut") and k_text is None:  # trec_eval's default cutoff lists: say which
+    if k_text is None and name in _cut_only_names():  # trec_eval's default cutoff lists (ndcg_cut): say which
         raise InputError(f"metric {shown!r} needs a cutoff, e.g. '{name}_10'")
     family = _family(name)
     if family is None and k_text is None:
@@ -299,6 +253,15 @@ def _parse(text: str) -> Metric:
         raise InputError(f"metric {shown!r} takes no cutoff (write '{family}')")
     params = _params(match["params"], family, shown) if match["params"] is not None else ()
     return Metric(family, k, params)
+
+
+@functools.cache  # trec_eval's measure table is made once (catalogue.trec_measures)
+def _cut_only_names() -> frozenset[str]:
+    """trec_eval's cutoff measures of families whose cutoff is optional (``ndcg_cut``, ``map_cut``): a cutoff
+    is needed in their name."""
+    return frozenset(
+        m.name.lower() for m in trec_measures() if m.kind == "cut_long" and FAMILIES[m.family].cutoff == "optional"
+    )
 
 
 def parse_metrics(names: str | Metric | list[str | Metric] | tuple[str | Metric, ...]) -> list[Metric]:
@@ -348,23 +311,8 @@ def _check_cutoff(k: int, whole: str, text: str | None = None) -> int:
     return k
 
 
-# Defaults of the parameters (trec_eval 10.0's m_*.c): a parameter at its default is not written in the canonical
-# string, so ``rbp`` and ``rbp(p=0.9)`` are one metric. Levels, weights: ";"-separated, as printed by _number.
-PARAM_DEFAULTS: dict[tuple[str, str], str] = {
-    ("11pt_avg", "levels"): "0;0.1;0.2;0.3;0.4;0.5;0.6;0.7;0.8;0.9;1",  # m_11pt_avg.c
-    ("utility", "weights"): "1;-1;0;0",  # m_utility.c
-    ("set_f", "beta"): "1",  # m_set_F.c (trec_eval's x: van Rijsbergen's beta squared)
-    ("rbp", "p"): "0.9",  # m_rbp.c: "double p = 0.9"
-    ("rbp_resid", "p"): "0.9",  # m_rbp_resid.c
-}
-# Parameters a family cannot do without (trec_eval computes these at a list of values: rag_eval one metric each)
-REQUIRED_PARAMS: dict[str, tuple[str, str]] = {
-    "iprec_at_recall": ("level", "iprec_at_recall(level=0.1)"),
-    "rprec_mult": ("mult", "rprec_mult(mult=0.2)"),
-}
-RELSTRING_DEFAULT = 10  # relstring's length when no cutoff is given (m_relstring.c): relstring@10 is relstring
-MAX_GRADE_LIMIT = 1000  # err's max_grade: 2^max_grade stays finite in float64 (the engine's EXP_GAIN_LIMIT)
-MAX_MULT = 10**6  # rprec_mult: R x mult stays an exact rank
+# A parameter at its default (ParamInfo.default: trec_eval 10.0's m_*.c) is not written in the canonical string, so
+# ``rbp`` and ``rbp(p=0.9)`` are one metric; a required one (ParamInfo.required) must be written.
 
 
 def _params(text: str, family: str, whole: str) -> tuple[tuple[str, str], ...]:
@@ -380,11 +328,11 @@ def _params(text: str, family: str, whole: str) -> tuple[tuple[str, str], ...]:
             raise InputError(f"metric {whole!r}: unknown parameter {key!r}{hint}")
         if key in out:
             raise InputError(f"metric {whole!r}: parameter {key!r} given twice")
-        out[key] = _param_value(key, value, whole)
-    required = REQUIRED_PARAMS.get(family)
-    if required and required[0] not in out:
-        raise InputError(f"metric {whole!r} needs the parameter {required[0]}=, e.g. {required[1]!r}")
-    for key in [key for key, value in out.items() if PARAM_DEFAULTS.get((family, key)) == value]:
+        out[key] = _param_value(key, allowed[key], value, whole)
+    for key, info in allowed.items():
+        if info.required and key not in out:
+            raise InputError(f"metric {whole!r} needs the parameter {key}=, e.g. '{family}({key}={info.example})'")
+    for key in [key for key, value in out.items() if allowed[key].default == value]:
         del out[key]
     return tuple(sorted(out.items()))
 
@@ -405,9 +353,6 @@ def _decimal(text: str, what: str | None, whole: str, *, subject: str = "metric"
     if math.isinf(value):
         raise InputError(f"{where}{text!r} is beyond the largest double (about 1.8e308)")
     return value + 0.0
-
-
-_CHOICES = {"ties": ("trec_eval", "doc_id", "input_order"), "per": ("returned", "k"), "empty": ("nan", "zero")}
 
 
 def _in_range(
@@ -435,89 +380,79 @@ def _in_range(
         raise InputError(f"metric {whole!r}: {what} must be {span}, not {text}{why}")
 
 
-def _param_value(key: str, value: str, whole: str) -> str:
-    if key in _CHOICES:  # ties= (a metric's own tie rule), judged's per= and empty= (rag_eval.metrics.dialects)
-        if value.lower() not in _CHOICES[key]:
-            raise InputError(f"metric {whole!r}: {key}={value!r}; choose one of {', '.join(_CHOICES[key])}")
-        return value.lower()
-    if key == "rel":
-        if not _INT.fullmatch(value):
-            raise InputError(f"metric {whole!r}: rel={value!r} is not an integer (plain ASCII digits 0-9)")
-        rel = int(value) if len(value.lstrip("-").lstrip("0")) <= 30 else GRADE_LIMIT * (-1 if value[0] == "-" else 1)
-        if rel < 1:
-            raise InputError(f"metric {whole!r}: rel must be 1 or more, not {_short(value)}")
-        if rel >= GRADE_LIMIT:
-            raise InputError(
-                f"metric {whole!r}: rel must be below {GRADE_LIMIT} (grades lie within "
-                f"+-{GRADE_LIMIT}), not {_short(value)}"
-            )
-        return str(rel)
-    if key == "gain":
-        if value.lower() not in ("exp", "linear"):
-            raise InputError(f"metric {whole!r}: gain={value!r}; choose 'exp' (2^grade - 1) or 'linear' (grade)")
-        return value.lower()
-    if key == "level":
-        level = _decimal(value, "level", whole)
-        _in_range(level, "level", whole, value, low=0.0, high=1.0, why=" (a recall level)")
-        return _number(level)
-    if key == "levels":
-        levels = [_decimal(v.strip(), "a level", whole) for v in value.split(";")]
-        for v, text in zip(levels, value.split(";"), strict=True):
-            _in_range(v, "each of levels", whole, text.strip(), low=0.0, high=1.0, why=" (a recall level)")
-        if len(set(levels)) != len(levels):
-            raise InputError(f"metric {whole!r}: levels={value!r} repeats a level")
-        return ";".join(_number(v) for v in sorted(levels))
-    if key == "mult":
-        mult = _decimal(value, "mult", whole)
-        _in_range(
-            mult,
-            "mult",
-            whole,
-            value,
-            low=0.0,
-            low_open=True,
-            high=float(MAX_MULT),
-            why=" (a multiple of R, the number of relevant documents)",
+def _param_value(key: str, info: ParamInfo, value: str, whole: str) -> str:
+    """A parameter's canonical value, read by its type (:class:`~rag_eval.metrics.catalogue.ParamInfo`)."""
+    return _READERS[info.type](key, info, value, whole)
+
+
+def _choice(key: str, info: ParamInfo, value: str, whole: str) -> str:
+    if value.lower() not in info.choices:
+        advice = info.hint or f"choose one of {', '.join(info.choices)}"
+        raise InputError(f"metric {whole!r}: {key}={value!r}; {advice}")
+    return value.lower()
+
+
+def _grade(key: str, info: ParamInfo, value: str, whole: str) -> str:
+    if not _INT.fullmatch(value):
+        raise InputError(f"metric {whole!r}: {key}={value!r} is not an integer (plain ASCII digits 0-9)")
+    grade = int(value) if len(value.lstrip("-").lstrip("0")) <= 30 else GRADE_LIMIT * (-1 if value[0] == "-" else 1)
+    if grade < 1:
+        raise InputError(f"metric {whole!r}: {key} must be 1 or more, not {_short(value)}")
+    if grade >= GRADE_LIMIT:
+        raise InputError(
+            f"metric {whole!r}: {key} must be below {GRADE_LIMIT} (grades lie within "
+            f"+-{GRADE_LIMIT}), not {_short(value)}"
         )
-        return _number(mult)
-    if key == "weights":
-        parts = value.split(";")
-        if len(parts) != 4:
-            raise InputError(
-                f"metric {whole!r}: weights={value!r} must be exactly 4 numbers w1;w2;w3;w4 (relevant "
-                f"retrieved, non-relevant retrieved, relevant missed, non-relevant missed), not {len(parts)}"
-            )
-        return ";".join(_number(_decimal(v.strip(), "a weight", whole)) for v in parts)
-    if key == "beta":
-        beta = _decimal(value, "beta", whole)
+    return str(grade)
+
+
+def _bound(x: float | None) -> int | None:
+    return None if x is None else int(x)
+
+
+def _integer(key: str, info: ParamInfo, value: str, whole: str) -> str:
+    return str(read_int(value, f"metric {whole!r}: {key}", low=_bound(info.low), high=_bound(info.high)))
+
+
+def _checked(x: float, what: str, info: ParamInfo, whole: str, text: str) -> None:
+    if info.low is not None:
         _in_range(
-            beta,
-            "beta",
+            x,
+            what,
             whole,
-            value,
-            low=0.0,
-            why=" (the weight of recall: van Rijsbergen's beta squared, as trec_eval's set_F)",
+            text,
+            low=info.low,
+            high=info.high,
+            low_open=info.low_open,
+            high_open=info.high_open,
+            why=f" ({info.desc})",
         )
-        return _number(beta)
-    if key == "p":
-        p = _decimal(value, "p", whole)
-        _in_range(
-            p,
-            "p",
-            whole,
-            value,
-            low=0.0,
-            high=1.0,
-            low_open=True,
-            high_open=True,
-            why=" (RBP's persistence: the chance of going on to the next rank)",
+
+
+def _one_decimal(key: str, info: ParamInfo, value: str, whole: str) -> str:
+    x = _decimal(value, key, whole)
+    _checked(x, key, info, whole, value)
+    return _number(x)
+
+
+def _decimals(key: str, info: ParamInfo, value: str, whole: str) -> str:
+    parts = value.split(";")
+    if info.count is not None and len(parts) != info.count:
+        raise InputError(
+            f"metric {whole!r}: {key}={value!r} must be exactly {info.count} numbers {info.desc}, not {len(parts)}"
         )
-        return _number(p)
-    if key == "max_grade":
-        return str(read_int(value, f"metric {whole!r}: max_grade", low=1, high=MAX_GRADE_LIMIT))
-    if key != "gains":  # a parameter of the catalogue whose value check is not written here yet
-        raise InputError(f"metric {whole!r}: parameter {key!r} has no value check in the grammar")
-    # gains=grade:gain;grade:gain
+    xs = [_decimal(v.strip(), f"a {info.item}", whole) for v in parts]
+    for x, text in zip(xs, parts, strict=True):
+        _checked(x, f"each of {key}", info, whole, text.strip())
+    if info.sort:
+        if len(set(xs)) != len(xs):
+            raise InputError(f"metric {whole!r}: {key}={value!r} repeats a {info.item}")
+        xs.sort()
+    return ";".join(_number(x) for x in xs)
+
+
+def _gains(key: str, info: ParamInfo, value: str, whole: str) -> str:
+    """``gains=grade:gain;grade:gain``: integer grades within the grade limit, finite gains >= 0, no repeat."""
     pairs: dict[int, float] = {}
     for part in filter(None, (p.strip() for p in value.split(";"))):
         grade, sep, gain = (x.strip() for x in part.partition(":"))
@@ -553,6 +488,16 @@ def _param_value(key: str, value: str, whole: str) -> str:
     if not pairs:
         raise InputError(f"metric {whole!r}: gains= is empty")
     return ";".join(f"{g}:{_number(v)}" for g, v in sorted(pairs.items()))
+
+
+_READERS: dict[str, Callable[[str, ParamInfo, str, str], str]] = {
+    "choice": _choice,
+    "grade": _grade,
+    "int": _integer,
+    "decimal": _one_decimal,
+    "decimals": _decimals,
+    "gains": _gains,
+}
 
 
 def _number(value: float) -> str:

@@ -1,29 +1,6 @@
-"""trec_eval's measure names and its ``-m`` arguments, read as trec_eval 10.0 reads them (trec_eval.c, measures.c,
-meas_init.c), into canonical :class:`~rag_eval.metrics.grammar.Metric` values.
-
-- ``trec_eval_metrics(["all_trec"])``: a nickname (``official``, ``set``, ``all_trec``); ``["P"]``: a measure at
-  its default parameters (m_P.c's cutoffs 5, 10, ..., 1000); ``["P.5,7,3"]``: with parameters. The list comes in
-  trec_eval's order (the measure table of measures.c; within a measure, cutoffs ascending), whatever the order of the
-  arguments; a measure named twice is computed once. As in trec_eval, a measure's parameters are the first list
-  given for it: a later, different list is ignored, with a :class:`~rag_eval.errors.TrecEvalParametersIgnored`
-  warning.
-- ``trec_eval_name("iprec_at_recall_0.10")``: one name as trec_eval prints it.
-
-Numbers are plain ASCII decimals (no ``_``, hex, ``inf`` or ``nan``, which C's ``atof`` would take). Where trec_eval
-reads a cutoff with ``atol`` (``ndcg_cut.10,20,23.4`` is ``ndcg_cut_23``), so does rag_eval, with a
-:class:`~rag_eval.errors.TrecEvalParameterTruncated` warning; where ``atol`` would read a different number than
-the one written (``1e3`` as 1, ``10x`` as 10, an empty item as 0), it is an InputError. Other differences, each
-an InputError rather than a different number: 11pt_avg's levels must increase (trec_eval's interpolation walks
-them in order and gives an unsorted list another value), a parameter name other than a grade (or ``p`` for rbp)
-in a pair list is refused (trec_eval ignores it), a nickname takes no parameters (trec_eval ignores them).
-
-Measures that need other input are out of scope: the ``all_prefs``, ``prefs`` and ``qrels_jg`` nicknames and their
-measures (preference files, judgement groups); so are ``dcg``, ``ideal_dcg``, ``ndcg_p`` and ``yaap``, which
-trec_eval computes but prints under no nickname.
-
-With ``pin_gain=True`` (trec_eval's dialect) nDCG carries ``gain=linear`` explicitly (trec_eval's gain is the
-grade), so the metric means the same under any conventions; with ``pin_gain=False`` (the project's grammar) the
-conventions decide, as for ``ndcg_cut_10`` parsed without a dialect.
+"""trec_eval's measure names and ``-m`` arguments, read as trec_eval 10.0 reads them, into canonical
+:class:`~rag_eval.metrics.grammar.Metric` values; its measure table and nicknames come from the families'
+registrations. See docs/metrics.md ("Reading trec_eval's names and -m arguments").
 """
 
 from __future__ import annotations
@@ -31,144 +8,22 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import pairwise
 
 from ..errors import InputError, TrecEvalParametersIgnored, TrecEvalParameterTruncated
+from .catalogue import FAMILIES, TrecMeasure, trec_measures, trec_nicknames
 from .grammar import MAX_CUTOFF, Metric, _decimal, _number, register_dialect, register_printed_names
 
 __all__ = ["NICKNAMES", "TREC_MEASURES", "TrecMeasure", "is_trec_eval_measure", "trec_eval_metrics", "trec_eval_name"]
 
-_CUT = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
-
-
-@dataclass(frozen=True)
-class TrecMeasure:
-    """One of trec_eval's measures: its name, the rag_eval family, how trec_eval reads its parameters
-    (``single``: none; ``cut_long``/``cut_double``: a list of cutoffs, one value each; ``p_double``/``p_pair``: one
-    value, parameters printed as typed) and its default cutoffs."""
-
-    name: str
-    family: str
-    kind: str
-    defaults: tuple[float, ...] = ()
-
-
-# measures.c's te_trec_measures, in its order (the order trec_eval computes and prints), less what is out of scope
-TREC_MEASURES: tuple[TrecMeasure, ...] = (
-    TrecMeasure("runid", "runid", "single"),
-    TrecMeasure("num_q", "num_q", "single"),
-    TrecMeasure("num_ret", "num_ret", "single"),
-    TrecMeasure("num_rel", "num_rel", "single"),
-    TrecMeasure("num_rel_ret", "num_rel_ret", "single"),
-    TrecMeasure("map", "ap", "single"),
-    TrecMeasure("gm_map", "gm_map", "single"),
-    TrecMeasure("Rprec", "r_precision", "single"),
-    TrecMeasure("bpref", "bpref", "single"),
-    TrecMeasure("recip_rank", "mrr", "single"),
-    TrecMeasure(
-        "iprec_at_recall", "iprec_at_recall", "cut_double", (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-    ),
-    TrecMeasure("P", "precision", "cut_long", _CUT),
-    TrecMeasure("relstring", "relstring", "p_double"),
-    TrecMeasure("recall", "recall", "cut_long", _CUT),
-    TrecMeasure("infAP", "infap", "single"),
-    TrecMeasure("gm_bpref", "gm_bpref", "single"),
-    TrecMeasure("Rprec_mult", "rprec_mult", "cut_double", (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)),
-    TrecMeasure("utility", "utility", "p_double"),
-    TrecMeasure("11pt_avg", "11pt_avg", "p_double"),
-    TrecMeasure("binG", "bing", "single"),
-    TrecMeasure("G", "g", "p_pair"),
-    TrecMeasure("ndcg", "ndcg", "p_pair"),
-    TrecMeasure("ndcg_rel", "ndcg_rel", "p_pair"),
-    TrecMeasure("Rndcg", "rndcg", "p_pair"),
-    TrecMeasure("ndcg_cut", "ndcg", "cut_long", _CUT),
-    TrecMeasure("map_cut", "ap", "cut_long", _CUT),
-    TrecMeasure("relative_P", "relative_precision", "cut_long", _CUT),
-    TrecMeasure("success", "hit", "cut_long", (1, 5, 10)),
-    TrecMeasure("set_P", "set_precision", "single"),
-    TrecMeasure("set_relative_P", "set_relative_precision", "single"),
-    TrecMeasure("set_recall", "set_recall", "single"),
-    TrecMeasure("set_map", "set_map", "single"),
-    TrecMeasure("set_F", "set_f", "p_double"),
-    TrecMeasure("num_nonrel_judged_ret", "num_nonrel_judged_ret", "single"),
-    TrecMeasure("rbp", "rbp", "p_pair"),
-    TrecMeasure("rbp_resid", "rbp_resid", "p_pair"),
-    TrecMeasure("unj", "unjudged", "cut_long", (5, 10, 20)),
-)
+# measures.c's te_trec_measures in its order (the order trec_eval computes and prints), less what is out of scope,
+# and its nicknames: derived from the families' registrations (catalogue.Family.trec)
+TREC_MEASURES: tuple[TrecMeasure, ...] = trec_measures()
+NICKNAMES: dict[str, tuple[str, ...]] = trec_nicknames()
 _BY_NAME = {m.name: m for m in TREC_MEASURES}
 _BY_LOWER = {m.name.lower(): m for m in TREC_MEASURES}
 _ORDER = {m.name: i for i, m in enumerate(TREC_MEASURES)}
 
-# measures.c's nicknames
-NICKNAMES: dict[str, tuple[str, ...]] = {
-    "official": (
-        "runid",
-        "num_q",
-        "num_ret",
-        "num_rel",
-        "num_rel_ret",
-        "map",
-        "gm_map",
-        "Rprec",
-        "bpref",
-        "recip_rank",
-        "iprec_at_recall",
-        "P",
-    ),
-    "set": (
-        "runid",
-        "num_q",
-        "num_ret",
-        "num_rel",
-        "num_rel_ret",
-        "utility",
-        "set_P",
-        "set_recall",
-        "set_relative_P",
-        "set_map",
-        "set_F",
-    ),
-    "all_trec": (
-        "runid",
-        "num_q",
-        "num_ret",
-        "num_rel",
-        "num_rel_ret",
-        "map",
-        "gm_map",
-        "Rprec",
-        "bpref",
-        "recip_rank",
-        "iprec_at_recall",
-        "P",
-        "relstring",
-        "recall",
-        "unj",
-        "rbp",
-        "rbp_resid",
-        "infAP",
-        "gm_bpref",
-        "utility",
-        "11pt_avg",
-        "ndcg",
-        "relative_P",
-        "Rprec_mult",
-        "success",
-        "map_cut",
-        "ndcg_cut",
-        "ndcg_rel",
-        "Rndcg",
-        "binG",
-        "G",
-        "set_P",
-        "set_recall",
-        "set_relative_P",
-        "set_map",
-        "set_F",
-        "num_nonrel_judged_ret",
-    ),
-}
 _OTHER_INPUT_NICKNAMES = {
     "all_prefs": "preference files (trec_eval -R prefs)",
     "prefs": "preference files (trec_eval -R prefs)",
@@ -315,7 +170,7 @@ def _metrics(measure: TrecMeasure, params: str | None, arg: str, *, printed: boo
     """The metrics of one trec_eval measure with its parameter text (None: the defaults). ``printed``: the text
     comes from a printed name (``P_5``), whose numbers trec_eval wrote itself."""
     family = measure.family
-    pinned = (("gain", "linear"),) if pin_gain and family == "ndcg" else ()
+    pinned = (("gain", "linear"),) if pin_gain and "gain" in FAMILIES[family].params else ()  # nDCG's
     kind = measure.kind
     if kind == "single":
         return [Metric(family)]
@@ -333,7 +188,7 @@ def _metrics(measure: TrecMeasure, params: str | None, arg: str, *, printed: boo
                         f"trec_eval measure {arg!r}: the cutoff {_number(a)} is given twice "
                         "(trec_eval: duplicate cutoffs detected)"
                     )
-        key = "level" if family == "iprec_at_recall" else "mult"
+        key = str(measure.param)  # the family's parameter: iprec_at_recall's level, Rprec_mult's mult
         return [Metric(family, None, ((key, _param(family, key, _number(v), arg)),)) for v in values]
     if params is None:
         return [Metric(family, None, pinned)]
@@ -401,36 +256,33 @@ def _double(item: str, arg: str) -> float:
 
 
 def _p_double(measure: TrecMeasure, params: str, arg: str, printed: bool) -> Metric:
-    family = measure.family
+    """A measure with one parameter, printed as typed: the cutoff (relstring), one number (set_F's beta), a fixed
+    count of numbers (utility's weights) or a list that must increase (11pt_avg's levels)."""
+    family, key = measure.family, str(measure.param)
     items = params.split(",")
-    if family == "relstring":
+    if key == "k":
         if len(items) != 1:
-            raise InputError(f"trec_eval measure {arg!r}: relstring takes one length, not {len(items)}")
+            raise InputError(f"trec_eval measure {arg!r}: {measure.name} takes one length, not {len(items)}")
         (k,) = _longs(params, arg, printed)
         return Metric(family, k, (), spelling=params)
+    info = FAMILIES[family].params[key]
     values = [_double(v, arg) for v in items]
-    if family == "utility":
-        if len(values) != 4:
-            raise InputError(
-                f"trec_eval measure {arg!r}: utility takes exactly 4 coefficients (relevant retrieved, "
-                f"non-relevant retrieved, relevant missed, non-relevant missed), not {len(values)}"
-            )
-        text = ";".join(_number(v) for v in values)
-        return Metric(family, None, (("weights", _param(family, "weights", text, arg)),), spelling=params)
-    if family == "set_f":
-        if len(values) != 1:
-            raise InputError(f"trec_eval measure {arg!r}: set_F takes one parameter (beta), not {len(values)}")
-        return Metric(family, None, (("beta", _param(family, "beta", _number(values[0]), arg)),), spelling=params)
-    # 11pt_avg: levels in increasing order (trec_eval's interpolation walks them so)
-    for a, b in pairwise(values):
+    if info.type == "decimal" and len(values) != 1:
+        raise InputError(f"trec_eval measure {arg!r}: {measure.name} takes one parameter ({key}), not {len(values)}")
+    if info.count is not None and len(values) != info.count:
+        raise InputError(
+            f"trec_eval measure {arg!r}: {measure.name} takes exactly {info.count} coefficients "
+            f"{info.desc.partition(' ')[2]}, not {len(values)}"
+        )
+    for a, b in pairwise(values if info.sort else ()):  # trec_eval's interpolation walks the levels in order
         if b < a:
             raise InputError(
-                f"trec_eval measure {arg!r}: 11pt_avg's levels must increase (trec_eval's "
+                f"trec_eval measure {arg!r}: {measure.name}'s {key} must increase (trec_eval's "
                 f"interpolation walks them in order, and gives {_number(a)} before {_number(b)} another "
                 "value): sort them"
             )
     text = ";".join(_number(v) for v in values)
-    return Metric(family, None, (("levels", _param(family, "levels", text, arg)),), spelling=params)
+    return Metric(family, None, ((key, _param(family, key, text, arg)),), spelling=params)
 
 
 def _p_pair(measure: TrecMeasure, params: str, arg: str, pinned: tuple[tuple[str, str], ...]) -> Metric:
@@ -445,12 +297,12 @@ def _p_pair(measure: TrecMeasure, params: str, arg: str, pinned: tuple[tuple[str
             )
         if re.fullmatch(r"[+-]?[0-9]+", name):
             gains.append(f"{int(name)}:{_number(_double(value, arg))}")
-        elif name == "p" and family in ("rbp", "rbp_resid"):
+        elif name == "p" and "p" in FAMILIES[family].params:
             if extra:
                 raise InputError(f"trec_eval measure {arg!r}: p is given twice")
             extra.append(("p", _number(_double(value, arg))))
         else:
-            takes = "p=persistence and grade=gain pairs" if family in ("rbp", "rbp_resid") else "grade=gain pairs"
+            takes = "p=persistence and grade=gain pairs" if "p" in FAMILIES[family].params else "grade=gain pairs"
             raise InputError(
                 f"trec_eval measure {arg!r}: unknown parameter {name!r} ({measure.name} takes {takes}; "
                 "trec_eval ignores any other name)"

@@ -59,6 +59,7 @@ from ..data.run import Run
 from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import TREC_EVAL_FLAGS, follows_trec_eval
 from ..metrics.grammar import Metric, parse_metric
+from ..metrics.trec_eval_measures import TREC_MEASURES
 from .report import Report
 from .summary import MIN_GEO_MEAN
 
@@ -74,46 +75,9 @@ __all__ = [
 ]
 
 # trec_eval 10.0's measure table (measures.c, te_trec_measures), less the measures that need other input
-# (preference files, judgement groups, yaap) and dcg/ideal_dcg (in no nickname): the order trec_eval prints in
-MEASURE_TABLE = (
-    "runid",
-    "num_q",
-    "num_ret",
-    "num_rel",
-    "num_rel_ret",
-    "map",
-    "gm_map",
-    "Rprec",
-    "bpref",
-    "recip_rank",
-    "iprec_at_recall",
-    "P",
-    "relstring",
-    "recall",
-    "infAP",
-    "gm_bpref",
-    "Rprec_mult",
-    "utility",
-    "11pt_avg",
-    "binG",
-    "G",
-    "ndcg",
-    "ndcg_rel",
-    "Rndcg",
-    "ndcg_cut",
-    "map_cut",
-    "relative_P",
-    "success",
-    "set_P",
-    "set_relative_P",
-    "set_recall",
-    "set_map",
-    "set_F",
-    "num_nonrel_judged_ret",
-    "rbp",
-    "rbp_resid",
-    "unj",
-)
+# (preference files, judgement groups, yaap) and dcg/ideal_dcg (in no nickname): the order trec_eval prints in,
+# derived from the families' registrations (rag_eval.metrics.catalogue)
+MEASURE_TABLE = tuple(m.name for m in TREC_MEASURES)
 _POSITION = {name: i for i, name in enumerate(MEASURE_TABLE)}
 _SUMMARY_ONLY = frozenset({"gm_map", "gm_bpref", "num_q", "runid"})  # te_print_single_meas_empty
 _PER_QUERY_ONLY = frozenset({"relstring"})  # te_print_relstring prints nothing for "all"
