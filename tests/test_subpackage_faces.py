@@ -85,8 +85,10 @@ FACES = {
         "Metric",
         "direction",
         "higher_is_better",
+        "load_plugins",
         "parse_metric",
         "parse_metrics",
+        "register",
     ],
     "rag_eval.reports": [
         "DEFAULT_METRICS",
