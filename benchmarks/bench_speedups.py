@@ -251,8 +251,8 @@ def statistics_memory(what: str, n: str) -> None:
 
     import numpy as np
 
-    from rag_eval.reports import statistics as stats
     from rag_eval.reports import summary
+    from rag_eval.statistics import paired as stats
 
     rng = np.random.default_rng(0)
     start = time.perf_counter()

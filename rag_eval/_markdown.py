@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
-from .._escape import markdown_cell
+from ._escape import markdown_cell
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -68,8 +68,9 @@ from .metrics import Conventions
 from .metrics.conventions import PRESETS, resolve_conventions
 from .metrics.grammar import DIALECTS, GRADE_LIMIT, MAX_CUTOFF, Metric, parse_metric, read_int
 from .metrics.trec_eval_measures import is_trec_eval_measure, trec_eval_metrics
-from .reports import DEFAULT_METRICS, FORMATS, evaluate, format_comparison, format_report, format_trec_eval
-from .reports._systems import resolve_system, with_systems
+from .renderers import FORMATS, format_comparison, format_report, format_trec_eval
+from .reports import DEFAULT_METRICS, evaluate
+from .statistics.systems import resolve_system, with_systems
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -1055,7 +1056,7 @@ def resolve_metrics(
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from .reports import compare
+    from .statistics import compare
 
     conventions = _conventions(args)
     metrics = resolve_metrics(args.metrics, dialect=args.dialect, conventions=args.conventions)
@@ -1084,7 +1085,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _power(args: argparse.Namespace) -> int:
-    from .reports import Report, power
+    from .reports import Report
+    from .statistics import power
 
     where = Path(args.report)
     if not where.exists():
@@ -1326,8 +1328,9 @@ def _agreement(args: argparse.Namespace) -> int:
     import json
 
     from .ground_truth import JudgementLog
-    from .ground_truth.agreement import grades_of, judge_agreement, ranking_agreement
+    from .ground_truth.agreement import grades_of, judge_agreement
     from .labelling import parse_scale
+    from .statistics import ranking_agreement
 
     scale = parse_scale(args.scale)
     threshold = 1 if args.threshold is None else args.threshold
@@ -1415,10 +1418,10 @@ def _human_sample(args: argparse.Namespace) -> int:
 def _estimate(args: argparse.Namespace) -> int:
     import json
 
+    from ._markdown import markdown_cell, markdown_table
     from .ground_truth import Pool
     from .ground_truth.human_sample import HumanSample, check_complete
-    from .reports._markdown import markdown_cell, markdown_table
-    from .reports.prediction_powered import judge_assisted
+    from .statistics.prediction_powered import judge_assisted
 
     if (args.pool is None) != (args.human_qrels is None):
         raise InputError("give --pool and --human-qrels together (the check that the sample is fully graded)")
@@ -1483,8 +1486,8 @@ def _estimate(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from .renderers.html_report import folder_names, side_from_folder, write_html
     from .reports import Report
-    from .reports.html_report import folder_names, side_from_folder, write_html
 
     depth = None if args.drill_depth is None else read_int(args.drill_depth, "--drill-depth", low=1, high=MAX_CUTOFF)
     for folder in args.folders:
@@ -1502,7 +1505,7 @@ def _report(args: argparse.Namespace) -> int:
     path = write_html(args.out, sides, drill_depth=depth, title=args.title, plots=not args.no_plots)
     size = path.stat().st_size
     print(f"rag-eval: report of {len(args.folders)} folder(s) -> {path} ({size:,} bytes)", file=sys.stderr)
-    from .reports._stage_pairs import pair_blocks
+    from .renderers.stage_pairs import pair_blocks
 
     for side in sides[1:]:  # the diff's pairings where names differ, and what has no counterpart: said here too
         for line in pair_blocks(sides[0].report, side.report, names=(sides[0].name, side.name)).notes:
@@ -1515,7 +1518,7 @@ def _tune(args: argparse.Namespace) -> int:
 
     from .data._groups import read_groups
     from .data.collection import Collection
-    from .reports.tuning import Space, parse_space, tune
+    from .drivers.tuning import Space, parse_space, tune
 
     metrics = args.metrics or ["recall@budget"]
     if len(metrics) != 1:
@@ -1600,7 +1603,7 @@ def _tune(args: argparse.Namespace) -> int:
 def _gate(args: argparse.Namespace) -> int:
     """rag-eval gate: exit 0 pass, 1 regression, 3 inconclusive (unless --inconclusive pass); 2 (in _dispatch) for
     bad input or reports that are not comparable."""
-    from .reports.gate import Rule, gate
+    from .drivers.gating import Rule, gate
 
     rules: list[Rule] = []
     if args.metrics:

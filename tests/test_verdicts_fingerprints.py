@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 import rag_eval
+import rag_eval.statistics
 from rag_eval import data as D
 from rag_eval import ground_truth as G
 from rag_eval import reports as R
@@ -43,6 +44,9 @@ PACKAGES = (
     "rag_eval.data",
     "rag_eval.stages",
     "rag_eval.reports",
+    "rag_eval.statistics",
+    "rag_eval.renderers",
+    "rag_eval.drivers",
     "rag_eval.ground_truth",
     "rag_eval.metrics",
     "rag_eval.labelling",
@@ -290,7 +294,7 @@ CASES: dict[str, Callable[..., Any]] = {
     "JudgementLog": lambda: G.JudgementLog("unused.jsonl", [_judgement(), _judgement("d2", "bob")]),
     "Merged": lambda: G.merge(_qrels(), G.JudgementLog("unused.jsonl", [_judgement("d9")])),
     "JudgeAgreement": lambda: rag_eval.judge_agreement(_qrels(0), _qrels(1), warn=False),
-    "RankingAgreement": lambda: G.ranking_agreement(
+    "RankingAgreement": lambda: rag_eval.statistics.ranking_agreement(
         _report(0, runs=(1, 7, 3)), _report(1, runs=(1, 7, 3)), "ndcg@10", warn=False
     ),
     "HumanSample": lambda: G.draw_human_sample(list(QUERIES), 4, seed=0),

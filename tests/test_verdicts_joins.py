@@ -25,9 +25,9 @@ from rag_eval.cli import main
 from rag_eval.data._joins import join
 from rag_eval.errors import LowJoinMatch, LowJudgedShare, NearMissIds
 from rag_eval.metrics.conventions import Conventions
+from rag_eval.renderers.html_report import render_html, side_of
+from rag_eval.renderers.stage_pairs import pair_blocks
 from rag_eval.reports._judged import judged_share
-from rag_eval.reports._stage_pairs import pair_blocks
-from rag_eval.reports.html_report import render_html, side_of
 
 TINY_BEIR = Path(__file__).resolve().parents[1] / "rag_eval" / "examples" / "tiny-beir"
 CORPUS = {f"d{i:02d}": f"chunk {i}" for i in range(30)}

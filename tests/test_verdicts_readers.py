@@ -512,7 +512,7 @@ def test_labelling_a_pool_into_qrels_with_ids_written_alike_announces_them(tmp_p
 
 
 def test_a_paired_comparison_announces_query_ids_written_alike():
-    from rag_eval.reports.statistics import UnpairedQueries, pair
+    from rag_eval.statistics.paired import UnpairedQueries, pair
 
     # the one pairing every gate, compare, HTML diff and tune goes through
     candidate = pd.Series({"Q1": 1.0, NFD_CAFE: 0.5, "q3": 0.25, "q4": 0.0})
@@ -577,7 +577,7 @@ def test_errors_about_ids_missing_from_another_input_name_the_id_written_alike()
 
 def test_judge_assisted_names_a_human_query_written_like_a_judged_one():
     import rag_eval
-    from rag_eval.reports import prediction_powered as P
+    from rag_eval.statistics import prediction_powered as P
 
     ids = [f"q{i:02d}" for i in range(12)]
     run = rag_eval.Run.from_ranking({q: ["a", "b"] for q in ids}, name="bm25")

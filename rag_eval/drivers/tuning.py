@@ -57,20 +57,20 @@ from ..data.qrels import Qrels
 from ..errors import InputError
 from ..metrics.conventions import Conventions
 from ..metrics.grammar import check_int, parse_metric
+from ..reports._judged import JUDGED_THRESHOLD
 from ..stages.budget import Budget
 from ..stages.fusion import RRF_K, fuse
 from ..stages.hits import Hit
 from ..stages.pipeline import Pipeline
 from ..stages.result import PipelineResult, StageOutput
 from ..stages.stage import Reranker, Retriever
-from ._judged import JUDGED_THRESHOLD
-from .statistics import MIN_N, all_equal, shown_ids, warn_degenerate
+from ..statistics.paired import MIN_N, all_equal, shown_ids, warn_degenerate
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ..reports.report import Report
     from ..stages._cache import StageCache
-    from .report import Report
 
 __all__ = ["HeldOut", "Setting", "Space", "Tuning", "parse_space", "tune"]
 
@@ -530,7 +530,7 @@ def tune(
     the judged-share warning; the held-out report warns as any report). ``batch_size`` and ``concurrency`` are
     :meth:`Pipeline.run`'s.
     """
-    from .evaluation import evaluate
+    from ..reports.evaluation import evaluate
 
     if not isinstance(space, Space):
         raise InputError(f"space must be a rag_eval Space, not {type(space).__name__}")

@@ -17,13 +17,13 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from .._escape import csv_text
-from ._markdown import markdown_table
-from .report import Report
+from .._markdown import markdown_table
+from ..reports.report import Report
 
 if TYPE_CHECKING:  # pandas is imported on use: import rag_eval stays light
     import pandas as pd
 
-    from .comparison import Comparison
+    from ..statistics.comparison import Comparison
 
 __all__ = ["FORMATS", "format_comparison", "format_report"]
 

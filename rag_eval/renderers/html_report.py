@@ -33,13 +33,13 @@ import numpy as np
 from .._escape import plot_text
 from .._files import write_output
 from ..errors import InputError
+from ..reports.report import Report
 
 if TYPE_CHECKING:
     from ..data.collection import Collection
     from ..data.qrels import Qrels
     from ..data.run import Run
     from ..stages.result import PipelineResult
-    from .report import Report
 
 __all__ = [
     "DRILL_EXTRA",
@@ -47,6 +47,7 @@ __all__ = [
     "HtmlSide",
     "folder_names",
     "render_html",
+    "report_to_html",
     "side_from_folder",
     "side_of",
     "write_html",
@@ -253,7 +254,7 @@ def _lists(side: HtmlSide) -> list[tuple[str, str | None, str]]:
         stages: list[str | None] = list(report.stages) if report.staged else [None]
         for stage in stages:
             try:
-                metrics = list(report._block(run, stage).metrics)
+                metrics = list(report.block(run, stage).metrics)
             except KeyError:
                 continue
             main = next((m for m in _MAIN if m in metrics), metrics[0] if metrics else "")
@@ -284,7 +285,7 @@ def _drill_data(sides: Sequence[HtmlSide], depth: int) -> dict[str, Any]:
     for s, side in enumerate(sides):
         report = side.report
         for run, stage, main in _lists(side):
-            values = report._column(run, main, stage) if main else []
+            values = report.column(run, main, stage) if main else []
             ids = report.query_ids(run, stage)
             column = len(lists)
             budget = next((_budget_chunks(p.get("budget")) for p in _pipelines(report) if p["run"] == run), None)
@@ -366,7 +367,7 @@ def _diff_row(pair: Any, metric: str, x: Any, y: Any) -> dict[str, Any]:
     """One row of the per-stage diff: the means over the queries both sides counted (neither NaN), the paired
     difference with a 95% bootstrap interval (seed 0), wins and losses by the metric's direction, and the queries
     on one side only."""
-    from .statistics import paired_bootstrap_ci
+    from ..statistics.paired import paired_bootstrap_ci
 
     only_a = int((~x.index.isin(y.index)).sum())
     only_b = int((~y.index.isin(x.index)).sum())
@@ -408,12 +409,12 @@ def _diff_row(pair: Any, metric: str, x: Any, y: Any) -> dict[str, Any]:
 
 def _diff(a: HtmlSide, b: HtmlSide) -> _Diff:
     """What changed from ``a`` (the baseline) to ``b``: per paired block (run and stage, paired by name, else by
-    role and position: :mod:`rag_eval.reports._stage_pairs`) and metric, the means, their paired difference with a
+    role and position: :mod:`rag_eval.renderers.stage_pairs`) and metric, the means, their paired difference with a
     95% bootstrap interval (queries resampled, seed 0), the queries won, tied and lost by the metric's direction
     and those on one side only; per query, the final stage's main metric, the queries that got worse and those
     that got better."""
-    from ._stage_pairs import delivered_metric, pair_blocks
     from .result_folder import comparable
+    from .stage_pairs import delivered_metric, pair_blocks
 
     notes = comparable(a.report, b.report)
     pairing = pair_blocks(a.report, b.report, names=(a.name, b.name))
@@ -422,14 +423,14 @@ def _diff(a: HtmlSide, b: HtmlSide) -> _Diff:
     final: tuple[Any, str] | None = None
     for pair in pairing.pairs:
         (ra, sa), (rb, sb) = pair.a, pair.b
-        mine = va._block(ra, sa).metrics
-        for metric in vb._block(rb, sb).metrics:
+        mine = va.block(ra, sa).metrics
+        for metric in vb.block(rb, sb).metrics:
             if metric not in mine or (pair.delivered_only and not delivered_metric(metric)):
                 continue
             rows.append(_diff_row(pair, metric, va.values(ra, metric, sa), vb.values(rb, metric, sb)))
         # the per-query tables: the last pair's main metric (for final stages of other roles, what is delivered)
         order = ("ndcg@budget", "recall@budget") if pair.delivered_only else _MAIN
-        main = next((m for m in order if m in mine and m in vb._block(rb, sb).metrics), "")
+        main = next((m for m in order if m in mine and m in vb.block(rb, sb).metrics), "")
         if main:
             final = (pair, main)
     regressed: list[dict[str, Any]] = []
@@ -486,7 +487,7 @@ def _plots(sides: Sequence[HtmlSide]) -> dict[str, str]:
 
     plots: dict[str, str] = {}
     with matplotlib.rc_context({"svg.fonttype": "none", "font.size": 9}):
-        curves = [(s, p) for s in sides for p in _pipelines(s.report) if s.qrels is not None]
+        curves = [(s, p) for s in sides for p in _pipelines(s.report) if p["run"] in set(s.report.recall_curves["run"])]
         if curves:
             plots["recall"] = _recall_plot(plt, curves, len(sides) > 1)
         loss = _loss_plot(plt, sides)
@@ -499,22 +500,16 @@ def _plots(sides: Sequence[HtmlSide]) -> dict[str, str]:
 
 
 def _recall_plot(plt: Any, curves: list[tuple[HtmlSide, dict[str, Any]]], many: bool) -> str:
-    from ..metrics._engine import evaluate_run
-    from ..metrics.grammar import parse_metrics
-
+    """recall@k per stage, as the Report measured it at evaluation (Report.recall_curves)."""
     fig, axes = plt.subplots(1, len(curves), figsize=(5.2 * len(curves), 3.6), squeeze=False)
     for ax, (side, p) in zip(axes[0], curves, strict=True):
         depth = int(p["depth"])
-        ks = sorted(set(np.unique(np.geomspace(1, depth, num=min(depth, 30)).astype(int)).tolist()) | {depth})
-        recall = parse_metrics([f"recall@{k}" for k in ks])
-        assert side.qrels is not None
+        table = side.report.recall_curves
+        table = table[table["run"] == p["run"]]
         for stage in p.get("stages", {}):
-            run = side.runs.get((p["run"], stage))
-            if run is None:
-                continue
-            at_k = evaluate_run(side.qrels, run, recall, side.report.card.conventions, warn_ids=False).values
-            mean = [float(np.nanmean(v)) if len(v) else np.nan for v in at_k]
-            ax.plot(ks, mean, marker=".", label=plot_text(stage))
+            rows = table[table["stage"] == stage]
+            if len(rows):
+                ax.plot(rows["k"].tolist(), rows["recall"].tolist(), marker=".", label=plot_text(stage))
         ax.axvline(depth, color="grey", linestyle=":", label=f"depth {depth}")
         chunks = _budget_chunks(p.get("budget"))
         if chunks is not None:
@@ -534,7 +529,7 @@ def _loss_plot(plt: Any, sides: Sequence[HtmlSide]) -> str | None:
 def _loss_figure(plt: Any, sides: Sequence[HtmlSide]) -> Any:
     """One horizontal bar per pipeline, its relevant items' shares stacked: delivered (green) first, then the
     losses in warm colours; the legend below the axes, outside them."""
-    from ._fates import fate_label
+    from ..reports.fates import fate_label
 
     bars: list[tuple[str, list[float]]] = []
     many = len(sides) > 1
@@ -650,7 +645,7 @@ def render_html(
         raise InputError("no report to show")
     depth = _drill_depth(sides, drill_depth)
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("rag_eval.reports", "."),
+        loader=jinja2.PackageLoader("rag_eval.renderers", "."),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -692,6 +687,36 @@ def _notes(sides: Sequence[HtmlSide]) -> list[str]:
     if len(said) == len(sides) and len(set(said)) == 1:
         return said[:1]
     return [f"{s.name}: {s.note}" if len(sides) > 1 else s.note for s in sides if s.note]
+
+
+def report_to_html(
+    report: Report,
+    path: str | os.PathLike[str],
+    *,
+    results: Mapping[str, PipelineResult] | PipelineResult | None = None,
+    qrels: Qrels | Mapping[str, Mapping[str, int]] | None = None,
+    collection: Collection | None = None,
+    baseline: Report | str | os.PathLike[str] | None = None,
+    drill_depth: int | None = None,
+    title: str | None = None,
+    plots: bool = True,
+) -> Path:
+    """:meth:`Report.to_html`: ``report`` as one HTML file, with a diff against ``baseline`` (a report or a result
+    folder) when given."""
+    from .result_folder import load_folder
+
+    side = side_of(
+        report, results=results, qrels=qrels, collection=collection, name="candidate" if baseline else "report"
+    )
+    sides = [side]
+    if baseline is not None:
+        first = (
+            side_of(baseline, qrels=qrels, collection=collection, name="baseline")
+            if isinstance(baseline, Report)
+            else side_from_folder(load_folder(baseline), baseline, collection=collection, name="baseline")
+        )
+        sides = [first, side]
+    return write_html(path, sides, drill_depth=drill_depth, title=title, plots=plots)
 
 
 def write_html(

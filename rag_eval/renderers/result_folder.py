@@ -18,8 +18,7 @@ What :meth:`Report.save_folder` writes and :meth:`Report.load_folder` reads (the
 Loading checks every file the manifest lists against its SHA-256 (an InputError names the first that differs or
 is missing), then reads ``report.parquet``; files the manifest does not list (a stage cache kept in the folder)
 are ignored. The hashes are those of :mod:`rag_eval.reports.hashes`; :func:`comparable` lists how two folders (or
-reports, cards) differ in them. This module does not import the Report (whose ``save_folder`` calls it): it writes
-any :class:`FolderReport`.
+reports, cards) differ in them. It reads the Report through its public API and writes any :class:`FolderReport`.
 """
 
 from __future__ import annotations
@@ -38,16 +37,17 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .._escape import csv_text, markdown_code, plot_text
 from .._files import all_or_none, current, write_output
+from .._markdown import markdown_cell
 from .._version import __version__
 from ..data.collection import Collection
 from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import InputError
 from ..metrics.conventions import Conventions
+from ..reports.card import CARD_KEY, MetricCard
+from ..reports.hashes import FIELDS, ContentHashes, content_hashes, corpus_sha256, qrels_sha256
+from ..reports.report import Report
 from ..stages.result import PipelineResult
-from ._markdown import markdown_cell
-from .card import CARD_KEY, MetricCard
-from .hashes import FIELDS, ContentHashes, content_hashes, corpus_sha256, qrels_sha256
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -61,7 +61,9 @@ __all__ = [
     "comparable",
     "differences",
     "folder_card",
+    "load_folder",
     "load_manifest",
+    "save_folder",
     "write_folder",
 ]
 
@@ -85,7 +87,7 @@ SHOWN_AS = {"rerank_gain@budget": "recall@budget after − before"}
 
 def _fate_words(metric: str, result: PipelineResult | None) -> str:
     """A loss share's fate in words, naming what cut the items: the reranker(s) or the budget."""
-    from ._fates import fate_label
+    from ..reports.fates import fate_label
 
     fate = metric.removeprefix("loss.")
     rerankers = [name for name, out in result.stages.items() if out.role == "reranker"] if result else []
@@ -105,8 +107,8 @@ class Manifest(BaseModel):
 
 
 class FolderReport(Protocol):
-    """What a result folder is written from: a :class:`~rag_eval.reports.report.Report` (named by what it offers,
-    so that this module, which the Report's save_folder calls, does not import it back)."""
+    """What a result folder is written from: a :class:`~rag_eval.reports.report.Report` (named by what it offers:
+    any object with the members it reads)."""
 
     @property
     def card(self) -> MetricCard: ...
@@ -126,6 +128,8 @@ class FolderReport(Protocol):
     def loss_items(self) -> pd.DataFrame: ...
     @property
     def failures(self) -> pd.DataFrame: ...
+    @property
+    def recall_curves(self) -> pd.DataFrame: ...
     def save(self, path: str | os.PathLike[str]) -> None: ...
 
 
@@ -367,6 +371,42 @@ def _parse_manifest(folder: Path) -> Manifest:
         if not re.fullmatch(r"[0-9a-f]{64}", digest):
             raise InputError(f"the SHA-256 of {name!r} is not 64 hex digits: {digest!r}", source=where)
     return manifest
+
+
+def save_folder(
+    report: Report,
+    folder: str | os.PathLike[str],
+    *,
+    qrels: Qrels | Mapping[str, Mapping[str, int]] | None = None,
+    runs: Mapping[str, Run | PipelineResult] | Run | PipelineResult | None = None,
+    collection: Collection | None = None,
+    title: str | None = None,
+    facts: Mapping[str, Any] | None = None,
+    plots: bool | None = None,
+) -> Path:
+    """:meth:`Report.save_folder`: ``report`` as a result folder; ``plots`` None draws them when matplotlib is
+    installed. Returns the path of ``report.md``."""
+    if plots is None:
+        import importlib.util
+
+        plots = importlib.util.find_spec("matplotlib") is not None
+    card, checked, plain, results = folder_card(report, folder, qrels=qrels, runs=runs, collection=collection)
+    shown = report if card is report.card else report.with_card(card)
+    return write_folder(
+        shown, folder, qrels=checked, plain=plain, results=results, title=title, facts=facts, plots=plots
+    )
+
+
+def load_folder(folder: str | os.PathLike[str]) -> Report:
+    """:meth:`Report.load_folder`: the report of a result folder, each file checked against the manifest's SHA-256
+    (a file changed or missing is an InputError naming it); the card's content hashes must be the manifest's."""
+    manifest = load_manifest(folder)
+    report = Report.load(Path(folder) / "report.parquet")
+    if report.card.hashes != manifest.hashes:
+        raise InputError(
+            f"the content hashes of report.parquet's card are not those of {MANIFEST}", source=str(Path(folder))
+        )
+    return report
 
 
 def load_manifest(folder: str | os.PathLike[str]) -> Manifest:
@@ -623,11 +663,8 @@ def _plots(writer: _Writer, report: FolderReport, results: Mapping[str, Pipeline
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..metrics._engine import evaluate_run
-    from ..metrics.grammar import parse_metrics
-
     written: list[Path] = []
-    conventions = report.card.conventions
+    curves = report.recall_curves
 
     def save(fig: Any, name: str) -> None:
         buffer = io.BytesIO()
@@ -638,13 +675,11 @@ def _plots(writer: _Writer, report: FolderReport, results: Mapping[str, Pipeline
     fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 4), squeeze=False)
     for ax, (pipeline, result) in zip(axes[0], results.items(), strict=True):
         depth = result.pipeline.depth
-        ks = sorted(set(np.unique(np.geomspace(1, depth, num=min(depth, 30)).astype(int)).tolist()) | {depth})
-        # under the report's own conventions, so that the curve meets the table's recall@depth at the depth
-        recall = parse_metrics([f"recall@{k}" for k in ks])
-        for stage, run in result.runs.items():
-            at_k = evaluate_run(qrels, run, recall, conventions, warn_ids=False).values
-            mean = [float(np.nanmean(v)) if len(v) else np.nan for v in at_k]
-            ax.plot(ks, mean, marker=".", label=plot_text(stage))
+        # as the report measured them at evaluation: the curve meets the table's recall@depth at the depth
+        table = curves[curves["run"] == pipeline]
+        for stage in result.stages:
+            rows = table[table["stage"] == stage]
+            ax.plot(rows["k"].tolist(), rows["recall"].tolist(), marker=".", label=plot_text(stage))
         ax.axvline(depth, color="grey", linestyle=":", label=f"depth {depth}")
         budget = result.pipeline.budget
         delivered = list(result.delivered().values())

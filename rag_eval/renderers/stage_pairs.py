@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .report import Report
+    from ..reports.report import Report
 
 __all__ = ["BlockPair", "Pairing", "pair_blocks"]
 
@@ -65,7 +65,7 @@ def _stages(report: Report, run: str, roles: dict[str, dict[str, str]]) -> list[
     out: list[str | None] = []
     for stage in order:
         try:
-            report._block(run, stage)
+            report.block(run, stage)
         except KeyError:
             continue
         out.append(stage)

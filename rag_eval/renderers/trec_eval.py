@@ -59,8 +59,8 @@ from ..data.run import Run
 from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import TREC_EVAL_FLAGS, follows_trec_eval
 from ..metrics.grammar import Metric, parse_metric
-from .report import Report
-from .summary import MIN_GEO_MEAN
+from ..reports.report import Report
+from ..reports.summary import MIN_GEO_MEAN
 
 __all__ = [
     "MEASURE_TABLE",
@@ -256,9 +256,9 @@ def _blocks(
                 continue
             if FAMILIES[family].kind == "text":
                 if family not in _SUMMARY_ONLY:
-                    per.append((c, ["'" + s + "'" for s in report._column(name, c.column)]))
+                    per.append((c, ["'" + s + "'" for s in report.column(name, c.column)]))
                 continue
-            values = np.asarray(report._column(name, c.column), dtype=np.float64)
+            values = np.asarray(report.column(name, c.column), dtype=np.float64)
             if family not in _SUMMARY_ONLY:
                 per.append((c, values))
             if family in _PER_QUERY_ONLY:
@@ -312,7 +312,7 @@ def _runid(report: Report, name: str, runs: Mapping[str, Run] | None) -> str:
     if run is not None:
         return run.tag or run.name
     if "runid" in report.text_metrics:
-        texts = report._column(name, "runid")
+        texts = report.column(name, "runid")
         if len(texts):
             return str(texts[-1])
     return name

@@ -208,7 +208,7 @@ class MetricCard(BaseModel):
             )
             lines.extend("  " + line for line in QuerySetCard.from_dict(self.query_set).render().splitlines())
         if self.judge_agreement:
-            from ..ground_truth._agreement_text import card_lines
+            from ..ground_truth.agreement_text import card_lines
 
             lines.extend(card_lines(self.judge_agreement))
         if self.comparison:

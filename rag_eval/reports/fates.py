@@ -1,4 +1,4 @@
-"""The fates of a relevant item in a pipeline (``docs/stage-aware.md``), named by what cut it: where the loss
+"""The fates of a relevant item in a pipeline (``docs/html-report.md``), named by what cut it: where the loss
 attribution (:mod:`rag_eval.reports.stage_aware`), report.md, the HTML report and the CLI say them. Kept apart, with
 no import, so that every face names a fate the same way."""
 

@@ -17,7 +17,7 @@ A report's metric card (and a result folder's ``manifest.json``) carries a :clas
 - ``conventions``: SHA-256 of the conventions' canonical JSON (sorted keys); ``budget``: the pipelines' context
   budget as the card prints it (``budget(5)``, ``budget(512tok)``), None for plain runs.
 
-:func:`rag_eval.reports.result_folder.comparable` lists how two reports (cards, folders, saved reports) differ in
+:func:`rag_eval.renderers.result_folder.comparable` lists how two reports (cards, folders, saved reports) differ in
 these: the CI gate refuses to compare numbers computed on different qrels, queries, corpus, conventions or budget.
 """
 

@@ -26,6 +26,7 @@ import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -42,13 +43,16 @@ from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import Conventions
 from ..metrics.grammar import Metric, parse_metric
 from ..stages.result import Finding, PipelineResult, StageOutput, _ArrowIds, announce
-from ._fates import CUT, FATES
 from ._judged import JUDGED_THRESHOLD, JudgedShare, judged_share, shares_frame, warn_low
 from ._runs import graded_by_notes
 from ._systematic import announce_overlap, issue_rows, query_overlap
 from .card import InputRecord, MetricCard, QueryRecord
+from .fates import CUT, FATES
 from .hashes import content_hashes
-from .report import Report, RunScores
+from .report import CURVES, Report, RunScores
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FIRST_STAGE_METRICS = ("recall@depth", "recall@budget", "precision@budget", "hit@budget", "recall_ceiling@budget")
 RERANKER_METRICS = (
@@ -102,7 +106,7 @@ def evaluate_pipelines(
             notes=graded_by_notes(qrels),
         )
     ]
-    tables: dict[str, list[pd.DataFrame]] = {"latency": [], "failures": [], "issues": [], "loss_items": []}
+    tables: dict[str, list[pd.DataFrame]] = {"latency": [], "failures": [], "issues": [], "loss_items": [], CURVES: []}
     names: list[str] = []
     described = []
     shares: list[JudgedShare] = []
@@ -159,6 +163,7 @@ def evaluate_pipelines(
             ("issues", issues),
             ("loss_items", judge.loss_items),
         )
+        tables[CURVES].append(judge.recall_curves(run_name))
         for key, table in tables_of_run:
             tables[key].append(table.assign(run=run_name) if len(results) > 1 else table)
         p = result.pipeline
@@ -287,6 +292,25 @@ class _PipelineJudge:
         if k is None:
             raise ValueError(f"no cutoff {cut!r}: expected 'budget' or 'depth'")
         return k
+
+    def recall_curves(self, run_name: str) -> pd.DataFrame:
+        """Mean recall@k of every stage for k on a log scale up to the depth (the depth included), measured as the
+        table measures recall@depth (the stage's ranking as given, under the report's conventions), so that the
+        curve meets the table's value at the depth (Report.recall_curves, the plots of the renderers)."""
+        import pandas as pd
+
+        depth = self.pipeline.depth
+        ks = sorted(set(np.unique(np.geomspace(1, depth, num=min(depth, 30)).astype(int)).tolist()) | {depth})
+        recall = [Metric("recall", k) for k in ks]
+        rows = []
+        for stage, out in self.result.stages.items():
+            run, failed = self._run(out)
+            exclude = failed if self.conv.failed == "exclude" else ()
+            at_k = evaluate_run(self.qrels, run, recall, self.conv, exclude=exclude, warn_ids=False).values
+            rows += [
+                (run_name, stage, k, float(np.nanmean(v)) if len(v) else np.nan) for k, v in zip(ks, at_k, strict=True)
+            ]
+        return pd.DataFrame(rows, columns=["run", "stage", "k", "recall"])
 
     def block(self, run_name: str, stage: str, out: StageOutput, specs: list[_Spec]) -> tuple[RunScores, QueryAccount]:
         run, failed = self._run(out)

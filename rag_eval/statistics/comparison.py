@@ -17,10 +17,10 @@ values' logs (a paired test of the mean log difference is a test of the ratio of
 comparison lists them under ``geometric``. Text metrics (relstring, runid) are not in the float tables, so never
 compared.
 
-What each row rests on: queries are paired by :func:`rag_eval.reports.statistics.pair` (the pairing the gate uses);
+What each row rests on: queries are paired by :func:`rag_eval.statistics.paired.pair` (the pairing the gate uses);
 ``only_system`` and ``only_baseline`` count the queries one side measured and the other did not (left out, some
 named in :attr:`Comparison.notes`, which ``str()`` and the Markdown print). The interval is the paired bootstrap's,
-``min n`` 10 (:data:`~rag_eval.reports.statistics.MIN_N`): below it ``ci_low``/``ci_high`` are NaN; an interval of
+``min n`` 10 (:data:`~rag_eval.statistics.paired.MIN_N`): below it ``ci_low``/``ci_high`` are NaN; an interval of
 zero width (every difference the same) is announced (:class:`~rag_eval.errors.DegenerateInterval`) and noted.
 ``wins`` and ``losses`` read the metric's direction (:func:`rag_eval.metrics.direction`): where lower is better
 (``loss.*``, ``unjudged``) a drop is a win; for a metric with no better side (``num_ret``) they count rises and
@@ -38,12 +38,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._escape import plot_text
-from ._markdown import html_table, markdown_cell, markdown_table
-from ._systems import resolve_system, with_systems
-from .card import MetricCard
-from .power_analysis import t_minimum_detectable_difference
-from .report import Report, is_geometric_metric
-from .statistics import (
+from .._markdown import html_table, markdown_cell, markdown_table
+from ..reports.card import MetricCard
+from ..reports.report import Report, is_geometric_metric
+from ..reports.summary import MIN_GEO_MEAN, bootstrap_means, summarize_geometric, summarize_values
+from .paired import (
     CORRECTIONS,
     MIN_N,
     TESTS,
@@ -55,7 +54,8 @@ from .statistics import (
     paired_bootstrap_ci,
     warn_degenerate,
 )
-from .summary import MIN_GEO_MEAN, bootstrap_means, summarize_geometric, summarize_values
+from .power_analysis import t_minimum_detectable_difference
+from .systems import resolve_system, with_systems
 
 if TYPE_CHECKING:
     import pandas as pd

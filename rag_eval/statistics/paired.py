@@ -17,7 +17,7 @@ import numpy as np
 from ..data._joins import user_stacklevel
 from ..data._near_miss import near_miss_line, near_misses
 from ..errors import DegenerateInterval, InputError, NearMissIds
-from .summary import chunk_rows
+from ..reports.summary import chunk_rows
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -230,7 +230,7 @@ def sign_blocks(n: int, *, permutations: int, seed: int) -> Iterator[np.ndarray]
     """The sign assignments :func:`randomization_test` uses for ``n`` differences, a block of rows at a time:
     every one of the 2^n when :func:`is_exact`, else ``permutations`` random ones drawn from a generator seeded
     with ``seed`` (int8 rows of +1 and -1). The same stream for every set of ``n`` differences, which is what lets
-    :mod:`rag_eval.reports.power_analysis` simulate the test on many resampled sets at once."""
+    :mod:`rag_eval.statistics.power_analysis` simulate the test on many resampled sets at once."""
     if is_exact(n, permutations):
         yield ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) * 2 - 1
         return

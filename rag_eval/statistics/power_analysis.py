@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._systems import resolve_system, with_systems
-from .report import Report, is_geometric_metric
-from .statistics import TESTS, is_exact, pair, shown_ids, sign_blocks, wilcoxon_test
-from .summary import MIN_GEO_MEAN
+from ..reports.report import Report, is_geometric_metric
+from ..reports.summary import MIN_GEO_MEAN
+from .paired import TESTS, is_exact, pair, shown_ids, sign_blocks, wilcoxon_test
+from .systems import resolve_system, with_systems
 
 if TYPE_CHECKING:
     import pandas as pd

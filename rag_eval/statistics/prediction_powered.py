@@ -54,7 +54,7 @@ badly). The human-only interval (``human_interval``) is ``mean_S(h) +- z se`` wi
 
 Paired differences of two systems A and B are the same estimand on per-query differences: ``f_i = f_i^A - f_i^B``,
 ``h_i = h_i^A - h_i^B``; the p-value is two-sided from the normal statistic ``theta_hat / se``. The two systems'
-queries are paired by :func:`rag_eval.reports.statistics.pair`; those one system has and the other not are left
+queries are paired by :func:`rag_eval.statistics.paired.pair`; those one system has and the other not are left
 out and counted (``n_unpaired``, named in the table's ``attrs["notes"]``).
 
 **Minimum n.** Every interval here is normal, with a standard error estimated from the sample: it covers about
@@ -75,13 +75,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from .._markdown import html_table, markdown_cell, markdown_table
 from ..data._near_miss import near_miss_hint
 from ..errors import InputError
-from ._markdown import html_table, markdown_cell, markdown_table
-from ._systems import resolve_system
-from .report import Report, is_geometric_metric, is_text_metric
-from .statistics import MIN_N as _MIN_N
-from .statistics import pair, warn_degenerate
+from ..reports.report import Report, is_geometric_metric, is_text_metric
+from .paired import MIN_N as _MIN_N
+from .paired import pair, warn_degenerate
+from .systems import resolve_system
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -665,7 +665,7 @@ class JudgeAssisted:
         """Every other system minus ``baseline`` (default: the first system), per metric: the prediction-powered
         interval of the per-query differences (``diff``, ``ci_low``, ``ci_high``, ``se``, ``lam``), a two-sided
         p-value from ``diff / se``; beside it the human-only difference, interval and p-value, and the naive
-        judge-only difference and interval. Queries are paired by id (:func:`rag_eval.reports.statistics.pair`); a
+        judge-only difference and interval. Queries are paired by id (:func:`rag_eval.statistics.paired.pair`); a
         query whose value is NaN for either system is left out and counted in ``n_nan``, one that either system
         lacks in ``n_unpaired`` (named in ``attrs["notes"]`` of the frame returned, with any zero-width interval)."""
         import pandas as pd

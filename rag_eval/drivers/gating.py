@@ -20,22 +20,22 @@ Yekutieli's false-coverage-rate intervals, at ``R · alpha / m`` where R (at lea
 Benjamini-Hochberg-corrected p-value is below ``alpha``; ``"none"``, each at ``alpha``. The p-values shown (of a
 difference of 0, two-sided) are corrected by the named method across the rules, as ``compare`` corrects them.
 
-The interval goes with the test (:func:`rag_eval.reports.statistics.paired_interval`): ``randomization``
+The interval goes with the test (:func:`rag_eval.statistics.paired.paired_interval`): ``randomization``
 (default) inverts the paired randomization test (the shifts it does not reject, with compare's permutations and
 seed); ``t`` is Student's t interval; ``bootstrap`` the paired percentile bootstrap (its p-value the interval's
 inversion); ``wilcoxon`` takes the bootstrap interval of the mean (the signed-rank test's own interval bounds the
 pseudo-median, which stays 0 when most queries do not change however far the mean drops) and Wilcoxon's p-value.
 
-It refuses what is not comparable (:func:`rag_eval.reports.result_folder.differences`): different qrels (SHA-256),
+It refuses what is not comparable (:func:`rag_eval.renderers.result_folder.differences`): different qrels (SHA-256),
 query set, corpus or chunking (fingerprint), conventions or budget, each named. ``allow={"qrels", ...}`` lets a
 kind of difference through; the verdict prints each difference let through. It refuses too when either side
 measured queries the other did not (under ``conventions="trec_eval"`` a query missing from a run is not measured):
 ``allow={"unpaired"}`` gates on the queries both measured, and the verdict says how many were left out, naming some
-(:func:`rag_eval.reports.statistics.pair`, the pairing every comparison goes through).
+(:func:`rag_eval.statistics.paired.pair`, the pairing every comparison goes through).
 
 Every metric has a direction (:func:`rag_eval.metrics.higher_is_better`): for one where lower is better
 (``loss.never_retrieved``, ``unjudged@10``), ``max_drop`` bounds a rise, and the decision reads the interval's
-other bound. Below its method's minimum n (:data:`rag_eval.reports.statistics.MIN_N`: t 2, randomization 6,
+other bound. Below its method's minimum n (:data:`rag_eval.statistics.paired.MIN_N`: t 2, randomization 6,
 bootstrap and wilcoxon 10) a rule is inconclusive, with no interval; an interval of zero width (every paired
 difference the same) is announced (:class:`~rag_eval.errors.DegenerateInterval`) and the verdict says so.
 """
@@ -53,13 +53,12 @@ import numpy as np
 
 from .._escape import xml_text
 from .._files import append_output, write_output
+from .._markdown import markdown_cell
 from ..errors import InputError
-from ._markdown import markdown_cell
-from .hashes import FIELDS
-from .power_analysis import power as power_analysis
-from .report import Report, is_geometric_metric, is_text_metric
-from .result_folder import differences
-from .statistics import (
+from ..renderers.result_folder import differences
+from ..reports.hashes import FIELDS
+from ..reports.report import Report, is_geometric_metric, is_text_metric
+from ..statistics.paired import (
     CORRECTIONS,
     INTERVAL_TESTS,
     MIN_N,
@@ -73,6 +72,7 @@ from .statistics import (
     shown_ids,
     warn_degenerate,
 )
+from ..statistics.power_analysis import power as power_analysis
 
 __all__ = [
     "ALLOWABLE",
@@ -504,7 +504,7 @@ def gate(
     only, left out and counted), each printed in the verdict.
 
     Raises :class:`NotComparable` (an InputError) naming each difference not allowed,
-    :class:`~rag_eval.reports.statistics.UnpairedQueries` (an InputError) when a side lacks queries the other
+    :class:`~rag_eval.statistics.paired.UnpairedQueries` (an InputError) when a side lacks queries the other
     measured, and ValueError for bad settings, an unknown metric or stage, a metric with no better side
     (``num_ret``), or a rule with no paired query.
     """
@@ -657,7 +657,7 @@ def _paired(
     base: Report, cand: Report, rule: Rule, *, allow_unpaired: bool
 ) -> tuple[Rule, str, tuple[str, str], Pairing]:
     """The rule's paired values: (rule, metric name, (baseline system, candidate system), the pairing), queries
-    paired by id through :func:`rag_eval.reports.statistics.pair`, as ``compare`` pairs them: a side lacking queries
+    paired by id through :func:`rag_eval.statistics.paired.pair`, as ``compare`` pairs them: a side lacking queries
     the other measured is refused unless ``allow_unpaired``."""
     b_run, b_stage, metric = _system(base, rule, "baseline")
     c_run, c_stage, c_metric = _system(cand, rule, "candidate")
