@@ -24,7 +24,7 @@ A batch call that raises, or returns another number of answers than it was given
 query (a batch of one each), so that a fault is charged to its own query.
 
 The fingerprint (the cache key) covers what decides the function's output, read when a run starts
-(:mod:`rag_eval.stages._fingerprint`): its code object, its defaults and closure, every global it loads, followed
+(:mod:`rag_eval.stages.fingerprint`): its code object, its defaults and closure, every global it loads, followed
 through the user's own modules (a helper edited in the same module changes the key; another stage's function in that
 module does not), and for a bound method or a callable object the object itself; installed packages by name and
 version; data by content (two indexes of the same size differ). An object that cannot be described exactly (a
@@ -74,7 +74,7 @@ import numpy as np
 from ..data.queryset import QuerySet
 from ..errors import InputError
 from ..stages import Fingerprint, Hit, Reranker, Retriever
-from ..stages._fingerprint import fingerprint
+from ..stages.fingerprint import fingerprint
 from ..stages.hits import as_hit
 from ..stages.judges import DEFAULT_SCALE, BaseJudge, JudgeGrade, JudgeItem, check_scale
 from ._common import map_back, qualified_name, returned_items, run_sync

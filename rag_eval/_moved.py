@@ -21,6 +21,7 @@ def moved_names(old: str, names: Mapping[str, str]) -> Callable[[str], Any]:
         warnings.warn(f"{old}.{name} moved to {new}.{name}", DeprecationWarning, stacklevel=2)
         return getattr(importlib.import_module(new), name)
 
+    __getattr__.moved = dict(names)  # type: ignore[attr-defined]  # read by tests/test_layers.py
     return __getattr__
 
 

@@ -62,7 +62,7 @@ from ._escape import csv_text, visible
 from ._files import all_or_none, write_output
 from ._version import __version__
 from .data import Qrels, Run
-from .data._numbers import score_text
+from .data.numeric import score_text
 from .errors import HarnessError, InputError
 from .metrics import Conventions
 from .metrics.conventions import PRESETS, resolve_conventions
@@ -1516,8 +1516,8 @@ def _report(args: argparse.Namespace) -> int:
 def _tune(args: argparse.Namespace) -> int:
     import json
 
-    from .data._groups import read_groups
     from .data.collection import Collection
+    from .data.groups import read_groups
     from .drivers.tuning import Space, parse_space, tune
 
     metrics = args.metrics or ["recall@budget"]

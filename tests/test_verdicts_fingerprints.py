@@ -37,7 +37,7 @@ from rag_eval import stages as S
 from rag_eval.adapters import functions
 from rag_eval.data import Chunk, Collection
 from rag_eval.stages import Uncacheable
-from rag_eval.stages._fingerprint import fingerprint
+from rag_eval.stages.fingerprint import fingerprint
 
 PACKAGES = (
     "rag_eval",
@@ -640,7 +640,7 @@ def test_a_writable_array_is_read_at_every_run_a_read_only_one_once(tmp_path):
     assert _run(stage, tmp_path) == ("7.0-8.0", 0)
     with pytest.raises(ValueError, match="read-only"):
         frozen[0] = 1.0
-    from rag_eval.stages._fingerprint import _MEMO
+    from rag_eval.stages.fingerprint import _MEMO
 
     fingerprint(frozen, stage="s")
     fingerprint(writable, stage="s")

@@ -19,7 +19,7 @@ import rag_eval
 from rag_eval import Qrels, Run, evaluate
 from rag_eval.adapters import functions
 from rag_eval.cli import main
-from rag_eval.data._groups import group_split, normalised_texts, query_groups, read_groups
+from rag_eval.data.groups import group_split, normalised_texts, query_groups, read_groups
 from rag_eval.data.queryset import QueryProvenance, QuerySet, normalise
 from rag_eval.drivers.tuning import Space, tune
 from rag_eval.errors import InputError, UnevenSplit

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..data import Collection, Qrels
-from ..data._groups import query_groups
+from ..data.groups import query_groups
 from ..errors import InputError
 from ..ground_truth.pooling import Pool
 from ..stages.judges import BaseJudge, JudgeGrade, JudgeItem, check_scale

@@ -3,7 +3,7 @@
 The C reader (``rag_eval._speedups.parse_columns``) takes every regular file; a line it finds unusual (too
 few fields, a score that is not a number, ...) sends the whole file to the line reader here, which names the
 line and the problem. Both split fields on ASCII whitespace only, as trec_eval does, end lines at LF, CRLF or a
-lone CR, and read numbers by the one rule of :mod:`rag_eval.data._numbers`.
+lone CR, and read numbers by the one rule of :mod:`rag_eval.data.numeric`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Literal
 import numpy as np
 
 from .. import _accel
-from ._io import InputFile
-from ._numbers import grade_text, is_nan_text, score_text
-from ._packed import PackedIds
+from .input_files import InputFile
+from .numeric import grade_text, is_nan_text, score_text
+from .packed import PackedIds
 
 Kind = Literal["run", "qrels"]
 _LAYOUT = {"run": "qid Q0 docid rank score tag", "qrels": "qid iter docid grade"}
@@ -111,5 +111,5 @@ def _score(text: str, file: InputFile, number: int) -> float:
 
 def parse_int(text: str) -> int | None:
     """``text`` as an int: ASCII digits with an optional sign, or an integral decimal such as ``1.0`` (as trec_eval's
-    ``atol`` reads it); else None (see :mod:`rag_eval.data._numbers`)."""
+    ``atol`` reads it); else None (see :mod:`rag_eval.data.numeric`)."""
     return grade_text(text)

@@ -3,7 +3,7 @@
 A field outside what its kind can hold (a time that leaves years 1 to 9999 once in UTC, an integer beyond its
 range, a NaN, ``true`` where an integer is expected, a number of a thousand digits) is refused with an
 :class:`~rag_eval.errors.InputError` naming the file, the line (or span, or row) and the field, never an
-``OverflowError`` from deep inside. Numbers given as text follow :mod:`rag_eval.data._numbers` (plain ASCII
+``OverflowError`` from deep inside. Numbers given as text follow :mod:`rag_eval.data.numeric` (plain ASCII
 decimals). A columnar reader checks whole columns and reports the first bad row: :func:`first_bad`.
 """
 
@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from ._numbers import GRADE_TEXT, is_bool, is_nan_text, score_text
+from .numeric import GRADE_TEXT, is_bool, is_nan_text, score_text
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 UINT64_MAX = 2**64 - 1

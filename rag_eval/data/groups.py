@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, UnevenSplit
-from ._io import read_input, warn
+from .input_files import read_input, warn
 
 __all__ = ["group_split", "normalised_texts", "query_groups", "read_groups"]
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import IdsConverted, InputError
-from ._io import warn
+from .input_files import warn
 
 
 def as_id(value: Any, what: str, where: str) -> tuple[str, bool]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, LowJoinMatch, NearMissIds
-from ._near_miss import near_miss_line, near_misses
+from .near_miss import near_miss_line, near_misses
 
 __all__ = ["Join", "join", "user_stacklevel"]
 

@@ -147,7 +147,7 @@ def warn_near_misses(
     stacklevel: int,
 ) -> list[tuple[str, str, str]]:
     """Warn once (:class:`~rag_eval.errors.NearMissIds`; ``stacklevel`` counts from the caller, as
-    :func:`rag_eval.data._joins.user_stacklevel` gives it) about the ids of ``left`` that are not in ``right`` but
+    :func:`rag_eval.data.joins.user_stacklevel` gives it) about the ids of ``left`` that are not in ``right`` but
     are written like one of ``right`` that is not in ``left``; the pairs, [] when none. The two sides' differences
     are taken with set operations (no Python call per id), and only they are compared."""
     mine, theirs = set(left), set(right)

@@ -133,7 +133,7 @@ class Rule:
             raise ValueError(f"rule {text!r}: expected METRIC:MAXDROP or METRIC:STAGE:MAXDROP")
         metric, drop_text = text[: cuts[0]], text[cuts[-1] + 1 :]
         stage = text[cuts[0] + 1 : cuts[1]] if len(cuts) == 2 else None
-        from ..data._numbers import score_text
+        from ..data.numeric import score_text
 
         drop = score_text(drop_text.strip())
         if drop is None:

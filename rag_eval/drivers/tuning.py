@@ -10,7 +10,7 @@ replacement (NumPy's generator seeded with ``[seed, 1]``) and keeps them in that
 
 How the queries are split: by group, so that the held-out part is held out. Queries whose texts are equal after
 :func:`rag_eval.data.queryset.normalise` (one question asked under two ids), or that share a key of ``groups``,
-are one group (:mod:`rag_eval.data._groups`). ``split=0.5`` orders the groups by their first id, shuffles them with
+are one group (:mod:`rag_eval.data.groups`). ``split=0.5`` orders the groups by their first id, shuffles them with
 ``numpy.random.default_rng([seed, 0]).permutation`` and gives whole groups to tuning while it holds at most
 ``round(0.5 x n)`` queries (at least 1, at most n - 1; at least one group), the rest to the held-out part: where
 every query is its own group, this is the shuffle of the sorted ids. Fewer than two groups is an InputError; a
@@ -57,7 +57,7 @@ from ..data.qrels import Qrels
 from ..errors import InputError
 from ..metrics.conventions import Conventions
 from ..metrics.grammar import check_int, parse_metric
-from ..reports._judged import JUDGED_THRESHOLD
+from ..reports.evaluation import JUDGED_THRESHOLD
 from ..stages.budget import Budget
 from ..stages.fusion import RRF_K, fuse
 from ..stages.hits import Hit
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..reports.report import Report
-    from ..stages._cache import StageCache
+    from ..stages import StageCache
 
 __all__ = ["HeldOut", "Setting", "Space", "Tuning", "parse_space", "tune"]
 
@@ -326,7 +326,7 @@ def parse_space(specs: Sequence[str]) -> dict[str, Any]:
 
 
 def _space_number(token: str, *, spec: str) -> float:
-    from ..data._numbers import score_text
+    from ..data.numeric import score_text
 
     value = score_text(token.strip())
     if value is None:
@@ -733,7 +733,7 @@ def _split(
 ) -> tuple[list[str], list[str], dict[str, Any]]:
     """The tuning and held-out query ids, and what the split rests on (see the module's docstring): queries of one
     group (one normalised text, or one key of ``groups``) stay on one side."""
-    from ..data._groups import group_split, query_groups, straddling
+    from ..data.groups import group_split, query_groups, straddling
 
     ids = sorted(queries)
     labels = query_groups(ids, queries, groups)
@@ -787,8 +787,8 @@ def _saved_split(
     parts; a given split must still be disjoint, known and hold no group on both sides."""
     import json
 
-    from ..data._groups import group_split
-    from ..data._records import differ
+    from ..data.groups import group_split
+    from ..data.records import differ
 
     try:
         with open(path, "rb") as file:

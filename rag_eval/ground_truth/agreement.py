@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._moved import moved_names
 from .._optional import install_hint, require
 from ..data.qrels import Qrels
 from ..errors import InputError, LowAgreement
@@ -541,18 +542,4 @@ def _warn_items(result: JudgeAgreement, *, stacklevel: int) -> None:
 
 
 # moved to rag_eval.statistics.rankings: the old path warns (DeprecationWarning) and goes in a later release
-_MOVED = {
-    "RankingAgreement": "rag_eval.statistics.rankings",
-    "ranking_agreement": "rag_eval.statistics.rankings",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        import importlib
-
-        warnings.warn(
-            f"rag_eval.ground_truth.agreement.{name} moved to {_MOVED[name]}", DeprecationWarning, stacklevel=2
-        )
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = moved_names(__name__, dict.fromkeys(["RankingAgreement", "ranking_agreement"], "rag_eval.statistics"))

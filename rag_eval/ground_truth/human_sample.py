@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._files import write_output
-from ..data._near_miss import near_miss_hint
-from ..data._records import differ, redraw
+from ..data.near_miss import near_miss_hint
+from ..data.records import differ, redraw
 from ..errors import InputError
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._optional import require
-from ..data._fields import At, iso_time
+from ..data.fields import At, iso_time
 from ..data.queryset import QueryProvenance, QuerySet, normalise
 
 __all__ = [

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from .._files import remove_temporaries, target_of
-from ..data._joins import user_stacklevel
-from ..data._near_miss import warn_near_misses
+from ..data.joins import user_stacklevel
+from ..data.near_miss import warn_near_misses
 from ..data.qrels import Qrels
 from ..errors import HarnessError, InputError
 from ..ground_truth import JudgementLog, Merged, Pool, merge, write_qrels

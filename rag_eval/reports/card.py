@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._escape import markdown_code
 from .._version import __version__
-from ..metrics._engine import REASONS
 from ..metrics.conventions import PRESETS, Conventions
+from ..metrics.engine import REASONS
 from .hashes import ContentHashes
 
 CARD_KEY = b"rag_eval.card"  # where a saved report (Parquet) keeps its card, in the file's metadata

@@ -235,7 +235,7 @@ def _hash_lines(sha: Any, columns: list[Any]) -> None:
 def _escaped(column: Any) -> npt.NDArray[np.bool_]:
     """bool per str of a large_string array: it holds a byte JSON escapes (a quote, a backslash, a control
     character), found by one NumPy pass over the bytes (none, the common case, is known at once)."""
-    from ..stages._hit_table import string_buffers
+    from ..stages.hit_table import string_buffers
 
     starts, data = string_buffers(column)
     raw = np.frombuffer(data, np.uint8)
@@ -363,7 +363,7 @@ def _chunks(results: list[PipelineResult]) -> tuple[list[Any], Any]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..stages._hit_table import field_or_none
+    from ..stages.hit_table import field_or_none
 
     docs: list[Any] = []
     texts: list[Any] = []

@@ -201,7 +201,7 @@ class Report:
         if not isinstance(query_set, QuerySet):
             raise TypeError(f"queries must be a rag_eval.QuerySet, not {type(query_set).__name__}")
         weights = QueryWeights.of(query_set)
-        from ..data._joins import join  # the set's queries and those evaluated: matched k of n, said when short
+        from ..data.joins import join  # the set's queries and those evaluated: matched k of n, said when short
 
         join(
             list(query_set),

@@ -1,8 +1,8 @@
 """The on-disk cache of stage outputs: a directory of append-only Arrow IPC shards per stage configuration.
 
 Layout: ``<cache>/<stage-name>-<key>/shard-<time>-<pid>-<uuid>-<crc32>.arrow``. The key is a fingerprint of the
-stage's configuration and of everything upstream of it (:mod:`rag_eval.stages._fingerprint`), the depth included;
-within a shard, one row per query of :data:`rag_eval.stages._hit_table.SCHEMA`, keyed by the query id and the hash
+stage's configuration and of everything upstream of it (:mod:`rag_eval.stages.fingerprint`), the depth included;
+within a shard, one row per query of :data:`rag_eval.stages.hit_table.SCHEMA`, keyed by the query id and the hash
 of the query text (for a reranker, also of the ids of the hits it was given). Arrow only, no pickle, no JSON lines.
 
 Writing. :meth:`StageStore.put` buffers the rows of computed (non-failed) queries; a shard is written once
@@ -38,7 +38,7 @@ The cache's own failures are not the stage's: a directory that cannot be created
 removed during the run), a short write, a failing fsync are a :class:`~rag_eval.errors.HarnessError` naming the
 cache and what to do. It stops the run (what was stored before stays stored); no temporary file is left.
 
-A directory written by an older format or key scheme (before :data:`~rag_eval.stages._fingerprint.SCHEME`: the
+A directory written by an older format or key scheme (before :data:`~rag_eval.stages.fingerprint.SCHEME`: the
 JSON-lines files of rag_eval 0.2 and earlier) holds files that are never read: this is said once, with an
 :class:`~rag_eval.errors.OldCacheKeys` warning, and the directory is marked with the current scheme
 (``rag_eval-cache.json``). Old caches are not migrated.
@@ -70,8 +70,8 @@ import pyarrow.ipc as ipc
 
 from .._files import atomic_write, move_aside, remove_temporaries
 from ..errors import DamagedShard, HarnessError, InputError, OldCacheKeys
-from . import _hit_table as ht
-from ._fingerprint import SCHEME
+from . import hit_table as ht
+from .fingerprint import SCHEME
 
 MARKER = "rag_eval-cache.json"
 SHARD = re.compile(r"shard-(?P<time>\d{1,20})-(?P<pid>\d+)-(?P<uuid>[0-9a-f]{32})-(?P<crc>[0-9a-f]{8})\.arrow")
@@ -320,7 +320,7 @@ class StageStore:
     # ----- writing ---------------------------------------------------------------------------------------------
 
     def put(self, chunk: pa.Table) -> None:
-        """Keep the rows of ``chunk`` (:data:`~rag_eval.stages._hit_table.SCHEMA` rows of computed, non-failed
+        """Keep the rows of ``chunk`` (:data:`~rag_eval.stages.hit_table.SCHEMA` rows of computed, non-failed
         queries): buffered, written as a new shard when enough are pending (the module's docstring); a failure to
         write is a HarnessError."""
         _check_put(chunk)

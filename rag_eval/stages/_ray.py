@@ -2,7 +2,7 @@
 
 :class:`RayExecutor` implements the runner's executor protocol (:mod:`rag_eval.stages._executor`): the runner hands
 it one stage and the queries it still has to compute (a table of ``query_id``, ``text``, ``query_hash`` and, for a
-reranker, the ``hits`` it is given), and gets back :data:`~rag_eval.stages._hit_table.SCHEMA` rows in that order.
+reranker, the ``hits`` it is given), and gets back :data:`~rag_eval.stages.hit_table.SCHEMA` rows in that order.
 
 How a stage runs there (Ray Data ``map_batches`` over the queries, ``batch_size`` rows a Ray batch):
 
@@ -45,7 +45,7 @@ import pyarrow as pa
 
 from .._optional import install_hint, require
 from ..errors import HarnessError, InputError
-from ._hit_table import concat, empty_table, hit_lists
+from .hit_table import concat, empty_table, hit_lists
 
 #: rows of a Ray batch when neither the executor nor the stage says otherwise
 DEFAULT_BATCH_ROWS = 256
@@ -386,7 +386,7 @@ def _in_order(parts: Sequence[pa.Table], n: int, name: str) -> pa.Table:
 
 
 def _digest(stage: Any) -> str | None:
-    from ._fingerprint import Uncacheable
+    from .fingerprint import Uncacheable
 
     try:
         return str(stage.described().digest)

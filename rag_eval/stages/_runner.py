@@ -6,10 +6,10 @@ The local runner streams the queries in blocks (:func:`block_size`: at least 1,0
 reranker. For each stage and block it looks the queries up in the stage's cache store, computes the others with
 :func:`rag_eval.stages._batch.compute_batch` and puts their new rows into the store; the checked Hit tuples of a
 block go straight to the next stage (rebuilt from columns only for rows read from the cache), and live only for
-that block. What a stage's output keeps is its table (:data:`~rag_eval.stages._hit_table.SCHEMA`, one row per
+that block. What a stage's output keeps is its table (:data:`~rag_eval.stages.hit_table.SCHEMA`, one row per
 query, in query order): when the run ends, the stores are let go and each stage's block tables (on a rerun, rows of
 the cache's memory-mapped shards) are copied into one table part by part, each part freed once copied
-(:func:`~rag_eval.stages._hit_table.contiguous`), so that a stage's hits are held once. With an executor
+(:func:`~rag_eval.stages.hit_table.contiguous`), so that a stage's hits are held once. With an executor
 (``executor="ray"`` or an object with ``run_stage``, :mod:`rag_eval.stages._executor`) the runner goes stage by
 stage instead, handing each stage's uncached queries to the executor as one table; the result is the same.
 
@@ -54,12 +54,12 @@ import pyarrow.compute as pc
 
 from ..data.queryset import QuerySet
 from ..errors import HarnessError, InputError
-from . import _hit_table as ht
+from . import hit_table as ht
 from ._batch import Given, StageJob, _describe, compute_batch, entry_hash
 from ._cache import NoCache, NoStore, StageCache, StageStore, as_cache
 from ._executor import Executor, todo_table
-from ._fingerprint import Uncacheable
 from .budget import Budget
+from .fingerprint import Uncacheable
 from .fusion import Fusion
 from .result import PipelineResult, PipelineSpec, StageOutput, StageSpec, announce
 from .stage import Reranker, Retriever, Stage

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..data._joins import user_stacklevel
-from ..data._near_miss import near_miss_line, near_misses
+from ..data.joins import user_stacklevel
+from ..data.near_miss import near_miss_line, near_misses
 from ..errors import DegenerateInterval, InputError, NearMissIds
 from ..reports.summary import chunk_rows
 

@@ -76,7 +76,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from .._markdown import html_table, markdown_cell, markdown_table
-from ..data._near_miss import near_miss_hint
+from ..data.near_miss import near_miss_hint
 from ..errors import InputError
 from ..reports.report import Report, is_geometric_metric, is_text_metric
 from .paired import MIN_N as _MIN_N
