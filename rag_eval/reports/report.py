@@ -49,7 +49,8 @@ PER_QUERY_COLUMNS = ["run", "query_id", "metric", "value"]
 STAGE_PER_QUERY_COLUMNS = ["run", "stage", "query_id", "metric", "value"]
 _BLOCKS_KEY = b"rag_eval.blocks"
 _TABLES_KEY = b"rag_eval.tables"
-CURVES = "recall_curves"  # the pipeline table of recall@k per stage (Report.recall_curves)
+CURVES = "recall_curves"
+_CURVES_KEY = b"rag_eval.recall_curves"  # the pipeline table of recall@k per stage (Report.recall_curves)
 _TEXTS_KEY = b"rag_eval.texts"
 _WEIGHTS_KEY = b"rag_eval.query_weights"
 
@@ -531,7 +532,11 @@ class Report:
         meta = dict(table.schema.metadata or {})
         meta[CARD_KEY] = self._card.model_dump_json().encode()
         meta[_BLOCKS_KEY] = json.dumps([b.describe() for b in self._blocks]).encode()
-        meta[_TABLES_KEY] = json.dumps({k: v.to_json(orient="split") for k, v in self._tables.items()}).encode()
+        meta[_TABLES_KEY] = json.dumps(
+            {k: v.to_json(orient="split") for k, v in self._tables.items() if k != CURVES}
+        ).encode()
+        if CURVES in self._tables:  # every digit (to_json keeps 10): the plots meet the table at the depth
+            meta[_CURVES_KEY] = json.dumps(self._tables[CURVES].to_dict(orient="list")).encode()
         meta[_TEXTS_KEY] = json.dumps(
             [{"run": b.run, "stage": b.stage, "texts": b.texts} for b in self._blocks if b.texts]
         ).encode()
@@ -576,6 +581,8 @@ class Report:
                 k: pd.read_json(io.StringIO(v), orient="split")
                 for k, v in json.loads(meta.get(_TABLES_KEY, b"{}")).items()
             }
+            if _CURVES_KEY in meta:
+                tables[CURVES] = pd.DataFrame(json.loads(meta[_CURVES_KEY]), columns=["run", "stage", "k", "recall"])
         except (ValueError, TypeError, AttributeError) as exc:
             raise InputError(f"its pipeline tables do not parse ({' '.join(str(exc).split())})", source=where) from None
         weights = QueryWeights.from_json(meta[_WEIGHTS_KEY], where) if _WEIGHTS_KEY in meta else None
