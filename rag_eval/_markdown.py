@@ -1,5 +1,6 @@
 """Markdown tables whose cells are text, each through :func:`rag_eval._escape.markdown_cell` (entities,
-Markdown's punctuation backslashed, line breaks as spaces). Used by the notebook displays and report.md."""
+Markdown's punctuation backslashed, line breaks as spaces): the notebook displays and report.md
+(docs/result-folders.md)."""
 
 from __future__ import annotations
 

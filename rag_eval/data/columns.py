@@ -1,4 +1,4 @@
-"""Whitespace-separated text tables (TREC runs and qrels) read into columns.
+"""Whitespace-separated text tables (TREC runs and qrels) read into columns (docs/bad-input.md).
 
 The C reader (``rag_eval._speedups.parse_columns``) takes every regular file; a line it finds unusual (too
 few fields, a score that is not a number, ...) sends the whole file to the line reader here, which names the

@@ -1,4 +1,5 @@
 """Checked conversions of the fields readers take from files: one rule per kind of field, for every reader.
+See docs/bad-input.md.
 
 A field outside what its kind can hold (a time that leaves years 1 to 9999 once in UTC, an integer beyond its
 range, a NaN, ``true`` where an integer is expected, a number of a thousand digits) is refused with an

@@ -1,4 +1,4 @@
-"""Ids are ``str`` end to end, normalised in this one place before anything is merged.
+"""Ids are ``str`` end to end, normalised in this one place before anything is merged (docs/bad-input.md).
 
 Every reader and constructor (dicts, DataFrames, JSONL, Parquet, TREC files) passes its ids through
 :class:`IdCheck`: a ``str`` is kept (as a plain ``str``), an ``int`` is converted (with one warning per call), and

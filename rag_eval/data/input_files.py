@@ -1,4 +1,4 @@
-"""Reading input files: gzip, SHA-256, UTF-8 checks and line numbers, shared by every loader.
+"""Reading input files: gzip, SHA-256, UTF-8 checks and line numbers, shared by every loader (docs/bad-input.md).
 
 Every input is read exactly once, as a stream (:func:`read_raw`), so that pipes, FIFOs, ``/dev/stdin`` and
 ``<(cmd)`` work: a loader that must tell formats apart sniffs the bytes already read and parses that same

@@ -1,4 +1,5 @@
 """Ids that differ only in how they are written: a classic source of silent zeros, checked in one place.
+See docs/bad-input.md.
 
 A run that calls a query ``"001"``, ``" 1"``, ``"Q1"`` or ``"café"`` (decomposed, NFD) while the qrels call it
 ``"1"``, ``"1"``, ``"q1"`` or ``"café"`` (composed, NFC) scores 0 on it without an error: they are different ids.

@@ -1,4 +1,5 @@
 """Numbers are plain ASCII decimals: one rule for every reader and constructor (files, dicts, JSONL, frames).
+See docs/bad-input.md.
 
 Python's ``float()`` and ``int()`` also read ``1_0`` (as 10), non-ASCII digits (``١``) and surrounding whitespace;
 trec_eval's ``atof``/``atol`` read ``1_0`` as 1 and stop at the first character they do not know. A number that

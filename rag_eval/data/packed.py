@@ -1,4 +1,5 @@
-"""Doc ids packed as UTF-8 bytes end to end: a run read from a file keeps its 10M ids without 10M str objects."""
+"""Doc ids packed as UTF-8 bytes end to end: a run read from a file keeps its 10M ids without 10M str objects.
+See docs/bad-input.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Turning scores into a ranking: score descending within each query, ties broken by a named rule.
+"""Turning scores into a ranking: score descending within each query, ties broken by a named rule (docs/bad-input.md).
 
 A run's entries are grouped by query in CSR form: query ``i`` owns entries ``offsets[i]:offsets[i+1]``. The
 functions here return a permutation of entry indices, in ranked order, grouped the same way.

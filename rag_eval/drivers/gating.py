@@ -1,4 +1,4 @@
-"""``rag_eval.gate``: did a change make retrieval worse? A regression gate for CI, decided by intervals.
+"""``rag_eval.gate``: did a change make retrieval worse? A regression gate for CI, decided by intervals (docs/gate.md).
 
 Two reports (in memory, saved by ``Report.save``, or result folders): the **baseline** (what is deployed, the main
 branch) and the **candidate** (the change). Each **rule** names a metric as the report names it (``ndcg@budget``,

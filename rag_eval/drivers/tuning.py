@@ -1,5 +1,5 @@
 """Tuning a pipeline's settings on labels: a grid (or seeded random) search over the settings users tune, judged on
-a tuning split of the queries and reported on the held-out rest, with a bootstrap interval.
+a tuning split of the queries and reported on the held-out rest, with a bootstrap interval (docs/tuning.md).
 
 What is searched (a :class:`Space`): the fusion of two or more retrievers (``method``: ``"rrf"`` with its constant
 ``rrf_k``, ``"wsum"``, the convex combination of min-max normalised scores, with ``alpha`` for two inputs or
@@ -30,8 +30,8 @@ The best setting is the one with the highest mean of ``metric`` over the tuning 
 stage (ties: the first in grid order); its value on the held-out queries, with a bootstrap interval
 (:meth:`Report.summarize`), is :attr:`Tuning.held_out`: never the tuning value alone, which is optimistic.
 
-This module sits in layer 4 (reports): it runs pipelines (layer 3) and judges each candidate with
-:func:`rag_eval.evaluate` (layer 4); the CLI (layer 5) builds the built-in retrievers for ``rag-eval tune``.
+This module sits in layer 7 (drivers): it runs pipelines (layer 3) and judges each candidate with
+:func:`rag_eval.evaluate` (layer 4); the CLI (layer 8) builds the built-in retrievers for ``rag-eval tune``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The text of a judge's agreement with people (:mod:`rag_eval.ground_truth.agreement`) from its JSON form: the
 lines its ``render()`` and the metric card (``card.judge_agreement``) show. A module of its own, importing nothing,
-so that the card renders what a saved report holds without importing the agreement's numerics."""
+so that the card renders what a saved report holds without importing the agreement's numerics (docs/agreement.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
 """Output formats: a Report or a Comparison as text, the way ``rag-eval evaluate`` and ``rag-eval compare`` print it.
+See docs/cli.md.
 
     >>> print(format_report(report, "markdown"))        # the summary, one row per run and metric
     >>> print(format_report(report, "csv", per_query=True))  # the tidy per-query table, full precision

@@ -1,4 +1,4 @@
-"""What ``trec_eval [-q] -m ...`` prints, digit for digit (layer 4, reports).
+"""What ``trec_eval [-q] -m ...`` prints, digit for digit (layer 6, renderers; docs/metrics.md).
 
 Each line is the measure's name padded to 22, a tab, the query id (or ``all``), a tab, and the value. What each
 measure prints is trec_eval 10.0's (``measures.c``, ``meas_print_single.c``, ``meas_print_final.c`` and each

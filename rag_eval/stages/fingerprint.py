@@ -1,4 +1,5 @@
 """What a stage's cache key covers: its code, the code and data that code reaches, described exactly or refused.
+See docs/adapters.md.
 
 A fingerprint is a hash of everything that decides a stage's output besides its input, read from the live objects
 when a run starts (so a global rebound since the stage was built is seen):

@@ -1,4 +1,5 @@
 """A stage's output as columns: one Arrow table with one row per query, its hits a list column of structs.
+See docs/stores.md.
 
 This is what the harness keeps of a stage (:class:`~rag_eval.stages.StageOutput`), what the cache writes in its
 shards and what Ray workers send back: never one Python object per hit. :class:`~rag_eval.stages.Hit` stays the

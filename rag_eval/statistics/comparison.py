@@ -1,4 +1,4 @@
-"""``rag_eval.compare``: is a difference between systems (runs, pipelines, or the stages of one pipeline) real?
+"""``rag_eval.compare``: is a difference between systems (runs, pipelines, stages) real? (docs/power.md)
 
 For every system and metric: mean, std, median and a seeded bootstrap interval. For every system against the
 baseline, per metric: the mean difference with a paired bootstrap interval, a p-value (paired randomization test by

@@ -1,4 +1,5 @@
 """Paired statistics over per-query values: tests, intervals, effect sizes and multiple-comparison corrections.
+See docs/gate.md.
 
 Each function takes two aligned arrays of per-query values (or their differences) and is written to be checked
 against a reference: the t-test and Wilcoxon against SciPy, the randomization test against exact enumeration,

@@ -1,4 +1,4 @@
-"""``rag_eval.power``: how many queries a comparison needs, from a pilot.
+"""``rag_eval.power``: how many queries a comparison needs, from a pilot (docs/power.md).
 
 From a pilot's paired per-query differences (a report with the two systems or stages to compare, or a
 ``{query_id: difference}`` mapping), or from one system and an assumed correlation between the two systems'

@@ -1,5 +1,5 @@
 """The systems of reports, as :func:`rag_eval.compare` and :func:`rag_eval.power` see them: a run, or ``run/stage``
-for the stages of a pipeline; a name given by the user resolved to one of them."""
+for the stages of a pipeline; a name given by the user resolved to one of them (docs/power.md)."""
 
 from __future__ import annotations
 
