@@ -44,6 +44,8 @@ def _package_of(path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     if parts[0] == "adapters":
         return "adapters"
+    if parts[1] == "_old_paths":  # rag_eval/_old_paths/reports/gate.py is rag_eval.reports.gate (rag_eval._moved)
+        return parts[2]
     return parts[1] if len(parts) > 1 else "__init__"
 
 
@@ -102,6 +104,8 @@ def _modules(root) -> dict[str, Path]:
             parts = [*name.split("."), *path.relative_to(top).with_suffix("").parts]
             if parts[-1] == "__init__":
                 parts.pop()
+            if parts[1:2] == ["_old_paths"]:  # an old module path, importable by the package's __path__
+                del parts[1]
             found[".".join(parts)] = path
     return found
 
@@ -294,7 +298,8 @@ def test_the_circle_finder_on_a_longer_circle(tmp_path):
 
 # ----- between packages: no circle, no private module reached, no old path, renderers on the Report's API -----------
 
-# the old paths of modules that moved (rag_eval._moved): importable, with a DeprecationWarning, by users only
+# the old paths of modules that moved (rag_eval._moved; files in rag_eval/_old_paths/, on the package's __path__):
+# importable, with a DeprecationWarning, by users only
 ALIASES = [
     "rag_eval.ground_truth._agreement_text",
     "rag_eval.reports._fates",

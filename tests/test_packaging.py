@@ -104,6 +104,7 @@ def test_built_wheel_ships_adapters_as_rag_eval_adapters(project_wheel, tmp_path
     ):
         assert f"rag_eval/{package}/__init__.py" in names
     assert "rag_eval/py.typed" in names and "rag_eval/renderers/report.html.j2" in names
+    assert "rag_eval/_old_paths/reports/gate.py" in names  # rag_eval.reports.gate, with a DeprecationWarning
     assert "rag_eval/examples/qrels.txt" in names
     assert "rag_eval/bench/demo_data/questions.jsonl" in names and "rag_eval/bench/demo_data/labels.tsv" in names
     tops = {n.split("/")[0] for n in names}

@@ -7,7 +7,7 @@ agreement with people (:mod:`.agreement`; the rankings' agreement is :mod:`rag_e
 people grade in full for prediction-powered estimates (:mod:`.human_sample`), and order a pool so that what matters
 to the comparison is labelled first (:mod:`.ordering`)."""
 
-from .._moved import moved_names
+from .._moved import moved_names, old_paths
 from .agreement import JudgeAgreement, judge_agreement, log_agreement
 from .human_sample import HumanSample, check_complete, draw_human_sample
 from .judgement_log import Judgement, JudgementLog
@@ -53,3 +53,4 @@ __all__ = [
 
 # the agreement of rankings moved to rag_eval.statistics: the old path warns (DeprecationWarning)
 __getattr__ = moved_names(__name__, dict.fromkeys(["RankingAgreement", "ranking_agreement"], "rag_eval.statistics"))
+__path__.append(old_paths(__name__))  # the old module paths (rag_eval/_old_paths): importable, with a warning

@@ -1,7 +1,7 @@
 """Layer 4, the reports: ``evaluate``, the Report it returns, the metric card and summaries with spread
 (docs/metrics.md). Statistics are :mod:`rag_eval.statistics`, renderers :mod:`rag_eval.renderers`."""
 
-from .._moved import moved_names
+from .._moved import moved_names, old_paths
 from .card import MetricCard
 from .evaluation import DEFAULT_METRICS, evaluate
 from .report import Report
@@ -20,3 +20,4 @@ __getattr__ = moved_names(
         **dict.fromkeys(["FORMATS", "format_comparison", "format_report", "format_trec_eval"], "rag_eval.renderers"),
     },
 )
+__path__.append(old_paths(__name__))  # the old module paths (rag_eval/_old_paths): importable, with a warning

@@ -2,6 +2,6 @@
 
 This old path warns a DeprecationWarning and goes in a later release."""
 
-from .._moved import moved_module
+from rag_eval._moved import moved_module
 
 __getattr__ = moved_module(__name__, "rag_eval.statistics.power_analysis")
