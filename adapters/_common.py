@@ -6,19 +6,18 @@ Nothing here imports a framework.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import copy
 import datetime
 import enum
 import functools
 import math
 import types
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 
+from .._sync import run_sync as run_sync  # re-exported: the adapters await through it
 from ..errors import InputError
 from ..stages.hits import Hit
 
@@ -44,10 +43,10 @@ _NOT_CONFIG = frozenset(
 
 def content(value: Any, stage: str, *, also_ignore: frozenset[str] = frozenset()) -> str:
     """The exact fingerprint of a wrapped framework object, everything it holds included (a vector store's vectors
-    and texts, a BM25 index), callbacks and verbosity left out (:mod:`rag_eval.stages._fingerprint`): what the cache
+    and texts, a BM25 index), callbacks and verbosity left out (:mod:`rag_eval.stages.fingerprint`): what the cache
     key adds to :func:`describe`'s readable settings, which leave data out. ``Uncacheable`` (asking for
     ``version=``) when some of it cannot be described exactly (a model, a client)."""
-    from ..stages._fingerprint import fingerprint
+    from ..stages.fingerprint import fingerprint
 
     return fingerprint(value, stage=stage, ignore=(_NOT_CONFIG - {"tags", "metadata"}) | also_ignore).digest
 
@@ -261,18 +260,3 @@ def max_concurrency(stage_name: str, value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(f"stage {stage_name!r}: max_concurrency must be None or an int of 1 or more, not {value!r}")
     return value
-
-
-def run_sync(make: Callable[[], Awaitable[T]]) -> T:
-    """Await ``make()`` from sync code: on a fresh event loop, or, when this thread already runs one (a notebook),
-    on a fresh loop in a helper thread."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(_awaited(make))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(lambda: asyncio.run(_awaited(make))).result()
-
-
-async def _awaited(make: Callable[[], Awaitable[T]]) -> T:
-    return await make()

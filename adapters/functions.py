@@ -18,7 +18,7 @@ import numpy as np
 from ..data.queryset import QuerySet
 from ..errors import InputError
 from ..stages import Fingerprint, Hit, Reranker, Retriever
-from ..stages._fingerprint import fingerprint
+from ..stages.fingerprint import fingerprint
 from ..stages.hits import as_hit
 from ..stages.judges import DEFAULT_SCALE, BaseJudge, JudgeGrade, JudgeItem, check_scale
 from ._common import map_back, qualified_name, returned_items, run_sync

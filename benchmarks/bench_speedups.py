@@ -17,8 +17,8 @@ then the median of --repeat calls is reported. Variants:
     -lookup            the per-query ``map(dict.get, ...)`` of rag_eval.metrics._grades (its Python twin);
     -lookup_packed     the packed ids unpacked to str objects (PackedIds.to_objects, by pyarrow), then looked up
                        as -lookup does (until 0.3.0 removed it, by the C ``lookup``: the measurement in RESULTS.md);
-    -search_segments   the vectorised NumPy binary search of rag_eval.data._ranking.search_rows;
-    -parse_columns     the line reader of rag_eval.data._columns (its Python twin);
+    -search_segments   the vectorised NumPy binary search of rag_eval.data.ranking.search_rows;
+    -parse_columns     the line reader of rag_eval.data.columns (its Python twin);
     arrow              pyarrow's CSV reader (tab-separated, 2 threads) and compute kernels reading the same files
                        into the same columns (no grammar check, no bad-input errors: what it costs at best).
 Each C function's "gain" is the end-to-end time without it over the time with it; the scale issue keeps a function
@@ -68,7 +68,7 @@ class _Without:
         if attr == "lookup_packed":
 
             def unpacked(blob: Any, starts: Any, offsets: Any, judgements: Any, missing: int) -> Any:
-                from rag_eval.data._packed import PackedIds
+                from rag_eval.data.packed import PackedIds
 
                 return _lookup_python(PackedIds(blob, starts).to_objects(), offsets, judgements, missing)
 
@@ -251,8 +251,8 @@ def statistics_memory(what: str, n: str) -> None:
 
     import numpy as np
 
-    from rag_eval.reports import statistics as stats
     from rag_eval.reports import summary
+    from rag_eval.statistics import paired as stats
 
     rng = np.random.default_rng(0)
     start = time.perf_counter()

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import rag_eval
     from rag_eval.builtin.pipelines import BATCH_SIZE, Parts
-    from rag_eval.reports.tuning import Space, tune
+    from rag_eval.drivers.tuning import Space, tune
 
     folders = [Path(d) for d in args.dataset] if args.dataset else [DATASETS / "scifact", DATASETS / "cranfield"]
     alphas = [round(0.1 * i, 1) for i in range(11)]

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import rag_eval
 from rag_eval._escape import markdown_cell
-from rag_eval.reports.result_folder import SHOWN
+from rag_eval.renderers.result_folder import SHOWN
 
 # the columns report.md shows for a pipeline, and where the missed relevant items went
 COLUMNS = (*SHOWN, "loss.never_retrieved")

@@ -8,9 +8,11 @@
 
 Layers, each importing only those below it: ``rag_eval.data`` (qrels, runs, query sets), ``rag_eval.metrics`` (grammar,
 conventions, kernels), ``rag_eval.stages`` (pipelines, runner, cache) with ``rag_eval.adapters`` (frameworks),
-``rag_eval.reports`` (evaluate, Report, card, stage-aware views, judge-assisted estimates) with
-``rag_eval.ground_truth`` (pooling, judgements, model judges' runs and agreement, label order),
-``rag_eval.cli`` and ``rag_eval.labelling`` (faces). ``import rag_eval`` loads no framework and no model.
+``rag_eval.reports`` (evaluate, Report, card, stage-aware views) with ``rag_eval.ground_truth`` (pooling,
+judgements, model judges' runs and agreement, label order), ``rag_eval.statistics`` (compare, power, judge-assisted
+estimates, ranking agreement), ``rag_eval.renderers`` (formats, trec_eval printout, HTML, result folders),
+``rag_eval.drivers`` (tune, gate), then ``rag_eval.cli`` and ``rag_eval.labelling`` (faces). ``import rag_eval``
+loads no framework and no model.
 """
 
 from __future__ import annotations
@@ -41,20 +43,20 @@ _EXPORTS = {
     "Conventions": ".metrics",
     "Metric": ".metrics",
     "parse_metric": ".metrics",
-    "Comparison": ".reports",
+    "Comparison": ".statistics",
     "MetricCard": ".reports",
-    "PowerAnalysis": ".reports",
+    "PowerAnalysis": ".statistics",
     "Report": ".reports",
-    "compare": ".reports",
+    "compare": ".statistics",
     "evaluate": ".reports",
-    "format_trec_eval": ".reports",
-    "judge_assisted": ".reports",
-    "power": ".reports",
-    "ppi_interval": ".reports",
-    "GateResult": ".reports.gate",
-    "gate": ".reports.gate",
-    "Space": ".reports.tuning",
-    "tune": ".reports.tuning",
+    "format_trec_eval": ".renderers",
+    "judge_assisted": ".statistics",
+    "power": ".statistics",
+    "ppi_interval": ".statistics",
+    "GateResult": ".drivers",
+    "gate": ".drivers",
+    "Space": ".drivers",
+    "tune": ".drivers",
     "Hit": ".stages",
     "Pipeline": ".stages",
     "PipelineResult": ".stages",
@@ -63,24 +65,14 @@ _EXPORTS = {
 
 if TYPE_CHECKING:
     from .data import Collection, Qrels, QuerySet, Run, SpanLabels
+    from .drivers import GateResult, Space, gate, tune
     from .errors import HarnessError, InputError, RagEvalWarning
     from .ground_truth import Pool, Projection, impact_order, judge, judge_agreement, pool, project
     from .metrics import Conventions, Metric, parse_metric
-    from .reports import (
-        Comparison,
-        MetricCard,
-        PowerAnalysis,
-        Report,
-        compare,
-        evaluate,
-        format_trec_eval,
-        judge_assisted,
-        power,
-        ppi_interval,
-    )
-    from .reports.gate import GateResult, gate
-    from .reports.tuning import Space, tune
+    from .renderers import format_trec_eval
+    from .reports import MetricCard, Report, evaluate
     from .stages import Hit, Pipeline, PipelineResult, fuse
+    from .statistics import Comparison, PowerAnalysis, compare, judge_assisted, power, ppi_interval
 
 
 def __getattr__(name: str) -> Any:

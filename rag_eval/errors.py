@@ -84,7 +84,7 @@ class IdsConverted(RagEvalWarning):
 
 class NearMissIds(RagEvalWarning):
     """Ids of two inputs that differ only in whitespace, leading zeros, case or Unicode normalisation (NFC, NFKC):
-    kept distinct, so they do not match (:mod:`rag_eval.data._near_miss`)."""
+    kept distinct, so they do not match (:mod:`rag_eval.data.near_miss`)."""
 
 
 class DegenerateInterval(RagEvalWarning):
@@ -172,7 +172,7 @@ class LowAgreement(RagEvalWarning):
 class LowJoinMatch(RagEvalWarning):
     """A join of two inputs (a run's doc ids and a corpus, a pool and a judgement log, one result folder's
     pipelines and another's) that matched few of its keys: how many matched of how many, said once per join
-    (:func:`rag_eval.data._joins.join`). Nothing matched, where the output would be empty, is an InputError."""
+    (:func:`rag_eval.data.joins.join`). Nothing matched, where the output would be empty, is an InputError."""
 
 
 class LowJudgedShare(RagEvalWarning):

@@ -6,7 +6,7 @@ A plain module, imported explicitly: no pytest plugin is registered or loaded, a
     >>> def test_retrieval_did_not_get_worse():
     ...     assert_no_regression("results/main", "results/branch", metric="ndcg@budget", max_drop=0.01)
 
-The decision is :func:`rag_eval.reports.gate.gate`'s (docs/gate.md): the interval of (candidate - baseline) at the
+The decision is :func:`rag_eval.drivers.gating.gate`'s (docs/gate.md): the interval of (candidate - baseline) at the
 corrected level; **pass** when its lower bound is above ``-max_drop``, **regression** when its upper bound is below
 it, **inconclusive** otherwise.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Sequence
 
-from .reports.gate import GateResult, Rule, gate
+from .drivers.gating import GateResult, Rule, gate
 from .reports.report import Report
 
 __all__ = ["assert_no_regression"]
@@ -39,12 +39,12 @@ def assert_no_regression(
 ) -> GateResult:
     """Run the gate on ``baseline`` and ``candidate`` (Reports, saved reports or result folders) and raise
     AssertionError, whose message is the gate's verdict text, when a rule is a regression, or inconclusive unless
-    ``inconclusive="pass"``. Returns the :class:`~rag_eval.reports.gate.GateResult` when it passes.
+    ``inconclusive="pass"``. Returns the :class:`~rag_eval.drivers.gating.GateResult` when it passes.
 
-    The rules: ``metric`` with ``max_drop`` (and ``stage``), and/or ``rules`` (:class:`~rag_eval.reports.gate.Rule`
+    The rules: ``metric`` with ``max_drop`` (and ``stage``), and/or ``rules`` (:class:`~rag_eval.drivers.gating.Rule`
     objects or ``METRIC[:STAGE]:MAXDROP`` strings). Reports that are not comparable (different qrels, queries,
-    corpus, conventions or budget, not in ``allow``) raise :class:`~rag_eval.reports.gate.NotComparable`, and a
-    side lacking queries the other measured :class:`~rag_eval.reports.statistics.UnpairedQueries` (unless
+    corpus, conventions or budget, not in ``allow``) raise :class:`~rag_eval.drivers.gating.NotComparable`, and a
+    side lacking queries the other measured :class:`~rag_eval.statistics.paired.UnpairedQueries` (unless
     ``allow`` holds ``"unpaired"``), InputErrors, not AssertionErrors: that is bad input, not a regression. A rule
     below its test's minimum n is inconclusive, so it fails unless ``inconclusive="pass"``; a metric where lower is
     better fails on a rise. ``test``, ``correction``, ``alpha``, ``seed``: as in the gate.

@@ -315,7 +315,7 @@ def test_a_retriever_without_a_version_refuses_the_cache_but_runs_without_one(in
     """Its index is not in its settings (two indexes of one size share them all): keyed by a partial description,
     a cache could hand one index's results to another, so it is cached only with version=."""
     from rag_eval import Pipeline
-    from rag_eval.stages._fingerprint import Uncacheable
+    from rag_eval.stages.fingerprint import Uncacheable
 
     stage = li.retriever(index.as_retriever(similarity_top_k=3), name="dense")
     pipe = Pipeline(stage, depth=3)

@@ -19,17 +19,16 @@ from rag_eval.errors import InputError, LowAgreement
 from rag_eval.ground_truth import JudgementLog, merge
 from rag_eval.ground_truth.agreement import (
     JudgeAgreement,
-    RankingAgreement,
     assessor_summary,
     grades_of,
     judge_agreement,
     judge_assessors,
     kappa_of,
     log_agreement,
-    ranking_agreement,
 )
 from rag_eval.ground_truth.merging import cohen_kappa
 from rag_eval.reports import Report
+from rag_eval.statistics import RankingAgreement, ranking_agreement
 
 from .test_labelling_browser import browser  # noqa: F401 - the fixture: Debian's chromium through Playwright
 

@@ -11,7 +11,7 @@ import pytest
 
 import rag_eval
 from rag_eval import InputError, Qrels, Report, Run, evaluate
-from rag_eval.reports.result_folder import MANIFEST
+from rag_eval.renderers.result_folder import MANIFEST
 
 JUDGED = {"q1": {"d1": 2, "d2": 0}, "q2": {"d4": 1}}
 RUN = Run.from_ranking({"q1": ["d2", "d1"], "q2": ["d4"]}, name="bm25")

@@ -14,9 +14,9 @@ from rag_eval import Hit, InputError, Pipeline
 from rag_eval.adapters.functions import retriever
 from rag_eval.metrics.conventions import PRESETS
 from rag_eval.metrics.grammar import parse_metric
+from rag_eval.renderers.trec_eval import format_trec_eval
 from rag_eval.reports.card import MetricCard, QueryRecord
 from rag_eval.reports.report import Report, RunScores
-from rag_eval.reports.trec_eval import format_trec_eval
 
 
 def _report() -> Report:

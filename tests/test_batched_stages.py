@@ -17,7 +17,7 @@ import pytest
 import rag_eval
 from rag_eval.errors import HarnessError
 from rag_eval.stages import Hit, Pipeline, Reranker, Retriever, StageCache, _batch, _runner
-from rag_eval.stages import _hit_table as ht
+from rag_eval.stages import hit_table as ht
 from rag_eval.stages._batch import StageJob, compute_batch, entry_hash
 from rag_eval.stages._executor import Executor, LocalExecutor
 

@@ -117,8 +117,8 @@ def test_benchmark_writes_a_complete_report_folder(beir, tmp_path, monkeypatch):
     report = rag_eval.Report.load_folder(out)  # a result folder: every file checked against its manifest
     assert set(report.runs) == {"bm25", "bm25>>dense", "my_pipelines:build"}
     # the benchmark fingerprints the whole collection, so that folders of other pipelines on it are comparable
+    from rag_eval.renderers.result_folder import load_manifest
     from rag_eval.reports.hashes import corpus_sha256
-    from rag_eval.reports.result_folder import load_manifest
 
     hashes = load_manifest(out).hashes
     assert (hashes.corpus, hashes.corpus_basis) == corpus_sha256(rag_eval.Collection.from_beir(beir))

@@ -24,7 +24,7 @@ import pytest
 
 from rag_eval.errors import DamagedShard, HarnessError, InputError
 from rag_eval.stages import _cache
-from rag_eval.stages import _hit_table as ht
+from rag_eval.stages import hit_table as ht
 from rag_eval.stages._cache import NoStore, StageCache, StageStore, StoreSpec
 from rag_eval.stages.hits import Hit
 

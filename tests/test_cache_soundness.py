@@ -25,7 +25,7 @@ import rag_eval
 from rag_eval.adapters import functions
 from rag_eval.errors import OldCacheKeys
 from rag_eval.stages import Pipeline
-from rag_eval.stages._fingerprint import Uncacheable, fingerprint
+from rag_eval.stages.fingerprint import Uncacheable, fingerprint
 
 from .conftest import ROOT
 
@@ -306,7 +306,7 @@ def test_a_stage_class_of_the_users_own_is_keyed_by_its_code_and_state():
 def test_the_fingerprint_is_the_same_in_two_processes_for_sets_and_dicts(tmp_path):
     code = textwrap.dedent(f"""
         import sys; sys.path[:0] = [{str(ROOT)!r}]
-        from rag_eval.stages._fingerprint import fingerprint
+        from rag_eval.stages.fingerprint import fingerprint
         TERMS = {{"alpha", "beta", "gamma", "delta"}}
         WEIGHTS = {{"alpha": 1, "beta": (2, 3.5), "gamma": [None, True]}}
         def search(query, k):

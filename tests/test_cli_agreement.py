@@ -10,7 +10,8 @@ import pytest
 from rag_eval import Qrels, Run, evaluate
 from rag_eval.cli import main
 from rag_eval.ground_truth import JudgementLog
-from rag_eval.ground_truth.agreement import judge_agreement, ranking_agreement
+from rag_eval.ground_truth.agreement import judge_agreement
+from rag_eval.statistics import ranking_agreement
 
 PEOPLE = {("q1", "d1"): 3, ("q1", "d2"): 0, ("q1", "d3"): 2, ("q2", "d1"): 1, ("q2", "d2"): 0, ("q2", "d3"): 3}
 JUDGE = {("q1", "d1"): 3, ("q1", "d2"): 1, ("q1", "d3"): 2, ("q2", "d1"): 1, ("q2", "d2"): 0, ("q2", "d3"): 2}

@@ -11,7 +11,7 @@ import pytest
 from rag_eval import Pool, Qrels, Run, evaluate
 from rag_eval.cli import main
 from rag_eval.ground_truth.human_sample import HumanSample, draw_human_sample
-from rag_eval.reports.prediction_powered import judge_assisted
+from rag_eval.statistics.prediction_powered import judge_assisted
 
 QUERIES = [f"q{i:02d}" for i in range(40)]
 

@@ -217,7 +217,7 @@ def test_markdown_format_of_evaluate_and_compare(capsys):
 
 def test_formats_are_reports_functions():
     """The CLI's renderings are rag_eval.reports' functions of a Report or a Comparison, usable from a script."""
-    from rag_eval.reports import FORMATS, format_comparison, format_report
+    from rag_eval.renderers import FORMATS, format_comparison, format_report
 
     report = rag_eval.evaluate(
         rag_eval.Qrels.from_trec(QRELS),

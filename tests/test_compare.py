@@ -12,8 +12,8 @@ from scipy import stats
 
 import rag_eval
 from rag_eval.cli import main
-from rag_eval.reports import statistics as S
 from rag_eval.stages import Hit, Pipeline, Reranker, Retriever
+from rag_eval.statistics import paired as S
 
 
 def _pairs(seed: int, n: int):

@@ -1,4 +1,4 @@
-"""The regression gate (rag_eval.reports.gate, rag-eval gate, rag_eval.testing): the decision rule on hand-made
+"""The regression gate (rag_eval.drivers.gating, rag-eval gate, rag_eval.testing): the decision rule on hand-made
 reports with the numbers worked out here (Student's t interval from SciPy, the power tools' MDD), the correction
 across rules, the randomization test's inverted interval, refusals and overrides, the exit codes through
 rag_eval.cli.main, the JUnit file validated against Jenkins' JUnit schema (tests/data/junit), the Markdown summary,
@@ -25,11 +25,10 @@ from scipy import stats
 
 import rag_eval
 from rag_eval.cli import main
+from rag_eval.drivers.gating import NotComparable, Rule, gate
 from rag_eval.errors import DegenerateInterval
-from rag_eval.reports.gate import NotComparable, Rule, gate
-from rag_eval.reports.power_analysis import t_minimum_detectable_difference, t_queries_needed
-from rag_eval.reports.result_folder import comparable, differences
-from rag_eval.reports.statistics import (
+from rag_eval.renderers.result_folder import comparable, differences
+from rag_eval.statistics.paired import (
     UnpairedQueries,
     bootstrap_test,
     paired_bootstrap_ci,
@@ -37,6 +36,7 @@ from rag_eval.reports.statistics import (
     randomization_test,
     t_interval,
 )
+from rag_eval.statistics.power_analysis import t_minimum_detectable_difference, t_queries_needed
 from rag_eval.testing import assert_no_regression
 
 from .conftest import DATASETS, ROOT, need_shared

@@ -9,7 +9,7 @@ import pytest
 
 from rag_eval.reports import hashes
 from rag_eval.stages import Hit
-from rag_eval.stages._hit_table import TableBuilder
+from rag_eval.stages.hit_table import TableBuilder
 from rag_eval.stages.result import StageOutput
 
 ALPHABET = ["a", "b", "é", '"', "\\", "x", "😀"]

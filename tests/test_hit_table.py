@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from rag_eval.stages import Hit
-from rag_eval.stages._hit_table import (
+from rag_eval.stages.hit_table import (
     TableBuilder,
     concat,
     contiguous,

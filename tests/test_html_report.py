@@ -18,7 +18,7 @@ import pytest
 
 from rag_eval import Hit, Pipeline, Report, evaluate
 from rag_eval.adapters import functions
-from rag_eval.reports.html_report import DRILL_EXTRA, FATE_COLOURS, render_html, side_from_folder, write_html
+from rag_eval.renderers.html_report import DRILL_EXTRA, FATE_COLOURS, render_html, side_from_folder, write_html
 
 SCRIPT_CHUNK = "<script>alert('chunk')</script> & <b>bold</b>"
 CORPUS = {f"d{i:02d}": f"chunk {i} on topic {i % 4}" for i in range(30)}
@@ -219,7 +219,7 @@ def test_plots_read_well(made):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rag_eval.reports.html_report import _loss_figure
+    from rag_eval.renderers.html_report import _loss_figure
 
     side = folder_side(made["root"] / "baseline")
     fig = _loss_figure(plt, [side])

@@ -1,5 +1,6 @@
-"""The house's layers: each module of rag_eval imports only its own layer and the layers below it, and no import
-circle joins its modules (inside a layer too)."""
+"""The house's layers: each module of rag_eval imports only its own layer and the layers below it, no import circle
+joins its modules (inside a layer too) nor its packages, no module reaches into another package's private module,
+no module imports an old path kept for compatibility, and the renderers compute no metric."""
 
 from __future__ import annotations
 
@@ -15,8 +16,11 @@ LAYERS = {
     "_checks": 0,
     "_escape": 0,
     "_files": 0,
+    "_markdown": 0,
+    "_moved": 0,
     "_optional": 0,
     "_speedups": 0,
+    "_sync": 0,
     "_version": 0,
     "errors": 0,
     "data": 1,
@@ -25,13 +29,16 @@ LAYERS = {
     "adapters": 3,
     "reports": 4,
     "ground_truth": 4,
-    "cli": 5,
-    "labelling": 5,
-    "builtin": 5,
-    "bench": 5,  # the deprecated alias of builtin
-    "examples": 5,
-    "testing": 5,
-    "__main__": 5,
+    "statistics": 5,
+    "renderers": 6,
+    "drivers": 7,
+    "cli": 8,
+    "labelling": 8,
+    "builtin": 8,
+    "bench": 8,  # the deprecated alias of builtin
+    "examples": 8,
+    "testing": 8,
+    "__main__": 8,
 }
 
 
@@ -39,6 +46,8 @@ def _package_of(path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     if parts[0] == "adapters":
         return "adapters"
+    if parts[1] == "_old_paths":  # rag_eval/_old_paths/reports/gate.py is rag_eval.reports.gate (rag_eval._moved)
+        return parts[2]
     return parts[1] if len(parts) > 1 else "__init__"
 
 
@@ -97,6 +106,8 @@ def _modules(root) -> dict[str, Path]:
             parts = [*name.split("."), *path.relative_to(top).with_suffix("").parts]
             if parts[-1] == "__init__":
                 parts.pop()
+            if parts[1:2] == ["_old_paths"]:  # an old module path, importable by the package's __path__
+                del parts[1]
             found[".".join(parts)] = path
     return found
 
@@ -285,3 +296,141 @@ def test_the_circle_finder_on_a_longer_circle(tmp_path):
     assert circles(graph) == [
         ["rag_eval.stages._runner", "rag_eval.stages.pipeline", "rag_eval.stages.result", "rag_eval.stages._runner"]
     ]
+
+
+# ----- between packages: no circle, no private module reached, no old path, renderers on the Report's API -----------
+
+# the old paths of modules that moved (rag_eval._moved; files in rag_eval/_old_paths/, on the package's __path__):
+# importable, with a DeprecationWarning, by users only
+ALIASES = [
+    "rag_eval.ground_truth._agreement_text",
+    "rag_eval.reports._fates",
+    "rag_eval.reports._markdown",
+    "rag_eval.reports._stage_pairs",
+    "rag_eval.reports._systems",
+    "rag_eval.reports.comparison",
+    "rag_eval.reports.formats",
+    "rag_eval.reports.gate",
+    "rag_eval.reports.html_report",
+    "rag_eval.reports.power_analysis",
+    "rag_eval.reports.prediction_powered",
+    "rag_eval.reports.result_folder",
+    "rag_eval.reports.statistics",
+    "rag_eval.reports.trec_eval",
+    "rag_eval.reports.tuning",
+]
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "rag_eval"
+
+
+def _edges(modules: dict[str, Path]):
+    """(module, line, imported module, imported names) for every import of a rag_eval module, lazy ones too."""
+    for module, path in modules.items():
+        if path.suffix != ".py":
+            continue
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in _imports(ast.parse(path.read_text("utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    yield module, node.lineno, alias.name, []
+                continue
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                full = f"{source}.{alias.name}"
+                yield (
+                    (module, node.lineno, full, []) if full in modules else (module, node.lineno, source, [alias.name])
+                )
+
+
+def test_no_import_circle_between_packages():
+    """Between rag_eval's packages (a package's face counts as the package): no two import each other, through any
+    number of others. The old paths kept for compatibility are left out (nothing in rag_eval imports them)."""
+    modules = _modules(ROOT)
+    graph: dict[str, dict[str, int]] = {}
+    for module, line, target, _ in _edges(modules):
+        if target.startswith("rag_eval.") and module not in ALIASES:
+            a, b = _package(module), _package(target)
+            if a != b and "rag_eval" not in (a, b):
+                graph.setdefault(a, {}).setdefault(b, line)
+                graph.setdefault(b, {})
+    assert circles(graph) == []
+
+
+def test_no_module_imports_another_package_s_private_module():
+    """``from ..data._ids import x`` from another package reaches past the package's public modules: a name other
+    packages need lives in a public module (``rag_eval.data.ids``, ``rag_eval.metrics.engine``). The ground floor's
+    modules (``rag_eval._files``, ...) are shared by every package."""
+    modules = _modules(ROOT)
+    wrong = []
+    for module, line, target, names in _edges(modules):
+        parts = target.split(".")
+        if parts[0] != "rag_eval" or len(parts) < 3 or _package(module) == parts[1] or module in ALIASES:
+            continue
+        private = [p for p in parts[2:] if p.startswith("_")] + [n for n in names if n.startswith("_")]
+        if private:
+            wrong.append(f"{modules[module].relative_to(ROOT)}:{line} imports {target} {names or ''}".rstrip())
+    assert wrong == []
+
+
+def test_no_module_imports_an_old_path():
+    """The old paths (the alias modules, and the names a face keeps for compatibility) are for users: rag_eval, its
+    adapters, tests, benchmarks and scripts import the new ones."""
+    import importlib
+
+    moved = {}
+    for face in ("rag_eval.reports", "rag_eval.ground_truth", "rag_eval.ground_truth.agreement"):
+        getter = importlib.import_module(face).__dict__["__getattr__"]
+        moved[face] = set(getter.moved)
+    assert "compare" in moved["rag_eval.reports"] and "ranking_agreement" in moved["rag_eval.ground_truth"]
+    modules = _modules(ROOT)
+    for folder in ("tests", "benchmarks"):  # as if they were modules of rag_eval, by their path
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            modules[f"{folder}.{'.'.join(path.relative_to(ROOT / folder).with_suffix('').parts)}"] = path
+    wrong = []
+    for module, line, target, names in _edges(modules):
+        if module in ALIASES or module == "tests.test_moved_names":
+            continue
+        old = [n for n in names if n in moved.get(target, ())]
+        if target in ALIASES or old:
+            wrong.append(f"{modules[module].relative_to(ROOT)}:{line} imports {target} {old or ''}".rstrip())
+    assert wrong == []
+
+
+def test_every_alias_module_is_listed_and_moved():
+    """Each module listed in ALIASES is a two-line alias of a new path (no code of its own, importing nothing but
+    rag_eval._moved), and every module that is so is listed."""
+    modules = _modules(ROOT)
+    aliases = sorted(m for m, path in modules.items() if "moved_module(__name__," in path.read_text("utf-8"))
+    assert aliases == ALIASES
+    for module in ALIASES:
+        imported = {target for m, _, target, _ in _edges({module: modules[module]}) if target.startswith("rag_eval")}
+        assert imported <= {"rag_eval._moved"}, module
+
+
+def test_renderers_compute_no_metric():
+    """The renderers read what the Report holds (its public API: blocks, columns, tables, recall curves): none
+    imports the metric engine or its kernels, nor evaluates (rag_eval.reports.evaluation, stage_aware)."""
+    modules = _modules(ROOT)
+    renderers = {m: p for m, p in modules.items() if _package(m) == "renderers"}
+    assert "rag_eval.renderers.html_report" in renderers and "rag_eval.renderers.trec_eval" in renderers
+    engine = ("rag_eval.metrics.engine", "rag_eval.metrics._", "rag_eval.reports.evaluation", "rag_eval.reports.stage_")
+    wrong = [
+        f"{renderers[m].relative_to(ROOT)}:{line} imports {target}"
+        for m, line, target, names in _edges(renderers)
+        if target.startswith(engine) or "evaluate_run" in names or "evaluate" in names
+    ]
+    assert wrong == []
+    reached = [
+        f"{path.relative_to(ROOT)} reads Report.{name}"
+        for path in renderers.values()
+        for name in ("_block", "_blocks", "_column", "_tables", "_table", "_card", "_weights", "_metrics")
+        if f"report.{name}" in path.read_text("utf-8") or f"._{name.lstrip('_')}(" in path.read_text("utf-8")
+    ]
+    assert reached == []

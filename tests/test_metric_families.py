@@ -19,7 +19,7 @@ from rag_eval.metrics import load_plugins, parse_metric, register
 from rag_eval.metrics._registry import kernel_of
 from rag_eval.metrics.catalogue import ALIASES, FAMILIES, PARAM_TYPES, Family, ParamInfo, TrecMeasure
 from rag_eval.metrics.trec_eval_measures import NICKNAMES, TREC_MEASURES
-from rag_eval.reports.trec_eval import MEASURE_TABLE
+from rag_eval.renderers.trec_eval import MEASURE_TABLE
 
 ROOT = Path(rag_eval.__file__).resolve().parent.parent
 

@@ -92,9 +92,22 @@ def test_built_wheel_ships_adapters_as_rag_eval_adapters(project_wheel, tmp_path
     assert project_wheel.name.startswith("rag_eval_stages-0.2.0-")
     wheel = zipfile.ZipFile(project_wheel)
     names = wheel.namelist()
-    for package in ("adapters", "data", "metrics", "stages", "reports", "builtin", "ground_truth", "labelling"):
+    for package in (
+        "adapters",
+        "data",
+        "metrics",
+        "stages",
+        "reports",
+        "statistics",
+        "renderers",
+        "drivers",
+        "builtin",
+        "ground_truth",
+        "labelling",
+    ):
         assert f"rag_eval/{package}/__init__.py" in names
-    assert "rag_eval/py.typed" in names
+    assert "rag_eval/py.typed" in names and "rag_eval/renderers/report.html.j2" in names
+    assert "rag_eval/_old_paths/reports/gate.py" in names  # rag_eval.reports.gate, with a DeprecationWarning
     assert "rag_eval/examples/qrels.txt" in names
     assert "rag_eval/builtin/demo_data/questions.jsonl" in names and "rag_eval/builtin/demo_data/labels.tsv" in names
     tops = {n.split("/")[0] for n in names}

@@ -11,8 +11,8 @@ from scipy import stats
 
 import rag_eval
 from rag_eval.cli import main
-from rag_eval.reports import power_analysis as P
-from rag_eval.reports import statistics as S
+from rag_eval.statistics import paired as S
+from rag_eval.statistics import power_analysis as P
 
 statsmodels_power = pytest.importorskip("statsmodels.stats.power", reason="statsmodels is in the dev extra")
 TTestPower = statsmodels_power.TTestPower
@@ -250,8 +250,8 @@ def test_bad_input_from_a_report():
 
 
 def test_the_entry_point_is_public_and_its_module_shadows_nothing():
-    assert rag_eval.power is rag_eval.reports.power and "power" in rag_eval.__all__
-    assert rag_eval.power.__module__ == "rag_eval.reports.power_analysis"
+    assert rag_eval.power is rag_eval.statistics.power and "power" in rag_eval.__all__
+    assert rag_eval.power.__module__ == "rag_eval.statistics.power_analysis"
     assert isinstance(rag_eval.power({"a": 0.1, "b": 0.3}), rag_eval.PowerAnalysis)
 
 
@@ -333,7 +333,7 @@ def test_compare_with_a_margin_says_what_the_interval_rules_out():
 
 
 def test_the_conclusion_is_decided_by_the_interval():
-    from rag_eval.reports.comparison import _conclusion
+    from rag_eval.statistics.comparison import _conclusion
 
     class Row:
         def __init__(self, low, high, rejected=False):

@@ -17,7 +17,7 @@ import rag_eval
 from rag_eval.errors import DegenerateInterval, InputError
 from rag_eval.ground_truth.human_sample import HumanSample, check_complete, draw_human_sample
 from rag_eval.ground_truth.pooling import Pool, PoolItem
-from rag_eval.reports import prediction_powered as P
+from rag_eval.statistics import prediction_powered as P
 
 Z = 1.959963984540054  # the standard normal's 0.975 quantile
 N, n, SIMS = 1000, 150, 2000
@@ -188,7 +188,7 @@ def test_the_public_function_equals_the_kernel_used_in_the_simulation():
         ids = [f"q{i:04d}" for i in range(N)]
         f = dict(zip(ids, judge[s].tolist()))
         h = {ids[i]: float(human[s, i]) for i in idx[s]}
-        got = rag_eval.reports.prediction_powered.ppi_interval(f, h)
+        got = rag_eval.statistics.prediction_powered.ppi_interval(f, h)
         want = P.ppi_mean(human[s, idx[s]], judge[s, idx[s]], judge[s])
         assert got.estimate == pytest.approx(float(want.estimate), abs=1e-12)
         assert got.se == pytest.approx(float(want.se), abs=1e-12)
@@ -366,7 +366,7 @@ def _by_hand(f: dict, h: dict, tuned: bool = True):
 
 def test_judge_assisted_on_reports_by_hand():
     judge_report, human_report = _reports()
-    result = rag_eval.reports.prediction_powered.judge_assisted(judge_report, human_report)
+    result = rag_eval.statistics.prediction_powered.judge_assisted(judge_report, human_report)
     assert result.systems == ["bm25", "dense"] and result.metrics == ["mrr", "recall@2"]
     table = result.table.set_index(["system", "metric"])
     for system in ("bm25", "dense"):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rag_eval
-from rag_eval.data._ranking import ranked_permutation, score_order, search_rows, sort_rows, strictly_decreasing_scores
+from rag_eval.data.ranking import ranked_permutation, score_order, search_rows, sort_rows, strictly_decreasing_scores
 
 
 def _ragged(seed: int):

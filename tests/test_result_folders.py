@@ -15,8 +15,8 @@ import pytest
 import rag_eval
 from rag_eval import Collection, Conventions, Hit, InputError, Pipeline, Qrels, Report, Run, evaluate
 from rag_eval.builtin.outputs import write_report_folder
+from rag_eval.renderers.result_folder import MANIFEST, comparable, load_manifest
 from rag_eval.reports.hashes import content_hashes, corpus_sha256, qrels_sha256, queries_sha256
-from rag_eval.reports.result_folder import MANIFEST, comparable, load_manifest
 from rag_eval.stages import Retriever
 
 JUDGED = {"q1": {"d1": 2, "d2": 0, "d3": 1}, "q2": {"d4": 1}, "q10": {"d1": 1, "d9": 3}}

@@ -12,8 +12,8 @@ import pytest
 
 import rag_eval
 from rag_eval import _accel
-from rag_eval.data._columns import read_table
-from rag_eval.data._io import read_input
+from rag_eval.data.columns import read_table
+from rag_eval.data.input_files import read_input
 from rag_eval.metrics import _grades as grades_module
 
 speedups = _accel.speedups
@@ -108,7 +108,7 @@ def test_packed_ids_read_the_same_run(tmp_path, monkeypatch, text):
 
 @needs_c
 def test_packed_lookup_equals_lookup():
-    from rag_eval.data._packed import PackedIds
+    from rag_eval.data.packed import PackedIds
 
     rng = np.random.default_rng(3)
     ids = [f"d{d}" if d % 5 else f"dé{d}" for d in rng.integers(0, 60, size=300)]
@@ -225,7 +225,7 @@ def test_parse_columns_reads_an_unterminated_last_line(tmp_path, monkeypatch, te
 
 
 def test_search_rows_equals_searchsorted_per_segment():
-    from rag_eval.data._ranking import search_rows
+    from rag_eval.data.ranking import search_rows
 
     rng = np.random.default_rng(5)
     values = np.round(rng.normal(size=400), 1)

@@ -9,8 +9,8 @@ from rag_eval import Qrels
 from rag_eval.data.run import Run
 from rag_eval.errors import InputError
 from rag_eval.stages import Hit, Outcome, StageOutput
-from rag_eval.stages._hit_table import TableBuilder, concat
 from rag_eval.stages.budget import Budget, count_tokens
+from rag_eval.stages.hit_table import TableBuilder, concat
 
 
 def _outcomes() -> dict[str, Outcome]:

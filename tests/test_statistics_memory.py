@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rag_eval.reports import statistics as S
 from rag_eval.reports import summary
+from rag_eval.statistics import paired as S
 
 
 @pytest.fixture

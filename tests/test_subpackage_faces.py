@@ -1,5 +1,5 @@
 """Every subpackage's face is pinned: an explicit ``__all__`` of what users import, each name resolving, and no
-module of the subpackage sharing its name with a name the subpackage exports (``rag_eval.reports.compare`` is the
+module of the subpackage sharing its name with a name the subpackage exports (``rag_eval.statistics.compare`` is the
 function, never a module that the function's import would shadow)."""
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ FACES = {
         "Projection",
         "ProjectionRules",
         "QueryCounts",
-        "RankingAgreement",
         "check_complete",
         "cohen_kappa",
         "draw_human_sample",
@@ -67,7 +66,6 @@ FACES = {
         "merge_near_duplicates",
         "pool",
         "project",
-        "ranking_agreement",
         "sample_queries",
         "write_qrels",
     ],
@@ -90,25 +88,30 @@ FACES = {
         "parse_metrics",
         "register",
     ],
-    "rag_eval.reports": [
-        "DEFAULT_METRICS",
+    "rag_eval.drivers": ["GateResult", "Space", "gate", "tune"],
+    "rag_eval.renderers": [
         "FORMATS",
-        "Comparison",
-        "JudgeAssisted",
-        "MetricCard",
-        "PPIInterval",
-        "PowerAnalysis",
-        "Report",
-        "compare",
-        "evaluate",
         "format_comparison",
         "format_report",
         "format_trec_eval",
+        "load_manifest",
+        "write_folder",
+        "write_html",
+    ],
+    "rag_eval.reports": ["DEFAULT_METRICS", "MetricCard", "Report", "evaluate"],
+    "rag_eval.statistics": [
+        "Comparison",
+        "JudgeAssisted",
+        "PPIInterval",
+        "PowerAnalysis",
+        "RankingAgreement",
+        "compare",
         "human_interval",
         "judge_assisted",
         "judge_interval",
         "power",
         "ppi_interval",
+        "ranking_agreement",
     ],
     "rag_eval.stages": [
         "BaseJudge",
@@ -171,10 +174,11 @@ def test_a_subpackage_name_never_resolves_to_a_module_where_a_function_is_meant(
     import rag_eval.ground_truth
     import rag_eval.reports
     import rag_eval.stages
+    import rag_eval.statistics
 
     for function in (
         rag_eval.reports.evaluate,
-        rag_eval.reports.compare,
+        rag_eval.statistics.compare,
         rag_eval.ground_truth.pool,
         rag_eval.stages.chunk_map,
     ):

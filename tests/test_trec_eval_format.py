@@ -15,10 +15,10 @@ import pytest
 
 from rag_eval.metrics.conventions import PRESETS
 from rag_eval.metrics.grammar import Metric, parse_metric
+from rag_eval.renderers.trec_eval import format_trec_eval, trec_eval_geometric_mean, trec_eval_lines, trec_eval_mean
 from rag_eval.reports.card import MetricCard, QueryRecord
 from rag_eval.reports.report import Report, RunScores
 from rag_eval.reports.summary import summarize_geometric
-from rag_eval.reports.trec_eval import format_trec_eval, trec_eval_geometric_mean, trec_eval_lines, trec_eval_mean
 
 
 def _report(
@@ -249,7 +249,7 @@ def test_evaluate_keeps_a_text_kernel_s_strings_out_of_the_values(monkeypatch):
 
 
 def test_compare_treats_a_geometric_family_as_a_geometric_mean():
-    from rag_eval.reports.comparison import compare
+    from rag_eval.statistics.comparison import compare
 
     a = _report({"gm_map": [0.5, 0.0, 0.2], "ap": [0.5, 0.0, 0.2]}, run="a", conventions="default")
     b = _report({"gm_map": [0.25, 0.1, 0.1], "ap": [0.25, 0.1, 0.1]}, run="b", conventions="default")

@@ -8,7 +8,7 @@ line) are written as TREC files. For each of trec_eval's flag sets below, ``trec
 per-query value and every ``all`` line of every measure rag_eval implements, at trec_eval's default cutoffs; rag_eval
 reads the same files (``Qrels.from_trec``, ``Run.from_trec``), evaluates them in-process under
 ``conventions="trec_eval"`` with the flags' conventions, and prints them with its trec_eval formatter
-(:func:`rag_eval.reports.trec_eval.format_trec_eval`). The two printouts must be the same text, line for line.
+(:func:`rag_eval.renderers.trec_eval.format_trec_eval`). The two printouts must be the same text, line for line.
 A second trec_eval, built to print ``%.17g`` instead of ``%6.4f``, shows every value is the same double as
 trec_eval's (per query and ``all``): rag_eval computes in trec_eval's order of operations. The same holds for nDCG
 with a gain table, and, per query, under the default preset for the measures it defines as trec_eval does. A few
@@ -56,7 +56,7 @@ import rag_eval.cli
 from rag_eval.errors import DuplicateJudgement, NearMissIds, RagEvalWarning
 from rag_eval.metrics import _kernels as K
 from rag_eval.metrics.trec_eval_measures import trec_eval_metrics
-from rag_eval.reports.trec_eval import TREC_EVAL_FLAGS, TrecEvalLine, format_trec_eval, trec_eval_lines
+from rag_eval.renderers.trec_eval import TREC_EVAL_FLAGS, TrecEvalLine, format_trec_eval, trec_eval_lines
 
 from .conftest import ROOT
 

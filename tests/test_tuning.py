@@ -1,4 +1,4 @@
-"""Tuning on labels (rag_eval.reports.tuning) and the convex-combination fusion it tunes (Fusion, method="wsum").
+"""Tuning on labels (rag_eval.drivers.tuning) and the convex-combination fusion it tunes (Fusion, method="wsum").
 
 The collection is the bundled tiny BEIR folder; the retrievers are two plain functions (word overlap, character
 trigram overlap), so that every value here can be computed again by hand, in a few lines of Python."""
@@ -16,9 +16,9 @@ import pytest
 import rag_eval
 from rag_eval.adapters import functions
 from rag_eval.cli import main
+from rag_eval.drivers.tuning import Setting, Space, parse_space, tune
 from rag_eval.errors import InputError
 from rag_eval.examples import BEIR_FOLDER
-from rag_eval.reports.tuning import Setting, Space, parse_space, tune
 from rag_eval.stages import Fusion, Hit, fuse
 
 COLLECTION = rag_eval.Collection.from_beir(BEIR_FOLDER)

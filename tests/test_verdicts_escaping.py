@@ -30,8 +30,8 @@ from rag_eval._escape import (
 )
 from rag_eval.adapters import functions
 from rag_eval.cli import main
-from rag_eval.reports import format_report
-from rag_eval.reports.html_report import render_html, side_of
+from rag_eval.renderers import format_report
+from rag_eval.renderers.html_report import render_html, side_of
 
 from .conftest import ROOT
 from .test_html_report import _open_offline, browser  # noqa: F401 - the Chromium fixture, shared

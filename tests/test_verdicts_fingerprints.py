@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 import rag_eval
+import rag_eval.statistics
 from rag_eval import data as D
 from rag_eval import ground_truth as G
 from rag_eval import reports as R
@@ -36,13 +37,16 @@ from rag_eval import stages as S
 from rag_eval.adapters import functions
 from rag_eval.data import Chunk, Collection
 from rag_eval.stages import Uncacheable
-from rag_eval.stages._fingerprint import fingerprint
+from rag_eval.stages.fingerprint import fingerprint
 
 PACKAGES = (
     "rag_eval",
     "rag_eval.data",
     "rag_eval.stages",
     "rag_eval.reports",
+    "rag_eval.statistics",
+    "rag_eval.renderers",
+    "rag_eval.drivers",
     "rag_eval.ground_truth",
     "rag_eval.metrics",
     "rag_eval.labelling",
@@ -290,7 +294,7 @@ CASES: dict[str, Callable[..., Any]] = {
     "JudgementLog": lambda: G.JudgementLog("unused.jsonl", [_judgement(), _judgement("d2", "bob")]),
     "Merged": lambda: G.merge(_qrels(), G.JudgementLog("unused.jsonl", [_judgement("d9")])),
     "JudgeAgreement": lambda: rag_eval.judge_agreement(_qrels(0), _qrels(1), warn=False),
-    "RankingAgreement": lambda: G.ranking_agreement(
+    "RankingAgreement": lambda: rag_eval.statistics.ranking_agreement(
         _report(0, runs=(1, 7, 3)), _report(1, runs=(1, 7, 3)), "ndcg@10", warn=False
     ),
     "HumanSample": lambda: G.draw_human_sample(list(QUERIES), 4, seed=0),
@@ -636,7 +640,7 @@ def test_a_writable_array_is_read_at_every_run_a_read_only_one_once(tmp_path):
     assert _run(stage, tmp_path) == ("7.0-8.0", 0)
     with pytest.raises(ValueError, match="read-only"):
         frozen[0] = 1.0
-    from rag_eval.stages._fingerprint import _MEMO
+    from rag_eval.stages.fingerprint import _MEMO
 
     fingerprint(frozen, stage="s")
     fingerprint(writable, stage="s")

@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 from rag_eval import Hit, InputError, Pipeline, Qrels, Run, evaluate, pool
 from rag_eval.adapters import functions
 from rag_eval.cli import main
-from rag_eval.data._joins import join
+from rag_eval.data.joins import join
 from rag_eval.errors import LowJoinMatch, LowJudgedShare, NearMissIds
 from rag_eval.metrics.conventions import Conventions
+from rag_eval.renderers.html_report import render_html, side_of
+from rag_eval.renderers.stage_pairs import pair_blocks
 from rag_eval.reports._judged import judged_share
-from rag_eval.reports._stage_pairs import pair_blocks
-from rag_eval.reports.html_report import render_html, side_of
 
 TINY_BEIR = Path(__file__).resolve().parents[1] / "rag_eval" / "examples" / "tiny-beir"
 CORPUS = {f"d{i:02d}": f"chunk {i}" for i in range(30)}
@@ -160,7 +160,7 @@ def test_a_join_of_hostile_ids_matches_nothing_and_is_refused_when_required(left
         assert join(left, right, what="pooled doc ids", where="the corpus").matched == 0
     said = {w.category: str(w.message) for w in caught}
     assert f"matched 0 of {len(left)}" in said[LowJoinMatch]
-    if NearMissIds in said:  # near twins said apart (rag_eval.data._near_miss), never merged
+    if NearMissIds in said:  # near twins said apart (rag_eval.data.near_miss), never merged
         assert near is not None and near in said[NearMissIds]
 
 

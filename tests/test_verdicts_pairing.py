@@ -11,12 +11,12 @@ import pytest
 
 import rag_eval
 from rag_eval.cli import main
+from rag_eval.drivers.gating import gate
 from rag_eval.errors import DegenerateInterval, InputError
 from rag_eval.metrics import direction, higher_is_better
 from rag_eval.metrics.catalogue import FAMILIES, REPORTED
-from rag_eval.reports import prediction_powered as P
-from rag_eval.reports.gate import gate
-from rag_eval.reports.statistics import MIN_N, UnpairedQueries
+from rag_eval.statistics import prediction_powered as P
+from rag_eval.statistics.paired import MIN_N, UnpairedQueries
 
 # --- 12(a): every metric knows its direction ---
 
@@ -463,7 +463,7 @@ def test_power_from_a_report_names_the_queries_left_out():
 
 
 def test_the_held_out_value_says_what_it_rests_on():
-    from rag_eval.reports.tuning import HeldOut
+    from rag_eval.drivers.tuning import HeldOut
 
     few = HeldOut("recall@budget", 0.5, math.nan, math.nan, 6, 1, 0.95, n_queries=8, not_measured=("q7",))
     assert few.interval() == (

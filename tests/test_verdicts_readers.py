@@ -1,10 +1,10 @@
 # ruff: noqa: UP031
 """Issue 27, classes 7 and 8: reader fields outside their range, and near-miss ids.
 
-Class 7: every field a reader takes from a file goes through one checked conversion (``rag_eval.data._fields``),
+Class 7: every field a reader takes from a file goes through one checked conversion (``rag_eval.data.fields``),
 whose error names the file and line (or span, or row) and the field, never an OverflowError or a traceback.
 Class 8: ids of two inputs that differ only in surrounding whitespace, leading zeros, Unicode normalisation or
-case are kept distinct and announced, with the kind of difference (``rag_eval.data._near_miss``), at every join.
+case are kept distinct and announced, with the kind of difference (``rag_eval.data.near_miss``), at every join.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import pytest
 
 from rag_eval import InputError, Qrels, QuerySet, Run, evaluate
 from rag_eval.cli import main
-from rag_eval.data import _near_miss
-from rag_eval.data._fields import At, count, integer, number, time, unix_nanos
+from rag_eval.data import near_miss as _near_miss
+from rag_eval.data.fields import At, count, integer, number, time, unix_nanos
 from rag_eval.data.spans import SpanLabels
 from rag_eval.errors import NearMissIds
 from rag_eval.ground_truth import JudgementLog, merge
@@ -462,7 +462,7 @@ def test_merging_a_log_into_qrels_announces_ids_written_alike(tmp_path):
 
 
 def test_a_join_of_two_inputs_announces_keys_written_alike():
-    from rag_eval.data._joins import join
+    from rag_eval.data.joins import join
 
     # the join every pairing of user inputs goes through (a pool's doc ids and a corpus, its queries and their texts)
     with warnings.catch_warnings(record=True) as caught:  # (and LowJoinMatch's own line where 2 of 4 is short)
@@ -512,7 +512,7 @@ def test_labelling_a_pool_into_qrels_with_ids_written_alike_announces_them(tmp_p
 
 
 def test_a_paired_comparison_announces_query_ids_written_alike():
-    from rag_eval.reports.statistics import UnpairedQueries, pair
+    from rag_eval.statistics.paired import UnpairedQueries, pair
 
     # the one pairing every gate, compare, HTML diff and tune goes through
     candidate = pd.Series({"Q1": 1.0, NFD_CAFE: 0.5, "q3": 0.25, "q4": 0.0})
@@ -577,7 +577,7 @@ def test_errors_about_ids_missing_from_another_input_name_the_id_written_alike()
 
 def test_judge_assisted_names_a_human_query_written_like_a_judged_one():
     import rag_eval
-    from rag_eval.reports import prediction_powered as P
+    from rag_eval.statistics import prediction_powered as P
 
     ids = [f"q{i:02d}" for i in range(12)]
     run = rag_eval.Run.from_ranking({q: ["a", "b"] for q in ids}, name="bm25")

@@ -19,15 +19,15 @@ import rag_eval
 from rag_eval import Qrels, Run, evaluate
 from rag_eval.adapters import functions
 from rag_eval.cli import main
-from rag_eval.data._groups import group_split, normalised_texts, query_groups, read_groups
+from rag_eval.data.groups import group_split, normalised_texts, query_groups, read_groups
 from rag_eval.data.queryset import QueryProvenance, QuerySet, normalise
+from rag_eval.drivers.tuning import Space, tune
 from rag_eval.errors import InputError, UnevenSplit
 from rag_eval.examples import BEIR_FOLDER
 from rag_eval.ground_truth import sample_queries
 from rag_eval.ground_truth.human_sample import HumanSample, draw_human_sample
 from rag_eval.ground_truth.pooling import Pool
-from rag_eval.reports.prediction_powered import judge_assisted
-from rag_eval.reports.tuning import Space, tune
+from rag_eval.statistics.prediction_powered import judge_assisted
 
 IDS = [f"q{i:02d}" for i in range(12)]
 MANY = [f"q{i:02d}" for i in range(40)]  # an estimate needs 10 human-graded queries or more
@@ -379,8 +379,8 @@ def _folder(tmp_path, **kwargs):
 
 
 def test_a_file_added_to_a_result_folder_is_not_read_as_its_own(tmp_path):
+    from rag_eval.renderers.html_report import side_from_folder
     from rag_eval.reports import Report
-    from rag_eval.reports.html_report import side_from_folder
 
     folder, qrels = _folder(tmp_path)  # written without qrels
     side = side_from_folder(Report.load_folder(folder), folder)

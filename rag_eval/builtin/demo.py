@@ -128,7 +128,8 @@ def judge_assisted_run(collection: Collection, result, parts, out: Path) -> tupl
     judge nothing (the judging run resumes from its log)."""
     from ..ground_truth import check_complete, draw_human_sample, judge, judge_agreement, merge
     from ..ground_truth import pool as make_pool
-    from ..reports import evaluate, judge_assisted
+    from ..reports import evaluate
+    from ..statistics import judge_assisted
     from .judge import minilm_judge
     from .pipelines import BATCH_SIZE, build
 
@@ -207,7 +208,7 @@ def how_many_questions(report) -> str:
     """The demo's "How many questions" paragraph: from its report, the minimum detectable difference in
     recall@budget between the first stage and the reranker at the report's number of questions, and the questions
     needed to detect a difference of ``DEMO_EFFECT`` (:func:`rag_eval.power`, paired t-test, one comparison)."""
-    from ..reports import power
+    from ..statistics import power
 
     first, reranker = report.stages[0], report.stages[-1]
     try:

@@ -35,7 +35,7 @@ import numpy as np
 
 from .._checks import check_int
 from ..data import Collection, Qrels
-from ..data._groups import query_groups
+from ..data.groups import query_groups
 from ..errors import InputError
 from ..ground_truth.pooling import Pool
 from ..stages.judges import BaseJudge, JudgeGrade, JudgeItem, check_scale

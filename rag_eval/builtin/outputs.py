@@ -10,8 +10,8 @@ from typing import Any
 
 from ..data.collection import Collection
 from ..data.qrels import Qrels
+from ..renderers.result_folder import SHOWN, safe_name
 from ..reports.report import Report
-from ..reports.result_folder import SHOWN, safe_name
 from ..stages.result import PipelineResult
 
 __all__ = ["SHOWN", "facts_json", "safe_name", "write_report_folder"]

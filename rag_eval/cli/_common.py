@@ -59,7 +59,7 @@ class Number:
     label: str | None = None  # how an error names the flag (default: its longest spelling)
 
     def read(self, text: str, flag: str) -> int | float:
-        from ..data._numbers import score_text
+        from ..data.numeric import score_text
         from ..metrics.grammar import GRADE_LIMIT, MAX_CUTOFF, read_int
 
         flag = self.label or flag

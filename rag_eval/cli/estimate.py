@@ -84,7 +84,7 @@ def _estimate(args: argparse.Namespace) -> int:
     from ..data import Qrels
     from ..ground_truth import Pool
     from ..ground_truth.human_sample import HumanSample, check_complete
-    from ..reports.prediction_powered import judge_assisted
+    from ..statistics.prediction_powered import judge_assisted
 
     if (args.pool is None) != (args.human_qrels is None):
         raise InputError("give --pool and --human-qrels together (the check that the sample is fully graded)")
@@ -125,7 +125,7 @@ def _csv(result: Any, differences: Any) -> str:
 
 
 def _markdown(result: Any, differences: Any) -> str:
-    from ..reports._markdown import markdown_cell, markdown_table
+    from .._markdown import markdown_cell, markdown_table
 
     text = result._repr_markdown_() + "\n"
     if differences is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..reports import FORMATS
+from ..renderers import FORMATS
 from ._common import DECIMAL, SHARE, count, measuring, option, positional_inputs, shared, show, show_card
 from ._inputs import baseline, conventions, load_report, named_runs, resolve_metrics, run_names
 
@@ -134,7 +134,7 @@ def _measured(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any], list[
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from ..reports import format_report, format_trec_eval
+    from ..renderers import format_report, format_trec_eval
 
     report, qrels, named, metrics, _ = _measured(args)
     if args.format == "trec_eval":
@@ -147,7 +147,8 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from ..reports import compare, format_comparison
+    from ..renderers import format_comparison
+    from ..statistics import compare
 
     report, _, _, _, against = _measured(args)
     result = compare(
@@ -167,8 +168,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _power(args: argparse.Namespace) -> int:
-    from ..reports import power
-    from ..reports._systems import resolve_system, with_systems
+    from ..statistics import power
+    from ..statistics.systems import resolve_system, with_systems
 
     report = load_report(args.report)
     measured = set(report.per_query["metric"])  # a stage-aware name (recall@budget) is taken as the report has it

@@ -81,7 +81,7 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """The gate's verdict as its exit status: 0 pass, 1 regression, 3 inconclusive (unless --inconclusive pass);
     bad input or reports that are not comparable raise (status 2)."""
-    from ..reports.gate import Rule, gate
+    from ..drivers.gating import Rule, gate
 
     rules: list[Rule] = []
     if args.metrics:

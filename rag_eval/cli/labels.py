@@ -285,9 +285,10 @@ def _agreement(args: argparse.Namespace) -> int:
 
     from ..data import Qrels
     from ..ground_truth import JudgementLog
-    from ..ground_truth.agreement import grades_of, judge_agreement, ranking_agreement
+    from ..ground_truth.agreement import grades_of, judge_agreement
     from ..labelling import parse_scale
     from ..reports import evaluate
+    from ..statistics import ranking_agreement
 
     scale = parse_scale(args.scale)
     threshold = 1 if args.threshold is None else args.threshold

@@ -39,9 +39,9 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..renderers.html_report import folder_names, side_from_folder, write_html
+    from ..renderers.stage_pairs import pair_blocks
     from ..reports import Report
-    from ..reports._stage_pairs import pair_blocks
-    from ..reports.html_report import folder_names, side_from_folder, write_html
 
     for folder in args.folders:
         if not Path(folder).exists():

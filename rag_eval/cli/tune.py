@@ -78,9 +78,9 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..data._groups import read_groups
     from ..data.collection import Collection
-    from ..reports.tuning import Space, parse_space, tune
+    from ..data.groups import read_groups
+    from ..drivers.tuning import Space, parse_space, tune
 
     metrics = args.metrics or ["recall@budget"]
     if len(metrics) != 1:

@@ -15,7 +15,7 @@ from ..errors import InputError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ._io import InputFile
+    from .input_files import InputFile
 
 
 def pick_column(available: Iterable[object], candidates: tuple[str, ...], noun: str) -> str:

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
 
-from . import _fields as checked
-from ._fields import At
-from ._io import InputFile, binary_input, decode_input, read_raw
+from . import fields as checked
+from .fields import At
+from .input_files import InputFile, binary_input, decode_input, read_raw
 
 LogFormat = Literal["csv", "tsv", "jsonl", "parquet", "otlp"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("csv", "tsv", "jsonl", "parquet", "otlp")

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, JudgedDocsNotInCorpus
-from ._ids import IdCheck
-from ._io import read_input, warn
+from .ids import IdCheck
+from .input_files import read_input, warn
 from .qrels import Qrels
 
 

@@ -21,8 +21,8 @@ from typing import Any
 
 from .._files import write_output
 from ..errors import InputError, StaleGradedBy
-from ._fields import At, count
-from ._io import warn
+from .fields import At, count
+from .input_files import warn
 
 __all__ = ["GradedBy", "JudgeShare", "sidecar_path"]
 

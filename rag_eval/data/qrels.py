@@ -19,13 +19,13 @@ import numpy.typing as npt
 from .. import _accel
 from .._files import write_output
 from ..errors import DuplicateJudgement, InputError
-from ._columns import GRADE_LIMIT, line_number, parse_int, read_table
 from ._frames import frame_column, pick_column, record_key
-from ._ids import IdCheck, check_writable
-from ._io import InputFile, PathLike, binary_input, decode_input, read_input, read_raw, warn
-from ._numbers import grade_value
-from ._packed import PackedIds
+from .columns import GRADE_LIMIT, line_number, parse_int, read_table
 from .graded_by import GradedBy, read_sidecar, write_sidecar
+from .ids import IdCheck, check_writable
+from .input_files import InputFile, PathLike, binary_input, decode_input, read_input, read_raw, warn
+from .numeric import grade_value
+from .packed import PackedIds
 from .source import Source
 
 if TYPE_CHECKING:

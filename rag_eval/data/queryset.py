@@ -29,11 +29,11 @@ from typing import Any, Literal
 from .._checks import check_int
 from .._files import write_output
 from ..errors import InputError
-from . import _fields as checked
-from ._fields import At
-from ._io import read_input
+from . import fields as checked
 from ._query_logs import LogFormat, Scalar, read_log
-from ._records import body_of, sample_card_problem, saved_sha256
+from .fields import At
+from .input_files import read_input
+from .records import body_of, sample_card_problem, saved_sha256
 
 PathLike = str | os.PathLike[str]
 

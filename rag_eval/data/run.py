@@ -6,7 +6,7 @@ are data and are never used to re-sort). The two constructors, :meth:`Run.from_s
 :meth:`Run.from_ranking`, make that choice explicit.
 
 Entries are stored in CSR form (query ``i`` owns entries ``offsets[i]:offsets[i+1]``): the doc ids (an object
-array of str, or, for a run read from a file, :class:`~rag_eval.data._packed.PackedIds`: UTF-8 bytes end to end)
+array of str, or, for a run read from a file, :class:`~rag_eval.data.packed.PackedIds`: UTF-8 bytes end to end)
 and a float array of scores; never a Python object per result beyond the id strings.
 """
 
@@ -23,13 +23,13 @@ import numpy.typing as npt
 from .. import _accel
 from .._files import write_output
 from ..errors import DuplicateResult, InfiniteScore, InputError
-from ._columns import line_number, read_table
 from ._frames import MISSING, frame_column, record_key
-from ._ids import IdCheck, check_writable, unwritable_reason
-from ._io import InputFile, PathLike, binary_input, decode_input, read_input, read_raw, warn
-from ._numbers import score_value
-from ._packed import PackedIds
-from ._ranking import ranked_permutation, strictly_decreasing_scores
+from .columns import line_number, read_table
+from .ids import IdCheck, check_writable, unwritable_reason
+from .input_files import InputFile, PathLike, binary_input, decode_input, read_input, read_raw, warn
+from .numeric import score_value
+from .packed import PackedIds
+from .ranking import ranked_permutation, strictly_decreasing_scores
 from .source import Source
 
 if TYPE_CHECKING:
@@ -684,7 +684,7 @@ def _first_occurrences(
 
 
 def _as_score(value: Any, qid: str, doc: Any, where: str) -> float:
-    """A score given as a value (see :mod:`rag_eval.data._numbers`): a number, not a boolean and not NaN, or a
+    """A score given as a value (see :mod:`rag_eval.data.numeric`): a number, not a boolean and not NaN, or a
     str that is a plain ASCII decimal."""
     score = score_value(value)
     if isinstance(score, str):

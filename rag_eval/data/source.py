@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._io import InputFile
+    from .input_files import InputFile
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from ..errors import AmbiguousAnswer, DuplicateJudgement, InputError
-from . import _fields as checked
-from ._columns import GRADE_LIMIT
-from ._fields import At
-from ._io import InputFile, PathLike, read_input, warn
+from . import fields as checked
+from .columns import GRADE_LIMIT
+from .fields import At
+from .input_files import InputFile, PathLike, read_input, warn
 from .qrels import Qrels
 from .source import Source
 

@@ -3,11 +3,12 @@ log (:mod:`.judgement_log`), merge the logs into qrels with the assessors' agree
 qrels (:mod:`.qrels_writer`); and project labels given on documents and answer spans onto ranked chunks
 (:mod:`.projection`); merge near-duplicate queries of a query set and draw a stratified sample of it
 (:mod:`.querysets`). With model judges: grade a pool with a judge into a log (:mod:`.judging`), measure the judge's
-agreement with people (:mod:`.agreement`), draw the queries people grade in full for prediction-powered estimates
-(:mod:`.human_sample`), and order a pool so that what matters to the comparison is labelled first
-(:mod:`.ordering`)."""
+agreement with people (:mod:`.agreement`; the rankings' agreement is :mod:`rag_eval.statistics`), draw the queries
+people grade in full for prediction-powered estimates (:mod:`.human_sample`), and order a pool so that what matters
+to the comparison is labelled first (:mod:`.ordering`)."""
 
-from .agreement import JudgeAgreement, RankingAgreement, judge_agreement, log_agreement, ranking_agreement
+from .._moved import moved_names, old_paths
+from .agreement import JudgeAgreement, judge_agreement, log_agreement
 from .human_sample import HumanSample, check_complete, draw_human_sample
 from .judgement_log import Judgement, JudgementLog
 from .judging import JudgingRun, judge, load_judge
@@ -32,7 +33,6 @@ __all__ = [
     "Projection",
     "ProjectionRules",
     "QueryCounts",
-    "RankingAgreement",
     "check_complete",
     "cohen_kappa",
     "draw_human_sample",
@@ -47,7 +47,10 @@ __all__ = [
     "merge_near_duplicates",
     "pool",
     "project",
-    "ranking_agreement",
     "sample_queries",
     "write_qrels",
 ]
+
+# the agreement of rankings moved to rag_eval.statistics: the old path warns (DeprecationWarning)
+__getattr__ = moved_names(__name__, dict.fromkeys(["RankingAgreement", "ranking_agreement"], "rag_eval.statistics"))
+__path__.append(old_paths(__name__))  # the old module paths (rag_eval/_old_paths): importable, with a warning

@@ -1,6 +1,6 @@
 """The human-graded sample: the queries people grade in full so that a model judge's estimates can be corrected.
 
-A prediction-powered estimate (:func:`rag_eval.reports.prediction_powered.judge_assisted`) is unbiased only if the
+A prediction-powered estimate (:func:`rag_eval.statistics.prediction_powered.judge_assisted`) is unbiased only if the
 queries people graded are a random sample of the query set with known chances of being drawn. So the tool draws
 them: :func:`draw_human_sample` takes a uniform random sample without replacement (NumPy's ``default_rng(seed)``
 over the ids sorted) and records the seed and the population it was drawn from; :meth:`HumanSample.from_query_set`
@@ -31,8 +31,8 @@ import numpy as np
 
 from .._checks import check_int
 from .._files import write_output
-from ..data._near_miss import near_miss_hint
-from ..data._records import differ, redraw
+from ..data.near_miss import near_miss_hint
+from ..data.records import differ, redraw
 from ..errors import InputError
 
 if TYPE_CHECKING:

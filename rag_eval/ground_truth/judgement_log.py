@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from .._files import append, file_lock
-from ..data._columns import GRADE_LIMIT
-from ..data._fields import At, iso_time
+from ..data.columns import GRADE_LIMIT
+from ..data.fields import At, iso_time
 from ..errors import HarnessError, InputError, TornLine
 
 __all__ = ["DEFAULT_SCALE", "RESERVED_NAMES", "Judgement", "JudgementLog"]

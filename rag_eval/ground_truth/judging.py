@@ -99,7 +99,7 @@ def judge(
 
     stored = _stored(the_log, name, fingerprint, scale)
     if stored:  # this judge's grades in the log and the pool's items: a log of another pool is said
-        from ..data._joins import join
+        from ..data.joins import join
 
         join(
             [f"{q}\t{d}" for q, d in stored],
@@ -387,7 +387,7 @@ async def _agraded(judge: Any, batch: list[JudgeItem], scale: tuple[int, int]) -
 
 def _run_async(judge: Any, batches: list[list[JudgeItem]], scale: tuple[int, int], concurrency: int, store: Any) -> int:
     """``concurrency`` batches at once through ``agrade``, each stored as it returns; the calls made."""
-    from ..adapters._common import run_sync
+    from .._sync import run_sync
 
     calls = 0
 

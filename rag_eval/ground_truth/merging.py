@@ -30,9 +30,9 @@ from itertools import combinations
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._checks import check_choice, check_int
-from ..data._joins import user_stacklevel
-from ..data._near_miss import warn_near_misses
 from ..data.graded_by import GradedBy, JudgeShare
+from ..data.joins import user_stacklevel
+from ..data.near_miss import warn_near_misses
 from ..data.qrels import Qrels
 from ..errors import InputError
 from .judgement_log import RESERVED_NAMES, Judgement, JudgementLog, _parse_time

@@ -21,7 +21,7 @@ import numpy as np
 from .._checks import check_int
 from .._escape import spreadsheet_cell
 from .._files import remove_temporaries, write_output
-from ..data._ids import check_writable, unwritable_reason
+from ..data.ids import check_writable, unwritable_reason
 from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import InputError
@@ -30,7 +30,7 @@ from ..stages import PipelineResult
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..data._io import InputFile
+    from ..data.input_files import InputFile
     from ..stages import StageOutput
 
 __all__ = ["Pool", "PoolItem", "pool"]
@@ -234,7 +234,7 @@ class Pool:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Pool:
         """Read a pool written by :meth:`save`; every problem names the file and line."""
-        from ..data._io import read_input
+        from ..data.input_files import read_input
 
         file = read_input(path)
         number, opening = next(file.lines(), (1, ""))
@@ -352,9 +352,9 @@ def pool(
 
 def _announce_near_misses(by_query: Mapping[str, Mapping[str, object]], judged: Qrels) -> None:
     """Query and doc ids of the runs that the qrels write another way (case, Unicode normalisation, whitespace,
-    leading zeros): ``NearMissIds``, once per kind of id (:mod:`rag_eval.data._near_miss`); never merged."""
-    from ..data._joins import user_stacklevel
-    from ..data._near_miss import warn_near_misses
+    leading zeros): ``NearMissIds``, once per kind of id (:mod:`rag_eval.data.near_miss`); never merged."""
+    from ..data.joins import user_stacklevel
+    from ..data.near_miss import warn_near_misses
 
     judged_docs = {d for q in judged.query_ids for d in judged[q]}
     for ids, pooled, known in (
@@ -378,9 +378,9 @@ def _announce_joins(
     by_query: Mapping[str, Mapping[str, object]], queries: Mapping[str, str] | None, texts: Mapping[str, Any] | None
 ) -> None:
     """The pool's doc ids joined with the ``texts`` given (a corpus), its query ids with the ``queries`` given:
-    matched k of n, said when short (:func:`rag_eval.data._joins.join`); no doc id in the corpus is an error (every
+    matched k of n, said when short (:func:`rag_eval.data.joins.join`); no doc id in the corpus is an error (every
     item would be labelled without its text: the wrong corpus, or ids spelled another way)."""
-    from ..data._joins import join
+    from ..data.joins import join
 
     if texts is not None:
         docs = np.fromiter((d for pooled in by_query.values() for d in pooled), dtype=object)
@@ -449,7 +449,7 @@ def _top_of(out: StageOutput, depth: int) -> tuple[dict[str, list[str]], dict[st
     first text seen of each of those chunks, read from the stage's columns (whole columns to lists, no Hit)."""
     import pyarrow as pa
 
-    from ..stages._hit_table import field_or_none
+    from ..stages.hit_table import field_or_none
 
     offsets, hits = out.hit_columns()
     lengths = np.diff(offsets)

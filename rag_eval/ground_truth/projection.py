@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import numpy as np
 
 from .._checks import check_int, check_share
-from ..data._io import warn
+from ..data.input_files import warn
 from ..data.qrels import Qrels
 from ..data.run import Run
 from ..data.spans import ChunkRef, SpanLabels
@@ -170,7 +170,7 @@ def project(
     rankings, run_name = _rankings(ranking, ties)
     run_name = name or run_name
     if len(labels):  # the ranking's queries and the labels': matched k of n, none an error (nothing to project)
-        from ..data._joins import join
+        from ..data.joins import join
 
         join(
             list(rankings),

@@ -27,7 +27,7 @@ import numpy as np
 
 from .._checks import check_choice, check_int
 from .._optional import require
-from ..data._fields import At, iso_time
+from ..data.fields import At, iso_time
 from ..data.queryset import QueryProvenance, QuerySet, normalise
 
 __all__ = [

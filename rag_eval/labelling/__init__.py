@@ -1,4 +1,4 @@
-"""The labelling page (layer 5): ``rag-eval label POOL --qrels OUT`` serves a local page that shows one query and
+"""The labelling page (layer 8): ``rag-eval label POOL --qrels OUT`` serves a local page that shows one query and
 one pooled chunk at a time and writes each grade at once to ``OUT.judgements.jsonl`` and ``OUT``.
 
 What is judged and how each grade reaches the disk is :mod:`rag_eval.labelling.session`; the server and

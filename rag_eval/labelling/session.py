@@ -32,8 +32,8 @@ from typing import Any
 
 from .._checks import check_choice
 from .._files import remove_temporaries, target_of
-from ..data._joins import user_stacklevel
-from ..data._near_miss import warn_near_misses
+from ..data.joins import user_stacklevel
+from ..data.near_miss import warn_near_misses
 from ..data.qrels import Qrels
 from ..errors import HarnessError, InputError
 from ..ground_truth import JudgementLog, Merged, Pool, merge, write_qrels

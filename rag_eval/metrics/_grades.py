@@ -20,9 +20,9 @@ from operator import is_not, methodcaller
 import numpy as np
 
 from .. import _accel
-from ..data._packed import PackedIds
-from ..data._ranking import score_order, search_rows, sort_rows
+from ..data.packed import PackedIds
 from ..data.qrels import Qrels
+from ..data.ranking import score_order, search_rows, sort_rows
 from ..data.run import Run
 from .conventions import Conventions
 

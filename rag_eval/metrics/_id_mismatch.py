@@ -3,7 +3,7 @@
 A run that calls a query ``"001"``, ``"Q1"`` or ``"café"`` (NFD) while the qrels call it ``"1"``, ``"q1"`` or
 ``"café"`` (NFC) scores 0 on it without an error: the two are different ids. rag_eval keeps them different
 (guessing would be worse) but warns, naming the kind of difference (surrounding whitespace, leading zeros, Unicode
-normalisation or compatibility forms, case: :mod:`rag_eval.data._near_miss`), for query ids and for the doc ids of
+normalisation or compatibility forms, case: :mod:`rag_eval.data.near_miss`), for query ids and for the doc ids of
 queries with no judged result. Only ids that did not match are looked at.
 """
 
@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 
-from ..data._near_miss import loose, near_miss_line, near_misses
+from ..data.near_miss import loose, near_miss_line, near_misses
 from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import NearMissIds
@@ -22,7 +22,7 @@ DOC_QUERIES_CHECKED = 100  # queries without a judged result whose doc ids are c
 
 
 def canonical(identifier: str) -> str:
-    """``identifier`` as :func:`rag_eval.data._near_miss.loose` writes it (``" 007 "`` -> ``"7"``, ``"D7"`` ->
+    """``identifier`` as :func:`rag_eval.data.near_miss.loose` writes it (``" 007 "`` -> ``"7"``, ``"D7"`` ->
     ``"d7"``)."""
     return loose(identifier)
 

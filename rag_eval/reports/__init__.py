@@ -1,32 +1,23 @@
-"""Layer 4, the reports: ``evaluate``, the Report it returns, the metric card, summaries with spread, and
-judge-assisted (prediction-powered) estimates."""
+"""Layer 4, the reports: ``evaluate``, the Report it returns, the metric card and summaries with spread
+(docs/metrics.md). Statistics are :mod:`rag_eval.statistics`, renderers :mod:`rag_eval.renderers`."""
 
+from .._moved import moved_names, old_paths
 from .card import MetricCard
-from .comparison import Comparison, compare
 from .evaluation import DEFAULT_METRICS, evaluate
-from .formats import FORMATS, format_comparison, format_report
-from .power_analysis import PowerAnalysis, power
-from .prediction_powered import JudgeAssisted, PPIInterval, human_interval, judge_assisted, judge_interval, ppi_interval
 from .report import Report
-from .trec_eval import format_trec_eval
 
-__all__ = [
-    "DEFAULT_METRICS",
-    "FORMATS",
-    "Comparison",
-    "JudgeAssisted",
-    "MetricCard",
-    "PPIInterval",
-    "PowerAnalysis",
-    "Report",
-    "compare",
-    "evaluate",
-    "format_comparison",
-    "format_report",
-    "format_trec_eval",
-    "human_interval",
-    "judge_assisted",
-    "judge_interval",
-    "power",
-    "ppi_interval",
-]
+__all__ = ["DEFAULT_METRICS", "MetricCard", "Report", "evaluate"]
+
+# names that moved to rag_eval.statistics and rag_eval.renderers: the old path warns (DeprecationWarning)
+__getattr__ = moved_names(
+    __name__,
+    {
+        **dict.fromkeys(
+            ["Comparison", "compare", "PowerAnalysis", "power", "JudgeAssisted", "PPIInterval", "human_interval"],
+            "rag_eval.statistics",
+        ),
+        **dict.fromkeys(["judge_assisted", "judge_interval", "ppi_interval"], "rag_eval.statistics"),
+        **dict.fromkeys(["FORMATS", "format_comparison", "format_report", "format_trec_eval"], "rag_eval.renderers"),
+    },
+)
+__path__.append(old_paths(__name__))  # the old module paths (rag_eval/_old_paths): importable, with a warning

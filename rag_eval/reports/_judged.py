@@ -30,8 +30,8 @@ import numpy.typing as npt
 from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import LowJudgedShare
-from ..metrics._engine import evaluate_run
 from ..metrics.conventions import Conventions
+from ..metrics.engine import evaluate_run
 from ..metrics.grammar import Metric
 
 if TYPE_CHECKING:

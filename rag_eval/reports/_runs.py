@@ -11,9 +11,9 @@ import numpy as np
 from ..data.qrels import Qrels
 from ..data.run import Run
 from ..data.source import Source
-from ..metrics._engine import evaluate_run
 from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import Conventions
+from ..metrics.engine import evaluate_run
 from ..metrics.grammar import Metric
 from ._judged import JudgedShare, ceiling, cutoffs_of, judged_metrics, mean_share, shares_frame, warn_low
 from ._systematic import announce_overlap, issue_rows, query_overlap
@@ -112,10 +112,9 @@ def _largest_grade(qrels: Qrels, metrics: list[Metric]) -> int | None:
     """The qrels' largest grade, which err and nerr take as max_grade when none is given (stated on the card)."""
     if not any(m.family in ("err", "nerr") and "max_grade" not in m.param for m in metrics):
         return None
-    from ..metrics import _kernels_gain as kernels_gain
+    from ..metrics.engine import default_max_grade  # the kernels' own rule, so the card says what they use
 
-    default = getattr(kernels_gain, "default_max_grade", None)  # the kernels' own rule, so the card says what they use
-    return int(default(qrels)) if default is not None else max(1, int(qrels.columns[2].max(initial=1)))
+    return int(default_max_grade(qrels))
 
 
 def named_runs(runs: object) -> dict[str, Run]:

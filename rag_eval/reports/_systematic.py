@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..data.qrels import Qrels
 from ..errors import LowQueryOverlap
-from ..metrics._id_mismatch import canonical
+from ..metrics.engine import canonical
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._escape import markdown_code
 from .._version import __version__
-from ..metrics._engine import REASONS
 from ..metrics.conventions import PRESETS, Conventions
+from ..metrics.engine import REASONS
 from .hashes import ContentHashes
 
 CARD_KEY = b"rag_eval.card"  # where a saved report (Parquet) keeps its card, in the file's metadata
@@ -208,7 +208,7 @@ class MetricCard(BaseModel):
             )
             lines.extend("  " + line for line in QuerySetCard.from_dict(self.query_set).render().splitlines())
         if self.judge_agreement:
-            from ..ground_truth._agreement_text import card_lines
+            from ..ground_truth.agreement_text import card_lines
 
             lines.extend(card_lines(self.judge_agreement))
         if self.comparison:

@@ -27,7 +27,7 @@ from .stage_aware import evaluate_pipelines, pipeline_results
 if TYPE_CHECKING:
     from ..data.queryset import QuerySet
 
-__all__ = ["DEFAULT_METRICS", "evaluate"]
+__all__ = ["DEFAULT_METRICS", "JUDGED_THRESHOLD", "evaluate"]
 
 DEFAULT_METRICS = ("ndcg@10", "recall@10", "recall@100", "precision@10", "mrr@10", "ap", "judged@10")
 

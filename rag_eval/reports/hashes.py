@@ -17,7 +17,7 @@ A report's metric card (and a result folder's ``manifest.json``) carries a :clas
 - ``conventions``: SHA-256 of the conventions' canonical JSON (sorted keys); ``budget``: the pipelines' context
   budget as the card prints it (``budget(5)``, ``budget(512tok)``), None for plain runs.
 
-:func:`rag_eval.reports.result_folder.comparable` lists how two reports (cards, folders, saved reports) differ in
+:func:`rag_eval.renderers.result_folder.comparable` lists how two reports (cards, folders, saved reports) differ in
 these: the CI gate refuses to compare numbers computed on different qrels, queries, corpus, conventions or budget.
 """
 
@@ -235,7 +235,7 @@ def _hash_lines(sha: Any, columns: list[Any]) -> None:
 def _escaped(column: Any) -> npt.NDArray[np.bool_]:
     """bool per str of a large_string array: it holds a byte JSON escapes (a quote, a backslash, a control
     character), found by one NumPy pass over the bytes (none, the common case, is known at once)."""
-    from ..stages._hit_table import string_buffers
+    from ..stages.hit_table import string_buffers
 
     starts, data = string_buffers(column)
     raw = np.frombuffer(data, np.uint8)
@@ -363,7 +363,7 @@ def _chunks(results: list[PipelineResult]) -> tuple[list[Any], Any]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..stages._hit_table import field_or_none
+    from ..stages.hit_table import field_or_none
 
     docs: list[Any] = []
     texts: list[Any] = []

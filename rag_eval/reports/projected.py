@@ -91,8 +91,8 @@ def _merged(labels: SpanLabels, reports: list[Report]) -> Report:
     # each run has the qrels of its own projection: the hashes cover every run's (rag_eval.reports.hashes)
     merged["hashes"] = merged_hashes({r.runs[0]: r.card.hashes for r in reports})
     card = MetricCard.model_validate(merged)
-    blocks = [b for r in reports for b in r._blocks]
-    keys = dict.fromkeys(k for r in reports for k in r._tables)
-    tables = {k: pd.concat([r._tables[k] for r in reports if k in r._tables], ignore_index=True) for k in keys}
+    blocks = [b for r in reports for b in r.blocks]
+    keys = dict.fromkeys(k for r in reports for k in r.tables)
+    tables = {k: pd.concat([r.tables[k] for r in reports if k in r.tables], ignore_index=True) for k in keys}
     metrics: list[Metric | str] = [*reports[0].metrics]
     return Report(blocks, metrics, card, tables)

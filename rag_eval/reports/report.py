@@ -25,11 +25,11 @@ import numpy as np
 
 from .._checks import check_int, check_share
 from .._files import write_output
+from .._markdown import html_table, markdown_table
 from ..errors import InputError
 from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import follows_trec_eval
 from ..metrics.grammar import Metric, parse_metric
-from ._markdown import html_table, markdown_table
 from .card import CARD_KEY, MetricCard
 from .summary import STAGE_SUMMARY_COLUMNS, SUMMARY_COLUMNS, summarize_geometric, summarize_values
 from .weighted import TRAFFIC_COLUMNS, QueryWeights, hajek_bootstrap, hajek_geometric
@@ -50,6 +50,8 @@ PER_QUERY_COLUMNS = ["run", "query_id", "metric", "value"]
 STAGE_PER_QUERY_COLUMNS = ["run", "stage", "query_id", "metric", "value"]
 _BLOCKS_KEY = b"rag_eval.blocks"
 _TABLES_KEY = b"rag_eval.tables"
+CURVES = "recall_curves"
+_CURVES_KEY = b"rag_eval.recall_curves"  # the pipeline table of recall@k per stage (Report.recall_curves)
 _TEXTS_KEY = b"rag_eval.texts"
 _WEIGHTS_KEY = b"rag_eval.query_weights"
 
@@ -155,13 +157,13 @@ class Report:
 
     def query_ids(self, run: str, stage: str | None = None) -> list[str]:
         """The queries counted for ``run`` (and ``stage``), in the report's order (string order)."""
-        return list(self._block(run, stage).query_ids)
+        return list(self.block(run, stage).query_ids)
 
     def texts(self, run: str, metric: str | Metric, stage: str | None = None) -> pd.Series:
         """One run's (stage's) values of a text metric (relstring, runid), indexed by query id."""
         import pandas as pd
 
-        b = self._block(run, stage)
+        b = self.block(run, stage)
         name = metric if isinstance(metric, str) and metric in b.texts else str(parse_metric(metric))
         if name not in b.texts:
             raise KeyError(f"metric {name!r} has no text values; text metrics measured: {sorted(b.texts)}")
@@ -207,7 +209,7 @@ class Report:
         if not isinstance(query_set, QuerySet):
             raise TypeError(f"queries must be a rag_eval.QuerySet, not {type(query_set).__name__}")
         weights = QueryWeights.of(query_set)
-        from ..data._joins import join  # the set's queries and those evaluated: matched k of n, said when short
+        from ..data.joins import join  # the set's queries and those evaluated: matched k of n, said when short
 
         join(
             list(query_set),
@@ -237,7 +239,7 @@ class Report:
             else:
                 raise TypeError(f"expected a JudgeAgreement or a RankingAgreement, not {type(a).__name__}")
         card = self.card.model_copy(update={"judge_agreement": {"items": items, "rankings": rankings}})
-        return self._with_card(card)
+        return self.with_card(card)
 
     @property
     def per_query(self) -> pd.DataFrame:
@@ -323,7 +325,13 @@ class Report:
                 whole[geometric] = part
         return dict(zip(TRAFFIC_COLUMNS, (mean, low, high), strict=True))
 
-    def _block(self, run: str, stage: str | None) -> RunScores:
+    @property
+    def blocks(self) -> list[RunScores]:
+        """The per-query values, one block per run (and stage), in the report's order."""
+        return list(self._blocks)
+
+    def block(self, run: str, stage: str | None = None) -> RunScores:
+        """One run's (stage's) block of per-query values; a KeyError names the runs or stages there are."""
         if run not in self.runs:
             raise KeyError(f"no run named {run!r}; runs: {self.runs}")
         if stage is None and self.staged:
@@ -337,7 +345,7 @@ class Report:
         """One run's (stage's) values of one metric, indexed by query id."""
         import pandas as pd
 
-        b = self._block(run, stage)
+        b = self.block(run, stage)
         name = metric if isinstance(metric, str) and metric in b.metrics else str(parse_metric(metric))
         if name in b.texts:
             raise KeyError(f"metric {name!r} holds text (one str per query): read it with Report.texts")
@@ -346,10 +354,10 @@ class Report:
         j = b.metrics.index(name)
         return pd.Series(b.values[:, j], index=pd.Index(b.query_ids, name="query_id"), name=name)
 
-    def _column(self, run: str, metric: str, stage: str | None = None) -> np.ndarray | list[str]:
+    def column(self, run: str, metric: str, stage: str | None = None) -> np.ndarray | list[str]:
         """One run's (stage's) values of a reported metric (its canonical string) without pandas: a float64 array,
         or for a text metric a list of str; aligned with :meth:`query_ids`."""
-        b = self._block(run, stage)
+        b = self.block(run, stage)
         if metric in b.texts:
             return list(b.texts[metric])
         if metric not in b.metrics:
@@ -359,7 +367,7 @@ class Report:
     def counted(self, run: str, stage: str | None = None) -> int:
         """How many queries the card says were counted for ``run`` (and ``stage``): ``n + n_nan`` of each of its
         summary rows."""
-        b = self._block(run, stage)
+        b = self.block(run, stage)
         found = counted_of(self.card, run, stage)
         return len(b.query_ids) if found is None else found
 
@@ -377,6 +385,22 @@ class Report:
 
         table = self._tables.get(name)
         return table.copy() if table is not None else pd.DataFrame()
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The pipeline tables by name (``latency``, ``failures``, ``issues``, ``loss_items``, ``judged``,
+        ``recall_curves``), each a copy; empty for a report of runs."""
+        return {name: table.copy() for name, table in self._tables.items()}
+
+    @property
+    def recall_curves(self) -> pd.DataFrame:
+        """Pipeline reports: mean recall@k of every stage for k on a log scale up to the depth (``run, stage, k,
+        recall``), measured at evaluation under the report's conventions (it meets the table's recall@depth at the
+        depth). Empty for a report of runs, or one saved before 0.10."""
+        import pandas as pd
+
+        table = self._table(CURVES)
+        return table if len(table.columns) else pd.DataFrame(columns=["run", "stage", "k", "recall"])
 
     @property
     def latency(self) -> pd.DataFrame:
@@ -411,7 +435,7 @@ class Report:
         never_retrieved, below_depth, reranked_out, failed (a stage failed on its query), delivered)."""
         return self._table("loss_items")
 
-    def _with_card(self, card: MetricCard) -> Report:
+    def with_card(self, card: MetricCard) -> Report:
         """The same values under another card (a result folder's, with the corpus fingerprinted)."""
         return Report(self._blocks, list(self._metrics), card, self._tables, self._weights)
 
@@ -466,17 +490,10 @@ class Report:
         (``runs``: the runs or pipeline results evaluated), pipeline plots, ``report.md`` and a ``manifest.json``
         with the content hashes and each file's SHA-256. ``collection`` fingerprints the whole corpus. ``plots``:
         None draws them when matplotlib is installed. Returns the path of ``report.md``. See
-        :func:`rag_eval.reports.result_folder.write_folder`."""
-        from .result_folder import folder_card, write_folder
-
-        if plots is None:
-            import importlib.util
-
-            plots = importlib.util.find_spec("matplotlib") is not None
-        card, checked, plain, results = folder_card(self, folder, qrels=qrels, runs=runs, collection=collection)
-        report = self if card is self.card else self._with_card(card)
-        return write_folder(
-            report, folder, qrels=checked, plain=plain, results=results, title=title, facts=facts, plots=plots
+        :func:`rag_eval.renderers.result_folder.write_folder`."""
+        save = _renderers().result_folder.save_folder
+        return save(  # type: ignore[no-any-return]
+            self, folder, qrels=qrels, runs=runs, collection=collection, title=title, facts=facts, plots=plots
         )
 
     def to_html(
@@ -496,35 +513,25 @@ class Report:
         what was evaluated) to ``drill_depth`` (default: the budget plus 10), with grades from ``qrels`` and texts
         from the results' hits or ``collection``. ``baseline`` (a report or a result folder) adds a diff view of
         this report against it. Needs the ``html`` extra (jinja2, matplotlib); returns the path."""
-        from .html_report import side_from_folder, side_of, write_html
-
-        side = side_of(
-            self, results=results, qrels=qrels, collection=collection, name="candidate" if baseline else "report"
+        to_html = _renderers().html_report.report_to_html
+        return to_html(  # type: ignore[no-any-return]
+            self,
+            path,
+            results=results,
+            qrels=qrels,
+            collection=collection,
+            baseline=baseline,
+            drill_depth=drill_depth,
+            title=title,
+            plots=plots,
         )
-        sides = [side]
-        if baseline is not None:
-            first = (
-                side_of(baseline, qrels=qrels, collection=collection, name="baseline")
-                if isinstance(baseline, Report)
-                else side_from_folder(Report.load_folder(baseline), baseline, collection=collection, name="baseline")
-            )
-            sides = [first, side]
-        return write_html(path, sides, drill_depth=drill_depth, title=title, plots=plots)
 
     @classmethod
     def load_folder(cls, folder: str | os.PathLike[str]) -> Report:
         """The report of a result folder written by :meth:`save_folder`, after checking each file against the
         manifest's SHA-256 (a file changed or missing is an InputError naming it); the card's content hashes must be
         the manifest's."""
-        from .result_folder import MANIFEST, load_manifest
-
-        manifest = load_manifest(folder)
-        report = cls.load(Path(folder) / "report.parquet")
-        if report.card.hashes != manifest.hashes:
-            raise InputError(
-                f"the content hashes of report.parquet's card are not those of {MANIFEST}", source=str(Path(folder))
-            )
-        return report
+        return _renderers().result_folder.load_folder(folder)  # type: ignore[no-any-return]
 
     def _save_to(self, sink: io.BytesIO) -> None:
         import pyarrow as pa
@@ -534,7 +541,11 @@ class Report:
         meta = dict(table.schema.metadata or {})
         meta[CARD_KEY] = self.card.model_dump_json().encode()
         meta[_BLOCKS_KEY] = json.dumps([b.describe() for b in self._blocks]).encode()
-        meta[_TABLES_KEY] = json.dumps({k: v.to_json(orient="split") for k, v in self._tables.items()}).encode()
+        meta[_TABLES_KEY] = json.dumps(
+            {k: v.to_json(orient="split") for k, v in self._tables.items() if k != CURVES}
+        ).encode()
+        if CURVES in self._tables:  # every digit (to_json keeps 10): the plots meet the table at the depth
+            meta[_CURVES_KEY] = json.dumps(self._tables[CURVES].to_dict(orient="list")).encode()
         meta[_TEXTS_KEY] = json.dumps(
             [{"run": b.run, "stage": b.stage, "texts": b.texts} for b in self._blocks if b.texts]
         ).encode()
@@ -579,10 +590,21 @@ class Report:
                 k: pd.read_json(io.StringIO(v), orient="split")
                 for k, v in json.loads(meta.get(_TABLES_KEY, b"{}")).items()
             }
+            if _CURVES_KEY in meta:
+                tables[CURVES] = pd.DataFrame(json.loads(meta[_CURVES_KEY]), columns=["run", "stage", "k", "recall"])
         except (ValueError, TypeError, AttributeError) as exc:
             raise InputError(f"its pipeline tables do not parse ({' '.join(str(exc).split())})", source=where) from None
         weights = QueryWeights.from_json(meta[_WEIGHTS_KEY], where) if _WEIGHTS_KEY in meta else None
         return cls(blocks, list[Metric | str](card.metrics), card, tables, weights)
+
+
+def _renderers() -> Any:
+    """:mod:`rag_eval.renderers`, a floor above this one, loaded by name when a Report writes itself as HTML or a
+    result folder (as pandas loads its plotting backend): this floor imports nothing above it, and the renderers
+    read the Report through its public API."""
+    import importlib
+
+    return importlib.import_module("rag_eval.renderers")
 
 
 def counted_of(card: MetricCard, run: str, stage: str | None = None) -> int | None:

@@ -26,29 +26,31 @@ import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from .. import _accel
-from ..data._packed import PackedIds
+from ..data.packed import PackedIds
 from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import InputError, StarvedBudget
-from ..metrics import _kernels as K
-from ..metrics._engine import QueryAccount, evaluate_run
-from ..metrics._grades import UNJUDGED, _lookup
 from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import Conventions
+from ..metrics.engine import UNJUDGED, QueryAccount, discounted, evaluate_run, gain_of, lookup_grades
 from ..metrics.grammar import Metric, parse_metric
-from ..stages.result import Finding, PipelineResult, StageOutput, _ArrowIds, announce
-from ._fates import CUT, FATES
+from ..stages.result import ArrowIds, Finding, PipelineResult, StageOutput, announce
 from ._judged import JUDGED_THRESHOLD, JudgedShare, judged_share, shares_frame, warn_low
 from ._runs import graded_by_notes
 from ._systematic import announce_overlap, issue_rows, query_overlap
 from .card import InputRecord, MetricCard, QueryRecord
+from .fates import CUT, FATES
 from .hashes import content_hashes
-from .report import Report, RunScores
+from .report import CURVES, Report, RunScores
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FIRST_STAGE_METRICS = ("recall@depth", "recall@budget", "precision@budget", "hit@budget", "recall_ceiling@budget")
 RERANKER_METRICS = (
@@ -102,7 +104,7 @@ def evaluate_pipelines(
             notes=graded_by_notes(qrels),
         )
     ]
-    tables: dict[str, list[pd.DataFrame]] = {"latency": [], "failures": [], "issues": [], "loss_items": []}
+    tables: dict[str, list[pd.DataFrame]] = {"latency": [], "failures": [], "issues": [], "loss_items": [], CURVES: []}
     names: list[str] = []
     described = []
     shares: list[JudgedShare] = []
@@ -159,6 +161,7 @@ def evaluate_pipelines(
             ("issues", issues),
             ("loss_items", judge.loss_items),
         )
+        tables[CURVES].append(judge.recall_curves(run_name))
         for key, table in tables_of_run:
             tables[key].append(table.assign(run=run_name) if len(results) > 1 else table)
         p = result.pipeline
@@ -288,6 +291,25 @@ class _PipelineJudge:
             raise ValueError(f"no cutoff {cut!r}: expected 'budget' or 'depth'")
         return k
 
+    def recall_curves(self, run_name: str) -> pd.DataFrame:
+        """Mean recall@k of every stage for k on a log scale up to the depth (the depth included), measured as the
+        table measures recall@depth (the stage's ranking as given, under the report's conventions), so that the
+        curve meets the table's value at the depth (Report.recall_curves, the plots of the renderers)."""
+        import pandas as pd
+
+        depth = self.pipeline.depth
+        ks = sorted(set(np.unique(np.geomspace(1, depth, num=min(depth, 30)).astype(int)).tolist()) | {depth})
+        recall = [Metric("recall", k) for k in ks]
+        rows = []
+        for stage, out in self.result.stages.items():
+            run, failed = self._run(out)
+            exclude = failed if self.conv.failed == "exclude" else ()
+            at_k = evaluate_run(self.qrels, run, recall, self.conv, exclude=exclude, warn_ids=False).values
+            rows += [
+                (run_name, stage, k, float(np.nanmean(v)) if len(v) else np.nan) for k, v in zip(ks, at_k, strict=True)
+            ]
+        return pd.DataFrame(rows, columns=["run", "stage", "k", "recall"])
+
     def block(self, run_name: str, stage: str, out: StageOutput, specs: list[_Spec]) -> tuple[RunScores, QueryAccount]:
         run, failed = self._run(out)
         exclude = failed if self.conv.failed == "exclude" else ()
@@ -379,7 +401,7 @@ class _PipelineJudge:
         return self.qrels[query] if query in self.qrels else {}  # noqa: SIM401 (Qrels has no .get)
 
     def _gains(self, grades: np.ndarray) -> np.ndarray:
-        return K.gain_of(np.asarray(grades, dtype=np.int64), self.conv.gain, None, None)
+        return gain_of(np.asarray(grades, dtype=np.int64), self.conv.gain, None, None)
 
     def _positive_cells(self, out: StageOutput) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(rows, ranks, gains)`` of the stage's hits with a positive gain (by row, then rank): one grade lookup
@@ -429,7 +451,7 @@ class _PipelineJudge:
         top = np.zeros(n)
         top[who[starts]] = gains[starts]  # each query's best gain (ideal[0])
         scale = np.frexp(top)[1]  # DCG as the engine's nDCG computes it: gains scaled by a power of two
-        best = np.bincount(who, weights=K.discounted(np.ldexp(gains, -scale[who]), place), minlength=n)
+        best = np.bincount(who, weights=discounted(np.ldexp(gains, -scale[who]), place), minlength=n)
         # the stage's own positive gains within its first b hits
         where = _inverse(mine_rows, len(out.table))
         rows, ranks, gains = self._positive_cells(out)
@@ -439,7 +461,7 @@ class _PipelineJudge:
         who, ranks, gains = who[inside], ranks[inside], gains[inside]
         inside = has[who] & (ranks < take[who])
         who, ranks, gains = who[inside], ranks[inside], gains[inside]
-        dcg = np.bincount(who, weights=K.discounted(np.ldexp(gains, -scale[who]), ranks), minlength=n)
+        dcg = np.bincount(who, weights=discounted(np.ldexp(gains, -scale[who]), ranks), minlength=n)
         # so cand_ndcg is ndcg@budget against the qrels of the candidates alone
         values[has] = np.where(take[has] > 0, dcg[has] / best[has], 0.0)
         return values
@@ -547,12 +569,12 @@ def _rows_of(out: StageOutput, queries: list[str]) -> npt.NDArray[np.int64]:
 def _lookup_rows(
     ids: PackedIds | np.ndarray, offsets: np.ndarray, tables: list[dict[str, int] | None]
 ) -> npt.NDArray[np.int32]:
-    """:func:`rag_eval.metrics._grades._lookup` over packed ids (unpacked when the C extension is absent): the
+    """:func:`rag_eval.metrics.engine.lookup_grades` over packed ids (unpacked when the C extension is absent): the
     value of each hit's doc id in its row's table, ``UNJUDGED`` where it has none."""
     if isinstance(ids, PackedIds) and _accel.speedups is None:
         ids = ids.to_objects()
     judged: list[Mapping[str, int] | None] = list(tables)
-    grades: npt.NDArray[np.int32] = _lookup(ids, np.ascontiguousarray(offsets, np.int64), judged)
+    grades: npt.NDArray[np.int32] = lookup_grades(ids, np.ascontiguousarray(offsets, np.int64), judged)
     return grades
 
 
@@ -560,7 +582,7 @@ def _beyond(out: StageOutput) -> tuple[npt.NDArray[np.int64], PackedIds]:
     """``(offsets, ids)`` of the stage's ``beyond_depth`` column (doc ids returned past the depth), packed."""
     import pyarrow.compute as pc
 
-    from ..stages._hit_table import lengths_of_list, string_buffers
+    from ..stages.hit_table import lengths_of_list, string_buffers
 
     column = out.table.column("beyond_depth")
     lengths = lengths_of_list(column)
@@ -568,7 +590,7 @@ def _beyond(out: StageOutput) -> tuple[npt.NDArray[np.int64], PackedIds]:
     np.cumsum(lengths, out=offsets[1:])
     flat = pc.list_flatten(column)
     starts, data = string_buffers(flat)
-    return offsets, _ArrowIds(data, starts)
+    return offsets, ArrowIds(data, starts)
 
 
 def _inverse(rows: np.ndarray, size: int) -> npt.NDArray[np.int64]:

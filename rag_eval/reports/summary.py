@@ -35,7 +35,7 @@ CHUNK = 1 << 20  # random draws held at once by the bootstrap and the randomizat
 
 def chunk_rows(n: int, total: int, *, multiple: int = 1) -> int:
     """Rows of ``n`` draws each to generate per call so that a call holds about :data:`CHUNK` draws (at least
-    ``multiple`` rows, and a multiple of it: see :func:`rag_eval.reports.statistics.randomization_test`)."""
+    ``multiple`` rows, and a multiple of it: see :func:`rag_eval.statistics.paired.randomization_test`)."""
     rows = max(multiple, CHUNK // max(n, 1) // multiple * multiple)
     return min(rows, max(total, 1))
 

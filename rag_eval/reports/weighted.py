@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..data._near_miss import near_miss_hint
+from ..data.near_miss import near_miss_hint
 from ..errors import InputError
 from .summary import MIN_GEO_MEAN, chunk_rows
 

@@ -9,8 +9,8 @@ A :class:`PipelineResult` keeps every stage's output and a frozen :class:`Pipeli
 from typing import TYPE_CHECKING, Any
 
 from ._chunk_refs import chunk_map
-from ._fingerprint import Fingerprint, Uncacheable
 from .budget import Budget, count_tokens
+from .fingerprint import Fingerprint, Uncacheable
 from .fusion import Fusion, fuse
 from .hits import Hit
 from .judges import BaseJudge, Judge, JudgeGrade, JudgeItem

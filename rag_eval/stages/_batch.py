@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import HarnessError
-from . import _hit_table as ht
+from . import hit_table as ht
 from ._cache import json_metadata
 from .hits import Hit, as_hit
 from .stage import Reranker, Retriever, Stage
@@ -388,7 +388,7 @@ def compute_batch(
     progress: Callable[[int], object] | None = None,
 ) -> tuple[pa.Table, list[Given]]:
     """Compute ``query_ids`` (with their ``texts``, entry hashes and, for a reranker, the hits each is ``given``)
-    through ``stage``: their rows of :data:`~rag_eval.stages._hit_table.SCHEMA`, in the order given, and their
+    through ``stage``: their rows of :data:`~rag_eval.stages.hit_table.SCHEMA`, in the order given, and their
     checked hits (None where the stage failed). Faults are recorded per query (the module's docstring).
 
     ``store``: where finished, non-failed rows are put (at least every :data:`PUT_SECONDS` while the batch computes,

@@ -29,8 +29,8 @@ import pyarrow.ipc as ipc
 from .._checks import check_int, check_path, check_seconds
 from .._files import atomic_write, move_aside, remove_temporaries
 from ..errors import DamagedShard, HarnessError, InputError, OldCacheKeys
-from . import _hit_table as ht
-from ._fingerprint import SCHEME
+from . import hit_table as ht
+from .fingerprint import SCHEME
 
 MARKER = "rag_eval-cache.json"
 SHARD = re.compile(r"shard-(?P<time>\d{1,20})-(?P<pid>\d+)-(?P<uuid>[0-9a-f]{32})-(?P<crc>[0-9a-f]{8})\.arrow")
@@ -270,7 +270,7 @@ class StageStore:
     # ----- writing ---------------------------------------------------------------------------------------------
 
     def put(self, chunk: pa.Table) -> None:
-        """Keep the rows of ``chunk`` (:data:`~rag_eval.stages._hit_table.SCHEMA` rows of computed, non-failed
+        """Keep the rows of ``chunk`` (:data:`~rag_eval.stages.hit_table.SCHEMA` rows of computed, non-failed
         queries): buffered, written as a new shard when enough are pending (the module's docstring); a failure to
         write is a HarnessError."""
         _check_put(chunk)

@@ -84,7 +84,7 @@ def _hits(source: Any) -> Iterator[Read]:
 def _stage_hits(out: StageOutput) -> Iterator[Read]:
     """A stage's hits read from its columns, the metadata as its JSON text (None where a hit has none: it carries
     no source), parsed by :func:`chunk_map` only for a chunk not met yet."""
-    from ._hit_table import field_or_none
+    from .hit_table import field_or_none
 
     _, hits = out.hit_columns()
     meta = field_or_none(hits, "metadata")

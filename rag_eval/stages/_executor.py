@@ -6,7 +6,7 @@ the runner looks every query up in the cache, and hands the rest to :meth:`Execu
 column of the previous stage's table). The executor computes them with
 :func:`rag_eval.stages._batch.compute_batch` (so every fault rule of a local run holds), puts the new rows into the
 store that ``store`` opens (``StoreSpec.open()``; None: no cache) and flushes it, and returns the rows of
-:data:`~rag_eval.stages._hit_table.SCHEMA` in the order of ``todo``. The result is the same as a local run's
+:data:`~rag_eval.stages.hit_table.SCHEMA` in the order of ``todo``. The result is the same as a local run's
 (latency aside).
 
 :class:`LocalExecutor` does that in the runner's own process: the reference an executor is tested against.
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import pyarrow as pa
 
-from . import _hit_table as ht
+from . import hit_table as ht
 from ._batch import Given, StageJob, compute_batch
 
 if TYPE_CHECKING:

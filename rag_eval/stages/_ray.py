@@ -16,7 +16,7 @@ import pyarrow as pa
 from .._checks import check_int, check_number, check_seconds
 from .._optional import install_hint, require
 from ..errors import HarnessError, InputError
-from ._hit_table import concat, empty_table, hit_lists
+from .hit_table import concat, empty_table, hit_lists
 
 #: rows of a Ray batch when neither the executor nor the stage says otherwise
 DEFAULT_BATCH_ROWS = 256
@@ -358,7 +358,7 @@ def _in_order(parts: Sequence[pa.Table], n: int, name: str) -> pa.Table:
 
 
 def _digest(stage: Any) -> str | None:
-    from ._fingerprint import Uncacheable
+    from .fingerprint import Uncacheable
 
     try:
         return str(stage.described().digest)

@@ -20,12 +20,12 @@ import pyarrow.compute as pc
 
 from ..data.queryset import QuerySet
 from ..errors import HarnessError, InputError
-from . import _hit_table as ht
+from . import hit_table as ht
 from ._batch import Given, StageJob, _describe, compute_batch, entry_hash
 from ._cache import NoCache, NoStore, StageCache, StageStore, as_cache
 from ._executor import Executor, todo_table
-from ._fingerprint import Uncacheable
 from .budget import Budget
+from .fingerprint import Uncacheable
 from .fusion import Fusion
 from .result import PipelineResult, PipelineSpec, StageOutput, StageSpec, announce
 from .stage import Reranker, Retriever, Stage

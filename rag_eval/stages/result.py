@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from ..data._packed import PackedIds
+from ..data.packed import PackedIds
 from ..data.queryset import QuerySet
 from ..data.run import Run
 from ..errors import CappedResults, FailingStage, InputError
@@ -88,7 +88,7 @@ class Outcome:
 
 
 class StageOutput:
-    """One stage's output for every query, held as columns: ``table`` is a :data:`~rag_eval.stages._hit_table.SCHEMA`
+    """One stage's output for every query, held as columns: ``table`` is a :data:`~rag_eval.stages.hit_table.SCHEMA`
     table with one row per query of the result, in query order (its hits a list of structs; null where the stage
     failed). ``role``: "input" (an input of a fusion), "first" or "reranker"; ``covers``: what the fingerprint
     covers, in words (the stage's code and data, or its version=).
@@ -109,9 +109,7 @@ class StageOutput:
             raise TypeError(f"a StageOutput holds a pyarrow Table of the hit-table schema, not {type(table).__name__}")
         expected = _hit_table.schema(_hit_table.fields_of(table)) if "hits" in table.schema.names else None
         if expected is None or not table.schema.equals(expected):
-            raise TypeError(
-                f"stage {name!r}: the table does not have the hit-table schema (rag_eval.stages._hit_table)"
-            )
+            raise TypeError(f"stage {name!r}: the table does not have the hit-table schema (rag_eval.stages.hit_table)")
         self.name, self.role, self.fingerprint, self.covers = name, role, fingerprint, covers
         self.table = table
         self._memo: dict[str, Any] = {}
@@ -193,7 +191,7 @@ class StageOutput:
 
     def _combine(self) -> None:
         """Reading the hits as one array (:meth:`hit_columns`, :meth:`lengths`) needs one chunk per column. A run's
-        outputs are made so (:func:`~rag_eval.stages._hit_table.contiguous`); a table given in chunks (made by
+        outputs are made so (:func:`~rag_eval.stages.hit_table.contiguous`); a table given in chunks (made by
         hand) is combined once and becomes the table itself (the same values), so that the stage then holds its
         hits once, not its chunks and a combined copy."""
         if self.table.column("hits").num_chunks > 1:
@@ -201,7 +199,7 @@ class StageOutput:
 
     def hit_columns(self) -> tuple[npt.NDArray[np.int64], pa.StructArray]:
         """``(offsets, hits)``: the non-failed rows' hits one after the other, row ``i`` owning
-        ``hits[offsets[i]:offsets[i + 1]]`` (:func:`~rag_eval.stages._hit_table.flat_hits`)."""
+        ``hits[offsets[i]:offsets[i + 1]]`` (:func:`~rag_eval.stages.hit_table.flat_hits`)."""
         self._combine()
         flat: tuple[npt.NDArray[np.int64], pa.StructArray] = self._memoised(
             "flat", lambda: _columns().flat_hits(self.table)
@@ -213,7 +211,7 @@ class StageOutput:
         :meth:`hit_columns`."""
         _, hits = self.hit_columns()
         starts, data = _columns().string_buffers(hits.field("doc_id"))
-        return _ArrowIds(data, starts)
+        return ArrowIds(data, starts)
 
     @property
     def outcomes(self) -> Mapping[str, Outcome]:
@@ -317,10 +315,10 @@ class StageOutput:
 
 
 def _arrow() -> tuple[Any, Any]:
-    """``(pyarrow, rag_eval.stages._hit_table)``, imported on first use (see the imports)."""
+    """``(pyarrow, rag_eval.stages.hit_table)``, imported on first use (see the imports)."""
     import pyarrow
 
-    from . import _hit_table
+    from . import hit_table as _hit_table
 
     return pyarrow, _hit_table
 
@@ -335,7 +333,7 @@ def _compute() -> Any:
     return pyarrow.compute
 
 
-class _ArrowIds(PackedIds):
+class ArrowIds(PackedIds):
     """Packed ids whose bytes are an Arrow buffer (not a bytes object): read without a copy."""
 
     def take(self, indices: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from ._fingerprint import Fingerprint, fingerprint, is_users_class
+from .fingerprint import Fingerprint, fingerprint, is_users_class
 from .hits import Hit
 
 
@@ -30,7 +30,7 @@ class Stage(ABC):
         return {}
 
     def code(self) -> Fingerprint | None:
-        """What decides this stage's outputs besides :meth:`config` (see :mod:`rag_eval.stages._fingerprint`): for a
+        """What decides this stage's outputs besides :meth:`config` (see :mod:`rag_eval.stages.fingerprint`): for a
         stage class of the user's own, its code, and, when it does not define :meth:`config`, its whole state; None
         for rag_eval's own classes (their config says it all). Raises ``Uncacheable`` when that cannot be described
         exactly."""

@@ -1,0 +1,7 @@
+"""Moved to :mod:`rag_eval._markdown` (docs/cli.md).
+
+This old path warns a DeprecationWarning and goes in a later release."""
+
+from rag_eval._moved import moved_module
+
+__getattr__ = moved_module(__name__, "rag_eval._markdown")

@@ -1,0 +1,745 @@
+"""The HTML report: one self-contained file a person opens in a browser, offline (``docs/html-report.md``).
+
+``rag-eval report FOLDER [FOLDER ...] -o report.html`` and :meth:`Report.to_html` write it. One file: the styles
+and the script inline, the plots inline SVG (matplotlib's SVG backend, text kept as text), no URL fetched. It
+shows the stage-aware summary with intervals, recall@k per stage with the depth and budget marked, where relevant
+items were lost, latency and failures per stage, the metric card, a per-query drill-down (each stage's ranked
+chunks with their text, grade or "unjudged", and the fate of each relevant chunk) and, with two folders or more, a
+diff of each against the first (per stage and per query: wins, losses, the regressed queries).
+
+Size: each chunk text is stored once (a table of texts, referenced by index from the rankings) and each stage's
+ranking is kept to the drill depth (default: the budget plus :data:`DRILL_EXTRA`), so that a report of SciFact's
+300 queries stays well under 10 MB.
+
+Escaping: every text from the data (queries, chunks, ids, stage names, the card) reaches the page through jinja2
+with autoescape on; the drill-down's data is one JSON block written with ``|tojson`` (``<``, ``>``, ``&`` and
+``'`` as ``\\u`` escapes, so that no ``</script>`` can close it), and the script puts it into the page with
+``textContent``, never as HTML. jinja2 and matplotlib are the ``html`` extra.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._escape import plot_text
+from .._files import write_output
+from ..errors import InputError
+from ..reports.report import Report
+
+if TYPE_CHECKING:
+    from ..data.collection import Collection
+    from ..data.qrels import Qrels
+    from ..data.run import Run
+    from ..stages.result import PipelineResult
+
+__all__ = [
+    "DRILL_EXTRA",
+    "FATE_COLOURS",
+    "HtmlSide",
+    "folder_names",
+    "render_html",
+    "report_to_html",
+    "side_from_folder",
+    "side_of",
+    "write_html",
+]
+
+#: the drill-down's default depth: the budget plus this many hits (for a token budget: 10 plus this many)
+DRILL_EXTRA = 10
+_TOKEN_BUDGET_DRILL = 10 + DRILL_EXTRA
+_FEATURE = "the HTML report (rag-eval report, Report.to_html)"
+#: the loss chart's colours: delivered green, the losses warm (none of them green, delivered not red)
+FATE_COLOURS = {
+    "delivered": "#3a8f5c",
+    "reranked_out": "#f2b33d",
+    "cut_by_budget": "#f5d06b",
+    "below_depth": "#e8772e",
+    "never_retrieved": "#c0392b",
+    "failed": "#7f4f24",
+}
+_FATES = ("delivered", "reranked_out", "cut_by_budget", "below_depth", "never_retrieved", "failed")
+# per stage, the metric the query table and the diff show first (the first one the stage has)
+_MAIN = ("ndcg@budget", "recall@depth", "recall@budget")
+
+
+@dataclass
+class HtmlSide:
+    """One report and what its drill-down needs: the rankings per ``(run, stage)`` (stage None for a plain run),
+    the qrels, the query texts and the chunk texts (either may be empty: the page then shows ids alone)."""
+
+    name: str
+    report: Report
+    runs: dict[tuple[str, str | None], Run] = field(default_factory=dict)
+    qrels: Qrels | None = None
+    queries: dict[str, str] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+    note: str = ""  # said above the drill-down (e.g. where texts are missing, and how to add them)
+
+
+def _chunk_text(collection: Collection, doc: str) -> str | None:
+    chunk = collection.corpus.get(doc)
+    if chunk is None:
+        return None
+    return f"{chunk.title}\n{chunk.text}" if chunk.title else chunk.text
+
+
+def side_of(
+    report: Report,
+    *,
+    results: Mapping[str, PipelineResult] | PipelineResult | None = None,
+    qrels: Qrels | Mapping[str, Mapping[str, int]] | None = None,
+    collection: Collection | None = None,
+    name: str = "report",
+) -> HtmlSide:
+    """A side of the page from a report in memory and the pipeline results it measured (their stages' hits and
+    texts, their queries); ``collection`` gives qrels, query and chunk texts where the results lack them."""
+    from ..data.qrels import Qrels
+    from ..stages.result import PipelineResult
+
+    if isinstance(results, PipelineResult):  # named by its pipeline, or the report's one run
+        results = {report.runs[0] if len(report.runs) == 1 else repr(results.pipeline): results}
+    given = dict(results or {})
+    if not all(isinstance(r, PipelineResult) for r in given.values()):
+        raise TypeError("results must be a PipelineResult or a {name: PipelineResult} mapping")
+    if qrels is None and collection is not None:
+        qrels = collection.qrels
+    if qrels is not None and not isinstance(qrels, Qrels):
+        qrels = Qrels.from_dict(qrels)
+    side = HtmlSide(name, report, qrels=qrels)
+    if collection is not None:
+        side.queries.update(collection.queries)
+    for run, result in given.items():
+        if run not in report.runs:
+            raise InputError(f"pipeline {run!r} is not one the report measured ({report.runs})")
+        side.queries.update(result.queries)
+        for stage, out in result.stages.items():
+            side.runs[(run, stage)] = out.ranking_run(with_scores=False)
+            _, hits = out.hit_columns()
+            if "text" in hits.type.names:
+                for doc, text in zip(hits.field("doc_id").to_pylist(), hits.field("text").to_pylist(), strict=True):
+                    if text is not None:
+                        side.texts.setdefault(doc, text)
+    if collection is not None:
+        side.texts = _LazyTexts(collection, side.texts)
+    if not side.runs:
+        side.note = "no rankings given (Report.to_html(results=...)): the drill-down lists the queries' values only"
+    return side
+
+
+class _LazyTexts(dict[str, str]):
+    """Texts found in the hits first, else a collection's chunk (looked up only for the chunks the page shows)."""
+
+    def __init__(self, collection: Collection, found: Mapping[str, str]) -> None:
+        super().__init__(found)
+        self.collection = collection
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in self:
+            return self[key]
+        text = _chunk_text(self.collection, key)
+        return default if text is None else text
+
+
+def side_from_folder(
+    report: Report, folder: str | os.PathLike[str], *, collection: Collection | None = None, name: str | None = None
+) -> HtmlSide:
+    """A side of the page from a result folder and its report (``Report.load_folder(folder)``, which checks every
+    file against the manifest): the qrels and every stage's (run's) TREC file; a result folder holds no texts, so
+    query and chunk texts come from ``collection`` (``rag-eval report --beir``), else the page shows ids alone and
+    says so."""
+    from ..data.qrels import Qrels
+    from ..data.run import Run
+    from .result_folder import listed_file, safe_name
+
+    root = Path(folder)
+    qrels = Qrels.from_trec(root / "qrels.txt") if listed_file(root, "qrels.txt") else None
+    side = HtmlSide(name or root.resolve().name, report, qrels=qrels)
+    every = (report.card.pipeline or {}).get("all") or ([report.card.pipeline] if report.card.pipeline else [])
+    for p in every:
+        for stage in p.get("stages", {}):
+            path = root / "runs" / f"{safe_name(p['run'])}.{safe_name(stage)}.trec"
+            if listed_file(root, f"runs/{path.name}"):
+                side.runs[(p["run"], stage)] = Run.from_trec(path)
+    if not every:
+        for run in report.runs:
+            path = root / "runs" / f"{safe_name(run)}.trec"
+            if listed_file(root, f"runs/{path.name}"):
+                side.runs[(run, None)] = Run.from_trec(path)
+    if collection is not None:
+        side.queries.update(collection.queries)
+        side.texts = _LazyTexts(collection, {})
+    else:
+        side.note = (
+            "a result folder holds no texts: the drill-down shows chunk ids alone (rag-eval report --beir FOLDER, "
+            "or Report.to_html(collection=...), adds the query and chunk texts)"
+        )
+    return side
+
+
+# ----- the page's content --------------------------------------------------------------------------------------
+
+
+def _budget_chunks(budget: str | None) -> int | None:
+    found = re.fullmatch(r"budget\((\d+)\)", budget or "")
+    return int(found.group(1)) if found else None
+
+
+def _pipelines(report: Report) -> list[dict[str, Any]]:
+    pipeline = report.card.pipeline
+    if not pipeline:
+        return []
+    every: list[dict[str, Any]] = pipeline.get("all") or [pipeline]
+    return every
+
+
+def _drill_depth(sides: Sequence[HtmlSide], given: int | None) -> int:
+    if given is not None:
+        if given < 1:
+            raise InputError(f"the drill depth must be 1 or more, not {given}")
+        return given
+    budgets = [_budget_chunks(p.get("budget")) for s in sides for p in _pipelines(s.report)]
+    chunks = [b for b in budgets if b is not None]
+    if chunks:
+        return max(chunks) + DRILL_EXTRA
+    return _TOKEN_BUDGET_DRILL if budgets else DRILL_EXTRA
+
+
+def _num(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def _shown(value: Any, digits: int = 3) -> str:
+    number = _num(value)
+    return "n/a" if number is None else f"{number:.{digits}f}"
+
+
+def _summary_rows(side: HtmlSide) -> list[dict[str, Any]]:
+    summary = side.report.summary
+    rows = []
+    for r in summary.to_dict("records"):
+        mean = _num(r["mean"])
+        rows.append(
+            {
+                "run": r["run"],
+                "stage": r.get("stage") or "",
+                "metric": r["metric"],
+                "mean": mean,
+                "shown": "n/a" if mean is None else f"{mean:.3f} [{_shown(r['ci_low'])}, {_shown(r['ci_high'])}]",
+                "n": int(r["n"]),
+                "n_nan": int(r["n_nan"]),
+                "n_failed": int(r["n_failed"]) if "n_failed" in r else "",
+            }
+        )
+    return rows
+
+
+def _lists(side: HtmlSide) -> list[tuple[str, str | None, str]]:
+    """``(run, stage, main metric)`` of each block of the report, in its order."""
+    out = []
+    report = side.report
+    for run in report.runs:
+        stages: list[str | None] = list(report.stages) if report.staged else [None]
+        for stage in stages:
+            try:
+                metrics = list(report.block(run, stage).metrics)
+            except KeyError:
+                continue
+            main = next((m for m in _MAIN if m in metrics), metrics[0] if metrics else "")
+            out.append((run, stage, main))
+    return out
+
+
+def _label(side: HtmlSide, run: str, stage: str | None, many: bool) -> str:
+    who = run if stage is None else (stage if len(side.report.runs) == 1 else f"{run} / {stage}")
+    return f"{side.name}: {who}" if many else who
+
+
+def _drill_data(sides: Sequence[HtmlSide], depth: int) -> dict[str, Any]:
+    """The drill-down's data: the lists (one per side, run and stage), each query's values and ranked doc indexes
+    (to ``depth``), the grades, the fates of the relevant chunks, and each chunk's id and text once."""
+    many = len(sides) > 1
+    docs: dict[str, int] = {}
+
+    def doc_index(doc: str) -> int:
+        if doc not in docs:
+            docs[doc] = len(docs)
+        return docs[doc]
+
+    lists: list[dict[str, Any]] = []
+    queries: dict[str, dict[str, Any]] = {}
+    grades: list[dict[str, dict[str, int]]] = []
+    fates: dict[str, list[list[Any]]] = {}
+    for s, side in enumerate(sides):
+        report = side.report
+        for run, stage, main in _lists(side):
+            values = report.column(run, main, stage) if main else []
+            ids = report.query_ids(run, stage)
+            column = len(lists)
+            budget = next((_budget_chunks(p.get("budget")) for p in _pipelines(report) if p["run"] == run), None)
+            lists.append({"label": _label(side, run, stage, many), "side": s, "metric": main, "budget": budget})
+            for q, v in zip(ids, values, strict=True):
+                entry = queries.setdefault(q, {"id": q, "text": "", "values": {}, "ranks": {}})
+                entry["values"][str(column)] = _num(v)
+            ranking = side.runs.get((run, stage))
+            if ranking is not None:
+                for q in ranking.query_ids:
+                    entry = queries.setdefault(q, {"id": q, "text": "", "values": {}, "ranks": {}})
+                    entry["ranks"][str(column)] = [doc_index(d) for d, _ in ranking.ranking(q)[:depth]]
+        for q, text in side.queries.items():
+            if q in queries and not queries[q]["text"]:
+                queries[q]["text"] = text
+        loss = report.loss_items
+        for r in loss.to_dict("records") if len(loss) else []:
+            run_of = r.get("run", report.runs[0])
+            cut_by = r.get("cut_by")  # the reranker (stage) or "budget" that cut it; absent in older folders
+            fates.setdefault(str(r["query_id"]), []).append(
+                [s, str(run_of), doc_index(str(r["doc_id"])), int(r["grade"]), str(r["fate"])]
+                + [cut_by if isinstance(cut_by, str) else None]
+            )
+        judged: dict[str, dict[str, int]] = {}
+        if side.qrels is not None:
+            known = docs
+            for q, entry in queries.items():
+                if q in side.qrels:
+                    table = side.qrels[q]
+                    shown = {i for ranks in entry["ranks"].values() for i in ranks}
+                    judged[q] = {str(known[d]): int(g) for d, g in table.items() if d in known and known[d] in shown}
+        grades.append(judged)
+    for q, items in fates.items():  # the fates' chunks are shown too: their grades with them
+        for s, _, i, g, *_ in items:
+            grades[s].setdefault(q, {})[str(i)] = g
+    ids = list(docs)
+    texts: list[str | None] = [None] * len(ids)
+    for side in sides:
+        for i, doc in enumerate(ids):
+            if texts[i] is None:
+                texts[i] = side.texts.get(doc)
+    return {
+        "lists": lists,
+        "queries": sorted(queries.values(), key=lambda e: e["id"]),
+        "docs": ids,
+        "texts": texts,
+        "grades": grades,
+        "fates": fates,
+        "depth": depth,
+        "sides": [side.name for side in sides],
+    }
+
+
+@dataclass
+class _Diff:
+    baseline: str
+    candidate: str
+    notes: list[str]
+    stages: list[dict[str, Any]]
+    metric: str
+    where: str
+    regressed: list[dict[str, Any]]
+    improved: list[dict[str, Any]]
+    pairing: list[str] = field(default_factory=list)  # how blocks were paired where names differ, what is alone
+    better: str = "higher"  # the direction of ``metric`` (the per-query tables)
+
+
+def _direction(metric: str) -> str:
+    """``"higher"``, ``"lower"`` or ``"none"`` (a count of the input, a text, or a name the catalogue lacks)."""
+    from ..metrics import direction
+
+    try:
+        return direction(metric)
+    except (InputError, ValueError, KeyError):
+        return "none"
+
+
+def _diff_row(pair: Any, metric: str, x: Any, y: Any) -> dict[str, Any]:
+    """One row of the per-stage diff: the means over the queries both sides counted (neither NaN), the paired
+    difference with a 95% bootstrap interval (seed 0), wins and losses by the metric's direction, and the queries
+    on one side only."""
+    from ..statistics.paired import paired_bootstrap_ci
+
+    only_a = int((~x.index.isin(y.index)).sum())
+    only_b = int((~y.index.isin(x.index)).sum())
+    both = x.to_frame("a").join(y.to_frame("b"), how="inner").dropna()
+    d = (both["b"] - both["a"]).to_numpy()
+    low, high = paired_bootstrap_ci(d, resamples=1000, confidence=0.95, seed=0)
+    better = _direction(metric)
+    sign = {"higher": 1.0, "lower": -1.0}.get(better)
+    run, stage = pair.label()
+    row: dict[str, Any] = {
+        "run": run,
+        "stage": stage,
+        "metric": metric,
+        "better": {"higher": "higher", "lower": "lower"}.get(better, "neither"),  # shown: "higher is better"
+        "a": _shown(np.mean(both["a"]) if len(both) else None),
+        "b": _shown(np.mean(both["b"]) if len(both) else None),
+        "diff": _num(np.mean(d)) if len(d) else None,
+        "shown": f"{np.mean(d):+.3f} [{low:+.3f}, {high:+.3f}]" if len(d) else "n/a",
+        "ties": int((d == 0).sum()),
+        "n": len(d),
+        "only_a": only_a,
+        "only_b": only_b,
+    }
+    if sign is None:  # no better side: changes are counted, not called wins or losses
+        row.update(wins="—", losses="—", verdict="not ranked (no better side)", tone="neutral")
+        return row
+    gain = d * sign
+    row.update(wins=int((gain > 0).sum()), losses=int((gain < 0).sum()))
+    if not len(d) or math.isnan(low) or math.isnan(high):
+        row.update(verdict="no paired query" if not len(d) else "unclear", tone="neutral")
+    elif min(low * sign, high * sign) > 0:  # the interval of the gain (by direction) above 0
+        row.update(verdict="better", tone="better")
+    elif max(low * sign, high * sign) < 0:
+        row.update(verdict="worse", tone="worse")
+    else:
+        row.update(verdict="no clear change", tone="neutral")
+    return row
+
+
+def _diff(a: HtmlSide, b: HtmlSide) -> _Diff:
+    """What changed from ``a`` (the baseline) to ``b``: per paired block (run and stage, paired by name, else by
+    role and position: :mod:`rag_eval.renderers.stage_pairs`) and metric, the means, their paired difference with a
+    95% bootstrap interval (queries resampled, seed 0), the queries won, tied and lost by the metric's direction
+    and those on one side only; per query, the final stage's main metric, the queries that got worse and those
+    that got better."""
+    from .result_folder import comparable
+    from .stage_pairs import delivered_metric, pair_blocks
+
+    notes = comparable(a.report, b.report)
+    pairing = pair_blocks(a.report, b.report, names=(a.name, b.name))
+    rows: list[dict[str, Any]] = []
+    va, vb = a.report, b.report
+    final: tuple[Any, str] | None = None
+    for pair in pairing.pairs:
+        (ra, sa), (rb, sb) = pair.a, pair.b
+        mine = va.block(ra, sa).metrics
+        for metric in vb.block(rb, sb).metrics:
+            if metric not in mine or (pair.delivered_only and not delivered_metric(metric)):
+                continue
+            rows.append(_diff_row(pair, metric, va.values(ra, metric, sa), vb.values(rb, metric, sb)))
+        # the per-query tables: the last pair's main metric (for final stages of other roles, what is delivered)
+        order = ("ndcg@budget", "recall@budget") if pair.delivered_only else _MAIN
+        main = next((m for m in order if m in mine and m in vb.block(rb, sb).metrics), "")
+        if main:
+            final = (pair, main)
+    regressed: list[dict[str, Any]] = []
+    improved: list[dict[str, Any]] = []
+    metric, where, better = "", "", "higher"
+    if final is not None:
+        pair, metric = final
+        run, stage = pair.label()
+        where = run if not stage else f"{run} / {stage}"
+        better = _direction(metric)
+        sign = -1.0 if better == "lower" else 1.0
+        x = va.values(pair.a[0], metric, pair.a[1])
+        y = vb.values(pair.b[0], metric, pair.b[1])
+        both = x.to_frame("a").join(y.to_frame("b"), how="inner").dropna()
+        both["d"] = both["b"] - both["a"]
+        both["gain"] = both["d"] * sign
+        texts = {**a.queries, **b.queries}
+        for q, r in both.sort_values(["gain", "a"], kind="stable").iterrows():
+            if r["gain"] < 0:
+                regressed.append({"id": str(q), "text": texts.get(str(q), ""), "a": r["a"], "b": r["b"], "d": r["d"]})
+        for q, r in both.sort_values("gain", ascending=False, kind="stable").iterrows():
+            if r["gain"] > 0:
+                improved.append({"id": str(q), "text": texts.get(str(q), ""), "a": r["a"], "b": r["b"], "d": r["d"]})
+    return _Diff(a.name, b.name, notes, rows, metric, where, regressed, improved, pairing.notes, better)
+
+
+# ----- plots (inline SVG) --------------------------------------------------------------------------------------
+
+
+def _svg(fig: Any, name: str) -> str:
+    """The figure as an ``<svg>`` element for the page: no XML prolog, DOCTYPE or RDF metadata, no namespace URIs
+    (an HTML parser puts inline SVG in its namespace), ids salted with ``name`` so that two plots share none."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": f"rag_eval-{name}"}):
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
+    plt.close(fig)
+    text = buffer.getvalue()
+    text = text[text.index("<svg") :]
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.DOTALL)
+    return re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", text)
+
+
+def _plots(sides: Sequence[HtmlSide]) -> dict[str, str]:
+    """recall@k per stage (depth and budget marked), where relevant items went, and per query first-stage
+    recall@depth against the final stage's metric (jittered, with counts), as inline SVG."""
+    from .._optional import require
+
+    matplotlib = require("matplotlib", extra="html", feature=_FEATURE)
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plots: dict[str, str] = {}
+    with matplotlib.rc_context({"svg.fonttype": "none", "font.size": 9}):
+        curves = [(s, p) for s in sides for p in _pipelines(s.report) if p["run"] in set(s.report.recall_curves["run"])]
+        if curves:
+            plots["recall"] = _recall_plot(plt, curves, len(sides) > 1)
+        loss = _loss_plot(plt, sides)
+        if loss:
+            plots["loss"] = loss
+        scatter = _scatter_plot(plt, sides)
+        if scatter:
+            plots["scatter"] = scatter
+    return plots
+
+
+def _recall_plot(plt: Any, curves: list[tuple[HtmlSide, dict[str, Any]]], many: bool) -> str:
+    """recall@k per stage, as the Report measured it at evaluation (Report.recall_curves)."""
+    fig, axes = plt.subplots(1, len(curves), figsize=(5.2 * len(curves), 3.6), squeeze=False)
+    for ax, (side, p) in zip(axes[0], curves, strict=True):
+        depth = int(p["depth"])
+        table = side.report.recall_curves
+        table = table[table["run"] == p["run"]]
+        for stage in p.get("stages", {}):
+            rows = table[table["stage"] == stage]
+            if len(rows):
+                ax.plot(rows["k"].tolist(), rows["recall"].tolist(), marker=".", label=plot_text(stage))
+        ax.axvline(depth, color="grey", linestyle=":", label=f"depth {depth}")
+        chunks = _budget_chunks(p.get("budget"))
+        if chunks is not None:
+            ax.axvline(chunks, color="black", linestyle="--", label=plot_text(p["budget"]))
+        title = f"{side.name}: {p['run']}" if many else str(p["run"])
+        ax.set(xscale="log", xlabel="k", ylabel="recall@k", title=plot_text(title), ylim=(0, 1.02))
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return _svg(fig, "recall")
+
+
+def _loss_plot(plt: Any, sides: Sequence[HtmlSide]) -> str | None:
+    fig = _loss_figure(plt, sides)
+    return None if fig is None else _svg(fig, "loss")
+
+
+def _loss_figure(plt: Any, sides: Sequence[HtmlSide]) -> Any:
+    """One horizontal bar per pipeline, its relevant items' shares stacked: delivered (green) first, then the
+    losses in warm colours; the legend below the axes, outside them."""
+    from ..reports.fates import fate_label
+
+    bars: list[tuple[str, list[float]]] = []
+    many = len(sides) > 1
+    for side in sides:
+        summary = side.report.summary
+        for p in _pipelines(side.report):
+            rows = summary[summary["run"] == p["run"]]
+            present = set(rows["metric"])
+            # each pipeline reports one of the cut fates (reranked out, or cut by the budget): the other is 0
+            shares = [
+                float(rows[rows["metric"] == f"loss.{f}"]["mean"].mean()) if f"loss.{f}" in present else 0.0
+                for f in _FATES
+            ]
+            if "loss.delivered" in present and np.isfinite(shares).all():
+                bars.append((f"{side.name}: {p['run']}" if many else str(p["run"]), shares))
+    if not bars:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.45 * len(bars)))
+    left = np.zeros(len(bars))
+    names = [plot_text(name) for name, _ in bars][::-1]
+    for i, fate in enumerate(_FATES):
+        values = np.array([shares[i] for _, shares in bars][::-1])
+        at = np.arange(len(names))  # by position: two names alike once shortened stay two bars
+        ax.barh(at, values, left=left, color=FATE_COLOURS[fate], label=fate_label(fate), height=0.6)
+        for y, (x0, w) in enumerate(zip(left, values, strict=True)):
+            if w >= 0.06:
+                ax.text(x0 + w / 2, y, f"{w:.0%}", ha="center", va="center", fontsize=7, color="black")
+        left += values
+    ax.set_yticks(np.arange(len(names)), names)
+    ax.set(xlim=(0, 1), xlabel="share of relevant items (mean per query)", title="where relevant items went")
+    # the legend sits below the axes, outside them: it never covers a bar
+    from matplotlib.transforms import offset_copy
+
+    below = offset_copy(ax.transAxes, fig=fig, y=-0.45, units="inches")  # under the x label, whatever the height
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, ncol=5, fontsize=7, frameon=False)
+    return fig
+
+
+def _scatter_plot(plt: Any, sides: Sequence[HtmlSide]) -> str | None:
+    panels = []
+    many = len(sides) > 1
+    for side in sides:
+        report = side.report
+        for p in _pipelines(report):
+            stages = list(p.get("stages", {}))
+            first = next(
+                (s for s, role in p.get("stages", {}).items() if role == "first"), stages[0] if stages else None
+            )
+            if first is None:
+                continue
+            final = stages[-1]
+            metric = "ndcg@budget" if final != first else "recall@budget"
+            try:
+                x = report.values(p["run"], "recall@depth", first)
+                y = report.values(p["run"], metric, final)
+            except KeyError:
+                continue
+            both = x.to_frame("x").join(y.to_frame("y"), how="inner").dropna()
+            title = f"{side.name}: {p['run']}" if many else str(p["run"])
+            panels.append((title, first, final, metric, both))
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.8), squeeze=False)
+    rng = np.random.default_rng(0)
+    for ax, (title, first, final, metric, both) in zip(axes[0], panels, strict=True):
+        xs, ys = both["x"].to_numpy(), both["y"].to_numpy()
+        # jitter: most queries sit at recall 0 or 1; the counts say how many
+        ax.scatter(xs + rng.uniform(-0.025, 0.025, len(xs)), ys + rng.uniform(-0.015, 0.015, len(ys)), s=9, alpha=0.45)
+        for at in sorted(set(np.round(xs, 6).tolist())):
+            n = int(np.isclose(xs, at).sum())
+            if n >= max(3, len(xs) // 20):
+                ax.annotate(f"n={n}", (at, 1.06), ha="center", fontsize=7, annotation_clip=False)
+        ax.set(
+            xlabel=plot_text(f"{first} recall@depth (jittered)"),
+            ylabel=plot_text(f"{final} {metric}"),
+            title=plot_text(title),
+            xlim=(-0.06, 1.06),
+            ylim=(-0.04, 1.12),
+        )
+    fig.tight_layout()
+    return _svg(fig, "scatter")
+
+
+# ----- the page ------------------------------------------------------------------------------------------------
+
+
+def _latency(side: HtmlSide) -> list[dict[str, Any]]:
+    table = side.report.latency
+    rows = []
+    for r in table.to_dict("records") if len(table) else []:
+        rows.append(
+            {
+                "run": r.get("run", side.report.runs[0]),
+                "stage": r["stage"],
+                "p50": _shown(r["p50"], 4),
+                "p95": _shown(r["p95"], 4),
+                "n": int(r["n"]),
+                "cache_hits": int(r["cache_hits"]),
+                "failed": int(r["failed"]),
+            }
+        )
+    return rows
+
+
+def render_html(
+    sides: Sequence[HtmlSide], *, drill_depth: int | None = None, title: str | None = None, plots: bool = True
+) -> str:
+    """The page for ``sides`` (the first is the baseline of the diff views), as a str."""
+    from .._optional import require
+
+    jinja2 = require("jinja2", extra="html", feature=_FEATURE)
+    if not sides:
+        raise InputError("no report to show")
+    depth = _drill_depth(sides, drill_depth)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("rag_eval.renderers", "."),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    template = env.get_template("report.html.j2")
+    svgs = _plots(sides) if plots else {}
+    from markupsafe import Markup  # jinja2's own dependency
+
+    return str(
+        template.render(
+            title=title or " vs ".join(s.name for s in sides),
+            sides=[
+                {
+                    "name": s.name,
+                    "summary": _summary_rows(s),
+                    "latency": _latency(s),
+                    "failures": s.report.failures.head(100).to_dict("records") if len(s.report.failures) else [],
+                    "n_failures": len(s.report.failures),
+                    "card": s.report.card.render(),
+                    "pipelines": _pipelines(s.report),
+                    "note": s.note,
+                }
+                for s in sides
+            ],
+            diffs=[_diff(sides[0], b) for b in sides[1:]],
+            notes=_notes(sides),
+            plots={k: Markup(v) for k, v in svgs.items()},  # matplotlib's SVG writer escapes the texts it draws
+            data=_drill_data(sides, depth),
+            depth=depth,
+            fate_colours=FATE_COLOURS,
+        )
+    )
+
+
+def _notes(sides: Sequence[HtmlSide]) -> list[str]:
+    """The notes above the drill-down: one where every side says the same, else each with its side's name."""
+    said = [s.note for s in sides if s.note]
+    if len(said) == len(sides) and len(set(said)) == 1:
+        return said[:1]
+    return [f"{s.name}: {s.note}" if len(sides) > 1 else s.note for s in sides if s.note]
+
+
+def report_to_html(
+    report: Report,
+    path: str | os.PathLike[str],
+    *,
+    results: Mapping[str, PipelineResult] | PipelineResult | None = None,
+    qrels: Qrels | Mapping[str, Mapping[str, int]] | None = None,
+    collection: Collection | None = None,
+    baseline: Report | str | os.PathLike[str] | None = None,
+    drill_depth: int | None = None,
+    title: str | None = None,
+    plots: bool = True,
+) -> Path:
+    """:meth:`Report.to_html`: ``report`` as one HTML file, with a diff against ``baseline`` (a report or a result
+    folder) when given."""
+    from .result_folder import load_folder
+
+    side = side_of(
+        report, results=results, qrels=qrels, collection=collection, name="candidate" if baseline else "report"
+    )
+    sides = [side]
+    if baseline is not None:
+        first = (
+            side_of(baseline, qrels=qrels, collection=collection, name="baseline")
+            if isinstance(baseline, Report)
+            else side_from_folder(load_folder(baseline), baseline, collection=collection, name="baseline")
+        )
+        sides = [first, side]
+    return write_html(path, sides, drill_depth=drill_depth, title=title, plots=plots)
+
+
+def write_html(
+    path: str | os.PathLike[str],
+    sides: Sequence[HtmlSide],
+    *,
+    drill_depth: int | None = None,
+    title: str | None = None,
+    plots: bool = True,
+) -> Path:
+    """Write :func:`render_html`'s page to ``path`` (whole or not at all); returns the path."""
+    page = render_html(sides, drill_depth=drill_depth, title=title, plots=plots)
+    out = Path(path)
+    if out.is_dir():
+        raise InputError("is a folder: give the HTML file to write", source=str(out))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_output(out, page.encode("utf-8"))
+    return out
+
+
+def folder_names(folders: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """Each folder's name on the page: its own, or, where two share one, prefixed by its position (A, B, ...)."""
+    names = [Path(f).resolve().name for f in folders]
+    if len(set(names)) != len(names):
+        names = [f"{chr(ord('A') + i) if i < 26 else i}: {n}" for i, n in enumerate(names)]
+    return names
