@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
 
 
 def _html_page(out: Path, report, result, collection: Collection, *, plots: bool) -> Path | None:
-    """``report.html`` beside report.md (rag_eval.reports.html_report): the drill-down to the budget plus 10, with
+    """``report.html`` beside report.md (rag_eval.renderers.html_report): the drill-down to the budget plus 10, with
     the chunks' texts; without the html extra (jinja2) a line on stderr says how to get it."""
     try:
         return report.to_html(
