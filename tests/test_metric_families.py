@@ -285,6 +285,23 @@ def test_trec_eval_s_tables_derived_from_the_registrations_are_the_hand_written_
         assert list(names) == [n for n in MEASURE_TABLE if n in names]
     printed_as_typed = {name for name, f in FAMILIES.items() if f.trec and f.trec[0].kind in ("p_double", "p_pair")}
     assert printed_as_typed == OLD_PRINTED_AS_TYPED
+    # the printout's rules, once written by family name in renderers/trec_eval.py, now read from the registrations
+    from rag_eval.renderers import trec_eval as printout
+    from rag_eval.renderers.trec_eval import _measure
+
+    assert {"gm_map", "gm_bpref", "num_q", "runid"} == printout._SUMMARY_ONLY
+    assert {"relstring"} == printout._PER_QUERY_ONLY
+    assert printout._LEVEL_PARAM == {"iprec_at_recall": "level", "rprec_mult": "mult"}
+    measures = {
+        name: _measure(parse_metric(name), printed)
+        for name, printed in [
+            ("ndcg@10", "ndcg_cut_10"),
+            ("ap@5", "map_cut_5"),
+            ("recall@100", "recall_100"),
+            ("ap", "map"),
+        ]
+    }
+    assert measures == {"ndcg@10": "ndcg_cut", "ap@5": "map_cut", "recall@100": "recall", "ap": "map"}
 
 
 def test_the_grammar_s_tables_derived_from_the_registrations_are_the_hand_written_ones():

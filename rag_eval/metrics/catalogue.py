@@ -82,6 +82,9 @@ class TrecMeasure:
     defaults: tuple[float, ...] = ()
     nicknames: tuple[str, ...] = ("all_trec",)
     family: str = ""
+    # which of its lines trec_eval prints: "both", "summary" (te_print_single_meas_empty: no per-query line) or
+    # "per_query" (te_print_relstring: no "all" line)
+    printed: str = "both"
 
 
 @dataclass(frozen=True)
@@ -228,8 +231,8 @@ def _cut(
     return TrecMeasure(name, order, "cut_long", "k", defaults, nicknames)
 
 
-def _single(name: str, order: int, nicknames: tuple[str, ...] = ("all_trec",)) -> TrecMeasure:
-    return TrecMeasure(name, order, nicknames=nicknames)
+def _single(name: str, order: int, nicknames: tuple[str, ...] = ("all_trec",), printed: str = "both") -> TrecMeasure:
+    return TrecMeasure(name, order, nicknames=nicknames, printed=printed)
 
 
 def _pair(name: str, order: int) -> TrecMeasure:
@@ -372,7 +375,7 @@ for _family in (
         "AP per query; over queries the geometric mean, each value floored at 1e-5 (trec_eval's MIN_GEO_MEAN)",
         "none",
         _REL,
-        (_single("gm_map", 6, _OFFICIAL),),
+        (_single("gm_map", 6, _OFFICIAL, printed="summary"),),
         aggregate="geometric",
         kernel="._kernels_cut:_gm_map",
         aliases=("gm_ap",),
@@ -382,7 +385,7 @@ for _family in (
         "bpref per query; over queries the geometric mean, floored at 1e-5",
         "none",
         _REL,
-        (_single("gm_bpref", 15),),
+        (_single("gm_bpref", 15, printed="summary"),),
         aggregate="geometric",
         kernel="._kernels_cut:_gm_bpref",
     ),
@@ -628,7 +631,7 @@ for _family in (
         "pool, '.' pooled but unjudged, '<' other negative grades; per query only",
         "optional",
         {},
-        (TrecMeasure("relstring", 12, "p_double", "k"),),
+        (TrecMeasure("relstring", 12, "p_double", "k", printed="per_query"),),
         aggregate="none",
         kind="text",
         direction="none",
@@ -640,7 +643,7 @@ for _family in (
         "1 per counted query: over queries, the number of queries",
         "none",
         {},
-        (_single("num_q", 1, _ALL),),
+        (_single("num_q", 1, _ALL, printed="summary"),),
         aggregate="sum",
         direction="none",
         kernel="._kernels_pool:num_q",
@@ -650,7 +653,7 @@ for _family in (
         "the run's tag (trec_eval prints the last line's)",
         "none",
         {},
-        (_single("runid", 0, _ALL),),
+        (_single("runid", 0, _ALL, printed="summary"),),
         aggregate="none",
         kind="text",
         direction="none",

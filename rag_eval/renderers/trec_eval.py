@@ -79,9 +79,11 @@ __all__ = [
 # derived from the families' registrations (rag_eval.metrics.catalogue)
 MEASURE_TABLE = tuple(m.name for m in TREC_MEASURES)
 _POSITION = {name: i for i, name in enumerate(MEASURE_TABLE)}
-_SUMMARY_ONLY = frozenset({"gm_map", "gm_bpref", "num_q", "runid"})  # te_print_single_meas_empty
-_PER_QUERY_ONLY = frozenset({"relstring"})  # te_print_relstring prints nothing for "all"
-_LEVEL_PARAM = {"iprec_at_recall": "level", "rprec_mult": "mult"}  # trec_eval's double cutoffs, sorted ascending
+# from the families' registrations (rag_eval.metrics.catalogue): which lines trec_eval prints of a measure, and
+# the parameter of its double cutoffs (iprec_at_recall's level, Rprec_mult's mult), printed ascending
+_SUMMARY_ONLY = frozenset(f.name for f in FAMILIES.values() if f.trec and f.trec[0].printed == "summary")
+_PER_QUERY_ONLY = frozenset(f.name for f in FAMILIES.values() if f.trec and f.trec[0].printed == "per_query")
+_LEVEL_PARAM = {f.name: f.trec[0].param for f in FAMILIES.values() if f.trec and f.trec[0].kind == "cut_double"}
 
 
 def trec_eval_mean(values: np.ndarray) -> float:
@@ -316,13 +318,12 @@ def _trec_name(metric: Metric, gain: str) -> str:
 
 def _measure(metric: Metric, printed: str) -> str | None:
     """The trec_eval measure a metric is printed as (its name in trec_eval's measure table), or None."""
-    base = FAMILIES[metric.family].trec_name
+    family = FAMILIES[metric.family]
+    base = family.trec_name
     if base is None:
         return None
-    if metric.family == "ndcg" and metric.k is not None:
-        base = "ndcg_cut"
-    elif metric.family == "ap" and metric.k is not None:
-        base = "map_cut"
+    if metric.k is not None:  # the measure that takes the cutoff (ndcg_cut for ndcg@k, map_cut for ap@k)
+        base = next((t.name for t in family.trec if t.param == "k"), base)
     if printed != base and not printed.startswith(base + "_"):  # printed by its canonical string: not trec_eval's
         return None
     return base if base in _POSITION else None
