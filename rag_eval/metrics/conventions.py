@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from .._checks import check_choice
 from ..errors import InputError
 from .grammar import GRADE_LIMIT, MAX_CUTOFF
 
@@ -99,9 +100,7 @@ class Conventions(BaseModel):
     @classmethod
     def preset(cls, name: str) -> Conventions:
         """The preset of that name: ``"default"`` or ``"trec_eval"``."""
-        if name not in PRESETS:
-            raise ValueError(f"unknown conventions preset {name!r}; choose one of {sorted(PRESETS)}")
-        return PRESETS[name]
+        return PRESETS[check_choice(name, "conventions preset", sorted(PRESETS))]
 
 
 PRESETS: dict[str, Conventions] = {

@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from .._checks import check_choice
 from ..errors import InputError
 from .grammar import MAX_CUTOFF, Metric, register_dialect
 
@@ -52,11 +53,8 @@ def parse_foreign(text: str, dialect: str) -> Metric:
     """
     if not isinstance(text, str):
         raise TypeError(f"a metric name is a str, not {type(text).__name__}")
-    if dialect == "ir_measures":
-        return _ir_measures(text)
-    if dialect == "ranx":
-        return _ranx(text)
-    raise InputError(f"unknown metric dialect {dialect!r}; choose one of {', '.join(DIALECTS)}")
+    check_choice(dialect, "metric dialect", DIALECTS)
+    return _ir_measures(text) if dialect == "ir_measures" else _ranx(text)
 
 
 def _shown(text: str) -> str:
