@@ -1,30 +1,8 @@
 """Durable file I/O: every write of rag_eval that must survive a crash or a full disk goes through here (below
 every layer).
 
-Three tools, and nothing else in rag_eval calls ``os.replace``, ``fsync`` or opens a file ``O_APPEND`` (a test
-scans the source for it):
-
-- :func:`atomic_write` replaces a file whole: a temporary file in the same folder, written with every write's
-  length checked, its size checked, fsync'd, renamed over the target with ``os.replace``, then the folder fsync'd so
-  that the rename itself survives a crash. On any error the temporary file is removed and the target keeps its old
-  content. A symlink is written through (its target is replaced, the link stays a link).
-- :func:`append` adds whole lines to a log: every write's length checked, then fsync'd; a failed append is truncated
-  back to where it started, and a torn tail left by a kill (bytes after the last newline) is truncated away before
-  the next line goes on, so that a line acknowledged as written is never glued to a fragment.
-- :func:`file_lock`: an advisory ``flock`` between processes (shared, exclusive, or non-blocking).
-
-A set of files that belong together (a result folder; tune's grid, result and plot) is written inside
-:func:`all_or_none`: every file whole to its temporary first, then all renamed; a failure leaves none of them
-changed. A user's output file goes through :func:`write_output` (or :func:`append_output`), whose failure is one
-InputError naming the file (``rag-eval`` prints it as one line and exits 2).
-
-Errors are ``OSError`` as the system gives them (the cause in ``strerror``); a caller says whose file it was:
-:func:`output_error` turns one into an :class:`~rag_eval.errors.InputError` naming a user's output file, and the
-stage cache and the judgement log turn theirs into a :class:`~rag_eval.errors.HarnessError`.
-
-A process killed between creating its temporary file and renaming it leaves the temporary behind; its name holds
-the process id (``.NAME.PID.THREAD.rag_eval.tmp``), so :func:`remove_temporaries` can remove those of processes
-that are gone (done when a labelling server or a stage cache starts).
+:func:`atomic_write` replaces a file whole, :func:`append` adds whole lines to a log, :func:`file_lock` locks between
+processes, :func:`all_or_none` commits a set of files together: ``docs/bad-input/ground-truth.md``, "Durable files".
 """
 
 from __future__ import annotations

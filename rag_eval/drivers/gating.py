@@ -1,43 +1,8 @@
-"""``rag_eval.gate``: did a change make retrieval worse? A regression gate for CI, decided by intervals (docs/gate.md).
+"""``rag_eval.gate``: did a change make retrieval worse? A regression gate for CI, decided by intervals.
 
-Two reports (in memory, saved by ``Report.save``, or result folders): the **baseline** (what is deployed, the main
-branch) and the **candidate** (the change). Each **rule** names a metric as the report names it (``ndcg@budget``,
-``recall@depth``, ``ndcg@10``), optionally the stage (or ``run/stage``) it is read from, and ``max_drop``, the
-largest drop that does not matter. Queries are paired by id, as :func:`rag_eval.compare` pairs them.
-
-The decision rule, per rule, on the interval of the mean paired difference (candidate - baseline) at the corrected
-level ``1 - alpha_rule``:
-
-- **pass** when its lower bound is above ``-max_drop`` (a drop of ``max_drop`` or more is ruled out);
-- **regression** when its upper bound is below ``-max_drop`` (the drop is larger than allowed);
-- **inconclusive** otherwise (the interval holds ``-max_drop``: not enough queries to tell), reported with the
-  minimum detectable difference at the rule's queries and the queries needed to tell a drop of ``max_drop``
-  (:func:`rag_eval.power`, paired t, power 0.8, at ``alpha_rule``).
-
-The correction across the ``m`` rules: ``"holm"`` (default), each interval at ``alpha / m`` (Bonferroni's level, the
-intervals that go with Holm's test: all ``m`` hold together with probability >= 1 - alpha); ``"bh"``, Benjamini and
-Yekutieli's false-coverage-rate intervals, at ``R · alpha / m`` where R (at least 1) is the number of rules whose
-Benjamini-Hochberg-corrected p-value is below ``alpha``; ``"none"``, each at ``alpha``. The p-values shown (of a
-difference of 0, two-sided) are corrected by the named method across the rules, as ``compare`` corrects them.
-
-The interval goes with the test (:func:`rag_eval.statistics.paired.paired_interval`): ``randomization``
-(default) inverts the paired randomization test (the shifts it does not reject, with compare's permutations and
-seed); ``t`` is Student's t interval; ``bootstrap`` the paired percentile bootstrap (its p-value the interval's
-inversion); ``wilcoxon`` takes the bootstrap interval of the mean (the signed-rank test's own interval bounds the
-pseudo-median, which stays 0 when most queries do not change however far the mean drops) and Wilcoxon's p-value.
-
-It refuses what is not comparable (:func:`rag_eval.renderers.result_folder.differences`): different qrels (SHA-256),
-query set, corpus or chunking (fingerprint), conventions or budget, each named. ``allow={"qrels", ...}`` lets a
-kind of difference through; the verdict prints each difference let through. It refuses too when either side
-measured queries the other did not (under ``conventions="trec_eval"`` a query missing from a run is not measured):
-``allow={"unpaired"}`` gates on the queries both measured, and the verdict says how many were left out, naming some
-(:func:`rag_eval.statistics.paired.pair`, the pairing every comparison goes through).
-
-Every metric has a direction (:func:`rag_eval.metrics.higher_is_better`): for one where lower is better
-(``loss.never_retrieved``, ``unjudged@10``), ``max_drop`` bounds a rise, and the decision reads the interval's
-other bound. Below its method's minimum n (:data:`rag_eval.statistics.paired.MIN_N`: t 2, randomization 6,
-bootstrap and wilcoxon 10) a rule is inconclusive, with no interval; an interval of zero width (every paired
-difference the same) is announced (:class:`~rag_eval.errors.DegenerateInterval`) and the verdict says so.
+Per rule, the interval of the mean paired difference (candidate - baseline) says pass, regression or inconclusive
+against ``-max_drop``, corrected across the rules; reports that are not comparable are refused. The decision rule,
+the tests, the correction and the minimum n: ``docs/gate.md``.
 """
 
 from __future__ import annotations

@@ -1,37 +1,7 @@
 """Tuning a pipeline's settings on labels: a grid (or seeded random) search over the settings users tune, judged on
-a tuning split of the queries and reported on the held-out rest, with a bootstrap interval (docs/tuning.md).
+a tuning split of the queries and reported on the held-out rest, with a bootstrap interval.
 
-What is searched (a :class:`Space`): the fusion of two or more retrievers (``method``: ``"rrf"`` with its constant
-``rrf_k``, ``"wsum"``, the convex combination of min-max normalised scores, with ``alpha`` for two inputs or
-``weights`` for more), the first stage's ``depth``, the ``budget`` and ``reranker`` on or off. The candidates are
-the product of those lists, in the order ``method`` (with its own ``alpha``/``weights`` or ``rrf_k``), ``depth``,
-``budget``, ``reranker``, each list in the order given; ``search="random"`` draws ``trials`` of them without
-replacement (NumPy's generator seeded with ``[seed, 1]``) and keeps them in that grid order.
-
-How the queries are split: by group, so that the held-out part is held out. Queries whose texts are equal after
-:func:`rag_eval.data.queryset.normalise` (one question asked under two ids), or that share a key of ``groups``,
-are one group (:mod:`rag_eval.data.groups`). ``split=0.5`` orders the groups by their first id, shuffles them with
-``numpy.random.default_rng([seed, 0]).permutation`` and gives whole groups to tuning while it holds at most
-``round(0.5 x n)`` queries (at least 1, at most n - 1; at least one group), the rest to the held-out part: where
-every query is its own group, this is the shuffle of the sorted ids. Fewer than two groups is an InputError; a
-tuning part more than 10% of the queries off the share asked is announced (:class:`~rag_eval.errors.UnevenSplit`).
-``split=(tuning_ids, held_out_ids)`` gives both parts (disjoint, non-empty, known queries, no group on both sides).
-The qrels are cut to each part's queries, so that a query of the other part never counts as a missing run.
-
-How a candidate is run: through :meth:`Pipeline.run` with a stage cache (the one given, or a temporary directory
-removed at the end), so that only what changed is computed. Each retriever is run once per part at the largest
-depth of the space (its key holds the depth); a candidate at that depth asks the retriever itself (read from the
-cache), one at a smaller depth asks a cut of it (:class:`_Cut`: the top ``depth`` of those hits, a stage of the same
-name, cached under its own key). A fusion is computed every time (it is not cached: it is cheap); a reranker is
-computed once per distinct upstream (its key holds everything upstream). ``Tuning.cache`` counts, per candidate and
-stage, the stage outputs (one per query) read from the cache and those computed.
-
-The best setting is the one with the highest mean of ``metric`` over the tuning queries, of the pipeline's last
-stage (ties: the first in grid order); its value on the held-out queries, with a bootstrap interval
-(:meth:`Report.summarize`), is :attr:`Tuning.held_out`: never the tuning value alone, which is optimistic.
-
-This module sits in layer 7 (drivers): it runs pipelines (layer 3) and judges each candidate with
-:func:`rag_eval.evaluate` (layer 4); the CLI (layer 8) builds the built-in retrievers for ``rag-eval tune``.
+What is searched, the split by group, the stage cache and the result: ``docs/tuning.md``.
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
-"""Metric names pasted from other tools, read with the meaning they had there.
+"""Metric names pasted from other tools (ir_measures, ranx), read with the meaning they had there.
 
-The same string means different things in different tools: ``nDCG@10`` in ir_measures and ``ndcg@10`` in ranx
-both use *linear* gain where rag_eval's ``ndcg@10`` follows the conventions (exponential by default); ir_measures
-scores a query missing from the run 0 on ``Judged@10`` where rag_eval's ``judged@10`` is NaN there; ranx ranks tied
-scores in the order it was given them where rag_eval's default is trec_eval's (doc id descending). Reading such a
-string with rag_eval's own grammar would be a silent wrong number, so :func:`parse_foreign` maps each foreign name to
-the canonical :class:`~rag_eval.metrics.grammar.Metric` that computes what that tool computes, with everything that
-differs pinned in the canonical string: the gain (``gain=``), the relevance level (``rel=``), the tie rule
-(``ties=``), judged's denominator and empty case (``per=``, ``empty=``).
-
-What each tool computes was read from its code (ir_measures 0.4.3 and its providers pytrec_eval, msmarco, judged
-and gdeval; ranx 0.3.21), not from its documentation; docs/dialects.md has the table and the differences. A name the
-tool accepts that rag_eval cannot compute is an :class:`~rag_eval.errors.InputError` saying so and why; an unknown
-name is an InputError naming the closest names of that dialect. Neither tool is imported.
-
-What a dialect cannot pin, because it is not a property of one metric, is left to the
-:class:`~rag_eval.metrics.conventions.Conventions` of the evaluation: both tools count a query of the qrels
-missing from the run as 0 (``missing_run="zero"``, the default) and a query without relevant documents as 0
-(``no_relevant="zero"``, the default), and read negative grades as non-relevant (``negative_grades="nonrelevant"``,
-the default; trec_eval, and so ir_measures' pytrec_eval measures, read them as unjudged).
+:func:`parse_foreign` maps each foreign name to the canonical :class:`~rag_eval.metrics.grammar.Metric` that computes
+what that tool computes, with the gain, relevance level, tie rule and judged's rules pinned in the canonical string:
+``docs/dialects.md`` has the table and the differences.
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
 """Result folders: a report with everything needed to read, check and recompute it, in one documented layout.
 
-What :meth:`Report.save_folder` writes and :meth:`Report.load_folder` reads (the layout is in
-``docs/result-folders.md``)::
-
-    manifest.json          format, version, content hashes, and the SHA-256 of every other file (written last)
-    report.parquet         the report, lossless (Report.save: per query, the card, the pipeline tables)
-    card.json              the metric card (conventions, inputs, queries counted, content hashes, budget)
-    summary.csv / .parquet the summary (mean, spread, n, n_nan, ...)
-    per_query.csv / .parquet
-    per_query_text.csv     the text metrics (relstring, runid), when measured
-    qrels.txt              the qrels (TREC), when given
-    runs/<run>.trec        one TREC run per run, or runs/<pipeline>.<stage>.trec per stage of a pipeline
-    loss_items.csv         pipelines: where each relevant item went
-    plots/*.png            pipelines: recall@k, loss attribution, per query (matplotlib), unless plots=False
-    report.md              for a person: the summary table, the card
-
-Loading checks every file the manifest lists against its SHA-256 (an InputError names the first that differs or
-is missing), then reads ``report.parquet``; files the manifest does not list (a stage cache kept in the folder)
-are ignored. The hashes are those of :mod:`rag_eval.reports.hashes`; :func:`comparable` lists how two folders (or
-reports, cards) differ in them. It reads the Report through its public API and writes any :class:`FolderReport`.
+What :meth:`Report.save_folder` writes and :meth:`Report.load_folder` reads and checks against the manifest, and
+:func:`comparable`, how two folders (or reports, cards) differ in their content hashes: ``docs/result-folders.md``.
 """
 
 from __future__ import annotations

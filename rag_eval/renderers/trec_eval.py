@@ -1,48 +1,7 @@
-"""What ``trec_eval [-q] -m ...`` prints, digit for digit (layer 6, renderers; docs/metrics.md).
+"""What ``trec_eval [-q] -m ...`` prints, digit for digit (layer 6, renderers).
 
-Each line is the measure's name padded to 22, a tab, the query id (or ``all``), a tab, and the value. What each
-measure prints is trec_eval 10.0's (``measures.c``, ``meas_print_single.c``, ``meas_print_final.c`` and each
-``m_*.c``'s print functions):
-
-- measures in the order of trec_eval's measure table (``te_trec_measures``: runid, num_q, num_ret, num_rel,
-  num_rel_ret, map, gm_map, Rprec, bpref, recip_rank, iprec_at_recall, P, relstring, recall, infAP, gm_bpref,
-  Rprec_mult, utility, 11pt_avg, binG, G, ndcg, ndcg_rel, Rndcg, ndcg_cut, map_cut, relative_P, success, set_P,
-  set_relative_P, set_recall, set_map, set_F, num_nonrel_judged_ret, rbp, rbp_resid, unj); within one measure its
-  cutoffs ascending (P_5 before P_10; iprec_at_recall and Rprec_mult by their level), as trec_eval sorts them;
-  metrics trec_eval does not have (judged@k, ``P(rel=2)@5``, err, ...) follow, in the order requested;
-- with ``per_query``, each query (in string order) with its measures, then the ``all`` lines. gm_map, gm_bpref,
-  num_q and runid print in the summary only; relstring per query only, as a quoted string (``'0010-.'``);
-- the counts (num_ret, num_rel, num_rel_ret, num_nonrel_judged_ret, num_q) as integers, everything else ``%6.4f``;
-- ``runid`` is the tag on the run file's last line (``Run.tag``): trec_eval keeps the tag of each line it reads,
-  so the last one wins.
-
-``metrics`` (the Metric objects as the CLI parsed them, e.g. from trec_eval's ``-m P.5,7,3``) are printed in
-place of the report's own, each under its :attr:`~rag_eval.metrics.grammar.Metric.trec_name` (which keeps
-trec_eval's spelling of its parameters, ``utility_2,-1,0,0``); ``runid`` and ``num_q`` are then printed only when
-among them, as trec_eval prints them only when asked (``-m P.5`` prints P_5 lines alone). Without ``metrics`` the
-report's metrics are printed, with the ``runid`` and ``num_q`` lines always (as before ``metrics`` existed).
-
-Under conventions that follow trec_eval (:func:`follows_trec_eval`: the ``trec_eval`` preset, with any of its
-``-c``, ``-M``, ``-l`` and ``-J`` flags), the ``all`` lines are accumulated as trec_eval 10.0 does it
-(``trec_eval.c``, ``meas_acc.c``, ``meas_avg.c``, ``m_num_rel.c``, ``m_gm_map.c``):
-
-- a mean is the per-query values added one by one, in query order, in double precision, then divided by the
-  number of queries (``te_acc_meas_s`` then ``te_calc_avg_meas_s``): :func:`trec_eval_mean`. A more exact sum can
-  print another fourth decimal (P_20 over 1,000 queries: exactly 0.30105, which trec_eval prints 0.3011);
-- gm_map and gm_bpref are geometric means: each query's value floored at 1e-5 (``MIN_GEO_MEAN``), its log added
-  one by one, divided by the number of queries, exponentiated (``te_calc_avg_meas_s_gm``):
-  :func:`trec_eval_geometric_mean`. With ``-c`` a query missing from the run is one of those queries, at 0;
-- with ``-c`` (``missing_run="zero"``), the ``all`` line of num_rel counts every judgement of grade > 0 in the
-  qrels, whatever ``-l`` says: ``te_calc_avg_num_rel`` replaces the sum of the per-query values by a count over
-  the qrels file (to include queries the run has no results for, from before ``-c`` evaluated them), and that
-  count tests ``rel > 0``, not ``rel >= relevance_level``. With ``-l 1`` (the default) both are the same.
-
-Under any other conventions, the ``all`` line of a mean (or geometric mean) is the summary's ``mean``
-(``Report.summary``), so a table and this format show one number. A NaN value (a 0/0 metric such as judged@k of an
-empty ranking) prints ``nan`` on its query's line and is left out of the mean, as in the summary, whose ``n_nan``
-counts it. Under trec_eval's conventions a trec_eval measure that is NaN (trec_eval's own 0/0: interpolated
-precision of a ranking -J emptied) is printed as trec_eval prints it, ``  -nan``, and kept in the mean, which is
-then NaN too, as trec_eval's sum is.
+The line format, the order of measures and queries, the number formats, and the ``all`` lines accumulated as
+trec_eval 10.0 accumulates them under its conventions: ``docs/metrics.md``, "Printing what trec_eval prints".
 """
 
 from __future__ import annotations

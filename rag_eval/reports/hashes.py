@@ -1,24 +1,7 @@
 """Content hashes: what a report's numbers were computed on, so that two reports are only compared when they agree.
 
-A report's metric card (and a result folder's ``manifest.json``) carries a :class:`ContentHashes`:
-
-- ``qrels``: SHA-256 of a canonical serialisation of the judgements, also for qrels built in memory: one line per
-  (query, doc, grade), sorted by query id then doc id, each line the JSON array ``["q","d",g]``. So the hash does not
-  depend on the input's order or format (a TREC file, a BEIR TSV and a dict holding the same judgements agree), and
-  changes when one grade does. Grades of 0 are judgements too (judged non-relevant): they are hashed.
-- ``queries``: SHA-256 of the query set, the sorted ``["id","text"]`` pairs where the texts are known (a pipeline
-  result's queries, a Collection), else the sorted ids (``queries_basis`` says which). For plain runs the query set
-  is the qrels' queries: what the runs were judged on.
-- ``corpus``: a fingerprint of the chunks: the sorted ``["id","text"]`` pairs of a Collection's corpus (``basis``
-  ``"collection"``: every chunk, as indexed), or, from a pipeline result, of the distinct chunks its stages returned
-  (``"hits"``; a hit without text contributes its id alone). None for plain runs (no chunk is known). The chunks a
-  pipeline returned depend on its retriever: pass the Collection (``Report.save_folder(..., collection=)``) to
-  fingerprint the whole corpus, which is what two retrievers over the same chunking share.
-- ``conventions``: SHA-256 of the conventions' canonical JSON (sorted keys); ``budget``: the pipelines' context
-  budget as the card prints it (``budget(5)``, ``budget(512tok)``), None for plain runs.
-
-:func:`rag_eval.renderers.result_folder.comparable` lists how two reports (cards, folders, saved reports) differ in
-these: the CI gate refuses to compare numbers computed on different qrels, queries, corpus, conventions or budget.
+A :class:`ContentHashes` (on the metric card and in a result folder's manifest) holds SHA-256 hashes of the qrels,
+the query set, the corpus and the conventions, and the budget: ``docs/result-folders.md``, "Content hashes".
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
 """Stage-aware evaluation: each stage of a pipeline judged by the metric that fits its job.
 
-- a first stage (and each input of a fusion) by recall: ``recall@depth`` (candidate recall, the ceiling for any
-  reranker), ``recall@budget``, ``precision@budget``, ``hit@budget``, ``recall_ceiling@budget``;
-- a reranker by order: ``ndcg@budget``, ``mrr@budget``, ``recall@budget``, ``precision@budget``, plus
-  ``rerank_gain@budget`` (its recall@budget minus that of the same candidates in the previous stage's order) and
-  ``cand_ndcg@budget`` (its nDCG@budget over the best nDCG@budget the candidates it was given allow);
-- the last stage also carries the loss attribution of each query's relevant items, as shares summing to 1:
-  ``loss.never_retrieved``, ``loss.below_depth``, ``loss.reranked_out`` (a pipeline with a reranker: a candidate a
-  reranker put below the budget, or left out) or ``loss.cut_by_budget`` (a pipeline without one: a candidate the
-  first stage ranked below the budget), ``loss.failed``, ``loss.delivered`` (item by item in ``Report.loss_items``,
-  whose ``cut_by`` names what cut the item: the reranker's stage, or ``budget``). ``failed``: the item did not
-  reach the budget because a stage failed on its query, not because a stage ranked it out: every relevant item when
-  the first stage failed, the candidates when a reranker failed (or was not run for it); what the first stage did
-  not return stays ``never_retrieved`` or ``below_depth``.
-
-``@budget`` is the pipeline's budget: a number of chunks, or, with a token budget, the number of chunks n_q each
-query actually delivers (precision@budget is then relevant delivered / n_q, 0 when n_q = 0, and recall_ceiling is
-not reported). A 0/0 value (cand_ndcg without a relevant candidate, loss shares of a query without a relevant item)
-is NaN, left out of the mean, and counted in the summary's ``n_nan``.
+A first stage by recall, a reranker by order and by what it added, the last stage by where each relevant item went
+(the ``loss.*`` shares): ``docs/stage-aware.md``, "The metrics of each stage" and "Where relevant items go".
 """
 
 from __future__ import annotations

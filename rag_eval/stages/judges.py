@@ -1,22 +1,8 @@
 """Judges: a model (or a function) that grades (query, chunk) pairs on the pool's scale, in batches, with a
 fingerprint like a stage's.
 
-A judge is anything with a ``name``, a ``fingerprint`` and ``grade(items, *, scale)`` (the :class:`Judge`
-protocol); ``agrade`` is its optional async twin. It answers one :class:`JudgeGrade` per :class:`JudgeItem`, in
-order: a grade on the scale (with a confidence in [0, 1] where it has one), or the error that item met (a malformed
-answer quoted, a timeout, an exception). A failure is that item's, never a guess, and never a grade.
-
-The adapters build judges from what a team already has (:mod:`rag_eval.adapters`): ``functions.judge(fn)``,
-``langchain.judge(chat_model)``, ``llamaindex.judge(llm)``; ``rag_eval.builtin.judge.minilm_judge`` is the weak
-offline built-in. :func:`rag_eval.ground_truth.judging.judge` runs one over a pool into a judgement log.
-
-The model judges ask :data:`UMBRELA_PROMPT` (or a prompt of the user's) and read the grade strictly
-(:func:`parse_grade`): the last line's ``##final score: N``, or an answer that is a lone integer. Anything else, or
-a grade off the scale, is the item's failure with the answer quoted.
-
-The fingerprint covers what changes the grades (a model's identity and parameters, the prompt's hash, the parsing
-rules; a function's code; the built-in's human labels): read when the judge is built. The scale is given to each
-call and recorded on each judgement, so the judging run matches it too.
+The :class:`Judge` protocol, the UMBRELA prompt and its strict parsing (:func:`parse_grade`): ``docs/judges.md``,
+"The protocol" and "The prompt". A failure is that item's, never a guess and never a grade.
 """
 
 from __future__ import annotations

@@ -1,30 +1,7 @@
-"""``rag_eval.compare``: is a difference between systems (runs, pipelines, stages) real? (docs/power.md)
+"""``rag_eval.compare``: is a difference between systems (runs, pipelines, stages) real?
 
-For every system and metric: mean, std, median and a seeded bootstrap interval. For every system against the
-baseline, per metric: the mean difference with a paired bootstrap interval, a p-value (paired randomization test by
-default; the paired t-test or the Wilcoxon signed-rank test on request), the effect size (d_z), and the queries won,
-tied and lost. p-values are corrected for multiple comparisons across every pair x metric x stage (Holm by
-default, or Benjamini-Hochberg), and both raw and corrected values are shown with the decision at ``alpha``.
-Queries are paired by id; a query counted for one system and not the other is left out of that pair and counted
-in ``n_unpaired``; a query counted for both whose value is NaN (0/0) for either is left out and counted in
-``n_nan``. So ``n + n_nan`` is the number of queries the cards say both systems counted, and in ``systems``
-``n + n_nan`` is the number the card says that system counted.
-
-A family averaged by a geometric mean (gm_map, gm_bpref) is compared as such: ``mean`` and ``baseline_mean`` are
-geometric means of the values floored at 1e-5, ``diff`` their difference with a paired bootstrap interval (each
-resample's two geometric means), and the test, the effect size and the wins/ties/losses are those of the floored
-values' logs (a paired test of the mean log difference is a test of the ratio of geometric means); the card's
-comparison lists them under ``geometric``. Text metrics (relstring, runid) are not in the float tables, so never
-compared.
-
-What each row rests on: queries are paired by :func:`rag_eval.statistics.paired.pair` (the pairing the gate uses);
-``only_system`` and ``only_baseline`` count the queries one side measured and the other did not (left out, some
-named in :attr:`Comparison.notes`, which ``str()`` and the Markdown print). The interval is the paired bootstrap's,
-``min n`` 10 (:data:`~rag_eval.statistics.paired.MIN_N`): below it ``ci_low``/``ci_high`` are NaN; an interval of
-zero width (every difference the same) is announced (:class:`~rag_eval.errors.DegenerateInterval`) and noted.
-``wins`` and ``losses`` read the metric's direction (:func:`rag_eval.metrics.direction`): where lower is better
-(``loss.*``, ``unjudged``) a drop is a win; for a metric with no better side (``num_ret``) they count rises and
-drops, and ``W/T/L`` is not shown.
+Per system and metric against the baseline: the mean difference with a paired bootstrap interval, a corrected
+p-value, the effect size and the queries won, tied and lost, with what each row rests on: ``docs/compare.md``.
 """
 
 from __future__ import annotations

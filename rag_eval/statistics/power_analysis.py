@@ -1,26 +1,8 @@
-"""``rag_eval.power``: how many queries a comparison needs, from a pilot (docs/power.md).
+"""``rag_eval.power``: how many queries a comparison needs, from a pilot.
 
-From a pilot's paired per-query differences (a report with the two systems or stages to compare, or a
-``{query_id: difference}`` mapping), or from one system and an assumed correlation between the two systems'
-per-query values, for the paired test the comparison will use:
-
-- the **minimum detectable difference** at the pilot's number of queries ``n``: the smallest true mean difference
-  the test detects with probability ``power`` at level ``alpha``;
-- with ``effect``, the **queries needed**: the smallest number of queries at which the test detects a true mean
-  difference of ``effect`` with probability ``power``.
-
-Two methods. ``"t"``: the two-sided paired t-test's power from the noncentral t distribution, as statsmodels'
-``TTestPower`` computes it (d = effect / sd of the differences, noncentrality d·sqrt(n), n - 1 degrees of freedom):
-a normal approximation of the differences. ``"resample"``: a simulation of the test :func:`rag_eval.compare` runs
-(its paired randomization test by default, with its permutations and seed; or the t-test or the Wilcoxon
-signed-rank test): ``simulations`` query sets are drawn with replacement from the pilot's differences, centred,
-shifted by the difference to detect, and tested; the power is the share of them the test rejects. It keeps the
-shape of the pilot's differences (their skew, their ties, the many zeros of a metric such as recall@5).
-
-When several systems or metrics are compared, the p-values are corrected (``compare`` uses Holm's method by
-default); the analysis accounts for ``comparisons`` tests by the Bonferroni bound, testing each at
-``alpha / comparisons``. Holm rejects every hypothesis Bonferroni rejects, so the power stated is a lower bound
-under Holm's method, and the numbers of queries an upper bound.
+The minimum detectable difference at the pilot's n, and the queries needed for a given effect, by the paired t-test
+(``"t"``) or a simulation of ``compare``'s test (``"resample"``), with a Bonferroni bound for several comparisons:
+``docs/power.md``.
 """
 
 from __future__ import annotations

@@ -1,67 +1,8 @@
-"""Prediction-powered estimates: the mean of a metric over a query set, from a model judge's grades on every query
-and people's grades on a uniform random sample of them, with an interval that pays for the judge's errors.
+"""Prediction-powered estimates (PPI, PPI++): the mean of a metric over a query set, from a judge's grades on every
+query and people's grades on a random sample of them, with an interval that pays for the judge's errors.
 
-The unit is the query. ``f_i`` is query i's value (nDCG@10, recall@5, ...) under the qrels a judge built, known for
-every query of the set (``N`` of them); ``h_i`` its value under people's qrels, known for the ``n`` queries of the
-human-graded sample ``S``, a subset. The target is **the mean of the human values over the whole query set**,
-``theta = (1/N) sum_{i=1..N} h_i``: the number a full human labelling of these N queries would give.
-
-Prediction-powered inference (Angelopoulos, Bates, Fannjiang, Jordan, Zrnic, "Prediction-powered inference",
-Science 382, 2023) corrects the judge's mean by the judge's error measured on the sample (the *rectifier*); its
-power-tuned form PPI++ (Angelopoulos, Duchi, Zrnic, "PPI++: Efficient prediction-powered inference", 2023,
-arXiv:2311.01453) scales the judge's part by ``lam`` so that a poor judge hardly makes the interval wider than the
-human-only one::
-
-    theta_hat = lam * mean_{i=1..N}(f_i) + mean_{i in S}(h_i - lam * f_i)
-
-``lam = 1`` is plain PPI (``method="ppi"``), ``lam = 0`` the human-only mean. The judge-graded ("unlabelled") set is
-every query, the human-graded ones included: so ``mean_N(f)`` is a constant of the query set, not a random quantity,
-and the only randomness is which queries were drawn for people to grade.
-
-**Variance (the default, ``finite_population=True``).** Given the query set, theta_hat is the difference estimator of
-survey sampling (Sarndal, Swensson, Wretman, *Model Assisted Survey Sampling*, Springer 1992): for a fixed
-``lam`` it is exactly unbiased for ``theta`` under a uniform draw without replacement, with variance
-``(1 - n/N) S_r^2 / n``, where ``S_r^2`` is the variance (n - 1 in the denominator) of the residuals
-``r_i = h_i - lam * f_i`` over the sample. The interval is normal: ``theta_hat +- z_{1-alpha/2} * se``. ``lam`` is
-tuned (``tuned=True``) to minimise that variance: ``lam = S_hf / S_f^2`` on the sample (the regression
-coefficient of h on f), clipped to [0, 1] as ppi_py clips it, so the estimate always lies between plain PPI and
-the human-only mean, and 0 where the judge's values do not vary over the sample.
-
-Why not ppi_py's variance: ppi_py's ``ppi_mean_ci`` treats the labelled and the unlabelled data as independent
-samples of an infinite population, adding ``lam^2 Var(f) / N`` and no finite-population correction. With the
-labelled queries inside the N, and the N queries themselves the target, that over-covers (the simulation in
-``tests/test_prediction_powered.py`` measured 99.4% coverage of a 95% interval at N = 1,000, n = 150, where the
-variance above gave 94.7%: ``docs/ppi.md``). ``finite_population=False`` gives ppi_py's estimator exactly (its
-``lam``, its variance, ``Yhat_unlabeled`` = every judge-graded query), for a target that is the mean over a
-population of queries the N were themselves drawn from.
-
-**Inclusion probabilities** (``weights``: each human-graded query's probability ``pi_i`` of having been drawn, from a
-stratified draw such as :func:`rag_eval.ground_truth.sample_queries`): the sample means become Hajek means with
-weights ``w_i = 1 / pi_i``, ``mean_w(x) = sum w_i x_i / sum w_i``, and the variance Hajek's approximation
-``n/(n-1) * sum_i (1 - pi_i) w_i^2 e_i^2 / (sum_i w_i)^2`` with ``e_i = r_i - mean_w(r)`` (the formula above when
-every ``pi_i = n/N``). ``lam`` then minimises it: ``sum c_i dh_i df_i / sum c_i df_i^2``, ``c_i = (1 - pi_i)
-w_i^2``, ``dh`` and ``df`` centred on their Hajek means. With ``strata`` (each human-graded query's stratum, as a
-stratified draw records it) the variance is the stratified one: residuals centred on their stratum's Hajek mean,
-and ``n/(n-1)`` replaced by each stratum's ``n_g/(n_g-1)``. Without the strata the variance keeps the spread
-between the strata's mean residuals, so it is conservative when the judge errs differently by stratum (measured:
-98.0% coverage of a 95% interval without the strata, 94.2% with them). The target stays the per-query mean over
-the N queries (not a traffic-weighted mean): the weights only undo the unequal chances of being drawn.
-
-The naive judge-only interval (``judge_interval``) treats the judge's values as the truth: ``mean_N(f) +- z S_f /
-sqrt(N)``. It ignores the judge's bias, so it misses whenever the judge is biased (the simulation measures how
-badly). The human-only interval (``human_interval``) is ``mean_S(h) +- z se`` with the same variance as above at
-``lam = 0``.
-
-Paired differences of two systems A and B are the same estimand on per-query differences: ``f_i = f_i^A - f_i^B``,
-``h_i = h_i^A - h_i^B``; the p-value is two-sided from the normal statistic ``theta_hat / se``. The two systems'
-queries are paired by :func:`rag_eval.statistics.paired.pair`; those one system has and the other not are left
-out and counted (``n_unpaired``, named in the table's ``attrs["notes"]``).
-
-**Minimum n.** Every interval here is normal, with a standard error estimated from the sample: it covers about
-``P(|t(n-1)| < z)`` of the time for normal values, 91.8% at n = 10 for a nominal 95% (89.3% at 6), and PPI++ tunes
-``lam`` on the same n. So each refuses fewer than :data:`MIN_N` (10) human-graded queries (the judge-only interval
-fewer than 10 judge-graded ones), naming the n. An interval of zero width from a sample (every residual, or every
-human value, alike; not a census, n = N) is announced (:class:`~rag_eval.errors.DegenerateInterval`) and marked.
+The estimator, its finite-population variance, the weighted and stratified forms, the human-only and judge-only
+intervals and the minimum n: ``docs/ppi.md``, "What is estimated" and "When to trust it".
 """
 
 from __future__ import annotations
