@@ -491,7 +491,7 @@ class Report:
         with the content hashes and each file's SHA-256. ``collection`` fingerprints the whole corpus. ``plots``:
         None draws them when matplotlib is installed. Returns the path of ``report.md``. See
         :func:`rag_eval.renderers.result_folder.write_folder`."""
-        save = _renderers().result_folder.save_folder
+        save = _renderers("result_folder").save_folder
         return save(  # type: ignore[no-any-return]
             self, folder, qrels=qrels, runs=runs, collection=collection, title=title, facts=facts, plots=plots
         )
@@ -513,7 +513,7 @@ class Report:
         what was evaluated) to ``drill_depth`` (default: the budget plus 10), with grades from ``qrels`` and texts
         from the results' hits or ``collection``. ``baseline`` (a report or a result folder) adds a diff view of
         this report against it. Needs the ``html`` extra (jinja2, matplotlib); returns the path."""
-        to_html = _renderers().html_report.report_to_html
+        to_html = _renderers("html_report").report_to_html
         return to_html(  # type: ignore[no-any-return]
             self,
             path,
@@ -531,7 +531,7 @@ class Report:
         """The report of a result folder written by :meth:`save_folder`, after checking each file against the
         manifest's SHA-256 (a file changed or missing is an InputError naming it); the card's content hashes must be
         the manifest's."""
-        return _renderers().result_folder.load_folder(folder)  # type: ignore[no-any-return]
+        return _renderers("result_folder").load_folder(folder)  # type: ignore[no-any-return]
 
     def _save_to(self, sink: io.BytesIO) -> None:
         import pyarrow as pa
@@ -598,13 +598,13 @@ class Report:
         return cls(blocks, list[Metric | str](card.metrics), card, tables, weights)
 
 
-def _renderers() -> Any:
-    """:mod:`rag_eval.renderers`, a floor above this one, loaded by name when a Report writes itself as HTML or a
-    result folder (as pandas loads its plotting backend): this floor imports nothing above it, and the renderers
-    read the Report through its public API."""
+def _renderers(module: str) -> Any:
+    """A module of :mod:`rag_eval.renderers`, a floor above this one, loaded by name when a Report writes itself as
+    HTML or a result folder (as pandas loads its plotting backend): this floor imports nothing above it, and the
+    renderers read the Report through its public API."""
     import importlib
 
-    return importlib.import_module("rag_eval.renderers")
+    return importlib.import_module(f"rag_eval.renderers.{module}")
 
 
 def counted_of(card: MetricCard, run: str, stage: str | None = None) -> int | None:
