@@ -105,7 +105,7 @@ class Report:
         blocks: list[RunScores],
         metrics: list[Metric | str],
         card: MetricCard | Callable[[], MetricCard],
-        tables: dict[str, pd.DataFrame] | None = None,
+        tables: Mapping[str, pd.DataFrame | Callable[[], pd.DataFrame]] | None = None,
         weights: QueryWeights | None = None,
     ) -> None:
         names = [str(m) for m in metrics]
@@ -121,7 +121,8 @@ class Report:
         # a card may come as a function that builds it (its content hashes read every judgement): built on first use
         self._card_of = card if callable(card) else None
         self._card_built = None if callable(card) else card
-        self._tables = dict(tables or {})
+        # a table may come as a function that builds it (pandas loads where a table is read): built on first use
+        self._table_of = dict(tables or {})
         self._weights = weights
         if weights is not None:
             for b in self._blocks:
@@ -219,7 +220,7 @@ class Report:
             consequence="its traffic-weighted means are over those evaluated only",
         )
         card = self.card.model_copy(update={"query_set": query_set.card.to_dict()})
-        return Report(self._blocks, list(self._metrics), card, self._tables, weights)
+        return Report(self._blocks, list(self._metrics), card, self._table_of, weights)
 
     def with_judge_agreement(self, *agreements: Any) -> Report:
         """The same values with a model judge's agreement with people on the card (``card.judge_agreement``, shown
@@ -380,6 +381,14 @@ class Report:
             return float(summarize_geometric(finite[:, None], resamples=1, confidence=0.95, seed=0)["mean"][0])
         return float(np.nanmean(values.to_numpy()))
 
+    @property
+    def _tables(self) -> dict[str, pd.DataFrame]:
+        """The tables by name, each built on first read where it came as a function."""
+        for name, table in self._table_of.items():
+            if callable(table):
+                self._table_of[name] = table()
+        return self._table_of  # type: ignore[return-value]  # every function replaced by its table
+
     def _table(self, name: str) -> pd.DataFrame:
         import pandas as pd
 
@@ -437,7 +446,7 @@ class Report:
 
     def with_card(self, card: MetricCard) -> Report:
         """The same values under another card (a result folder's, with the corpus fingerprinted)."""
-        return Report(self._blocks, list(self._metrics), card, self._tables, self._weights)
+        return Report(self._blocks, list(self._metrics), card, self._table_of, self._weights)
 
     def __repr__(self) -> str:
         stages = f", stages={self.stages}" if self.staged else ""
