@@ -279,6 +279,15 @@ class Report:
         """The summary with a bootstrap of ``resamples`` resamples (seeded) at the given confidence."""
         import pandas as pd
 
+        columns, rows = self.summary_rows(resamples=resamples, confidence=confidence, seed=seed)
+        frame = pd.DataFrame(rows, columns=columns)
+        return frame.astype({c: np.int64 for c in ("n", "n_failed", "n_nan") if c in columns})
+
+    def summary_rows(
+        self, *, resamples: int = 1000, confidence: float = 0.95, seed: int = 0
+    ) -> tuple[list[str], list[list[Any]]]:
+        """:meth:`summarize`'s columns and rows (the same numbers), without pandas: for printing at the command
+        line."""
         resamples, confidence = check_int(resamples, "resamples"), check_share(confidence, "confidence")
 
         columns = list(STAGE_SUMMARY_COLUMNS if self.staged else SUMMARY_COLUMNS)
@@ -305,8 +314,7 @@ class Report:
                 row = {"run": b.run, "stage": b.stage, "metric": metric, "n_failed": b.n_failed}
                 row.update({c: stats[c][j] for c in columns if c in stats})
                 rows.append([row[c] for c in columns])
-        frame = pd.DataFrame(rows, columns=columns)
-        return frame.astype({c: np.int64 for c in ("n", "n_failed", "n_nan") if c in columns})
+        return columns, rows
 
     def _traffic(
         self, b: RunScores, geometric: list[int], *, resamples: int, confidence: float, seed: int
