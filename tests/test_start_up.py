@@ -83,12 +83,22 @@ def _trec_eval_conventions() -> Report:
     return evaluate(qrels, run, ["map", "ndcg_cut_10", "recip_rank", "bpref"], conventions="trec_eval")
 
 
+def _weighted_by_a_query_set() -> Report:
+    """A report with a QuerySet: its summary has the traffic-weighted columns, which the table does not show."""
+    from rag_eval import QuerySet
+
+    report = _trec_eval_conventions()
+    return report.with_query_set(QuerySet({f"q{i}": f"question {i}" for i in range(40)}))
+
+
 def _text_metrics_only() -> Report:
     qrels = Qrels.from_dict({"q1": {"d1": 1}})
     return evaluate(qrels, Run.from_ranking({"q1": ["d1", "d2"]}, name="r"), ["relstring@3"])
 
 
-@pytest.mark.parametrize("make", [_example, _nan_and_odd_names, _trec_eval_conventions, _text_metrics_only])
+@pytest.mark.parametrize(
+    "make", [_example, _nan_and_odd_names, _trec_eval_conventions, _weighted_by_a_query_set, _text_metrics_only]
+)
 @pytest.mark.parametrize(("resamples", "seed"), [(1000, 0), (17, 5)])
 def test_the_summary_table_is_format_report_s_table(make, resamples, seed):
     report = make()
