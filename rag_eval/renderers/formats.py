@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pandas is imported on use: import rag_eval stays light
 
     from ..statistics.comparison import Comparison
 
-__all__ = ["FORMATS", "format_comparison", "format_report"]
+__all__ = ["FORMATS", "format_comparison", "format_report", "format_summary_table"]
 
 FORMATS = ("table", "csv", "json", "markdown")
 
