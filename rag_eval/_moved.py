@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -14,10 +15,19 @@ from typing import Any
 __all__ = ["moved_module", "moved_names", "old_paths"]
 
 
-def moved_names(old: str, names: Mapping[str, str]) -> Callable[[str], Any]:
+def moved_names(
+    old: str, names: Mapping[str, str], *, exports: Mapping[str, str] | None = None
+) -> Callable[[str], Any]:
     """``__getattr__`` for module ``old`` whose ``names`` (name -> new module) moved away."""
+    # exports: the module's own names (name -> its module, relative to ``old``), imported on first use (PEP 562)
+    # and then kept in the module, without a warning
+    own = dict(exports or {})
 
     def __getattr__(name: str) -> Any:
+        if name in own:
+            value = getattr(importlib.import_module(own[name], old), name)
+            setattr(sys.modules[old], name, value)
+            return value
         new = names.get(name)
         if new is None:
             raise AttributeError(f"module {old!r} has no attribute {name!r}")

@@ -135,10 +135,13 @@ def _measured(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any], list[
 
 def _evaluate(args: argparse.Namespace) -> int:
     from ..renderers import format_report, format_trec_eval
+    from ..renderers.formats import format_summary_table
 
     report, qrels, named, metrics, _ = _measured(args)
     if args.format == "trec_eval":
         text = format_trec_eval(report, qrels=qrels, runs=named, per_query=args.per_query, metrics=metrics)
+    elif args.format == "table" and not args.per_query:  # the same text as format_report's, without pandas
+        text = format_summary_table(report, resamples=args.resamples, seed=args.seed)
     else:
         text = format_report(report, args.format, per_query=args.per_query, resamples=args.resamples, seed=args.seed)
     show(text, data=args.format in ("csv", "json"))

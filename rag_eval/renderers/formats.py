@@ -27,11 +27,13 @@ if TYPE_CHECKING:  # pandas is imported on use: import rag_eval stays light
 
     from ..statistics.comparison import Comparison
 
-__all__ = ["FORMATS", "format_comparison", "format_report"]
+__all__ = ["FORMATS", "format_comparison", "format_report", "format_summary_table"]
 
 FORMATS = ("table", "csv", "json", "markdown")
 
 _SUMMARY_COLUMNS = ("run", "stage", "metric", "mean", "std", "ci_low", "ci_high", "n", "n_nan", "n_failed")
+_TEXT_COLUMNS = ("run", "stage", "metric")
+_COUNT_COLUMNS = ("n", "n_nan", "n_failed")
 
 
 def format_report(
@@ -67,6 +69,30 @@ def format_report(
         return text
     table = _per_query_table(report).to_string(float_format=_four) + "\n\n" if per_query else ""
     return table + shown.to_string(index=False, float_format=_four) + "\n"
+
+
+def format_summary_table(report: Report, *, resamples: int = 1000, seed: int = 0) -> str:
+    """``format_report(report, "table")``, the same text, without pandas (the command line's summary): columns
+    right-aligned under their names, one space apart, numbers with 4 decimals and NaN as pandas prints them."""
+    if report.staged:  # the stage column holds None for no stage: left to pandas
+        return format_report(report, "table", resamples=resamples, seed=seed)
+    columns, rows = report.summary_rows(resamples=resamples, seed=seed)
+    if not rows:  # pandas prints an empty frame its own way
+        return format_report(report, "table", resamples=resamples, seed=seed)
+    cells = []
+    for c in _SUMMARY_COLUMNS:
+        if c not in columns:
+            continue
+        values = [row[columns.index(c)] for row in rows]
+        if c in _TEXT_COLUMNS:  # as pandas prints a str: tabs and line breaks escaped, no space before
+            shown = [str(v).replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r") for v in values]
+            head = c
+        else:  # a number's heading has a space before it, as pandas writes it
+            shown = [str(int(v)) if c in _COUNT_COLUMNS else ("NaN" if v != v else _four(v)) for v in values]
+            head = " " + c
+        width = max(len(head), *map(len, shown))
+        cells.append([head.rjust(width)] + [v.rjust(width) for v in shown])
+    return "\n".join(" ".join(line) for line in zip(*cells, strict=True)) + "\n"
 
 
 def format_comparison(comparison: Comparison, format: str = "table") -> str:

@@ -103,9 +103,12 @@ def evaluate_runs(
             hashes=content_hashes(qrels, conventions=conv),
         )
 
-    issues = issue_rows(notes, ["run", "query_id", "issue"])
     shown: list[Metric | str] = [*metric_list]
-    return Report(blocks, shown, card, {"judged": shares_frame(shares), "issues": issues})
+    tables = {  # built when first read: pandas loads there
+        "judged": lambda: shares_frame(shares),
+        "issues": lambda: issue_rows(notes, ["run", "query_id", "issue"]),
+    }
+    return Report(blocks, shown, card, tables)
 
 
 def _largest_grade(qrels: Qrels, metrics: list[Metric]) -> int | None:

@@ -7,40 +7,40 @@ imports this module.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from .._checks import check_share
 from ..data.qrels import Qrels
 from ..data.run import Run
-from ..data.spans import SpanLabels
-from ..ground_truth import Projection
 from ..metrics.conventions import Conventions, resolve_conventions
 from ..metrics.grammar import Metric, parse_metrics
-from ..stages import PipelineResult
 from ._judged import JUDGED_THRESHOLD
 from ._runs import evaluate_runs, named_runs
-from .projected import evaluate_projections, projections_of
 from .report import Report
-from .stage_aware import evaluate_pipelines, pipeline_results
 
 if TYPE_CHECKING:
     from ..data.queryset import QuerySet
+    from ..data.spans import SpanLabels
+    from ..ground_truth import Projection
+    from ..stages import PipelineResult
 
 __all__ = ["DEFAULT_METRICS", "JUDGED_THRESHOLD", "evaluate"]
 
 DEFAULT_METRICS = ("ndcg@10", "recall@10", "recall@100", "precision@10", "mrr@10", "ap", "judged@10")
 
-Runs = (
-    Run
-    | Sequence[Run]
-    | Mapping[str, Run]
-    | PipelineResult
-    | Mapping[str, PipelineResult]
-    | Projection
-    | Sequence[Projection]
-    | Mapping[str, Projection]
-)
+if TYPE_CHECKING:
+    Runs = (
+        Run
+        | Sequence[Run]
+        | Mapping[str, Run]
+        | PipelineResult
+        | Mapping[str, PipelineResult]
+        | Projection
+        | Sequence[Projection]
+        | Mapping[str, Projection]
+    )
 
 
 def evaluate(
@@ -82,24 +82,35 @@ def evaluate(
         if not isinstance(queries, QuerySet):
             raise TypeError(f"queries must be a rag_eval.QuerySet, not {type(queries).__name__}")
     conv = resolve_conventions(conventions)
-    projections = projections_of(runs)
-    if projections is not None:  # each judged by its own qrels, made from the labels given as ``qrels``
-        return _with_queries(
-            evaluate_projections(qrels, projections, _metric_list(metrics), conv, judged_threshold), queries
-        )
+    if _loaded("rag_eval.ground_truth.projection"):  # else no Projection exists: ground_truth stays unloaded
+        from .projected import evaluate_projections, projections_of
+
+        projections = projections_of(runs)
+        if projections is not None:  # each judged by its own qrels, made from the labels given as ``qrels``
+            return _with_queries(
+                evaluate_projections(qrels, projections, _metric_list(metrics), conv, judged_threshold), queries
+            )
     if not isinstance(qrels, (Qrels, Mapping)):
         raise TypeError(
             f"qrels must be a Qrels or a {{query_id: {{doc_id: grade}}}} mapping, not {type(qrels).__name__}"
         )
     judged = qrels if isinstance(qrels, Qrels) else Qrels.from_dict(qrels)
-    pipelines = pipeline_results(runs)
-    if pipelines is not None:
-        chosen = None if metrics is None else ([metrics] if isinstance(metrics, (str, Metric)) else list(metrics))
-        if queries is None:
-            queries = _query_set_of(pipelines)
-        return _with_queries(evaluate_pipelines(judged, pipelines, chosen, conv, judged_threshold), queries)
+    if _loaded("rag_eval.stages.result"):  # else no PipelineResult exists: the stages stay unloaded
+        from .stage_aware import evaluate_pipelines, pipeline_results
+
+        pipelines = pipeline_results(runs)
+        if pipelines is not None:
+            chosen = None if metrics is None else ([metrics] if isinstance(metrics, (str, Metric)) else list(metrics))
+            if queries is None:
+                queries = _query_set_of(pipelines)
+            return _with_queries(evaluate_pipelines(judged, pipelines, chosen, conv, judged_threshold), queries)
     report = evaluate_runs(judged, named_runs(runs), _metric_list(metrics), conv, judged_threshold, user_frame=2)
     return _with_queries(report, queries)
+
+
+def _loaded(module: str) -> bool:
+    """Whether ``module`` is imported: an object of a class it defines can exist only then."""
+    return module in sys.modules
 
 
 def _with_queries(report: Report, queries: QuerySet | None) -> Report:

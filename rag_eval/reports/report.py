@@ -105,7 +105,7 @@ class Report:
         blocks: list[RunScores],
         metrics: list[Metric | str],
         card: MetricCard | Callable[[], MetricCard],
-        tables: dict[str, pd.DataFrame] | None = None,
+        tables: Mapping[str, pd.DataFrame | Callable[[], pd.DataFrame]] | None = None,
         weights: QueryWeights | None = None,
     ) -> None:
         names = [str(m) for m in metrics]
@@ -121,7 +121,8 @@ class Report:
         # a card may come as a function that builds it (its content hashes read every judgement): built on first use
         self._card_of = card if callable(card) else None
         self._card_built = None if callable(card) else card
-        self._tables = dict(tables or {})
+        # a table may come as a function that builds it (pandas loads where a table is read): built on first use
+        self._table_of = dict(tables or {})
         self._weights = weights
         if weights is not None:
             for b in self._blocks:
@@ -219,7 +220,7 @@ class Report:
             consequence="its traffic-weighted means are over those evaluated only",
         )
         card = self.card.model_copy(update={"query_set": query_set.card.to_dict()})
-        return Report(self._blocks, list(self._metrics), card, self._tables, weights)
+        return Report(self._blocks, list(self._metrics), card, self._table_of, weights)
 
     def with_judge_agreement(self, *agreements: Any) -> Report:
         """The same values with a model judge's agreement with people on the card (``card.judge_agreement``, shown
@@ -278,6 +279,15 @@ class Report:
         """The summary with a bootstrap of ``resamples`` resamples (seeded) at the given confidence."""
         import pandas as pd
 
+        columns, rows = self.summary_rows(resamples=resamples, confidence=confidence, seed=seed)
+        frame = pd.DataFrame(rows, columns=columns)
+        return frame.astype({c: np.int64 for c in ("n", "n_failed", "n_nan") if c in columns})
+
+    def summary_rows(
+        self, *, resamples: int = 1000, confidence: float = 0.95, seed: int = 0
+    ) -> tuple[list[str], list[list[Any]]]:
+        """:meth:`summarize`'s columns and rows (the same numbers), without pandas: for printing at the command
+        line."""
         resamples, confidence = check_int(resamples, "resamples"), check_share(confidence, "confidence")
 
         columns = list(STAGE_SUMMARY_COLUMNS if self.staged else SUMMARY_COLUMNS)
@@ -304,8 +314,7 @@ class Report:
                 row = {"run": b.run, "stage": b.stage, "metric": metric, "n_failed": b.n_failed}
                 row.update({c: stats[c][j] for c in columns if c in stats})
                 rows.append([row[c] for c in columns])
-        frame = pd.DataFrame(rows, columns=columns)
-        return frame.astype({c: np.int64 for c in ("n", "n_failed", "n_nan") if c in columns})
+        return columns, rows
 
     def _traffic(
         self, b: RunScores, geometric: list[int], *, resamples: int, confidence: float, seed: int
@@ -380,6 +389,14 @@ class Report:
             return float(summarize_geometric(finite[:, None], resamples=1, confidence=0.95, seed=0)["mean"][0])
         return float(np.nanmean(values.to_numpy()))
 
+    @property
+    def _tables(self) -> dict[str, pd.DataFrame]:
+        """The tables by name, each built on first read where it came as a function."""
+        for name, table in self._table_of.items():
+            if callable(table):
+                self._table_of[name] = table()
+        return self._table_of  # type: ignore[return-value]  # every function replaced by its table
+
     def _table(self, name: str) -> pd.DataFrame:
         import pandas as pd
 
@@ -437,7 +454,7 @@ class Report:
 
     def with_card(self, card: MetricCard) -> Report:
         """The same values under another card (a result folder's, with the corpus fingerprinted)."""
-        return Report(self._blocks, list(self._metrics), card, self._tables, self._weights)
+        return Report(self._blocks, list(self._metrics), card, self._table_of, self._weights)
 
     def __repr__(self) -> str:
         stages = f", stages={self.stages}" if self.staged else ""
@@ -491,7 +508,7 @@ class Report:
         with the content hashes and each file's SHA-256. ``collection`` fingerprints the whole corpus. ``plots``:
         None draws them when matplotlib is installed. Returns the path of ``report.md``. See
         :func:`rag_eval.renderers.result_folder.write_folder`."""
-        save = _renderers().result_folder.save_folder
+        save = _renderers("result_folder").save_folder
         return save(  # type: ignore[no-any-return]
             self, folder, qrels=qrels, runs=runs, collection=collection, title=title, facts=facts, plots=plots
         )
@@ -513,7 +530,7 @@ class Report:
         what was evaluated) to ``drill_depth`` (default: the budget plus 10), with grades from ``qrels`` and texts
         from the results' hits or ``collection``. ``baseline`` (a report or a result folder) adds a diff view of
         this report against it. Needs the ``html`` extra (jinja2, matplotlib); returns the path."""
-        to_html = _renderers().html_report.report_to_html
+        to_html = _renderers("html_report").report_to_html
         return to_html(  # type: ignore[no-any-return]
             self,
             path,
@@ -531,7 +548,7 @@ class Report:
         """The report of a result folder written by :meth:`save_folder`, after checking each file against the
         manifest's SHA-256 (a file changed or missing is an InputError naming it); the card's content hashes must be
         the manifest's."""
-        return _renderers().result_folder.load_folder(folder)  # type: ignore[no-any-return]
+        return _renderers("result_folder").load_folder(folder)  # type: ignore[no-any-return]
 
     def _save_to(self, sink: io.BytesIO) -> None:
         import pyarrow as pa
@@ -598,13 +615,13 @@ class Report:
         return cls(blocks, list[Metric | str](card.metrics), card, tables, weights)
 
 
-def _renderers() -> Any:
-    """:mod:`rag_eval.renderers`, a floor above this one, loaded by name when a Report writes itself as HTML or a
-    result folder (as pandas loads its plotting backend): this floor imports nothing above it, and the renderers
-    read the Report through its public API."""
+def _renderers(module: str) -> Any:
+    """A module of :mod:`rag_eval.renderers`, a floor above this one, loaded by name when a Report writes itself as
+    HTML or a result folder (as pandas loads its plotting backend): this floor imports nothing above it, and the
+    renderers read the Report through its public API."""
     import importlib
 
-    return importlib.import_module("rag_eval.renderers")
+    return importlib.import_module(f"rag_eval.renderers.{module}")
 
 
 def counted_of(card: MetricCard, run: str, stage: str | None = None) -> int | None:
