@@ -387,7 +387,7 @@ def machine() -> list[str]:
     )
     ram = (_kb("MemTotal", "/proc/meminfo") or 0) / 1024**2
     versions = []
-    for dist in ("rag_eval_harness", "pytrec-eval-terrier", "ir-measures", "ranx", "numba", "numpy", "pandas"):
+    for dist in ("rag-eval-stages", "pytrec-eval-terrier", "ir-measures", "ranx", "numba", "numpy", "pandas"):
         try:
             versions.append(f"{dist} {metadata.version(dist)}")
         except metadata.PackageNotFoundError:
