@@ -310,6 +310,9 @@ def _label_until_ctrl_c(argv: list[str], tmp: Path, *, gone: bool) -> tuple[int,
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp,
+        # Ctrl-C as a terminal sends it: a suite started in the background (`cmd &`, nohup) ignores SIGINT, and a
+        # child inherits that, so the Ctrl-C below would not stop it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         line = child.stdout.readline()

@@ -275,6 +275,9 @@ def test_label_on_a_full_disk_answers_507_and_exits_2(before, tmpfs, tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
+        # Ctrl-C as a terminal sends it: a suite started in the background (`cmd &`, nohup) ignores SIGINT, and a
+        # child inherits that, so the Ctrl-C below would not stop it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         line = child.stdout.readline()
