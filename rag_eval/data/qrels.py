@@ -362,14 +362,22 @@ class Qrels:
         return tuple(self._judgements), offsets, grades
 
     def num_judged(self, query_ids: Iterable[str]) -> np.ndarray:
-        """How many documents the qrels judge for each of ``query_ids`` (0 for a query they lack), in one pass in C
-        over a table kept with the qrels."""
+        """How many documents the qrels judge for each of ``query_ids`` (0 for a query they lack): one pass in C
+        over the row index kept with the qrels (:meth:`rows_of`)."""
+        rows = self.rows_of(query_ids)
+        lengths: np.ndarray = np.append(np.diff(self.columns[1]), 0)  # row -1 (absent) reads the trailing 0
+        counts: np.ndarray = lengths[rows]
+        return counts
+
+    def rows_of(self, query_ids: Iterable[str]) -> np.ndarray:
+        """The row of each of ``query_ids`` in :attr:`columns` (int64; -1 for a query the qrels lack), looked up in
+        C in one dict kept with the qrels."""
         ids = query_ids if isinstance(query_ids, (list, tuple)) else list(query_ids)
-        return np.fromiter(map(self._lengths.get, ids, repeat(0)), np.int64, len(ids))
+        return np.fromiter(map(self._row_of.get, ids, repeat(-1)), np.int64, len(ids))
 
     @cached_property
-    def _lengths(self) -> dict[str, int]:
-        return dict(zip(self._judgements, map(len, self._judgements.values()), strict=True))
+    def _row_of(self) -> dict[str, int]:
+        return dict(zip(self._judgements, range(len(self._judgements)), strict=True))
 
     def _derived(self, key: str, compute: Callable[[], T]) -> T:
         """``compute()``, kept with these qrels under ``key`` (they cannot change): a derived fact made once, such

@@ -13,7 +13,7 @@ from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import InputError
 from ._grades import GradeMatrix, build_grade_matrix
-from ._id_mismatch import warn_near_misses
+from ._id_mismatch import DOC_QUERIES_CHECKED, warn_near_misses
 from ._qrels_stats import QrelsStats
 from ._registry import KernelInputs, kernel_of
 from .catalogue import FAMILIES
@@ -23,11 +23,18 @@ from .grammar import Metric
 
 @dataclass
 class QueryAccount:
-    """Which queries a run is measured on, and the ones left out, by reason."""
+    """Which queries a run is measured on, and the ones left out, by reason.
+
+    ``qrels_rows`` and ``run_to_row`` are the index of the counted queries, made once and shared by everything the
+    evaluation computes after (no map of the query ids again): ``qrels_rows[i]`` is counted query i's row in the
+    qrels' :attr:`~rag_eval.data.Qrels.columns`; ``run_to_row[j]`` the counted row of the run's query j (-1 where
+    it is not counted)."""
 
     counted: list[str]
     left_out: dict[str, list[str]] = field(default_factory=dict)  # reason (a key of REASONS) -> query ids
     zeroed: dict[str, list[str]] = field(default_factory=dict)  # counted, but recall-type metrics are 0
+    qrels_rows: np.ndarray | None = None
+    run_to_row: np.ndarray | None = None
 
 
 @dataclass
@@ -52,39 +59,53 @@ def account_queries(qrels: Qrels, run: Run, conventions: Conventions, exclude: C
     """Decide which queries are measured: those in the qrels, less the ones the conventions leave out, less
     ``exclude`` (queries a stage failed on, under ``failed="exclude"``).
 
-    Queries are listed in string order (as trec_eval prints them).
+    Queries are listed in string order (as trec_eval prints them). Whole-array work over one row index of the
+    qrels: no Python call per query.
     """
     if not len(qrels):
         where = qrels.source.path if qrels.source else "qrels"
         raise InputError("the qrels judge no query: there is nothing to measure", source=where)
-    in_run = set(run.query_ids)
-    left: dict[str, list[str]] = {}
-    excluded = sorted(set(exclude).intersection(qrels.query_ids))
-    if excluded:
-        left["failed"] = excluded
-    not_judged = sorted(in_run.difference(qrels.query_ids))
-    if not_judged:
-        left["run_only"] = not_judged
-    zeroed: dict[str, list[str]] = {}
-    candidates = sorted(set(qrels.query_ids).difference(excluded))
-    missing = [q for q in candidates if q not in in_run]
-    if missing and conventions.missing_run == "skip":
-        left["missing_run"] = missing
-        candidates = [q for q in candidates if q in in_run]
-    elif missing:
-        zeroed["missing_run"] = missing
     all_ids, offsets, grades = qrels.columns
-    query_of = np.repeat(np.arange(len(all_ids)), np.diff(offsets))
-    relevant = np.bincount(query_of, weights=grades >= conventions.relevance_threshold, minlength=len(all_ids))
-    none_relevant = {all_ids[i] for i in np.flatnonzero(relevant == 0).tolist()}
-    empty = [q for q in candidates if q in none_relevant]
-    if empty and conventions.no_relevant == "skip":
-        left["no_relevant"] = empty
-        dropped = set(empty)
-        candidates = [q for q in candidates if q not in dropped]
-    elif empty:
-        zeroed["no_relevant"] = empty
-    return QueryAccount(candidates, left, zeroed)
+    n = len(all_ids)
+    ids = np.empty(n, object)
+    ids[:] = all_ids
+    order = np.asarray(sorted(range(n), key=all_ids.__getitem__), np.int64)  # the qrels' rows in string order
+    run_ids = run.query_ids
+    run_rows = qrels.rows_of(run_ids)  # each run query's qrels row (-1: not judged)
+    in_run = np.zeros(n, bool)
+    in_run[run_rows[run_rows >= 0]] = True
+    left: dict[str, list[str]] = {}
+    zeroed: dict[str, list[str]] = {}
+    keep = np.ones(n, bool)
+    if exclude:
+        excluded = qrels.rows_of(list(exclude))
+        keep[excluded[excluded >= 0]] = False
+        if not keep.all():
+            left["failed"] = ids[order[~keep[order]]].tolist()
+    if (run_rows < 0).any():
+        left["run_only"] = sorted(compress(run_ids, (run_rows < 0).tolist()))
+    missing = keep & ~in_run
+    if missing.any():
+        listed = ids[order[missing[order]]].tolist()
+        if conventions.missing_run == "skip":
+            left["missing_run"] = listed
+            keep &= in_run
+        else:
+            zeroed["missing_run"] = listed
+    query_of = np.repeat(np.arange(n), np.diff(offsets))
+    relevant = np.bincount(query_of, weights=grades >= conventions.relevance_threshold, minlength=n)
+    empty = keep & (relevant == 0)
+    if empty.any():
+        listed = ids[order[empty[order]]].tolist()
+        if conventions.no_relevant == "skip":
+            left["no_relevant"] = listed
+            keep &= ~empty
+        else:
+            zeroed["no_relevant"] = listed
+    counted_rows = order[keep[order]]
+    position = np.full(n + 1, -1, np.int64)  # qrels row -> counted row; the last slot answers row -1
+    position[counted_rows] = np.arange(len(counted_rows))
+    return QueryAccount(ids[counted_rows].tolist(), left, zeroed, counted_rows, position[run_rows])
 
 
 def evaluate_run(
@@ -104,10 +125,11 @@ def evaluate_run(
     (for a second pass over a run that has been warned about once).
     """
     account = account_queries(qrels, run, conventions, exclude)
-    matrix = build_grade_matrix(run, qrels, account.counted, conventions)
+    matrix = build_grade_matrix(run, qrels, account.counted, conventions, account.run_to_row, account.qrels_rows)
     if warn_ids:
         _warn_id_mismatches(qrels, run, account, matrix)
-    stats = QrelsStats(qrels, account.counted, conventions)
+    run_rows = None if account.run_to_row is None else (run, account.run_to_row)
+    stats = QrelsStats(qrels, account.counted, conventions, account.qrels_rows, run_rows)
     per_query_k = [
         None if c is None else np.fromiter(map(c.get, account.counted, repeat(0)), np.int64, len(account.counted))
         for c in (cutoffs or [None] * len(metrics))
@@ -116,7 +138,9 @@ def evaluate_run(
 
     def ranked_with(ties: str) -> GradeMatrix:  # a metric's own tie rule (ties=, see rag_eval.metrics.dialects)
         if ties not in matrices:
-            matrices[ties] = build_grade_matrix(run, qrels, account.counted, conventions.replace(ties=ties))
+            matrices[ties] = build_grade_matrix(
+                run, qrels, account.counted, conventions.replace(ties=ties), account.run_to_row, account.qrels_rows
+            )
         return matrices[ties]
 
     values = _compute(matrix, metrics, conventions, stats, per_query_k, run, ranked_with)
@@ -128,10 +152,22 @@ def _warn_id_mismatches(qrels: Qrels, run: Run, account: QueryAccount, matrix: G
     missing = account.left_out.get("missing_run", []) or account.zeroed.get("missing_run", [])
     has_judged = np.zeros(matrix.num_queries, bool)
     has_judged[matrix.rows] = True
-    unjudged = [account.counted[i] for i in np.flatnonzero((matrix.lengths > 0) & ~has_judged).tolist()]
-    unjudged = list(compress(unjudged, (qrels.num_judged(unjudged) > 0).tolist()))  # no Python call per query
-    if account.left_out.get("run_only") or unjudged:
-        warn_near_misses(run, qrels, account.left_out.get("run_only", []), missing, unjudged)
+    unjudged_rows = (matrix.lengths > 0) & ~has_judged  # results, none of them judged ...
+    judged = np.diff(qrels.columns[1])
+    rows = account.qrels_rows if account.qrels_rows is not None else qrels.rows_of(account.counted)
+    unjudged_rows &= judged[rows] > 0  # ... though the qrels judge some of the query's documents
+    if account.left_out.get("run_only") or unjudged_rows.any():
+        at = np.flatnonzero(unjudged_rows)[:DOC_QUERIES_CHECKED]
+        unjudged = [account.counted[i] for i in at.tolist()]
+        run_index = np.full(matrix.num_queries, -1, np.int64)
+        to_row = account.run_to_row
+        if to_row is not None:
+            inside = to_row >= 0
+            run_index[to_row[inside]] = np.flatnonzero(inside)
+            positions: list[int] | None = run_index[at].tolist()
+        else:
+            positions = None
+        warn_near_misses(run, qrels, account.left_out.get("run_only", []), missing, unjudged, positions)
 
 
 def _compute(

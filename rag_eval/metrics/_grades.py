@@ -56,15 +56,29 @@ class GradeMatrix:
         return out
 
 
-def build_grade_matrix(run: Run, qrels: Qrels, query_ids: list[str], conventions: Conventions) -> GradeMatrix:
+def build_grade_matrix(
+    run: Run,
+    qrels: Qrels,
+    query_ids: list[str],
+    conventions: Conventions,
+    run_to_row: np.ndarray | None = None,
+    qrels_rows: np.ndarray | None = None,
+) -> GradeMatrix:
     """The grade matrix of ``run`` with one row per query of ``query_ids``, in that order (a query absent from
-    the run gets an empty row). The run is read in place, in its own order: nothing is copied or re-sorted."""
-    row_of = dict(zip(query_ids, range(len(query_ids)), strict=True))
-    run_ids = run.query_ids
-    run_to_row = np.fromiter(map(row_of.get, run_ids, repeat(-1)), np.int64, len(run_ids))
+    the run gets an empty row). The run is read in place, in its own order: nothing is copied or re-sorted.
+
+    ``run_to_row`` (the row of each run query, -1 where it is not one of ``query_ids``) and ``qrels_rows`` (each
+    row's query in the qrels' columns), where the caller has them (:func:`~.engine.account_queries`), spare a map
+    of the query ids."""
+    if run_to_row is None:
+        row_of = dict(zip(query_ids, range(len(query_ids)), strict=True))
+        run_ids = run.query_ids
+        run_to_row = np.fromiter(map(row_of.get, run_ids, repeat(-1)), np.int64, len(run_ids))
+    if qrels_rows is None:
+        qrels_rows = qrels.rows_of(query_ids)
     run_offsets = run.offsets
     run_lengths = np.diff(run_offsets)
-    grades = _run_grades(run, qrels, run_to_row >= 0)
+    grades = _run_grades(run, qrels, np.where(run_to_row >= 0, np.append(qrels_rows, -1)[run_to_row], -1))
     cells = np.flatnonzero(grades != UNJUDGED)  # judged, and (negative_grades="unjudged") pooled-but-unjudged
     run_rows = np.searchsorted(run_offsets, cells, side="right") - 1
     scores = run.scores
@@ -113,23 +127,17 @@ def build_grade_matrix(run: Run, qrels: Qrels, query_ids: list[str], conventions
     return GradeMatrix(lengths, rows, ranks, cell_grades, p_rows[order], p_ranks[order], p_grades[order])
 
 
-def _run_grades(run: Run, qrels: Qrels, counted: np.ndarray) -> np.ndarray:
+def _run_grades(run: Run, qrels: Qrels, table_of: np.ndarray) -> np.ndarray:
     """Grade of every result of ``run`` (``UNJUDGED`` where the qrels do not judge it, or where its query is not
-    ``counted``, a bool per run query): see :func:`_lookup`; without the C extension, one join over the qrels'
-    columns."""
+    counted): ``table_of`` holds each run query's row in the qrels' columns, -1 where it is not counted. See
+    :func:`_lookup`; without the C extension, one join over the qrels' columns."""
     doc_ids, offsets = run.doc_id_column, run.offsets
     if _accel.speedups is not None:
-        tables = qrels._tables()  # the dicts themselves: the C lookup takes dicts
-        grades = _lookup(doc_ids, offsets, list(map(tables.get, run.query_ids)))
-        if not counted.all():
-            grades[np.repeat(~counted, np.diff(offsets))] = UNJUDGED
-        return grades
-    query_ids, judged_offsets, judged_grades = qrels.columns
-    row_of = dict(zip(query_ids, range(len(query_ids)), strict=True))
-    rows = np.fromiter(map(row_of.get, run.query_ids, repeat(-1)), np.int64, len(run.query_ids))
-    rows[~counted] = -1
+        tables = [*qrels._tables().values(), None]  # the dicts themselves (the C lookup takes dicts); -1: None
+        return _lookup(doc_ids, offsets, list(map(tables.__getitem__, table_of.tolist())))
+    _, judged_offsets, judged_grades = qrels.columns
     ids = run.doc_ids if isinstance(doc_ids, PackedIds) else doc_ids
-    return _join(ids, offsets, rows, qrels.doc_column, judged_offsets, judged_grades)
+    return _join(ids, offsets, table_of, qrels.doc_column, judged_offsets, judged_grades)
 
 
 def _lookup(

@@ -34,14 +34,19 @@ def query_near_misses(run_only: list[str], unmatched_qrels: list[str]) -> list[t
     return near_misses(run_only, unmatched_qrels)
 
 
-def doc_near_misses(run: Run, qrels: Qrels, unjudged_queries: list[str]) -> list[tuple[str, str, str, str]]:
+def doc_near_misses(
+    run: Run, qrels: Qrels, unjudged_queries: list[str], positions: list[int] | None = None
+) -> list[tuple[str, str, str, str]]:
     """``(query, run doc id, judged doc id, how they differ)`` for queries whose results are all unjudged but would
-    match a judgement written alike; at most :data:`DOC_QUERIES_CHECKED` queries are looked at."""
+    match a judgement written alike; at most :data:`DOC_QUERIES_CHECKED` queries are looked at. ``positions``:
+    each query's index in the run, where the caller knows it."""
     out = []
-    index = dict(zip(run.query_ids, range(len(run.query_ids)), strict=True))  # in C: no Python call per query
+    checked = unjudged_queries[:DOC_QUERIES_CHECKED]
+    if positions is None:
+        index = dict(zip(run.query_ids, range(len(run.query_ids)), strict=True))
+        positions = [index[q] for q in checked]
     offsets = run.offsets
-    for qid in unjudged_queries[:DOC_QUERIES_CHECKED]:
-        i = index[qid]
+    for qid, i in zip(checked, positions, strict=True):
         docs = run.doc_ids_at(np.arange(offsets[i], offsets[i + 1])).tolist()
         found = near_misses(docs, list(qrels[qid]))
         if found:
@@ -49,7 +54,14 @@ def doc_near_misses(run: Run, qrels: Qrels, unjudged_queries: list[str]) -> list
     return out
 
 
-def warn_near_misses(run: Run, qrels: Qrels, run_only: list[str], missing: list[str], unjudged: list[str]) -> None:
+def warn_near_misses(
+    run: Run,
+    qrels: Qrels,
+    run_only: list[str],
+    missing: list[str],
+    unjudged: list[str],
+    positions: list[int] | None = None,
+) -> None:
     """One warning for query ids, one for doc ids, each with the kind of difference and an example; nothing when
     ids line up."""
     line = near_miss_line(
@@ -63,7 +75,7 @@ def warn_near_misses(run: Run, qrels: Qrels, run_only: list[str], missing: list[
     )
     if line:
         warnings.warn(line, NearMissIds, stacklevel=5)
-    docs = doc_near_misses(run, qrels, unjudged) if unjudged else []
+    docs = doc_near_misses(run, qrels, unjudged, positions) if unjudged else []
     if docs:
         q, a, b, kind = docs[0]
         kinds = sorted({k for *_, k in docs})

@@ -28,10 +28,21 @@ T = TypeVar("T")
 class QrelsStats:
     """Per-query statistics of the judgements for the counted queries, computed on demand and cached."""
 
-    def __init__(self, qrels: Qrels, query_ids: list[str], conventions: Conventions) -> None:
-        all_ids, offsets, grades = qrels.columns
-        where = dict(zip(all_ids, range(len(all_ids)), strict=True))
-        rows = np.fromiter(map(where.__getitem__, query_ids), np.int64, len(query_ids))
+    def __init__(
+        self,
+        qrels: Qrels,
+        query_ids: list[str],
+        conventions: Conventions,
+        rows: np.ndarray | None = None,
+        run_rows: tuple[Run, np.ndarray] | None = None,
+    ) -> None:
+        """``rows``: each query's row in the qrels' columns, and ``run_rows``: a run with the row of each of its
+        queries (-1: not one of ``query_ids``), where the caller has them (:func:`~.engine.account_queries`)."""
+        _, offsets, grades = qrels.columns
+        if rows is None:
+            rows = qrels.rows_of(query_ids)
+            if (rows < 0).any():
+                raise KeyError(query_ids[int(np.flatnonzero(rows < 0)[0])])
         lengths = offsets[rows + 1] - offsets[rows]
         shift = offsets[rows] - (np.cumsum(lengths) - lengths)
         entries = np.repeat(shift, lengths) + np.arange(int(lengths.sum()))
@@ -47,6 +58,7 @@ class QrelsStats:
         self._max_grade: int | None = None
         self._cache: dict[object, Any] = {}  # what kernel modules derive themselves (see cached)
         self._qrels = qrels
+        self._run_rows = run_rows
 
     def num_relevant(self, t: int) -> np.ndarray:
         key = ("R", t)
@@ -65,9 +77,12 @@ class QrelsStats:
         (0 for a query the run has no line for: trec_eval -c's missing query)."""
         key = ("returned", id(run))
         if key not in self._arrays:
-            row_of = dict(zip(self.query_ids, range(self.n), strict=True))
-            ids = run.query_ids
-            rows = np.fromiter(map(row_of.get, ids, repeat(-1)), np.int64, len(ids))
+            if self._run_rows is not None and self._run_rows[0] is run:
+                rows = self._run_rows[1]
+            else:
+                row_of = dict(zip(self.query_ids, range(self.n), strict=True))
+                ids = run.query_ids
+                rows = np.fromiter(map(row_of.get, ids, repeat(-1)), np.int64, len(ids))
             out = np.zeros(self.n, np.int64)
             inside = rows >= 0
             out[rows[inside]] = np.diff(run.offsets)[inside]

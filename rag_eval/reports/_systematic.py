@@ -17,6 +17,8 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ..data.qrels import Qrels
 from ..errors import LowQueryOverlap
 from ..metrics.engine import canonical
@@ -35,17 +37,19 @@ def _examples(ids: Sequence[str], n: int = 3) -> str:
 def query_overlap(qrels: Qrels, runs: Mapping[str, Sequence[str]]) -> str | None:
     """One line for every run (by name: its query ids) that shares no query with the qrels, or fewer than
     :data:`QUERY_OVERLAP` of the qrels' judged queries; None when each shares enough."""
-    judged = list(qrels.query_ids)
-    if not judged:
+    if not len(qrels):
         return None
-    known = set(judged)
+    judged = qrels.query_ids
     forms: set[str] | None = None  # the qrels' ids written loosely: made only for a run that shares too few
     parts = []
     for name, ids in runs.items():
         ids = list(ids)
         if not ids:
             continue  # an empty run: nothing of it is mismatched (the card counts its queries as missing)
-        shared = len(known.intersection(ids))  # distinct shared queries, in one set operation
+        rows = qrels.rows_of(ids)
+        hit = np.zeros(len(qrels), bool)
+        hit[rows[rows >= 0]] = True
+        shared = int(hit.sum())  # distinct shared queries, by whole-array work
         if shared and shared >= QUERY_OVERLAP * len(judged):
             continue
         if forms is None:
