@@ -585,7 +585,7 @@ def _read_only(offsets: np.ndarray, docs: np.ndarray | PackedIds, scores: np.nda
 def _factorize(ids: np.ndarray) -> tuple[np.ndarray, list[str]]:
     uniq = list(dict.fromkeys(ids.tolist()))
     where = {q: i for i, q in enumerate(uniq)}
-    return np.fromiter((where[q] for q in ids), np.int64, len(ids)), uniq
+    return np.fromiter(map(where.__getitem__, ids.tolist()), np.int64, len(ids)), uniq
 
 
 def _score_columns(

@@ -96,7 +96,8 @@ def judged_share(
     cutoffs = None if isinstance(cutoff, int) else [dict(cutoff), None]
     result = evaluate_run(qrels, run, metrics, plain, cutoffs=cutoffs, exclude=exclude, warn_ids=False)
     share, n = mean_share(result.values[0])
-    return share, n, ceiling(qrels, result.account.counted, cutoff, returned=result.values[1])
+    account = result.account
+    return share, n, ceiling(qrels, account.counted, cutoff, returned=result.values[1], rows=account.qrels_rows)
 
 
 def ceiling(
@@ -105,6 +106,7 @@ def ceiling(
     cutoff: int | Mapping[str, int],
     *,
     returned: npt.ArrayLike | None = None,
+    rows: np.ndarray | None = None,
 ) -> float:
     """The highest judged share at ``cutoff`` a system can reach on these queries returning as many results as
     this one did (``returned``, per query; k where not given): the mean of min(judged, t) / t over the queries
@@ -112,7 +114,8 @@ def ceiling(
     denominators judged@k is the mean over, so that no measured share is above it. Below the threshold, no
     system can reach it (sparse qrels, such as BEIR's one or two judgements per query). NaN without a query."""
     query_ids = list(query_ids)
-    judged = qrels.num_judged(query_ids)
+    # ``rows``: each query's row in the qrels' columns, where the caller has them (the engine's account)
+    judged = qrels.num_judged(query_ids) if rows is None else np.diff(qrels.columns[1])[rows]
     if isinstance(cutoff, int):
         k = np.full(len(judged), cutoff, np.int64)
     else:

@@ -59,7 +59,11 @@ def evaluate_runs(
             ]
         shares += [
             JudgedShare(
-                name, None, str(k), *mean_share(column), ceiling(qrels, result.account.counted, k, returned=returned)
+                name,
+                None,
+                str(k),
+                *mean_share(column),
+                ceiling(qrels, result.account.counted, k, returned=returned, rows=result.account.qrels_rows),
             )
             for k, column in zip(cutoffs, given, strict=True)
         ]

@@ -10,6 +10,7 @@ import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -547,7 +548,7 @@ def _ranking(out: StageOutput, *, with_failed: bool) -> Run:
 def _rows_of(out: StageOutput, queries: list[str]) -> npt.NDArray[np.int64]:
     """The row of each query in the stage's table (-1: absent)."""
     index = out.rows
-    return np.fromiter((index.get(q, -1) for q in queries), np.int64, len(queries))
+    return np.fromiter(map(index.get, queries, repeat(-1)), np.int64, len(queries))
 
 
 def _lookup_rows(
