@@ -1,0 +1,207 @@
+"""What the context did to the answers: accuracy and F1 per context condition, paired differences by query, and the
+split of the answer gap between retrieval and noise.
+
+The conditions are those of :func:`rag_eval.stages.contexts.build_contexts`. The **gap** is ``A(oracle) -
+A(delivered)``, A being mean accuracy (or mean F1) over the queries graded in all of ``oracle``, ``delivered`` and
+``delivered relevant``. It splits exactly into
+
+- **retrieval** = ``A(oracle) - A(delivered relevant)``: what the relevant chunks the pipeline did not deliver
+  cost (``delivered relevant`` holds the delivered chunks judged relevant, a subset of the oracle's);
+- **noise** = ``A(delivered relevant) - A(delivered)``: what the delivered chunks not judged relevant (irrelevant
+  or unjudged) cost, the relevant ones being the same.
+
+``gap = retrieval + noise`` holds per query and so in every bootstrap resample (the three share one resample of the
+queries). Caveats: order differs (the oracle's is by grade, the others' the pipeline's), and a share can be
+negative (irrelevant chunks that help, a missing relevant chunk the generator did better without). Every interval
+is a percentile bootstrap over queries (min n 10, below which none is given); see docs/answers-analysis.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import InputError
+from .answer_prediction import CORRECT_AT, correct_of
+from .paired import method_label, min_n, paired_bootstrap_means
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["ConditionEffects", "condition_effects"]
+
+ORACLE, DELIVERED, DELIVERED_RELEVANT = "oracle", "delivered", "delivered relevant"
+METHOD = "bootstrap"
+
+
+@dataclass(frozen=True, eq=False)
+class ConditionEffects:
+    """What :func:`condition_effects` returns.
+
+    - ``conditions``: per condition ``condition, n, n_failed, accuracy, accuracy_low, accuracy_high, f1, f1_low,
+      f1_high`` (``n``: graded answers; ``n_failed``: failed calls, left out);
+    - ``differences``: per condition against ``baseline``, paired by query: ``condition, baseline, n, n_left_out,
+      accuracy_diff, accuracy_low, accuracy_high, f1_diff, f1_low, f1_high``;
+    - ``gap``: rows ``gap, retrieval, noise`` for ``accuracy`` and ``f1`` with intervals, on ``gap_n`` queries
+      (None when a condition of the split is absent)."""
+
+    conditions: pd.DataFrame
+    differences: pd.DataFrame
+    gap: pd.DataFrame | None
+    gap_n: int
+    baseline: str
+    correct_at: float
+    resamples: int
+    confidence: float
+    seed: int
+
+    def describe(self) -> str:
+        return (
+            f"correct at F1 >= {self.correct_at:g}; {self.confidence:.0%} intervals: percentile "
+            f"{method_label(METHOD)}, {self.resamples} resamples of the queries, seed {self.seed}; differences "
+            f"paired by query against {self.baseline!r}"
+        )
+
+    def to_markdown(self, digits: int = 3) -> str:
+        def ci(v: float, lo: float, hi: float) -> str:
+            if np.isnan(v):
+                return "n/a"
+            return f"{v:.{digits}f}" + ("" if np.isnan(lo) else f" [{lo:.{digits}f}, {hi:.{digits}f}]")
+
+        out = ["| condition | n | failed | accuracy | F1 |", "|---|---:|---:|---|---|"]
+        for r in self.conditions.itertuples(index=False):
+            out.append(
+                f"| {r.condition} | {r.n} | {r.n_failed} | {ci(r.accuracy, r.accuracy_low, r.accuracy_high)} | "
+                f"{ci(r.f1, r.f1_low, r.f1_high)} |"
+            )
+        out += ["", f"| condition - {self.baseline} | paired n | left out | accuracy | F1 |", "|---|---:|---:|---|---|"]
+        for r in self.differences.itertuples(index=False):
+            out.append(
+                f"| {r.condition} | {r.n} | {r.n_left_out} | {ci(r.accuracy_diff, r.accuracy_low, r.accuracy_high)} "
+                f"| {ci(r.f1_diff, r.f1_low, r.f1_high)} |"
+            )
+        if self.gap is not None:
+            out += ["", f"| answer gap (n {self.gap_n}) | accuracy | F1 |", "|---|---|---|"]
+            for r in self.gap.itertuples(index=False):
+                acc, f1 = ci(r.accuracy, r.accuracy_low, r.accuracy_high), ci(r.f1, r.f1_low, r.f1_high)
+                out.append(f"| {r.part} | {acc} | {f1} |")
+        return "\n".join(out) + "\n\n" + self.describe() + "\n"
+
+
+def _interval(values: np.ndarray, resamples: int, confidence: float, seed: int) -> tuple[float, float, float]:
+    """mean, and its percentile bootstrap interval (NaN below the minimum n)."""
+    if len(values) == 0:
+        return float("nan"), float("nan"), float("nan")
+    mean = float(values.mean())
+    if len(values) < min_n(METHOD):
+        return mean, float("nan"), float("nan")
+    means = paired_bootstrap_means(values, resamples=resamples, seed=seed)
+    alpha = 1 - confidence
+    low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+    return mean, float(low), float(high)
+
+
+def condition_effects(
+    answers: pd.DataFrame,
+    *,
+    baseline: str = DELIVERED,
+    correct_at: float = CORRECT_AT,
+    resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> ConditionEffects:
+    """Accuracy and F1 per condition of ``answers`` (``query_id, condition, f1``, as
+    :func:`rag_eval.stages.contexts.answer_contexts` returns; ``correct`` is recomputed as F1 >= ``correct_at``),
+    each condition's paired difference from ``baseline`` and the gap split (see the module's doc)."""
+    import pandas as pd
+
+    for column in ("query_id", "condition", "f1"):
+        if column not in answers.columns:
+            raise InputError(f"answer table: missing column {column!r}")
+    if not 0 <= correct_at <= 1:
+        raise InputError(f"correct_at {correct_at!r}: expected an F1 between 0 and 1")
+    if answers.duplicated(["query_id", "condition"]).any():
+        row = answers[answers.duplicated(["query_id", "condition"])].iloc[0]
+        raise InputError(f"answer table: query {row['query_id']!r} has two answers in condition {row['condition']!r}")
+    wide = answers.pivot(index="query_id", columns="condition", values="f1")
+    present = answers.pivot(index="query_id", columns="condition", values="condition").notna()
+    names = list(dict.fromkeys(answers["condition"].tolist()))
+    if baseline not in names:
+        raise InputError(f"no condition {baseline!r} (the baseline) in the answer table; conditions: {names}")
+    rows = []
+    for name in names:
+        f1 = wide[name].to_numpy(dtype=np.float64)
+        asked = present[name].to_numpy()
+        ok = asked & ~np.isnan(f1)
+        values = f1[ok]
+        acc = _interval(correct_of(values, correct_at=correct_at), resamples, confidence, seed)
+        f = _interval(values, resamples, confidence, seed)
+        rows.append((name, int(ok.sum()), int((asked & np.isnan(f1)).sum()), *acc, *f))
+    conditions = pd.DataFrame(
+        rows,
+        columns=[
+            "condition",
+            "n",
+            "n_failed",
+            "accuracy",
+            "accuracy_low",
+            "accuracy_high",
+            "f1",
+            "f1_low",
+            "f1_high",
+        ],
+    )
+    base = wide[baseline].to_numpy(dtype=np.float64)
+    diffs = []
+    for name in names:
+        if name == baseline:
+            continue
+        other = wide[name].to_numpy(dtype=np.float64)
+        either = present[name].to_numpy() | present[baseline].to_numpy()
+        both = ~np.isnan(other) & ~np.isnan(base)
+        d_f1 = other[both] - base[both]
+        d_acc = correct_of(other[both], correct_at=correct_at) - correct_of(base[both], correct_at=correct_at)
+        acc = _interval(d_acc, resamples, confidence, seed)
+        f = _interval(d_f1, resamples, confidence, seed)
+        diffs.append((name, baseline, int(both.sum()), int((either & ~both).sum()), *acc, *f))
+    differences = pd.DataFrame(
+        diffs,
+        columns=[
+            "condition",
+            "baseline",
+            "n",
+            "n_left_out",
+            "accuracy_diff",
+            "accuracy_low",
+            "accuracy_high",
+            "f1_diff",
+            "f1_low",
+            "f1_high",
+        ],
+    )
+    gap, gap_n = _gap(wide, names, correct_at, resamples, confidence, seed)
+    return ConditionEffects(conditions, differences, gap, gap_n, baseline, correct_at, resamples, confidence, seed)
+
+
+def _gap(
+    wide: pd.DataFrame, names: list[str], correct_at: float, resamples: int, confidence: float, seed: int
+) -> tuple[pd.DataFrame | None, int]:
+    import pandas as pd
+
+    if not all(c in names for c in (ORACLE, DELIVERED, DELIVERED_RELEVANT)):
+        return None, 0
+    o, d, r = (wide[c].to_numpy(dtype=np.float64) for c in (ORACLE, DELIVERED, DELIVERED_RELEVANT))
+    keep = ~(np.isnan(o) | np.isnan(d) | np.isnan(r))
+    o, d, r = o[keep], d[keep], r[keep]
+    rows = []
+    parts = {"gap": (o, d), "retrieval": (o, r), "noise": (r, d)}
+    for part, (hi, lo) in parts.items():
+        acc = _interval(
+            correct_of(hi, correct_at=correct_at) - correct_of(lo, correct_at=correct_at), resamples, confidence, seed
+        )
+        f = _interval(hi - lo, resamples, confidence, seed)
+        rows.append((part, *acc, *f))
+    table = pd.DataFrame(rows, columns=["part", "accuracy", "accuracy_low", "accuracy_high", "f1", "f1_low", "f1_high"])
+    return table, int(keep.sum())
