@@ -17,7 +17,7 @@ from scipy.stats import spearmanr
 from sklearn.metrics import roc_auc_score
 
 import rag_eval
-from rag_eval.errors import FailedAnswers, FewDistractors, InputError
+from rag_eval.errors import DegenerateInterval, FailedAnswers, FewDistractors, InputError
 from rag_eval.ground_truth.utility import utility_labels
 from rag_eval.stages import Hit, Pipeline, Retriever
 from rag_eval.stages.contexts import (
@@ -184,6 +184,18 @@ def test_an_extra_predictor_such_as_span_containment_enters_the_table():
     assert table.loc["span hit@1", "n"] == 29 and table.loc["span hit@1", "n_nan"] == 1
 
 
+def test_a_constant_predictor_ranks_nothing_and_is_said_once():
+    report, answers, rank_of = _report_and_answers()
+    always = pd.Series(1.0, index=list(rank_of))
+    with pytest.warns(DegenerateInterval, match=r"^1 predictor\(s\) of the answers \(always\)") as caught:
+        found = answer_predictors(report, answers, metrics=["recall@1"], extra={"always": always}, resamples=100)
+    assert len(caught) == 1
+    row = found.table.set_index("predictor").loc["always"]
+    assert row["auc"] == 0.5 and (row["auc_low"], row["auc_high"]) == (0.5, 0.5)  # every pair a tie
+    assert np.isnan(row["spearman"]) and "constant" in row["note"]
+    assert found.table["predictor"].tolist() == ["recall@1", "always"]
+
+
 # ----- the budget curve ------------------------------------------------------------------------------------------
 
 
@@ -332,7 +344,11 @@ def test_gap_split_on_a_generator_whose_behaviour_is_known():
 
     ctx = build_contexts(delivered, rag_eval.Qrels.from_dict(judgements), distractors=(1,), seed=0)
     table = answer_contexts(ctx, questions, texts, generate, squad_grade, references)
-    effects = condition_effects(table, resamples=500)
+    with pytest.warns(
+        DegenerateInterval, match=r"^10 interval\(s\) of the answer conditions \(none accuracy"
+    ) as caught:
+        effects = condition_effects(table, resamples=500)
+    assert len(caught) == 1  # said once, summarised
     acc = effects.conditions.set_index("condition")["accuracy"]
     assert acc[ORACLE] == 1.0 and acc[DELIVERED_RELEVANT] == pytest.approx(2 / 3)
     assert acc[DELIVERED] == pytest.approx(1 / 3) and acc[NONE] == 0.0

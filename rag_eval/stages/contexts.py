@@ -286,10 +286,10 @@ def answer_contexts(
             key = (qid, tuple(ctx))
             if key not in done:
                 try:
-                    answer = generate(questions[qid], [texts[c] for c in ctx])
-                    if not isinstance(answer, str):
-                        raise TypeError(f"the generator returned a {type(answer).__name__}, not a str")
-                    done[key] = (answer, None)
+                    made = generate(questions[qid], [texts[c] for c in ctx])
+                    if not isinstance(made, str):
+                        raise TypeError(f"the generator returned a {type(made).__name__}, not a str")
+                    done[key] = (made, None)
                 except Exception as exc:  # noqa: BLE001 - this item's fault: kept and counted
                     done[key] = (None, f"{type(exc).__name__}: {exc}")
             answer, error = done[key]

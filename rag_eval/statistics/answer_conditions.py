@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import InputError
 from .answer_prediction import CORRECT_AT, correct_of
-from .paired import method_label, min_n, paired_bootstrap_means
+from .paired import all_equal, method_label, min_n, paired_bootstrap_means, warn_degenerate
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,32 +71,37 @@ class ConditionEffects:
             return f"{v:.{digits}f}" + ("" if np.isnan(lo) else f" [{lo:.{digits}f}, {hi:.{digits}f}]")
 
         out = ["| condition | n | failed | accuracy | F1 |", "|---|---:|---:|---|---|"]
-        for r in self.conditions.itertuples(index=False):
-            out.append(
-                f"| {r.condition} | {r.n} | {r.n_failed} | {ci(r.accuracy, r.accuracy_low, r.accuracy_high)} | "
-                f"{ci(r.f1, r.f1_low, r.f1_high)} |"
-            )
+        for r in self.conditions.to_dict("records"):
+            acc, f1 = ci(r["accuracy"], r["accuracy_low"], r["accuracy_high"]), ci(r["f1"], r["f1_low"], r["f1_high"])
+            out.append(f"| {r['condition']} | {r['n']} | {r['n_failed']} | {acc} | {f1} |")
         out += ["", f"| condition - {self.baseline} | paired n | left out | accuracy | F1 |", "|---|---:|---:|---|---|"]
-        for r in self.differences.itertuples(index=False):
-            out.append(
-                f"| {r.condition} | {r.n} | {r.n_left_out} | {ci(r.accuracy_diff, r.accuracy_low, r.accuracy_high)} "
-                f"| {ci(r.f1_diff, r.f1_low, r.f1_high)} |"
-            )
+        for r in self.differences.to_dict("records"):
+            acc = ci(r["accuracy_diff"], r["accuracy_low"], r["accuracy_high"])
+            f1 = ci(r["f1_diff"], r["f1_low"], r["f1_high"])
+            out.append(f"| {r['condition']} | {r['n']} | {r['n_left_out']} | {acc} | {f1} |")
         if self.gap is not None:
             out += ["", f"| answer gap (n {self.gap_n}) | accuracy | F1 |", "|---|---|---|"]
-            for r in self.gap.itertuples(index=False):
-                acc, f1 = ci(r.accuracy, r.accuracy_low, r.accuracy_high), ci(r.f1, r.f1_low, r.f1_high)
-                out.append(f"| {r.part} | {acc} | {f1} |")
+            for r in self.gap.to_dict("records"):
+                acc, f1 = (
+                    ci(r["accuracy"], r["accuracy_low"], r["accuracy_high"]),
+                    ci(r["f1"], r["f1_low"], r["f1_high"]),
+                )
+                out.append(f"| {r['part']} | {acc} | {f1} |")
         return "\n".join(out) + "\n\n" + self.describe() + "\n"
 
 
-def _interval(values: np.ndarray, resamples: int, confidence: float, seed: int) -> tuple[float, float, float]:
-    """mean, and its percentile bootstrap interval (NaN below the minimum n)."""
+def _interval(
+    values: np.ndarray, resamples: int, confidence: float, seed: int, flat: list[str] | None = None, name: str = ""
+) -> tuple[float, float, float]:
+    """mean, and its percentile bootstrap interval (NaN below the minimum n); ``name`` is added to ``flat`` when
+    every value is the same (an interval of zero width: no spread, not certainty)."""
     if len(values) == 0:
         return float("nan"), float("nan"), float("nan")
     mean = float(values.mean())
     if len(values) < min_n(METHOD):
         return mean, float("nan"), float("nan")
+    if flat is not None and all_equal(values):
+        flat.append(name)
     means = paired_bootstrap_means(values, resamples=resamples, seed=seed)
     alpha = 1 - confidence
     low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
@@ -128,6 +133,7 @@ def condition_effects(
     wide = answers.pivot(index="query_id", columns="condition", values="f1")
     present = answers.pivot(index="query_id", columns="condition", values="condition").notna()
     names = list(dict.fromkeys(answers["condition"].tolist()))
+    flat: list[str] = []
     if baseline not in names:
         raise InputError(f"no condition {baseline!r} (the baseline) in the answer table; conditions: {names}")
     rows = []
@@ -136,8 +142,10 @@ def condition_effects(
         asked = present[name].to_numpy()
         ok = asked & ~np.isnan(f1)
         values = f1[ok]
-        acc = _interval(correct_of(values, correct_at=correct_at), resamples, confidence, seed)
-        f = _interval(values, resamples, confidence, seed)
+        acc = _interval(
+            correct_of(values, correct_at=correct_at), resamples, confidence, seed, flat, f"{name} accuracy"
+        )
+        f = _interval(values, resamples, confidence, seed, flat, f"{name} F1")
         rows.append((name, int(ok.sum()), int((asked & np.isnan(f1)).sum()), *acc, *f))
     conditions = pd.DataFrame(
         rows,
@@ -163,8 +171,8 @@ def condition_effects(
         both = ~np.isnan(other) & ~np.isnan(base)
         d_f1 = other[both] - base[both]
         d_acc = correct_of(other[both], correct_at=correct_at) - correct_of(base[both], correct_at=correct_at)
-        acc = _interval(d_acc, resamples, confidence, seed)
-        f = _interval(d_f1, resamples, confidence, seed)
+        acc = _interval(d_acc, resamples, confidence, seed, flat, f"{name} - {baseline} accuracy")
+        f = _interval(d_f1, resamples, confidence, seed, flat, f"{name} - {baseline} F1")
         diffs.append((name, baseline, int(both.sum()), int((either & ~both).sum()), *acc, *f))
     differences = pd.DataFrame(
         diffs,
@@ -182,6 +190,9 @@ def condition_effects(
         ],
     )
     gap, gap_n = _gap(wide, names, correct_at, resamples, confidence, seed)
+    if flat:
+        shown = ", ".join(flat[:5]) + (f" and {len(flat) - 5} more" if len(flat) > 5 else "")
+        warn_degenerate(f"{len(flat)} interval(s) of the answer conditions ({shown})")
     return ConditionEffects(conditions, differences, gap, gap_n, baseline, correct_at, resamples, confidence, seed)
 
 

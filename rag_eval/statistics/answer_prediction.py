@@ -30,7 +30,7 @@ from .._checks import check_choice
 from ..errors import InputError
 from ..metrics.grammar import parse_metric
 from ..reports.summary import chunk_rows
-from .paired import method_label, min_n, paired_bootstrap_ci
+from .paired import all_equal, method_label, min_n, paired_bootstrap_ci, warn_degenerate
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -164,10 +164,10 @@ class AnswerPrediction:
             "| predictor | n | NaN | correct | Spearman rho (F1) | AUC (correct) |",
             "|---|---:|---:|---:|---|---|",
         ]
-        for r in self.table.itertuples(index=False):
-            rho = _ci(r.spearman, r.spearman_low, r.spearman_high, digits)
-            auc = _ci(r.auc, r.auc_low, r.auc_high, digits)
-            rows.append(f"| {r.predictor} | {r.n} | {r.n_nan} | {r.n_correct} | {rho} | {auc} |")
+        for r in self.table.to_dict("records"):
+            rho = _ci(r["spearman"], r["spearman_low"], r["spearman_high"], digits)
+            auc = _ci(r["auc"], r["auc_low"], r["auc_high"], digits)
+            rows.append(f"| {r['predictor']} | {r['n']} | {r['n_nan']} | {r['n_correct']} | {rho} | {auc} |")
         return "\n".join(rows) + "\n\n" + self.describe() + "\n"
 
 
@@ -201,7 +201,8 @@ def _graded(answers: pd.DataFrame, condition: str, correct_at: float) -> pd.Data
         {"f1": f1, "correct": correct_of(f1, correct_at=correct_at)},
         index=pd.Index(rows["query_id"].astype(str).to_numpy(), name="query_id"),
     )
-    return frame[~np.isnan(f1)]
+    kept: pd.DataFrame = frame[~np.isnan(f1)]
+    return kept
 
 
 def _report_predictors(
@@ -275,6 +276,7 @@ def answer_predictors(
             f"bootstrap interval needs at least {need} ({method_label(METHOD)})"
         )
     rows = []
+    constant: list[str] = []
     for name, values in series.items():
         values = pd.Series(values.to_numpy(dtype=np.float64), index=values.index.astype(str))
         x_all = values.reindex(common).to_numpy(dtype=np.float64)
@@ -296,6 +298,9 @@ def answer_predictors(
             lo_a, hi_a, und_a = _percentiles(aucs, confidence)
             undefined = max(und_r, und_a)
             reasons = []
+            if all_equal(x):
+                constant.append(name)
+                reasons.append("the predictor is constant on these queries")
             if np.isnan(rho):
                 reasons.append("metric or F1 constant: rho undefined")
             if np.isnan(auc):
@@ -323,6 +328,9 @@ def answer_predictors(
             "note",
         ],
     )
+    if constant:
+        shown = ", ".join(constant[:5]) + (f" and {len(constant) - 5} more" if len(constant) > 5 else "")
+        warn_degenerate(f"{len(constant)} predictor(s) of the answers ({shown})")
     other = "spearman" if ranked_by == "auc" else "auc"
     table = table.sort_values([ranked_by, other], ascending=False, na_position="last", kind="stable")
     return AnswerPrediction(
