@@ -216,6 +216,9 @@ def test_budget_curve_is_the_accuracy_of_each_top_k_with_intervals():
     )
     with pytest.raises(InputError, match="top 5"):
         budget_curve(answers, ks=(5,))
+    few = budget_curve(answers[answers["query_id"].isin([f"q{i}" for i in range(9)])], ks=(1,), resamples=200)
+    assert few.loc[0, "n"] == 9 and few.loc[0, "accuracy"] == pytest.approx(4 / 9)
+    assert np.isnan(few.loc[0, "accuracy_low"]) and np.isnan(few.loc[0, "f1_high"])  # below min n 10: no interval
 
 
 # ----- context conditions ----------------------------------------------------------------------------------------
@@ -243,6 +246,8 @@ def test_contexts_of_each_condition():
     assert first[1:] == ("g2", "u1", "d1") and last[:3] == ("g2", "u1", "d1") and first[0] == last[3]
     three = ctx[distractor_condition(3, "last")]["q1"][3:]
     assert first[0] in three  # the 1 distractor is among the 3
+    # never g1 (relevant, not delivered), g2 (relevant, delivered), d1 (irrelevant but delivered) nor u1 (unjudged)
+    assert set(three) <= {"x1", "x2", "x3", "x4"} and len(set(three)) == 3
     shuffled = ctx[distractor_condition(3, "shuffled")]["q1"]
     assert sorted(shuffled) == sorted(("g2", "u1", "d1", *three))
     # q2 has one candidate (x5): enough for n = 1, too few for 3; q3 has no judgement

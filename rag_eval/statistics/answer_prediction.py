@@ -76,8 +76,11 @@ def _ranks(values: np.ndarray) -> np.ndarray:
 def spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Spearman's rho of each row of ``x`` with the same row of ``y`` (both ``[rows, n]``): Pearson's r of their
     average ranks; NaN for a row where either side is constant."""
-    rx = _ranks(x)
-    ry = _ranks(y)
+    return _rho_of_ranks(_ranks(x), _ranks(y))
+
+
+def _rho_of_ranks(rx: np.ndarray, ry: np.ndarray) -> np.ndarray:
+    """Pearson's r of each row of two rank matrices (overwritten: centred in place)."""
     rx -= rx.mean(axis=1, keepdims=True)
     ry -= ry.mean(axis=1, keepdims=True)
     num = (rx * ry).sum(axis=1)
@@ -90,7 +93,10 @@ def spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def auc_rows(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """ROC AUC of each row of ``scores`` for the 0/1 ``labels`` of the same row (both ``[rows, n]``): the
     Mann-Whitney U of the positives' average ranks over ``n1 * n0``; NaN for a row with one class only."""
-    ranks = _ranks(scores)
+    return _auc_of_ranks(_ranks(scores), labels)
+
+
+def _auc_of_ranks(ranks: np.ndarray, labels: np.ndarray) -> np.ndarray:
     positive = labels > 0.5
     n1 = positive.sum(axis=1).astype(np.float64)
     n0 = labels.shape[1] - n1
@@ -113,8 +119,9 @@ def _bootstrap(
     for start in range(0, resamples, step):
         b = min(step, resamples - start)
         idx = rng.integers(0, n, size=(b, n))
-        rho[start : start + b] = spearman_rows(x[idx], f1[idx])
-        auc[start : start + b] = auc_rows(x[idx], correct[idx])
+        rx = _ranks(x[idx])  # ranked once for both statistics (AUC first: rho centres its ranks in place)
+        auc[start : start + b] = _auc_of_ranks(rx, correct[idx])
+        rho[start : start + b] = _rho_of_ranks(rx, _ranks(f1[idx]))
     return rho, auc
 
 
