@@ -134,7 +134,8 @@ class Contexts:
 
 def delivered_ids(result: PipelineResult, stage: str | None = None) -> dict[str, tuple[str, ...]]:
     """``{query_id: chunk ids}`` the generator receives from ``stage`` (the last by default) of a pipeline
-    result: each successful query's ranking cut to the budget (:meth:`PipelineResult.delivered`)."""
+    result: each successful query's ranking cut to the budget (:meth:`PipelineResult.delivered`). A query the stage
+    failed on is absent (``result.failures`` names it): no condition answers it."""
     counts = result.delivered(stage)
     run = result.stages[stage or result.final_stage].run()
     offsets = run.offsets
