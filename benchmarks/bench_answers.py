@@ -31,9 +31,12 @@ pipelines that give a question the same chunks share it.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import platform
+import re
+import string
 import sys
 import time
 import warnings
@@ -64,21 +67,13 @@ def _grader() -> Callable[[str, Sequence[str]], tuple[float, float]]:
 
         return grade
     except ImportError:
-        import re
-        import string
         from collections import Counter
-
-        punctuation = set(string.punctuation)
-
-        def normalise(text: str) -> str:
-            text = "".join(ch for ch in text.lower() if ch not in punctuation)
-            return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
 
         def grade(answer: str, references: Sequence[str]) -> tuple[float, float]:
             em = f1 = 0.0
-            a = normalise(answer).split()
+            a = _normalised(answer).split()
             for ref in references:
-                r = normalise(ref).split()
+                r = _normalised(ref).split()
                 em = max(em, float(a == r))
                 common = sum((Counter(a) & Counter(r)).values())
                 if common:
@@ -89,12 +84,15 @@ def _grader() -> Callable[[str, Sequence[str]], tuple[float, float]]:
         return grade
 
 
-def _normalised(text: str) -> str:
-    import re
-    import string
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
 
-    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
-    return " " + " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split()) + " "
+
+@functools.lru_cache(maxsize=1 << 16)
+def _normalised(text: str) -> str:
+    """SQuAD's normalisation (lower case, no punctuation, no articles, single spaces), padded with a space on each
+    side so that ``in`` matches whole words only."""
+    return " " + " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCTUATION)).split()) + " "
 
 
 def _generator(name: str) -> Callable[[str, list[str]], str]:
