@@ -221,6 +221,28 @@ def test_budget_curve_is_the_accuracy_of_each_top_k_with_intervals():
     assert np.isnan(few.loc[0, "accuracy_low"]) and np.isnan(few.loc[0, "f1_high"])  # below min n 10: no interval
 
 
+def test_correctness_may_come_from_the_table_instead_of_f1():
+    """correct_at=None: another grade (a judge's) says what is correct; F1 still gives rho and the F1 means."""
+    report, answers, _ = _report_and_answers()
+    answers = answers.copy()
+    answers["correct"] = answers["f1"] > 0  # the half-right answers (F1 0.4) count as correct here
+    found = answer_predictors(report, answers, metrics=["recall@3"], correct_at=None, resamples=100)
+    x = report.values("bm25", "recall@3").loc[answers["query_id"]].to_numpy()
+    assert found.table.loc[0, "auc"] == pytest.approx(roc_auc_score(answers["correct"], x))
+    assert found.table.loc[0, "n_correct"] == int(answers["correct"].sum())
+    assert "the table's 'correct' column" in found.describe()
+    both = pd.concat([answers, answers.assign(condition="oracle", f1=1.0, correct=True)], ignore_index=True)
+    with pytest.warns(DegenerateInterval, match=r"\(oracle accuracy, oracle F1\)"):
+        effects = condition_effects(both, correct_at=None, resamples=100)
+    acc = effects.conditions.set_index("condition")["accuracy"]
+    assert acc[DELIVERED] == pytest.approx(answers["correct"].mean()) and acc[ORACLE] == 1.0
+    broken = answers.assign(correct=np.nan)
+    with pytest.raises(InputError, match=r"without a 'correct' value, e.g. query 'q00'"):
+        answer_predictors(report, broken, correct_at=None)
+    with pytest.raises(InputError, match="has none"):
+        condition_effects(answers.drop(columns="correct"), correct_at=None)
+
+
 # ----- context conditions ----------------------------------------------------------------------------------------
 
 QRELS = rag_eval.Qrels.from_dict(

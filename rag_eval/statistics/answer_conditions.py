@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import InputError
-from .answer_prediction import CORRECT_AT, correct_of
+from .answer_prediction import CORRECT_AT, correct_column, correct_rule
 from .paired import all_equal, method_label, min_n, paired_bootstrap_means, warn_degenerate
 
 if TYPE_CHECKING:
@@ -52,14 +52,14 @@ class ConditionEffects:
     gap: pd.DataFrame | None
     gap_n: int
     baseline: str
-    correct_at: float
+    correct_at: float | None
     resamples: int
     confidence: float
     seed: int
 
     def describe(self) -> str:
         return (
-            f"correct at F1 >= {self.correct_at:g}; {self.confidence:.0%} intervals: percentile "
+            f"{correct_rule(self.correct_at)}; {self.confidence:.0%} intervals: percentile "
             f"{method_label(METHOD)}, {self.resamples} resamples of the queries, seed {self.seed}; differences "
             f"paired by query against {self.baseline!r}"
         )
@@ -112,25 +112,26 @@ def condition_effects(
     answers: pd.DataFrame,
     *,
     baseline: str = DELIVERED,
-    correct_at: float = CORRECT_AT,
+    correct_at: float | None = CORRECT_AT,
     resamples: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
 ) -> ConditionEffects:
     """Accuracy and F1 per condition of ``answers`` (``query_id, condition, f1``, as
-    :func:`rag_eval.stages.contexts.answer_contexts` returns; ``correct`` is recomputed as F1 >= ``correct_at``),
-    each condition's paired difference from ``baseline`` and the gap split (see the module's doc)."""
+    :func:`rag_eval.stages.contexts.answer_contexts` returns; correct: F1 >= ``correct_at``, or with None the
+    table's ``correct`` column), each condition's paired difference from ``baseline`` and the gap split (see the
+    module's doc)."""
     import pandas as pd
 
     for column in ("query_id", "condition", "f1"):
         if column not in answers.columns:
             raise InputError(f"answer table: missing column {column!r}")
-    if not 0 <= correct_at <= 1:
-        raise InputError(f"correct_at {correct_at!r}: expected an F1 between 0 and 1")
     if answers.duplicated(["query_id", "condition"]).any():
         row = answers[answers.duplicated(["query_id", "condition"])].iloc[0]
         raise InputError(f"answer table: query {row['query_id']!r} has two answers in condition {row['condition']!r}")
-    wide = answers.pivot(index="query_id", columns="condition", values="f1")
+    graded = answers[["query_id", "condition", "f1"]].assign(correct=correct_column(answers, correct_at))
+    wide = graded.pivot(index="query_id", columns="condition", values="f1")
+    right = graded.pivot(index="query_id", columns="condition", values="correct")
     present = answers.pivot(index="query_id", columns="condition", values="condition").notna()
     names = list(dict.fromkeys(answers["condition"].tolist()))
     flat: list[str] = []
@@ -143,7 +144,7 @@ def condition_effects(
         ok = asked & ~np.isnan(f1)
         values = f1[ok]
         acc = _interval(
-            correct_of(values, correct_at=correct_at), resamples, confidence, seed, flat, f"{name} accuracy"
+            right[name].to_numpy(dtype=np.float64)[ok], resamples, confidence, seed, flat, f"{name} accuracy"
         )
         f = _interval(values, resamples, confidence, seed, flat, f"{name} F1")
         rows.append((name, int(ok.sum()), int((asked & np.isnan(f1)).sum()), *acc, *f))
@@ -162,6 +163,7 @@ def condition_effects(
         ],
     )
     base = wide[baseline].to_numpy(dtype=np.float64)
+    base_right = right[baseline].to_numpy(dtype=np.float64)
     diffs = []
     for name in names:
         if name == baseline:
@@ -170,7 +172,7 @@ def condition_effects(
         either = present[name].to_numpy() | present[baseline].to_numpy()
         both = ~np.isnan(other) & ~np.isnan(base)
         d_f1 = other[both] - base[both]
-        d_acc = correct_of(other[both], correct_at=correct_at) - correct_of(base[both], correct_at=correct_at)
+        d_acc = right[name].to_numpy(dtype=np.float64)[both] - base_right[both]
         acc = _interval(d_acc, resamples, confidence, seed, flat, f"{name} - {baseline} accuracy")
         f = _interval(d_f1, resamples, confidence, seed, flat, f"{name} - {baseline} F1")
         diffs.append((name, baseline, int(both.sum()), int((either & ~both).sum()), *acc, *f))
@@ -189,7 +191,7 @@ def condition_effects(
             "f1_high",
         ],
     )
-    gap, gap_n = _gap(wide, names, correct_at, resamples, confidence, seed)
+    gap, gap_n = _gap(wide, right, names, resamples, confidence, seed)
     if flat:
         shown = ", ".join(flat[:5]) + (f" and {len(flat) - 5} more" if len(flat) > 5 else "")
         warn_degenerate(f"{len(flat)} interval(s) of the answer conditions ({shown})")
@@ -197,22 +199,23 @@ def condition_effects(
 
 
 def _gap(
-    wide: pd.DataFrame, names: list[str], correct_at: float, resamples: int, confidence: float, seed: int
+    wide: pd.DataFrame, right: pd.DataFrame, names: list[str], resamples: int, confidence: float, seed: int
 ) -> tuple[pd.DataFrame | None, int]:
+    """The gap split (module doc) over the queries graded in all three conditions: F1 from ``wide``, correctness
+    from ``right``."""
     import pandas as pd
 
-    if not all(c in names for c in (ORACLE, DELIVERED, DELIVERED_RELEVANT)):
+    parts_of = (ORACLE, DELIVERED, DELIVERED_RELEVANT)
+    if not all(c in names for c in parts_of):
         return None, 0
-    o, d, r = (wide[c].to_numpy(dtype=np.float64) for c in (ORACLE, DELIVERED, DELIVERED_RELEVANT))
+    o, d, r = (wide[c].to_numpy(dtype=np.float64) for c in parts_of)
+    co, cd, cr = (right[c].to_numpy(dtype=np.float64) for c in parts_of)
     keep = ~(np.isnan(o) | np.isnan(d) | np.isnan(r))
-    o, d, r = o[keep], d[keep], r[keep]
     rows = []
-    parts = {"gap": (o, d), "retrieval": (o, r), "noise": (r, d)}
-    for part, (hi, lo) in parts.items():
-        acc = _interval(
-            correct_of(hi, correct_at=correct_at) - correct_of(lo, correct_at=correct_at), resamples, confidence, seed
-        )
-        f = _interval(hi - lo, resamples, confidence, seed)
+    parts = {"gap": ((o, co), (d, cd)), "retrieval": ((o, co), (r, cr)), "noise": ((r, cr), (d, cd))}
+    for part, ((f_hi, c_hi), (f_lo, c_lo)) in parts.items():
+        acc = _interval(c_hi[keep] - c_lo[keep], resamples, confidence, seed)
+        f = _interval(f_hi[keep] - f_lo[keep], resamples, confidence, seed)
         rows.append((part, *acc, *f))
     table = pd.DataFrame(rows, columns=["part", "accuracy", "accuracy_low", "accuracy_high", "f1", "f1_low", "f1_high"])
     return table, int(keep.sum())

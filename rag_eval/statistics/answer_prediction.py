@@ -44,6 +44,7 @@ __all__ = [
     "answer_predictors",
     "auc_rows",
     "budget_curve",
+    "correct_column",
     "correct_of",
     "spearman_rows",
 ]
@@ -61,6 +62,38 @@ def correct_of(f1: np.ndarray, *, correct_at: float = CORRECT_AT) -> np.ndarray:
     """1.0 where ``f1 >= correct_at``, 0.0 below, NaN where F1 is NaN (a failed answer)."""
     f1 = np.asarray(f1, dtype=np.float64)
     return np.where(np.isnan(f1), np.nan, (f1 >= correct_at).astype(np.float64))
+
+
+def correct_column(answers: pd.DataFrame, correct_at: float | None) -> np.ndarray:
+    """Each row's correctness as 1.0, 0.0 or NaN (a failed answer: F1 NaN): ``f1 >= correct_at``, or, with
+    ``correct_at=None``, the table's own ``correct`` column (another grade, e.g. a judge's: True/False or 1/0)."""
+    f1 = answers["f1"].to_numpy(dtype=np.float64)
+    if correct_at is not None:
+        if isinstance(correct_at, bool) or not 0 <= correct_at <= 1:
+            raise InputError(f"correct_at {correct_at!r}: expected an F1 between 0 and 1, or None")
+        return correct_of(f1, correct_at=correct_at)
+    if "correct" not in answers.columns:
+        raise InputError("correct_at=None reads the answer table's 'correct' column, and it has none")
+    try:
+        given = answers["correct"].astype("float64").to_numpy()
+    except (TypeError, ValueError):
+        raise InputError("answer table: column 'correct' holds a value that is not True, False, 1, 0 or NaN") from None
+    if np.any(~np.isnan(given) & (given != 0) & (given != 1)):
+        raise InputError("answer table: column 'correct' holds a number other than 0 and 1")
+    lacking = np.isnan(given) & ~np.isnan(f1)
+    if lacking.any():
+        row = answers.iloc[int(np.flatnonzero(lacking)[0])]
+        raise InputError(
+            f"answer table: {int(lacking.sum())} graded answer(s) without a 'correct' value, e.g. query "
+            f"{row['query_id']!r} in condition {row['condition']!r}"
+        )
+    out: np.ndarray = np.where(np.isnan(f1), np.nan, given)
+    return out
+
+
+def correct_rule(correct_at: float | None) -> str:
+    """How correctness was decided, in words."""
+    return "correct as the table's 'correct' column says" if correct_at is None else f"correct at F1 >= {correct_at:g}"
 
 
 # ----- kernels: one statistic per row of a [replicates, n] matrix --------------------------------------------------
@@ -148,7 +181,7 @@ class AnswerPrediction:
 
     table: pd.DataFrame
     condition: str
-    correct_at: float
+    correct_at: float | None
     method: str
     resamples: int
     confidence: float
@@ -160,7 +193,7 @@ class AnswerPrediction:
         """What the table rests on, in one sentence."""
         left = ", ".join(f"{v} {k}" for k, v in self.left_out.items() if v) or "none"
         return (
-            f"answers of condition {self.condition!r}, correct at F1 >= {self.correct_at:g}; "
+            f"answers of condition {self.condition!r}, {correct_rule(self.correct_at)}; "
             f"{self.confidence:.0%} intervals: percentile {method_label(self.method)}, {self.resamples} resamples of "
             f"the queries, seed {self.seed}; ranked by {self.ranked_by}; left out: {left}"
         )
@@ -186,8 +219,8 @@ def _ci(value: float, low: float, high: float, digits: int) -> str:
     return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
-def _graded(answers: pd.DataFrame, condition: str, correct_at: float) -> pd.DataFrame:
-    """The rows of ``condition``, indexed by query id, with ``f1`` and ``correct`` (recomputed at ``correct_at``);
+def _graded(answers: pd.DataFrame, condition: str, correct_at: float | None) -> pd.DataFrame:
+    """The rows of ``condition``, indexed by query id, with ``f1`` and ``correct`` (:func:`correct_column`);
     failed answers (F1 NaN) dropped."""
     missing = [c for c in ("query_id", "condition", "f1") if c not in answers.columns]
     if missing:
@@ -205,7 +238,7 @@ def _graded(answers: pd.DataFrame, condition: str, correct_at: float) -> pd.Data
     import pandas as pd
 
     frame = pd.DataFrame(
-        {"f1": f1, "correct": correct_of(f1, correct_at=correct_at)},
+        {"f1": f1, "correct": correct_column(rows, correct_at)},
         index=pd.Index(rows["query_id"].astype(str).to_numpy(), name="query_id"),
     )
     kept: pd.DataFrame = frame[~np.isnan(f1)]
@@ -232,7 +265,7 @@ def answer_predictors(
     metrics: Sequence[str] | None = None,
     extra: Mapping[str, pd.Series] | None = None,
     condition: str = "delivered",
-    correct_at: float = CORRECT_AT,
+    correct_at: float | None = CORRECT_AT,
     ranked_by: str = "auc",
     resamples: int = 1000,
     confidence: float = 0.95,
@@ -250,8 +283,6 @@ def answer_predictors(
     check_choice(ranked_by, "ranked_by", ["auc", "spearman"])
     if not 0 < confidence < 1:
         raise InputError(f"confidence {confidence!r}: expected a number between 0 and 1")
-    if not 0 <= correct_at <= 1:
-        raise InputError(f"correct_at {correct_at!r}: expected an F1 between 0 and 1")
     graded = _graded(answers, condition, correct_at)
     series: dict[str, pd.Series] = {}
     if report is not None:
@@ -343,7 +374,7 @@ def answer_predictors(
     return AnswerPrediction(
         table=table.reset_index(drop=True),
         condition=condition,
-        correct_at=float(correct_at),
+        correct_at=correct_at,
         method=METHOD,
         resamples=resamples,
         confidence=confidence,
@@ -361,7 +392,7 @@ def budget_curve(
     *,
     ks: Sequence[int] = (1, 2, 3, 5, 10),
     condition: str = "top {k}",
-    correct_at: float = CORRECT_AT,
+    correct_at: float | None = CORRECT_AT,
     resamples: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
@@ -383,7 +414,7 @@ def budget_curve(
         f1 = part["f1"].to_numpy(dtype=np.float64)
         ok = ~np.isnan(f1)
         f1 = f1[ok]
-        correct = correct_of(f1, correct_at=correct_at)
+        correct = correct_column(part, correct_at)[ok]
         n = len(f1)
         if n >= need:
             a_lo, a_hi = paired_bootstrap_ci(correct, resamples=resamples, confidence=confidence, seed=seed)
