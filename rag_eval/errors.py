@@ -17,8 +17,10 @@ __all__ = [
     "DegenerateInterval",
     "DuplicateJudgement",
     "DuplicateResult",
+    "FailedAnswers",
     "FailingJudge",
     "FailingStage",
+    "FewDistractors",
     "HarnessError",
     "IdsConverted",
     "InfiniteScore",
@@ -154,6 +156,16 @@ class FailingJudge(RagEvalWarning):
     """A model judge that failed on more than half of the items it was asked to grade (a malformed answer, a
     timeout, an error of its own): said once, with the count and the first error; the failed items are not in the
     log and are asked again on the next run (:func:`rag_eval.ground_truth.judging.judge`)."""
+
+
+class FailedAnswers(RagEvalWarning):
+    """A generator call that failed while answering a context condition or grading a chunk's utility: each kept
+    per item (answer None, EM and F1 NaN, the error beside it), said once with the count and the first error."""
+
+
+class FewDistractors(RagEvalWarning):
+    """Queries with fewer chunks judged irrelevant (grade 0, not delivered) than the distractors asked for: each is
+    left out of those context conditions and counted, said once (:func:`rag_eval.stages.contexts.build_contexts`)."""
 
 
 class CappedResults(RagEvalWarning):

@@ -5,7 +5,8 @@ qrels (:mod:`.qrels_writer`); and project labels given on documents and answer s
 (:mod:`.querysets`). With model judges: grade a pool with a judge into a log (:mod:`.judging`), measure the judge's
 agreement with people (:mod:`.agreement`; the rankings' agreement is :mod:`rag_eval.statistics`), draw the queries
 people grade in full for prediction-powered estimates (:mod:`.human_sample`), and order a pool so that what matters
-to the comparison is labelled first (:mod:`.ordering`)."""
+to the comparison is labelled first (:mod:`.ordering`). With a generator: eRAG's utility labels, each chunk graded by
+whether the generator answers from it alone (:mod:`.utility`)."""
 
 from .._moved import moved_names, old_paths
 from .agreement import JudgeAgreement, judge_agreement, log_agreement
@@ -18,6 +19,7 @@ from .pooling import Pool, PoolItem, pool
 from .projection import Projection, ProjectionRules, QueryCounts, project
 from .qrels_writer import write_qrels
 from .querysets import merge_near_duplicates, sample_queries
+from .utility import UtilityLabels, utility_labels
 
 __all__ = [
     "Agreement",
@@ -33,6 +35,7 @@ __all__ = [
     "Projection",
     "ProjectionRules",
     "QueryCounts",
+    "UtilityLabels",
     "check_complete",
     "cohen_kappa",
     "draw_human_sample",
@@ -48,6 +51,7 @@ __all__ = [
     "pool",
     "project",
     "sample_queries",
+    "utility_labels",
     "write_qrels",
 ]
 

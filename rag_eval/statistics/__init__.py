@@ -1,20 +1,28 @@
 """Layer 5, the statistics of reports: paired comparisons with tests and intervals (:mod:`.comparison`,
 :mod:`.paired`), power and the queries needed (:mod:`.power_analysis`), judge-assisted (prediction-powered) estimates
-(:mod:`.prediction_powered`) and the agreement of two rankings of systems (:mod:`.rankings`).
-See docs/power.md, docs/ppi.md and docs/agreement.md."""
+(:mod:`.prediction_powered`), the agreement of two rankings of systems (:mod:`.rankings`), and retrieval against
+answers: which retrieval number predicts them (:mod:`.answer_prediction`) and what the context did to them
+(:mod:`.answer_conditions`). See docs/power.md, docs/ppi.md, docs/agreement.md and docs/answers-analysis.md."""
 
+from .answer_conditions import ConditionEffects, condition_effects
+from .answer_prediction import AnswerPrediction, answer_predictors, budget_curve
 from .comparison import Comparison, compare
 from .power_analysis import PowerAnalysis, power
 from .prediction_powered import JudgeAssisted, PPIInterval, human_interval, judge_assisted, judge_interval, ppi_interval
 from .rankings import RankingAgreement, ranking_agreement
 
 __all__ = [
+    "AnswerPrediction",
     "Comparison",
+    "ConditionEffects",
     "JudgeAssisted",
     "PPIInterval",
     "PowerAnalysis",
     "RankingAgreement",
+    "answer_predictors",
+    "budget_curve",
     "compare",
+    "condition_effects",
     "human_interval",
     "judge_assisted",
     "judge_interval",

@@ -1,0 +1,330 @@
+"""Does retrieval predict the answer? SQuAD v1.1 dev through the built-in pipelines and a generator (issue 31). Not a
+test; run from the repository root:
+
+    .venv/bin/python benchmarks/bench_answers.py [--dataset ../shared/datasets/squad-dev-v1.1] [--questions 300] \\
+        [--seed 0] [--generator extractive|smollm2|package.module:function] [--write FILE]
+
+Questions: ``--questions`` drawn from the dev set's 10,570 (sorted ids, NumPy's generator seeded ``--seed``). Corpus:
+the 2,067 paragraphs, each a chunk; qrels: the question's paragraph (grade 1). Pipelines: the built-in ``bm25`` and
+``bm25>>dense`` (:mod:`rag_eval.builtin.pipelines`) at depth ``--depth``, delivering ``--budget`` chunks.
+
+- **Judged irrelevant.** SQuAD judges one paragraph per question and nothing else, so grade-0 judgements are made
+  for the distractor conditions: a chunk in bm25's top ``--pool`` for the question that is not its paragraph and
+  holds none of its reference answers (SQuAD-normalised text) is judged 0. Nothing else is judged 0.
+- **Conditions** (:func:`rag_eval.stages.contexts.build_contexts`): none, oracle (the paragraph), delivered,
+  delivered relevant, delivered + 1/3/5 judged-irrelevant chunks first/last/shuffled (seeded), top k for k = 1, 2,
+  3, 5, 10 (the budget curve).
+- **Grading**: SQuAD v1.1's EM and token F1 (max over the references); correct: F1 >= 0.5.
+- **Predictors** (:func:`rag_eval.statistics.answer_prediction.answer_predictors`): the retrieval metrics of the
+  delivering stage against the delivered condition's answers, plus answer-string containment@k (a reference answer
+  in the top k chunks' text). Span containment (the labelled span inside a top-k chunk) equals hit@k here: the
+  chunks are whole paragraphs and every span lies in its question's paragraph.
+- **Utility labels** (eRAG): each delivered chunk graded by whether the generator answers from it alone, and their
+  agreement with the (constructed) human judgements.
+
+``--generator extractive`` is :func:`rag_eval.stages.contexts.sentence_reader`, a lexical reader without a model (the
+floor); ``smollm2`` is the built-in SmolLM2-135M generator of the generator stage; ``package.module:function`` any
+``generate(question, chunks) -> str``. One generator call per distinct (question, context): conditions and
+pipelines that give a question the same chunks share it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import json
+import platform
+import re
+import string
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+DATASET = Path(__file__).resolve().parent.parent.parent / "shared" / "datasets" / "squad-dev-v1.1"
+PIPELINES = ("bm25", "bm25>>dense")
+KS = (1, 2, 3, 5, 10)
+METRICS = [f"{m}@{k}" for m in ("recall", "precision", "hit", "ndcg") for k in KS] + ["mrr@10"]
+
+
+def _grader() -> Callable[[str, Sequence[str]], tuple[float, float]]:
+    """SQuAD v1.1's EM and F1: rag_eval's own grading where this checkout has it, else the script's functions."""
+    try:
+        from rag_eval.metrics.answers import exact_match, token_f1  # type: ignore[import-not-found]
+
+        def grade(answer: str, references: Sequence[str]) -> tuple[float, float]:
+            return exact_match(answer, list(references)), token_f1(answer, list(references))
+
+        return grade
+    except ImportError:
+        from collections import Counter
+
+        def grade(answer: str, references: Sequence[str]) -> tuple[float, float]:
+            em = f1 = 0.0
+            a = _normalised(answer).split()
+            for ref in references:
+                r = _normalised(ref).split()
+                em = max(em, float(a == r))
+                common = sum((Counter(a) & Counter(r)).values())
+                if common:
+                    p, q = common / len(a), common / len(r)
+                    f1 = max(f1, 2 * p * q / (p + q))
+            return em, f1
+
+        return grade
+
+
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _normalised(text: str) -> str:
+    """SQuAD's normalisation (lower case, no punctuation, no articles, single spaces), padded with a space on each
+    side so that ``in`` matches whole words only."""
+    return " " + " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCTUATION)).split()) + " "
+
+
+def _generator(name: str) -> Callable[[str, list[str]], str]:
+    if name == "extractive":
+        from rag_eval.stages.contexts import sentence_reader
+
+        return sentence_reader
+    if name == "smollm2":
+        try:
+            module = importlib.import_module("rag_eval.builtin.generators")
+            return module.smollm2()  # type: ignore[no-any-return]
+        except (ImportError, AttributeError) as exc:
+            raise SystemExit(f"--generator smollm2 needs the built-in SmolLM2 generator (issue 31): {exc}") from None
+    module_name, _, attribute = name.partition(":")
+    if not attribute:
+        raise SystemExit(f"unknown generator {name!r}: extractive, smollm2 or package.module:function")
+    return getattr(importlib.import_module(module_name), attribute)  # type: ignore[no-any-return]
+
+
+class Memo:
+    """One call per distinct (question, context) across conditions and pipelines; counts calls and their time."""
+
+    def __init__(self, generate: Callable[[str, list[str]], str]) -> None:
+        self.generate, self.done, self.calls, self.seconds = generate, {}, 0, 0.0
+
+    def __call__(self, question: str, chunks: list[str]) -> str:
+        key = (question, tuple(chunks))
+        if key not in self.done:
+            started = time.perf_counter()
+            self.done[key] = self.generate(question, chunks)
+            self.seconds += time.perf_counter() - started
+            self.calls += 1
+        return self.done[key]
+
+
+def _containment(
+    ranked: dict[str, tuple[str, ...]], texts: dict[str, str], references: dict[str, list[str]], k: int
+) -> pd.Series:
+    """Per query, 1.0 when a reference answer (SQuAD-normalised) is in the text of the top k chunks, else 0.0."""
+    import pandas as pd
+
+    found = {}
+    for q, chunks in ranked.items():
+        context = " ".join(_normalised(texts[d]) for d in chunks[:k])
+        found[q] = float(any(_normalised(r) in context for r in references[q]))
+    return pd.Series(found)
+
+
+def _shown(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _draw(ids: Sequence[str], n: int, seed: int) -> list[str]:
+    ordered = sorted(ids)
+    pick = np.random.default_rng(seed).permutation(len(ordered))[:n]
+    return [ordered[i] for i in sorted(pick.tolist())]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default=str(DATASET))
+    parser.add_argument("--questions", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--generator", default="extractive")
+    parser.add_argument("--pipelines", default=",".join(PIPELINES))
+    parser.add_argument("--depth", type=int, default=20)
+    parser.add_argument("--budget", type=int, default=3, help="chunks delivered to the generator")
+    parser.add_argument("--pool", type=int, default=20, help="bm25's top n from which grade-0 judgements are made")
+    parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--cache", default="/tmp/rag_eval-bench-answers")
+    parser.add_argument("--write", help="write the Markdown section to this file")
+    args = parser.parse_args(argv)
+
+    import rag_eval
+    from rag_eval.builtin.pipelines import BATCH_SIZE, Parts, build
+    from rag_eval.data.collection import Collection
+    from rag_eval.errors import DegenerateInterval, FewDistractors
+    from rag_eval.ground_truth.utility import utility_labels
+    from rag_eval.stages.contexts import answer_contexts, build_contexts, delivered_ids, ranked_ids
+    from rag_eval.statistics.answer_conditions import condition_effects
+    from rag_eval.statistics.answer_prediction import answer_predictors, budget_curve
+
+    started_all = time.perf_counter()
+    folder = Path(args.dataset)
+    if not folder.exists():
+        raise SystemExit(f"no dataset at {folder}")
+    full = Collection.from_beir(folder)
+    references: dict[str, list[str]] = {}
+    with open(folder / "answers.jsonl", encoding="utf-8") as f:
+        for line in f:
+            record = json.loads(line)
+            references[record["query_id"]] = [a["text"] for a in record["answers"]]
+    chosen = _draw(list(full.queries), args.questions, args.seed)
+    queries = {q: full.queries[q] for q in chosen}
+    collection = Collection(
+        full.name, full.corpus, queries, rag_eval.Qrels.from_dict({q: full.qrels[q] for q in chosen})
+    )
+    texts = {d: c.content for d, c in collection.corpus.items()}
+    grade = _grader()
+    generate = Memo(_generator(args.generator))
+    parts = Parts(collection, Path(args.cache))
+    timings: dict[str, float] = {}
+
+    # grade-0 judgements: bm25's top --pool chunks that are not the paragraph and hold no reference answer
+    started = time.perf_counter()
+    bm25 = build("bm25", collection, depth=args.pool, budget=args.budget, parts=parts)
+    pool = ranked_ids(bm25.run(queries, batch_size=BATCH_SIZE))
+    judgements: dict[str, dict[str, int]] = {}
+    for q in chosen:
+        answers = [_normalised(a) for a in references[q]]
+        judged = dict(collection.qrels[q].items())
+        for d in pool.get(q, ()):
+            if d not in judged and not any(a in _normalised(texts[d]) for a in answers):
+                judged[d] = 0
+        judgements[q] = judged
+    qrels = rag_eval.Qrels.from_dict(judgements)
+    timings["bm25 index and the grade-0 pool"] = time.perf_counter() - started
+
+    sections: list[str] = []
+    summary: list[str] = []
+    names = [p.strip() for p in args.pipelines.split(",") if p.strip()]
+    for name in names:
+        started = time.perf_counter()
+        pipeline = build(name, collection, depth=args.depth, budget=args.budget, parts=parts)
+        result = pipeline.run(queries, batch_size=BATCH_SIZE, cache=Path(args.cache) / "stages")
+        stage = result.final_stage
+        # one judged paragraph per question: judged@10 is at most 0.1 by design, so no judged-share warning
+        report = rag_eval.evaluate(collection.qrels, result.runs[stage], METRICS, judged_threshold=0.0)
+        encoded = " (the corpus encoded by MiniLM or read from the cache)" if "dense" in name else ""
+        timings[f"{name}: retrieval{encoded}"] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        delivered = delivered_ids(result)
+        ranked = ranked_ids(result)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", FewDistractors)
+            contexts = build_contexts(delivered, qrels, ranked=ranked, ks=KS, seed=args.seed)
+        few = [str(w.message) for w in caught if issubclass(w.category, FewDistractors)]
+        calls_before = generate.calls
+        answers = answer_contexts(contexts, queries, texts, generate, grade, references)
+        with warnings.catch_warnings(record=True) as flat:
+            warnings.simplefilter("always", DegenerateInterval)
+            effects = condition_effects(answers, resamples=args.resamples, seed=args.seed)
+        containment = {f"answer in top {k}": _containment(ranked, texts, references, k) for k in KS}
+        with warnings.catch_warnings(record=True) as flat_predictors:
+            warnings.simplefilter("always", DegenerateInterval)
+            predictors = answer_predictors(report, answers, extra=containment, resamples=args.resamples, seed=args.seed)
+        zero_width = [str(w.message).split(":")[0] for w in [*flat, *flat_predictors]]
+        curve = budget_curve(answers, ks=KS, resamples=args.resamples, seed=args.seed)
+        utility = utility_labels(delivered, queries, texts, generate, grade, references)
+        agreement = utility.agreement(qrels, warn=False)
+        timings[f"{name}: generation and analysis"] = time.perf_counter() - started
+        calls = generate.calls - calls_before
+
+        curve_rows = ["| k | n | accuracy | F1 |", "|---:|---:|---|---|"]
+        for r in curve.itertuples(index=False):
+            curve_rows.append(
+                f"| {r.k} | {r.n} | {r.accuracy:.3f} [{r.accuracy_low:.3f}, {r.accuracy_high:.3f}] | "
+                f"{r.f1:.3f} [{r.f1_low:.3f}, {r.f1_high:.3f}] |"
+            )
+        gap = effects.gap.set_index("part") if effects.gap is not None else None
+        sections += [
+            f"### {name} (delivering {args.budget} chunks from depth {args.depth})",
+            "",
+            "Accuracy and F1 per context condition, and paired differences from `delivered`:",
+            "",
+            effects.to_markdown(),
+            (f"Left out for too few judged-irrelevant chunks: {few[0]}" if few else "No query lacked distractors."),
+            "",
+            (
+                "Zero-width intervals (no spread among these questions): " + "; ".join(zero_width) + "."
+                if zero_width
+                else "No interval has zero width."
+            ),
+            "",
+            "Which retrieval number predicts the answers (delivered condition):",
+            "",
+            predictors.to_markdown(),
+            "Answer accuracy against the budget (top k of the final ranking):",
+            "",
+            "\n".join(curve_rows),
+            "",
+            f"Utility labels (eRAG) of the {len(utility.answers)} delivered chunks: "
+            f"{sum(g for q in utility.qrels.query_ids for g in utility.qrels[q].values())} useful; against the "
+            f"judgements, on {agreement.n} chunks judged by both: Cohen's kappa {_shown(agreement.kappa)}, "
+            f"useful-given-relevant (recall) {_shown(agreement.cuts[0].recall)}, relevant-given-useful (precision) "
+            f"{_shown(agreement.cuts[0].precision)}.",
+            "",
+        ]
+        best = predictors.table.iloc[0]
+        acc = effects.conditions.set_index("condition")["accuracy"]
+        summary.append(
+            f"| {name} | {acc.get('none', float('nan')):.3f} | {acc.get('oracle', float('nan')):.3f} | "
+            f"{acc.get('delivered', float('nan')):.3f} | "
+            + (
+                f"{gap.loc['retrieval', 'accuracy']:.3f} / {gap.loc['noise', 'accuracy']:.3f} | "
+                if gap is not None
+                else "n/a | "
+            )
+            + f"{best['predictor']} (AUC {best['auc']:.3f}) | {calls:,} |"
+        )
+    wall = time.perf_counter() - started_all
+    command = "nice -n 19 .venv/bin/python benchmarks/bench_answers.py" + "".join(
+        f" {a}" for a in (argv if argv is not None else sys.argv[1:])
+    )
+    text = "\n".join(
+        [
+            f"## Retrieval against answers on SQuAD v1.1 dev ({args.generator} generator)",
+            "",
+            f"`{command}` ({time.strftime('%Y-%m-%d')}, {platform.machine()}, 2 shared cores). "
+            f"{len(chosen)} questions drawn with seed {args.seed}; grade-0 judgements made from bm25's top "
+            f"{args.pool} (not the paragraph, no reference answer in it); correct: F1 >= 0.5; 95% percentile "
+            f"bootstrap intervals over questions ({args.resamples} resamples, min n 10). Method and caveats: "
+            "`benchmarks/bench_answers.py` and docs/answers-analysis.md.",
+            "",
+            "| pipeline | accuracy, no context | oracle | delivered | gap: retrieval / noise | best predictor | "
+            "new generator calls |",
+            "|---|---:|---:|---:|---|---|---:|",
+            *summary,
+            "",
+            *sections,
+            "Wall time: "
+            + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())
+            + f"; generator {generate.seconds:.0f} s over {generate.calls:,} calls; total {wall:.0f} s.",
+            "",
+        ]
+    )
+    print(text)
+    if args.write:
+        Path(args.write).write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
