@@ -166,30 +166,41 @@ class Comparison:
         return "\n".join(lines) + "\n"
 
     def plot(self, ax: Any = None) -> Any:
-        """The mean differences with their intervals, significant ones filled; returns the matplotlib Axes."""
+        """The mean differences with their intervals, significant ones filled (Okabe-Ito colours, the legend right
+        of the axes); returns the matplotlib Axes."""
         import matplotlib.pyplot as plt
 
+        from .._plot_style import OKABE_ITO, legend_outside
+
         frame = self.table
+        own = ax is None
         if ax is None:
-            _, ax = plt.subplots(figsize=(6, 0.45 * len(frame) + 1.2))
+            _, ax = plt.subplots(figsize=(6, 0.45 * len(frame) + 1.4))
         y = np.arange(len(frame))[::-1]
         err = np.vstack([frame["diff"] - frame["ci_low"], frame["ci_high"] - frame["diff"]])
         for filled in (True, False):
             pick = frame["rejected"].to_numpy() == filled
+            colour = OKABE_ITO["blue"] if filled else OKABE_ITO["orange"]
             ax.errorbar(
                 frame["diff"][pick],
                 y[pick],
                 xerr=err[:, pick],
-                fmt="o",
+                fmt="o" if filled else "s",  # told apart by shape as well as colour
+                color=colour,
                 capsize=3,
-                mfc=None if filled else "white",
+                mfc=colour if filled else "white",
                 label="significant" if filled else "not significant",
             )
-        ax.axvline(0, color="grey", linewidth=0.8)
+        ax.axvline(0, color=OKABE_ITO["black"], linewidth=0.8)
         ticks = [plot_text(f"{s}: {m}") for s, m in zip(frame["system"], frame["metric"], strict=True)]
         ax.set_yticks(y, ticks, fontsize=8)
+        ax.set_ylim(-0.7, len(frame) - 0.3)
         ax.set_xlabel(plot_text(f"difference from {self.settings['baseline']}"))
-        ax.legend(fontsize=7)
+        level = f"{self.settings.get('confidence', 0.95):.0%}"
+        ax.set_title(plot_text(f"difference from {self.settings['baseline']}, with its {level} interval"), fontsize=9)
+        legend_outside(ax, fontsize=7)
+        if own:
+            ax.figure.tight_layout()  # the legend right of the axes kept in the figure
         return ax
 
 
