@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import warnings
 
 import pandas as pd
@@ -266,3 +267,29 @@ def test_a_stage_run_is_tagged_with_its_stage_even_with_a_dot_in_its_name(tmp_pa
     report.save_folder(tmp_path / "f", runs={"my pipe": result}, plots=False)
     lines = (tmp_path / "f" / "runs" / "my_pipe.fixed.v2.trec").read_text().splitlines()
     assert len(lines) == 9 and {line.split()[5] for line in lines} == {"fixed.v2"}
+
+
+def test_report_md_says_n_a_for_the_latency_of_a_stage_served_from_the_cache(tmp_path):
+    """A stage served from the cache has no time measured: report.md says n/a, as the HTML page does, not nan."""
+    pipeline = Pipeline(Fixed(text="alpha"), depth=3, budget=2)
+    computed = pipeline.run(QUERIES, progress=False, cache=tmp_path / "cache")
+    cached = pipeline.run(QUERIES, progress=False, cache=tmp_path / "cache")
+    row = cached.latency.to_dict("records")[0]
+    assert (row["n"], row["cache_hits"]) == (0, len(QUERIES)) and pd.isna(row["p50"])
+    for name, result in (("computed", computed), ("cached", cached)):
+        write_report_folder(
+            tmp_path / name,
+            quiet(JUDGED, {"fixed": result}),
+            {"fixed": result},
+            Qrels.from_dict(JUDGED),
+            title="t",
+            facts={},
+            plots=False,
+        )
+    lines = (tmp_path / "cached" / "report.md").read_text().splitlines()
+    assert f"| fixed | n/a | n/a | 0 | {len(QUERIES)} | 0 |" in lines
+    assert not [line for line in lines if re.search(r"\bnan\b", line)]
+    timed = computed.latency.to_dict("records")[0]
+    assert f"| fixed | {timed['p50']:.4f} | {timed['p95']:.4f} | {len(QUERIES)} | 0 | 0 |" in (
+        (tmp_path / "computed" / "report.md").read_text().splitlines()
+    )

@@ -544,6 +544,11 @@ def _ci(row: Mapping[Any, Any]) -> str:
     return f"{row['mean']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
 
 
+def _seconds(value: Any) -> str:
+    """A latency cell: n/a where nothing was timed (a stage served from the cache), as the HTML page says."""
+    return "n/a" if value is None or not np.isfinite(value) else f"{value:.4f}"
+
+
 def _markdown(
     title: str,
     report: FolderReport,
@@ -613,8 +618,8 @@ def _pipeline_markdown(report: FolderReport, results: Mapping[str, PipelineResul
             "|---|---:|---:|---:|---:|---:|",
         ]
         lines += [
-            f"| {markdown_cell(r['stage'])} | {r['p50']:.4f} | {r['p95']:.4f} | {r['n']} | {r['cache_hits']} | "
-            f"{r['failed']} |"
+            f"| {markdown_cell(r['stage'])} | {_seconds(r['p50'])} | {_seconds(r['p95'])} | {r['n']} | "
+            f"{r['cache_hits']} | {r['failed']} |"
             for r in result.latency.to_dict("records")
         ]
         lines.append("")
