@@ -10,7 +10,7 @@ import pytest
 
 from rag_eval import Pipeline, Report, Run, evaluate
 from rag_eval.adapters import functions
-from rag_eval.reports.funnel import HEADLINE_COLUMNS, LOSS_COLUMNS, STEP_COLUMNS, funnel
+from rag_eval.reports.funnel import HEADLINE_COLUMNS, LOSS_COLUMNS, STEP_COLUMNS, funnel, query_funnel
 
 # kw returns 3 within the depth (a3 and y past it); cut drops a2; order reverses, and fails on qc; budget 2
 RANKINGS = {"qa": ["a1", "x", "a2", "a3", "y"], "qb": ["b1", "b2", "b3"], "qc": ["c1", "z", "w"], "qd": ["d0", "e"]}
@@ -81,6 +81,25 @@ def test_the_funnel_counts_by_hand(three_stages):
     by_step = f.losses.groupby("order")["items"].sum().reindex(f.steps["order"], fill_value=0)
     assert by_step.tolist() == f.steps["lost"].tolist()
     assert f.steps_of(PIPE)[3]["losses"][1]["fate"] == "failed"
+
+
+def test_per_query_the_same_counts(three_stages):
+    _, report = three_stages
+    per = query_funnel(report)
+    rows = {(r.query_id, r.order, r.stage, r.fate): r.items for r in per.itertuples()}
+    assert rows == {
+        ("qa", 4, "", "delivered"): 1,
+        ("qa", 2, "cut", "reranked_out"): 1,
+        ("qa", 1, "kw", "below_depth"): 1,
+        ("qa", 1, "kw", "never_retrieved"): 1,
+        ("qb", 3, "order", "reranked_out"): 1,
+        ("qb", 4, "", "delivered"): 2,
+        ("qc", 3, "order", "failed"): 1,
+        ("qc", 1, "kw", "never_retrieved"): 1,
+    }
+    f = funnel(report)
+    lost = per[per["fate"] != "delivered"].groupby(["order", "stage", "fate"])["items"].sum()
+    assert lost.to_dict() == {(r.order, r.stage, r.fate): r.items for r in f.losses.itertuples()}
 
 
 def test_the_headlines_are_the_summarys_rows(three_stages):

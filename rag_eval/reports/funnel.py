@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from .report import Report
 
-__all__ = ["HEADLINE_COLUMNS", "LOSS_COLUMNS", "STEP_COLUMNS", "Funnel", "funnel"]
+__all__ = ["HEADLINE_COLUMNS", "LOSS_COLUMNS", "STEP_COLUMNS", "Funnel", "funnel", "query_funnel"]
 
 STEP_COLUMNS = ["pipeline", "order", "step", "stage", "role", "items", "lost"]
 LOSS_COLUMNS = ["pipeline", "order", "stage", "fate", "cause", "items"]
@@ -104,9 +104,7 @@ def funnel(report: Report) -> Funnel:
     items = report.loss_items
     failures = report.failures
     summary = report.summary if every else None
-    measured = set()
-    if summary is not None:
-        measured = set(summary.loc[summary["metric"] == "loss.delivered", "run"])
+    measured = _measured(report)
     for p in every:
         run = str(p["run"])
         if run not in measured:
@@ -133,17 +131,56 @@ def _pipeline_funnel(
     run: str, p: dict[str, Any], items: pd.DataFrame, failures: pd.DataFrame
 ) -> tuple[list[list[Any]], list[list[Any]]]:
     """One pipeline's step rows and loss rows."""
+    names, placed = _placed(p, items, failures)
+    depth, budget = p.get("depth"), p.get("budget")
+    lost: dict[tuple[int, str, str], int] = {}
+    if len(placed):
+        left = placed[placed["fate"] != "delivered"]
+        counts = left.groupby(["order", "fate", "stage"], sort=False).size().reset_index(name="items")
+        for k, what, by, count in zip(counts["order"], counts["fate"], counts["stage"], counts["items"], strict=True):
+            lost[(int(k), str(what), str(by))] = int(count)
+    step_rows: list[list[Any]] = []
+    loss_rows: list[list[Any]] = []
+    remaining = len(placed)
+    for k, (step, stage, role) in enumerate(names):
+        here = {key: v for key, v in lost.items() if key[0] == k}
+        gone = sum(here.values())
+        remaining -= gone
+        step_rows.append([run, k, step, stage, role, remaining, gone])
+        for (_, what, by), count in sorted(here.items(), key=lambda e: FATES.index(e[0][1])):
+            loss_rows.append([run, k, by, what, cause(what, by, depth=depth, budget=budget), count])
+    return step_rows, loss_rows
+
+
+def _placed(
+    p: dict[str, Any], items: pd.DataFrame, failures: pd.DataFrame
+) -> tuple[list[tuple[str, str, str]], pd.DataFrame]:
+    """A pipeline's steps ``(step, stage, role)`` in order, and where each relevant item left the funnel:
+    ``query_id, order, stage, fate`` (a delivered item at the last step, fate "delivered")."""
     import numpy as np
+    import pandas as pd
 
     roles: dict[str, str] = {str(s): str(r) for s, r in p.get("stages", {}).items()}
     order = [s for s, r in roles.items() if r != "input"]  # a fusion's inputs feed its first stage
     first = next((s for s in order if roles[s] == "first"), order[0])
     rerankers = order[order.index(first) + 1 :]
+    final = order[-1]
     step_of = {first: 1, **{r: 2 + i for i, r in enumerate(rerankers)}}
     budget_step = 2 + len(rerankers)
+    depth, budget = p.get("depth"), p.get("budget")
+    names = [
+        ("relevant (judged relevant in the qrels)", "", "relevant"),
+        (f"returned by {first!r} within depth {depth}", first, "first"),
+    ]
+    for name in rerankers:
+        words = f"ranked within {budget} by {name!r}" if name == final else f"kept by {name!r}"
+        names.append((words, name, "reranker"))
+    names.append((f"delivered within {budget}", "", "budget"))
     n = len(items)
-    fate = items["fate"].astype(str).to_numpy() if n else np.array([], dtype=object)
+    query = items["query_id"].astype(str).to_numpy(dtype=object) if n else np.array([], dtype=object)
+    fate = items["fate"].astype(str).to_numpy(dtype=object) if n else np.array([], dtype=object)
     cut_by = items["cut_by"].to_numpy(dtype=object) if n and "cut_by" in items.columns else np.full(n, None, object)
+    cut_by[pd.isna(cut_by)] = None
     # each stage at its step (a fusion's inputs at the first stage's)
     step_of_any = {s: (1 if r == "input" else step_of[s]) for s, r in roles.items()}
     # the stage whose failure lost the item: the first stage of the pipeline, in order, that failed on its query
@@ -153,52 +190,63 @@ def _pipeline_funnel(
         order_of = {s: i for i, s in enumerate(roles)}
         known = known.assign(at=known["stage"].map(order_of)).sort_values("at", kind="stable")
         known = known.drop_duplicates("query_id")
-        found = items["query_id"].astype(str).map(dict(zip(known["query_id"].astype(str), known["stage"], strict=True)))
+        found = pd.Series(query).map(dict(zip(known["query_id"].astype(str), known["stage"], strict=True)))
         failed_at = found.astype(object).where(found.notna(), None).to_numpy(dtype=object)
     # an item "reranked out" by a stage at or after one that failed on its query: lost to the failure, not the rank
     failed_step = _steps(failed_at, step_of_any)
     cut_step = _steps(cut_by, step_of)
     fate = np.where((fate == "reranked_out") & (failed_step >= 0) & (failed_step <= cut_step), "failed", fate)
-    lost: dict[tuple[int, str, str], int] = {}  # (step, fate, stage) -> items
+    # where each item left: the first stage's losses at it; a cut at the reranker that cut it (an older folder
+    # names none: the final stage); a failure at the stage that failed (a fusion input: the first stage's step;
+    # none recorded: the final stage's); the budget's cut and what it delivered at the last step
+    steps = np.full(n, budget_step, np.int64)
+    stage = np.full(n, "", dtype=object)
+    at_first = (fate == "never_retrieved") | (fate == "below_depth")
+    steps[at_first], stage[at_first] = 1, first
+    reranked = fate == "reranked_out"
+    named = reranked & (cut_step >= 1)
+    steps[named], stage[named] = cut_step[named], cut_by[named]
+    steps[reranked & ~named], stage[reranked & ~named] = step_of[final], final
+    failed = fate == "failed"
+    where = np.where(failed_step >= 1, failed_step, step_of[final])
+    steps[failed] = where[failed]
+    stage_at = np.array(["", *step_of], dtype=object)  # the stage of each step (step 0 has none)
+    stage[failed] = stage_at[where[failed]]
+    frame = pd.DataFrame({"query_id": query, "order": steps, "stage": stage, "fate": fate})
+    return names, frame
 
-    def add(step: int, what: str, stage: str, count: int) -> None:
-        if count:
-            lost[(step, what, stage)] = lost.get((step, what, stage), 0) + count
 
-    add(1, "never_retrieved", first, int((fate == "never_retrieved").sum()))
-    add(1, "below_depth", first, int((fate == "below_depth").sum()))
-    add(budget_step, "cut_by_budget", "", int((fate == "cut_by_budget").sum()))
-    final = order[-1]
-    for stage in rerankers:
-        add(step_of[stage], "reranked_out", stage, int(((fate == "reranked_out") & (cut_by == stage)).sum()))
-    unnamed = (fate == "reranked_out") & ~np.isin(cut_by.astype(str), rerankers)
-    add(step_of[final], "reranked_out", final, int(unnamed.sum()))  # an older folder: no cut_by, the final stage
-    is_failed = fate == "failed"
-    for stage in dict.fromkeys(failed_at[is_failed].tolist()):
-        where = stage if stage in step_of else (first if stage is not None and roles.get(stage) == "input" else final)
-        add(step_of[where], "failed", where, int((is_failed & (failed_at == stage)).sum()))
-    total = n
-    depth, budget = p.get("depth"), p.get("budget")
-    names = {
-        0: ("relevant (judged relevant in the qrels)", "", "relevant"),
-        1: (f"returned by {first!r} within depth {depth}", first, "first"),
-    }
-    for stage in rerankers:
-        words = f"ranked within {budget} by {stage!r}" if stage == final else f"kept by {stage!r}"
-        names[step_of[stage]] = (words, stage, "reranker")
-    names[budget_step] = (f"delivered within {budget}", "", "budget")
-    step_rows: list[list[Any]] = []
-    loss_rows: list[list[Any]] = []
-    remaining = total
-    for k in range(budget_step + 1):
-        step, stage, role = names[k]
-        here = {key: v for key, v in lost.items() if key[0] == k}
-        gone = sum(here.values())
-        remaining -= gone
-        step_rows.append([run, k, step, stage, role, remaining, gone])
-        for (_, what, by), count in sorted(here.items(), key=lambda e: FATES.index(e[0][1])):
-            loss_rows.append([run, k, by, what, cause(what, by, depth=depth, budget=budget), count])
-    return step_rows, loss_rows
+def query_funnel(report: Report) -> pd.DataFrame:
+    """Per pipeline and query, where its relevant items left the funnel: ``pipeline, query_id, order, stage, fate,
+    items`` (the step of :attr:`Funnel.steps`, the stage named by the loss, "" for the budget; fate "delivered" for
+    those delivered, at the last step). Summed over the queries, the losses are :attr:`Funnel.losses`."""
+    import pandas as pd
+
+    columns = ["pipeline", "query_id", "order", "stage", "fate", "items"]
+    parts = []
+    items, failures = report.loss_items, report.failures
+    measured = _measured(report)
+    for p in pipelines_of(report):
+        run = str(p["run"])
+        if run not in measured:
+            continue
+        mine = items[items["run"] == run] if "run" in items.columns else items
+        failed = failures[failures["run"] == run] if "run" in failures.columns else failures
+        _, placed = _placed(p, mine, failed)
+        if len(placed):
+            counts = placed.groupby(["query_id", "order", "stage", "fate"], sort=False).size().reset_index(name="items")
+            parts.append(counts.assign(pipeline=run)[columns])
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(parts, ignore_index=True)
+
+
+def _measured(report: Report) -> set[str]:
+    """The pipelines whose items' fates were measured (a ``loss.delivered`` row in the summary)."""
+    if not pipelines_of(report):
+        return set()
+    summary = report.summary
+    return set(summary.loc[summary["metric"] == "loss.delivered", "run"])
 
 
 def _steps(stages: Any, step_of: dict[str, int]) -> Any:
