@@ -556,8 +556,13 @@ def _markdown(
     facts: Mapping[str, Any],
     pictures: list[Path],
 ) -> str:
+    from ..reports.funnel_text import funnel_markdown, funnel_of
+
     summary = report.summary
     lines = [f"# {markdown_cell(title)}", ""]
+    found = funnel_of(report) if results else None  # type: ignore[arg-type]  # a FolderReport is what it reads
+    if found:  # the answer first: where each pipeline's relevant items went, its headline numbers; then the detail
+        lines += [funnel_markdown(found), "## Detail", ""]
     lines += [f"- {markdown_cell(k)}: {v}" for k, v in facts.items()]  # facts are Markdown (e.g. `code`) by design
     lines += [
         "",

@@ -134,12 +134,54 @@ class Comparison:
             f"alpha {s.get('alpha')})"
         )
 
+    def _verdict(self) -> list[tuple[str, str]]:
+        """Per system and metric, in the table's order: ``(word, sentence)``; ``word`` is ``better`` or ``worse``
+        (significant after the correction, read by the metric's direction), ``not significant``, or ``different``
+        (a metric with no better direction); the sentence names the pair and gives the difference, its interval and
+        p."""
+        out = []
+        correction = self.settings["correction"]
+        for r in self.table.to_dict("records"):
+            interval = f" [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]" if r["ci_low"] == r["ci_low"] else ""
+            numbers = f"{r['diff']:+.4f}{interval}, p ({correction}) {_p(r['p_adjusted'])}, n {int(r['n'])}"
+            if not r["rejected"]:
+                word = "not significant"
+            elif r["direction"] == "none":
+                word = "different"
+            else:
+                word = "better" if (r["diff"] > 0) == (r["direction"] == "higher") else "worse"
+            lower = " (lower is better)" if r["direction"] == "lower" else ""
+            out.append((word, f"{r['system']} vs {r['baseline']}, {r['metric']}{lower}: {numbers}"))
+        return out
+
+    def _verdict_heading(self) -> str:
+        significant = int(self.table["rejected"].sum())
+        return (
+            f"Verdict: {significant} of {len(self.table)} differences significant after "
+            f"{self.settings['correction']} correction at alpha {self.alpha}"
+        )
+
     def _repr_html_(self) -> str:
-        """The table under its heading, every value escaped (pandas' escaping; the heading by html.escape)."""
-        return html_table(self._shown(), heading=self._heading())
+        """The verdict first (each in words and in colour: Okabe-Ito's bluish green better, vermillion worse),
+        then the table under its heading, every value escaped (pandas' escaping; the texts by html.escape)."""
+        import html
+
+        from .._plot_style import OKABE_ITO
+
+        colours = {"better": OKABE_ITO["bluish green"], "worse": OKABE_ITO["vermillion"]}
+        items = "".join(
+            f'<li><strong style="color:{colours.get(word, OKABE_ITO["black"])}">{html.escape(word)}</strong>: '
+            f"{html.escape(sentence)}</li>"
+            for word, sentence in self._verdict()
+        )
+        verdict = f"<p><strong>{html.escape(self._verdict_heading())}</strong></p><ul>{items}</ul>"
+        return verdict + html_table(self._shown(), heading=self._heading())
 
     def _repr_markdown_(self) -> str:
-        return markdown_table(self._shown(), heading=self._heading())
+        """The verdict first (in words: **better**, **worse**), then the table under its heading; cells escaped."""
+        lines = [f"**{markdown_cell(self._verdict_heading())}**", ""]
+        lines += [f"- **{word}**: {markdown_cell(sentence)}" for word, sentence in self._verdict()]
+        return "\n".join(lines) + "\n\n" + markdown_table(self._shown(), heading=self._heading())
 
     def to_markdown(self) -> str:
         """The table in Markdown (cells escaped: ``&``, ``<``, ``>`` as entities, ``|`` backslashed)."""
