@@ -180,7 +180,8 @@ def _placed(
     query = items["query_id"].astype(str).to_numpy(dtype=object) if n else np.array([], dtype=object)
     fate = items["fate"].astype(str).to_numpy(dtype=object) if n else np.array([], dtype=object)
     cut_by = items["cut_by"].to_numpy(dtype=object) if n and "cut_by" in items.columns else np.full(n, None, object)
-    cut_by = np.where(pd.isna(cut_by), None, cut_by)  # a new array: a loaded folder's column is read-only
+    cut_by = cut_by.copy()  # writable: a loaded folder's column gives a read-only array
+    cut_by[pd.isna(cut_by)] = None
     # each stage at its step (a fusion's inputs at the first stage's)
     step_of_any = {s: (1 if r == "input" else step_of[s]) for s, r in roles.items()}
     # the stage whose failure lost the item: the first stage of the pipeline, in order, that failed on its query
