@@ -11,18 +11,29 @@ EXAMPLES := rag_eval/examples
 
 .PHONY: demo example test test-fast test-pure test-ray lint mypy docs browser bench clean
 
+## STEP: an install step that says what it does before it starts and how long it took when done (bash's SECONDS,
+## from 0 in each recipe line's shell), so that no step is silent for minutes: $(STEP) "what" command args...
+STEP := step() { local what=$$1 status; shift; echo "set-up: $$what ..."; SECONDS=0; \
+	"$$@" || { status=$$?; echo "set-up: $$what: failed after $$SECONDS s"; return $$status; }; \
+	echo "set-up: $$what: done in $$SECONDS s"; }; step
+
 $(STAMP): pyproject.toml setup.py rag_eval/_speedups.c
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	# torch first: pip then takes the CPU build on disk, not a CUDA build of several GB
-	$(BIN)/python -m pip install --quiet torch==2.13.0
-	# the distribution was rag-eval-harness before 0.2.0: an old editable install of it would shadow the new one
-	$(BIN)/python -m pip uninstall --quiet --yes rag-eval-harness 2>/dev/null || true
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	# the core dependencies as wheels, for tests/test_install.py's bare install into a fresh venv without the network
-	rm -rf $(WHEELHOUSE)
-	$(BIN)/python -m pip download --quiet --no-build-isolation --dest $(WHEELHOUSE) .
-	touch $(STAMP)
+	@$(STEP) "the virtual environment $(VENV) (pyproject.toml, setup.py or the C extension changed)" \
+		$(PYTHON) -m venv $(VENV)
+	@$(STEP) "pip, upgraded" $(BIN)/python -m pip install --quiet --upgrade pip
+	@# torch first: pip then takes the CPU build on disk, not a CUDA build of several GB
+	@$(STEP) "torch 2.13.0, the CPU build (about 900 MB: the longest step)" \
+		$(BIN)/python -m pip install --quiet torch==2.13.0
+	@# the distribution was rag-eval-harness before 0.2.0: an old editable install of it would shadow the new one
+	@$(STEP) "an old rag-eval-harness, removed if there" \
+		bash -c '$(BIN)/python -m pip uninstall --quiet --yes rag-eval-harness 2>/dev/null || true'
+	@$(STEP) "the project, editable, with its dev extra (the C extension compiled, about 1 GB of packages)" \
+		$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@# the core dependencies as wheels, for tests/test_install.py's bare install into a fresh venv without the network
+	@rm -rf $(WHEELHOUSE)
+	@$(STEP) "the core's wheels into $(WHEELHOUSE) (for the offline install test)" \
+		$(BIN)/python -m pip download --quiet --no-build-isolation --dest $(WHEELHOUSE) .
+	@touch $(STAMP)
 
 ## demo: the whole flow offline: bm25 >> MiniLM rerank on Python's own docs, to ./demo-report/report.md
 demo: $(STAMP)
@@ -117,9 +128,11 @@ docs: $(STAMP)
 ## missing and apt-get exists (as root); a failed install does not stop the tests: that test says what is missing
 browser:
 	@if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing Debian's chromium for the browser test (apt-get)"; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 \
+		$(STEP) "Debian's chromium for the browser tests (apt-get, about 300 MB)" bash -c \
+			'{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1' \
 			|| echo "warning: could not install chromium; tests/test_labelling_browser.py will say what is missing"; \
+	else \
+		echo "set-up: the browser: $$(command -v chromium || echo 'none, and no apt-get to install it') (nothing to install)"; \
 	fi
 
 ## bench: time rag_eval against pytrec_eval, ir_measures and ranx (not a test; see benchmarks/RESULTS.md)

@@ -157,6 +157,14 @@ def test_token_budget_and_hybrid_through_the_cli(beir, tmp_path):
     assert set(summary.stage) == {"bm25", "dense", "hybrid"}
     assert "recall_ceiling@budget" not in set(summary.metric)  # not defined for a token budget
     assert f"report: {out}" in done.stdout
+    # the answer first (issue 30): where the relevant items went, then the summary table; report.md likewise
+    from rag_eval.reports.funnel import funnel
+
+    steps = funnel(rag_eval.Report.load(out / "report.parquet")).steps_of("hybrid")
+    relevant, delivered = int(steps[0]["items"]), int(steps[-1]["items"])
+    assert done.stdout.startswith(f"Where the relevant items went: hybrid: {delivered} of {relevant} relevant items")
+    assert done.stdout.index("headline numbers") < done.stdout.index(" run ")
+    assert (out / "report.md").read_text().splitlines()[2] == "## Where the relevant items went: hybrid"
 
 
 def test_bad_dataset_or_pipeline_exits_2(tmp_path, beir, capsys):

@@ -219,10 +219,10 @@ def test_plots_read_well(made):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rag_eval.renderers.html_report import _loss_figure
+    from rag_eval.renderers.plots import card_panels, figures
 
     side = folder_side(made["root"] / "baseline")
-    fig = _loss_figure(plt, [side])
+    fig = figures(card_panels(side.name, side.report))["loss"]
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     ax = fig.axes[0]
@@ -230,12 +230,12 @@ def test_plots_read_well(made):
     label = ax.xaxis.label.get_window_extent(renderer)
     assert legend.y1 < label.y0 < ax.get_window_extent(renderer).y0  # under the axes and the x label: no bar covered
     colours = {t.get_label(): matplotlib.colors.to_hex(t.patches[0].get_facecolor()) for t in ax.containers}
-    assert colours["delivered"] == FATE_COLOURS["delivered"]
-    r, g, _ = matplotlib.colors.to_rgb(colours["delivered"])
-    assert g > r  # green
-    for fate in ("never retrieved", "below depth", "reranked out"):
+    assert colours["delivered"] == FATE_COLOURS["delivered"] == "#009e73"  # Okabe-Ito's bluish green
+    r, g, b = matplotlib.colors.to_rgb(colours["delivered"])
+    assert g > r and g > b  # green
+    for fate in ("never retrieved", "below depth", "reranked out by rerank"):
         r, g, b = matplotlib.colors.to_rgb(colours[fate])
-        assert r > g >= b  # warm
+        assert r > g and r > b  # warm: none of the losses green or blue
     plt.close(fig)
     # the scatter: jittered, with counts
     page = render_html([side])

@@ -19,6 +19,7 @@ LAYERS = {
     "_markdown": 0,
     "_moved": 0,
     "_optional": 0,
+    "_plot_style": 0,
     "_speedups": 0,
     "_sync": 0,
     "_version": 0,

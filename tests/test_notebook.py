@@ -167,6 +167,21 @@ def test_notebook_runs_on_built_result_folders(folders, tmp_path, monkeypatch):
     monkeypatch.setenv("RAG_EVAL_RESULTS", f"{chunks},{tokens}{os.pathsep}{single}")
     nb = _execute(ROOT / "notebooks")  # the kernel's working directory when Jupyter opens the notebook
     _assert_clean(nb)
+    # the answer first (issue 30): the notebook's first output is the first folder's report, opening with its
+    # funnel: each pipeline's relevant items, how many reached the model, each loss by its cause
+    from rag_eval.reports.funnel import funnel
+
+    first = next(out for c in nb.cells if c.cell_type == "code" for out in c.outputs)
+    shown = first.data["text/html"]
+    found = funnel(rag_eval.Report.load_folder(chunks))
+    assert found.pipelines == ["tiny", "solo"]
+    assert shown.startswith("<p><strong>Where the relevant items went: tiny</strong>: ")
+    for pipeline in found.pipelines:
+        steps = found.steps_of(pipeline)
+        said = f"{int(steps[-1]['items'])} of {int(steps[0]['items'])} relevant items"
+        assert f"Where the relevant items went: {pipeline}</strong>: {said}" in shown
+    assert "never retrieved by &#x27;fixed&#x27;" in shown and "cut by &#x27;tiny-rerank&#x27;" in shown
+    assert shown.index("Where the relevant items went") < shown.index("<table border")  # then the summary
     text = _text(nb)
     for name in ("chunks", "tokens", "single", "tiny", "solo", "tiny-tok", "alone", "tiny-rerank"):
         assert name in text, name
@@ -176,8 +191,6 @@ def test_notebook_runs_on_built_result_folders(folders, tmp_path, monkeypatch):
     assert "token budget budget(20tok)" in text  # no ndcg@budget for the first stage: ndcg@5 recomputed
     assert "1 failed (query, stage) pairs" in text  # the reranker's fault on q5
     # the side-by-side summary shows each metric's n and n_nan as report.summary does
-    import rag_eval
-
     for folder in (chunks, tokens, single):
         summary = rag_eval.Report.load(folder / "report.parquet").summary
         for row in summary.itertuples(index=False):
@@ -191,6 +204,7 @@ def test_notebook_runs_on_built_result_folders(folders, tmp_path, monkeypatch):
         o for c in nb.cells if "display(comparison)" in c.source for o in c.outputs if "text/html" in o.get("data", {})
     ]
     assert shown and all("<table" in o.data["text/html"] for o in shown)
+    assert all(o.data["text/html"].startswith("<p><strong>Verdict: ") for o in shown)  # the verdict first
     assert all(o.data["text/plain"].startswith("Comparison(baseline=") for o in shown)
     assert all("DataFrame" not in o.data["text/plain"] and "\n" not in o.data["text/plain"] for o in shown)
     # the sections are numbered 1 to 6, in order

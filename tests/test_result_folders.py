@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import warnings
 
 import pandas as pd
@@ -266,3 +267,70 @@ def test_a_stage_run_is_tagged_with_its_stage_even_with_a_dot_in_its_name(tmp_pa
     report.save_folder(tmp_path / "f", runs={"my pipe": result}, plots=False)
     lines = (tmp_path / "f" / "runs" / "my_pipe.fixed.v2.trec").read_text().splitlines()
     assert len(lines) == 9 and {line.split()[5] for line in lines} == {"fixed.v2"}
+
+
+def test_report_md_says_n_a_for_the_latency_of_a_stage_served_from_the_cache(tmp_path):
+    """A stage served from the cache has no time measured: report.md says n/a, as the HTML page does, not nan."""
+    pipeline = Pipeline(Fixed(text="alpha"), depth=3, budget=2)
+    computed = pipeline.run(QUERIES, progress=False, cache=tmp_path / "cache")
+    cached = pipeline.run(QUERIES, progress=False, cache=tmp_path / "cache")
+    row = cached.latency.to_dict("records")[0]
+    assert (row["n"], row["cache_hits"]) == (0, len(QUERIES)) and pd.isna(row["p50"])
+    for name, result in (("computed", computed), ("cached", cached)):
+        write_report_folder(
+            tmp_path / name,
+            quiet(JUDGED, {"fixed": result}),
+            {"fixed": result},
+            Qrels.from_dict(JUDGED),
+            title="t",
+            facts={},
+            plots=False,
+        )
+    lines = (tmp_path / "cached" / "report.md").read_text().splitlines()
+    assert f"| fixed | n/a | n/a | 0 | {len(QUERIES)} | 0 |" in lines
+    assert not [line for line in lines if re.search(r"\bnan\b", line)]
+    timed = computed.latency.to_dict("records")[0]
+    assert f"| fixed | {timed['p50']:.4f} | {timed['p95']:.4f} | {len(QUERIES)} | 0 | 0 |" in (
+        (tmp_path / "computed" / "report.md").read_text().splitlines()
+    )
+
+
+def test_report_md_and_the_terminal_open_with_the_funnel_then_the_detail(tmp_path):
+    """A pipeline's report.md, and its summary as `rag-eval evaluate` and `format_report` print it, open with where
+    its relevant items went (rag_eval.reports.funnel), each stage's headline number, then the detail."""
+    from rag_eval.renderers.formats import format_report, format_summary_table
+    from rag_eval.reports.funnel import funnel
+
+    report, result = _pipeline_report()
+    found = funnel(report)
+    steps = found.steps_of("fixed")
+    relevant, delivered = int(steps[0]["items"]), int(steps[-1]["items"])
+    assert relevant == sum(1 for grades in JUDGED.values() for g in grades.values() if g > 0)
+    write_report_folder(
+        tmp_path / "b",
+        report,
+        {"fixed": result},
+        Qrels.from_dict(JUDGED),
+        title="t",
+        facts={"date": "today"},
+        plots=False,
+    )
+    lines = (tmp_path / "b" / "report.md").read_text().splitlines()
+    assert lines[:3] == ["# t", "", "## Where the relevant items went: fixed"]
+    share = f"{delivered / relevant:.1%}"
+    said = f"{delivered} of {relevant} relevant items ({share}) reached the model, summed over the queries"
+    assert lines[4] == said + "; each loss named by its cause."
+    assert f"| {steps[1]['step']} | {int(steps[1]['items'])} |" in "\n".join(lines).replace("&#x27;", "'")
+    recall = report.summary.set_index(["stage", "metric"]).loc[("fixed", "recall@depth")]
+    interval = f"[{recall['ci_low']:.3f}, {recall['ci_high']:.3f}]"
+    headline = f"| fixed | recall@depth | {recall['mean']:.3f} {interval} (n={int(recall['n'])}) |"
+    assert headline in lines
+    assert lines.index(headline) < lines.index("## Detail") < lines.index("- date: today") < lines.index("## fixed")
+    # the terminal: the funnel, then the summary table
+    text = format_report(report, "table")
+    assert text.startswith(f"Where the relevant items went: fixed: {delivered} of {relevant} relevant items ({share})")
+    assert text.index("headline numbers") < text.index(" run stage ")
+    assert format_summary_table(report) == text
+    assert format_report(report, "markdown").startswith("## Where the relevant items went: fixed\n")
+    # plain runs: no funnel, the table first as before
+    assert format_report(quiet(JUDGED, RUN, METRICS), "table").startswith(" run ")

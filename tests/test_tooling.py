@@ -109,6 +109,41 @@ def test_make_test_and_test_pure_run_on_both_cores_and_the_ray_tests_one_at_a_ti
     assert any(d.startswith("pytest-xdist") for d in dev)
 
 
+def test_each_install_step_says_what_it_does_and_how_long_it_took():
+    """`make demo` and `make test` install through the venv's stamp and the browser target: every install command
+    runs inside the Makefile's STEP, which prints a line before it and one with its time after it (or its failure),
+    so that no step is silent for minutes (issue 30). The step's shell function is run here on two commands."""
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("needs make")
+    done = subprocess.run(
+        [make, "-n", "-B", "--no-print-directory", ".venv/.installed"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    commands = done.stdout.replace("\\\n", " ")  # a command continued over lines is one
+    installs = [c for c in commands.splitlines() if re.search(r"-m venv |pip install|pip uninstall|pip download", c)]
+    what = [re.search(r'; step "([^"]+)"', c) for c in installs]
+    assert all(what), installs  # each inside a step, named
+    named = [w.group(1) for w in what if w]
+    assert len(named) == 6 and any(n.startswith("torch 2.13.0") for n in named)
+    assert any(n.startswith("the project, editable") for n in named)
+    browser = _dry_run("browser")
+    assert "step \"Debian's chromium" in browser and "(nothing to install)" in browser
+    for target in ("demo", "test"):
+        assert re.search(rf"^{target}: \$\(STAMP\)", (ROOT / "Makefile").read_text(), re.M)  # they install first
+    assert "make .venv/.installed browser" in (ROOT / ".ci" / "run").read_text()
+    # the step itself, on a command that works and one that fails
+    function = commands.splitlines()[0].split("; step ")[0] + "; step"
+    ran = subprocess.run(
+        ["bash", "-c", f'{function} "a pause" true; {function} "a fault" false'], capture_output=True, text=True
+    )
+    assert ran.returncode == 1
+    lines = ran.stdout.splitlines()
+    assert lines[0] == "set-up: a pause ..." and lines[2] == "set-up: a fault ..." and len(lines) == 4
+    assert re.fullmatch(r"set-up: a pause: done in \d+ s", lines[1]), lines
+    assert re.fullmatch(r"set-up: a fault: failed after \d+ s", lines[3]), lines
+
+
 def test_the_linters_are_the_pinned_versions():
     dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
     pins = dict(d.split("==") for d in dev if "==" in d)

@@ -365,12 +365,18 @@ def test_a_result_folder_with_hostile_names(tmp_path, monkeypatch):
     # report.md: the headings are the document's own, each stage's name in its cell
     tokens = _markdown().parse(md.read_text(encoding="utf-8"))
     headings = [_inline_text(tokens[i + 1]) for i, t in enumerate(tokens) if t.type == "heading_open"]
-    assert headings == ["f", "run <b>|x", "Plots", "Metric card"]
+    # the answer first (the funnel, the pipeline's name escaped), then the detail
+    assert headings == ["f", "Where the relevant items went: run <b>|x", "Detail", "run <b>|x", "Plots", "Metric card"]
     cells = {_inline_text(t) for before, t in itertools.pairwise(tokens) if before.type == "td_open"}
     assert set(STAGES) <= cells
-    said = next(_inline_text(t) for t in tokens if t.type == "inline" and t.content.startswith("Where the"))
+    said = next(
+        _inline_text(t)
+        for t in tokens
+        if t.type == "inline" and t.content.startswith("Where the relevant items went (")
+    )
     assert "reranked out by cost $5 or $6" in said  # the reranker's name, its dollars escaped for GitHub's math
     assert "reranked out by cost \\$5 or \\$6" in md.read_text(encoding="utf-8")
+    assert "| ranked within budget(3) by 'cost \\$5 or \\$6' | 22 |  |" in md.read_text(encoding="utf-8")
     # CSV: the csv module reads back every id
     with open(tmp_path / "f" / "per_query.csv", newline="", encoding="utf-8") as f:
         assert {r["query_id"] for r in csv.DictReader(f)} == set(WRITABLE) - {"constructor"}  # it has no qrels

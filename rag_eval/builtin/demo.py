@@ -312,6 +312,11 @@ def main(argv: list[str] | None = None, *, prog: str = "rag-eval demo") -> int:
             collection=collection,
         )
         page = _html_page(out, report, result, collection, plots=not args.no_plots)
+    from ..reports.funnel_text import funnel_of, funnel_text
+
+    found = funnel_of(report)
+    if found:  # the answer first: where the relevant items went, each stage's headline number; then the detail
+        print(funnel_text(found))
     summary = report.summary
     print(
         summary[["stage", "metric", "mean", "ci_low", "ci_high", "n", "n_nan", "n_failed"]].to_string(

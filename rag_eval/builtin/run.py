@@ -34,6 +34,7 @@ def run(args: argparse.Namespace, *, command: str) -> int:
     from ..data.collection import Collection
     from ..errors import InputError
     from ..reports import evaluate
+    from ..reports.funnel_text import funnel_of, funnel_text
     from ..stages import Budget
     from .outputs import write_report_folder
     from .pipelines import BATCH_SIZE, BUILTIN, Parts, build
@@ -95,6 +96,9 @@ def run(args: argparse.Namespace, *, command: str) -> int:
         for c in ("run", "stage", "metric", "mean", "ci_low", "ci_high", "n", "n_nan", "n_failed")
         if c in shown.columns
     ]
+    found = funnel_of(report)
+    if found:  # the answer first: where the relevant items went, each stage's headline number; then the detail
+        print(funnel_text(found))
     print(shown[columns].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     print(f"report: {path}")
     silent = [name for name, result in results.items() if _answered_nothing(result)]

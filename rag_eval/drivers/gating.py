@@ -318,6 +318,36 @@ class GateResult:
     def __str__(self) -> str:
         return self.to_text()
 
+    def _repr_markdown_(self) -> str:
+        """In a notebook: :meth:`to_markdown`, the verdict first, then the rules and the queries that got worse."""
+        return self.to_markdown()
+
+    def _repr_html_(self) -> str:
+        """In a notebook: the verdict first, in words and in colour (Okabe-Ito's bluish green pass, vermillion
+        regression, orange inconclusive), then a row per rule; every text escaped."""
+        import html
+
+        from .._plot_style import OKABE_ITO
+
+        colours = {"pass": "bluish green", "regression": "vermillion", "inconclusive": "orange"}
+        e = html.escape
+
+        def word(verdict: str) -> str:
+            return f'<strong style="color:{OKABE_ITO[colours[verdict]]}">{e(verdict.upper())}</strong>'
+
+        rows = "".join(
+            f"<tr><td>{word(r.verdict)}</td><td>{e(str(r.rule))}</td><td>{e(r.candidate_system)}</td>"
+            f"<td>{e(r.numbers())}</td><td>{e(r.reason())}</td><td>{e(r.worst(5))}</td></tr>"
+            for r in self.rules
+        )
+        return (
+            f"<p>Retrieval gate: {word(self.verdict)} (exit {self.exit_code})</p>"
+            f"<p>{e(f'baseline {self.baseline}, candidate {self.candidate}; {self._how()}')}</p>"
+            + "".join(f"<p>OVERRIDE (allowed to differ): {e(o)}</p>" for o in self.overrides)
+            + "<table><thead><tr><th>verdict</th><th>rule</th><th>system</th><th>numbers</th><th>why</th>"
+            f"<th>worst queries</th></tr></thead><tbody>{rows}</tbody></table>"
+        )
+
     def to_markdown(self, *, worst: int = 10) -> str:
         """A Markdown summary (a CI job summary): the outcome, the settings, the overrides, a table of the rules
         (difference, interval, p, verdict), and per rule the ``worst`` largest drops. Every cell is escaped."""

@@ -429,15 +429,26 @@ class Tuning:
 
         table = self.table
         varying = [c for c in ("alpha", "rrf_k", "depth") if c in table and table[c].nunique(dropna=True) > 1]
-        fig, ax = plt.subplots(figsize=(6, 3.6))
+        from .._plot_style import OKABE_ITO, legend_outside
+
+        fig, ax = plt.subplots(figsize=(7.5, 3.6))
         best_at = int(np.flatnonzero(table["best"].to_numpy())[0])
         if len(varying) == 1 and table[varying[0]].notna().all():
             x = table[varying[0]].to_numpy(dtype=float)
-            ax.plot(x, table["value"], marker="o", label=f"tuning ({len(self.split[0])} queries)")
+            ax.plot(
+                x, table["value"], marker="o", color=OKABE_ITO["blue"], label=f"tuning ({len(self.split[0])} queries)"
+            )
             ax.set_xlabel(varying[0])
         else:
             x = np.arange(len(table), dtype=float)
-            ax.plot(x, table["value"], marker="o", linestyle="", label=f"tuning ({len(self.split[0])} queries)")
+            ax.plot(
+                x,
+                table["value"],
+                marker="o",
+                linestyle="",
+                color=OKABE_ITO["blue"],
+                label=f"tuning ({len(self.split[0])} queries)",
+            )
             ax.set_xticks(x, [plot_text(t, limit=120) for t in table["setting"]], rotation=60, ha="right", fontsize=7)
         h = self.held_out
         ax.errorbar(
@@ -445,12 +456,13 @@ class Tuning:
             [h.mean],
             yerr=[[h.mean - h.ci_low], [h.ci_high - h.mean]],
             fmt="s",
-            color="black",
+            color=OKABE_ITO["black"],
             capsize=4,
             label=f"best, held out ({len(self.split[1])} queries, {h.confidence:.0%} CI)",
         )
         ax.set_ylabel(plot_text(self.metric))
-        ax.legend(fontsize=8)
+        ax.set_title(plot_text(self.metric) + " of each candidate on the tuning queries; the best one held out")
+        legend_outside(ax, fontsize=8)
         fig.tight_layout()
         if path is not None:
             suffix = os.path.splitext(os.fspath(path))[1].lstrip(".").lower() or None  # savefig's own default

@@ -41,6 +41,7 @@ def format_report(
 ) -> str:
     """``report`` as text in ``format`` (one of :data:`FORMATS`), ending with a newline.
 
+    A pipeline's report opens with its funnel (:mod:`rag_eval.reports.funnel_text`) in ``table`` and ``markdown``.
     ``table``: with ``per_query``, a run x query table of every metric (the text metrics beside the numbers), then
     the summary. ``csv``: the summary, or with ``per_query`` the tidy per-query table (``run, query_id, metric,
     value``). ``json``: ``{"card", "summary"}``, with ``per_query`` also ``"per_query"`` (and ``"per_query_text"``
@@ -61,14 +62,18 @@ def format_report(
         return _json(payload)
     if format == "csv":
         return csv_text(report.per_query if per_query else summary(), float_format=None)
+    from ..reports.funnel_text import funnel_markdown, funnel_of, funnel_text
+
     shown = _shown_summary(summary())
+    found = funnel_of(report)  # a pipeline's report opens with its funnel, then the detail
     if format == "markdown":
-        text = markdown_table(shown, heading=_heading(report))
+        text = (funnel_markdown(found) + "\n" if found else "") + markdown_table(shown, heading=_heading(report))
         if per_query:
             text += "\n" + markdown_table(_per_query_table(report).reset_index())
         return text
     table = _per_query_table(report).to_string(float_format=_four) + "\n\n" if per_query else ""
-    return table + shown.to_string(index=False, float_format=_four) + "\n"
+    first = funnel_text(found) + "\n" if found else ""
+    return first + table + shown.to_string(index=False, float_format=_four) + "\n"
 
 
 def format_summary_table(report: Report, *, resamples: int = 1000, seed: int = 0) -> str:

@@ -19,7 +19,6 @@ with autoescape on; the drill-down's data is one JSON block written with ``|tojs
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import re
@@ -30,10 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._escape import plot_text
 from .._files import write_output
+from .._plot_style import FATE_COLOURS
 from ..errors import InputError
 from ..reports.report import Report
+from .plots import svg_plots as _plots
 
 if TYPE_CHECKING:
     from ..data.collection import Collection
@@ -57,16 +57,6 @@ __all__ = [
 DRILL_EXTRA = 10
 _TOKEN_BUDGET_DRILL = 10 + DRILL_EXTRA
 _FEATURE = "the HTML report (rag-eval report, Report.to_html)"
-#: the loss chart's colours: delivered green, the losses warm (none of them green, delivered not red)
-FATE_COLOURS = {
-    "delivered": "#3a8f5c",
-    "reranked_out": "#f2b33d",
-    "cut_by_budget": "#f5d06b",
-    "below_depth": "#e8772e",
-    "never_retrieved": "#c0392b",
-    "failed": "#7f4f24",
-}
-_FATES = ("delivered", "reranked_out", "cut_by_budget", "below_depth", "never_retrieved", "failed")
 # per stage, the metric the query table and the diff show first (the first one the stage has)
 _MAIN = ("ndcg@budget", "recall@depth", "recall@budget")
 
@@ -455,162 +445,6 @@ def _diff(a: HtmlSide, b: HtmlSide) -> _Diff:
             if r["gain"] > 0:
                 improved.append({"id": str(q), "text": texts.get(str(q), ""), "a": r["a"], "b": r["b"], "d": r["d"]})
     return _Diff(a.name, b.name, notes, rows, metric, where, regressed, improved, pairing.notes, better)
-
-
-# ----- plots (inline SVG) --------------------------------------------------------------------------------------
-
-
-def _svg(fig: Any, name: str) -> str:
-    """The figure as an ``<svg>`` element for the page: no XML prolog, DOCTYPE or RDF metadata, no namespace URIs
-    (an HTML parser puts inline SVG in its namespace), ids salted with ``name`` so that two plots share none."""
-    import matplotlib
-    import matplotlib.pyplot as plt
-
-    buffer = io.StringIO()
-    with matplotlib.rc_context({"svg.hashsalt": f"rag_eval-{name}"}):
-        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
-    plt.close(fig)
-    text = buffer.getvalue()
-    text = text[text.index("<svg") :]
-    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.DOTALL)
-    return re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", text)
-
-
-def _plots(sides: Sequence[HtmlSide]) -> dict[str, str]:
-    """recall@k per stage (depth and budget marked), where relevant items went, and per query first-stage
-    recall@depth against the final stage's metric (jittered, with counts), as inline SVG."""
-    from .._optional import require
-
-    matplotlib = require("matplotlib", extra="html", feature=_FEATURE)
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plots: dict[str, str] = {}
-    with matplotlib.rc_context({"svg.fonttype": "none", "font.size": 9}):
-        curves = [(s, p) for s in sides for p in _pipelines(s.report) if p["run"] in set(s.report.recall_curves["run"])]
-        if curves:
-            plots["recall"] = _recall_plot(plt, curves, len(sides) > 1)
-        loss = _loss_plot(plt, sides)
-        if loss:
-            plots["loss"] = loss
-        scatter = _scatter_plot(plt, sides)
-        if scatter:
-            plots["scatter"] = scatter
-    return plots
-
-
-def _recall_plot(plt: Any, curves: list[tuple[HtmlSide, dict[str, Any]]], many: bool) -> str:
-    """recall@k per stage, as the Report measured it at evaluation (Report.recall_curves)."""
-    fig, axes = plt.subplots(1, len(curves), figsize=(5.2 * len(curves), 3.6), squeeze=False)
-    for ax, (side, p) in zip(axes[0], curves, strict=True):
-        depth = int(p["depth"])
-        table = side.report.recall_curves
-        table = table[table["run"] == p["run"]]
-        for stage in p.get("stages", {}):
-            rows = table[table["stage"] == stage]
-            if len(rows):
-                ax.plot(rows["k"].tolist(), rows["recall"].tolist(), marker=".", label=plot_text(stage))
-        ax.axvline(depth, color="grey", linestyle=":", label=f"depth {depth}")
-        chunks = _budget_chunks(p.get("budget"))
-        if chunks is not None:
-            ax.axvline(chunks, color="black", linestyle="--", label=plot_text(p["budget"]))
-        title = f"{side.name}: {p['run']}" if many else str(p["run"])
-        ax.set(xscale="log", xlabel="k", ylabel="recall@k", title=plot_text(title), ylim=(0, 1.02))
-        ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    return _svg(fig, "recall")
-
-
-def _loss_plot(plt: Any, sides: Sequence[HtmlSide]) -> str | None:
-    fig = _loss_figure(plt, sides)
-    return None if fig is None else _svg(fig, "loss")
-
-
-def _loss_figure(plt: Any, sides: Sequence[HtmlSide]) -> Any:
-    """One horizontal bar per pipeline, its relevant items' shares stacked: delivered (green) first, then the
-    losses in warm colours; the legend below the axes, outside them."""
-    from ..reports.fates import fate_label
-
-    bars: list[tuple[str, list[float]]] = []
-    many = len(sides) > 1
-    for side in sides:
-        summary = side.report.summary
-        for p in _pipelines(side.report):
-            rows = summary[summary["run"] == p["run"]]
-            present = set(rows["metric"])
-            # each pipeline reports one of the cut fates (reranked out, or cut by the budget): the other is 0
-            shares = [
-                float(rows[rows["metric"] == f"loss.{f}"]["mean"].mean()) if f"loss.{f}" in present else 0.0
-                for f in _FATES
-            ]
-            if "loss.delivered" in present and np.isfinite(shares).all():
-                bars.append((f"{side.name}: {p['run']}" if many else str(p["run"]), shares))
-    if not bars:
-        return None
-    fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.45 * len(bars)))
-    left = np.zeros(len(bars))
-    names = [plot_text(name) for name, _ in bars][::-1]
-    for i, fate in enumerate(_FATES):
-        values = np.array([shares[i] for _, shares in bars][::-1])
-        at = np.arange(len(names))  # by position: two names alike once shortened stay two bars
-        ax.barh(at, values, left=left, color=FATE_COLOURS[fate], label=fate_label(fate), height=0.6)
-        for y, (x0, w) in enumerate(zip(left, values, strict=True)):
-            if w >= 0.06:
-                ax.text(x0 + w / 2, y, f"{w:.0%}", ha="center", va="center", fontsize=7, color="black")
-        left += values
-    ax.set_yticks(np.arange(len(names)), names)
-    ax.set(xlim=(0, 1), xlabel="share of relevant items (mean per query)", title="where relevant items went")
-    # the legend sits below the axes, outside them: it never covers a bar
-    from matplotlib.transforms import offset_copy
-
-    below = offset_copy(ax.transAxes, fig=fig, y=-0.45, units="inches")  # under the x label, whatever the height
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, ncol=5, fontsize=7, frameon=False)
-    return fig
-
-
-def _scatter_plot(plt: Any, sides: Sequence[HtmlSide]) -> str | None:
-    panels = []
-    many = len(sides) > 1
-    for side in sides:
-        report = side.report
-        for p in _pipelines(report):
-            stages = list(p.get("stages", {}))
-            first = next(
-                (s for s, role in p.get("stages", {}).items() if role == "first"), stages[0] if stages else None
-            )
-            if first is None:
-                continue
-            final = stages[-1]
-            metric = "ndcg@budget" if final != first else "recall@budget"
-            try:
-                x = report.values(p["run"], "recall@depth", first)
-                y = report.values(p["run"], metric, final)
-            except KeyError:
-                continue
-            both = x.to_frame("x").join(y.to_frame("y"), how="inner").dropna()
-            title = f"{side.name}: {p['run']}" if many else str(p["run"])
-            panels.append((title, first, final, metric, both))
-    if not panels:
-        return None
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.8), squeeze=False)
-    rng = np.random.default_rng(0)
-    for ax, (title, first, final, metric, both) in zip(axes[0], panels, strict=True):
-        xs, ys = both["x"].to_numpy(), both["y"].to_numpy()
-        # jitter: most queries sit at recall 0 or 1; the counts say how many
-        ax.scatter(xs + rng.uniform(-0.025, 0.025, len(xs)), ys + rng.uniform(-0.015, 0.015, len(ys)), s=9, alpha=0.45)
-        for at in sorted(set(np.round(xs, 6).tolist())):
-            n = int(np.isclose(xs, at).sum())
-            if n >= max(3, len(xs) // 20):
-                ax.annotate(f"n={n}", (at, 1.06), ha="center", fontsize=7, annotation_clip=False)
-        ax.set(
-            xlabel=plot_text(f"{first} recall@depth (jittered)"),
-            ylabel=plot_text(f"{final} {metric}"),
-            title=plot_text(title),
-            xlim=(-0.06, 1.06),
-            ylim=(-0.04, 1.12),
-        )
-    fig.tight_layout()
-    return _svg(fig, "scatter")
 
 
 # ----- the page ------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .._escape import csv_text, markdown_code, plot_text
+from .._escape import csv_text, markdown_code
 from .._files import all_or_none, current, write_output
 from .._markdown import markdown_cell
 from .._version import __version__
@@ -544,6 +544,11 @@ def _ci(row: Mapping[Any, Any]) -> str:
     return f"{row['mean']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
 
 
+def _seconds(value: Any) -> str:
+    """A latency cell: n/a where nothing was timed (a stage served from the cache), as the HTML page says."""
+    return "n/a" if value is None or not np.isfinite(value) else f"{value:.4f}"
+
+
 def _markdown(
     title: str,
     report: FolderReport,
@@ -551,8 +556,13 @@ def _markdown(
     facts: Mapping[str, Any],
     pictures: list[Path],
 ) -> str:
+    from ..reports.funnel_text import funnel_markdown, funnel_of
+
     summary = report.summary
     lines = [f"# {markdown_cell(title)}", ""]
+    found = funnel_of(report) if results else None  # type: ignore[arg-type]  # a FolderReport is what it reads
+    if found:  # the answer first: where each pipeline's relevant items went, its headline numbers; then the detail
+        lines += [funnel_markdown(found), "## Detail", ""]
     lines += [f"- {markdown_cell(k)}: {v}" for k, v in facts.items()]  # facts are Markdown (e.g. `code`) by design
     lines += [
         "",
@@ -613,8 +623,8 @@ def _pipeline_markdown(report: FolderReport, results: Mapping[str, PipelineResul
             "|---|---:|---:|---:|---:|---:|",
         ]
         lines += [
-            f"| {markdown_cell(r['stage'])} | {r['p50']:.4f} | {r['p95']:.4f} | {r['n']} | {r['cache_hits']} | "
-            f"{r['failed']} |"
+            f"| {markdown_cell(r['stage'])} | {_seconds(r['p50'])} | {_seconds(r['p95'])} | {r['n']} | "
+            f"{r['cache_hits']} | {r['failed']} |"
             for r in result.latency.to_dict("records")
         ]
         lines.append("")
@@ -631,88 +641,21 @@ def _pipeline_markdown(report: FolderReport, results: Mapping[str, PipelineResul
 
 # ----- plots ---------------------------------------------------------------------------------------------------
 
-
-def _column(per_query: pd.DataFrame, run: str, stage: str, metric: str) -> pd.Series:
-    """One stage's per-query values of one metric, indexed by query id."""
-    rows = per_query[(per_query["run"] == run) & (per_query["stage"] == stage) & (per_query["metric"] == metric)]
-    return rows.set_index("query_id")["value"]
+#: the folder's plot files, by the figure each holds (rag_eval.renderers.plots)
+PLOT_FILES = {"recall": "recall_at_k.png", "loss": "loss_attribution.png", "scatter": "recall_vs_final.png"}
 
 
 def _plots(writer: _Writer, report: FolderReport, results: Mapping[str, PipelineResult], qrels: Qrels) -> list[Path]:
     """recall@k of every stage, the loss attribution and per query recall against the final metric (PNG)."""
-    from .._optional import require
+    from .plots import figures, folder_panels
 
-    matplotlib = require("matplotlib", extra="bench", feature="the plots of a result folder")
-    matplotlib.use("Agg")
+    made = figures(folder_panels(report, results), extra="bench", feature="the plots of a result folder")
     import matplotlib.pyplot as plt
 
     written: list[Path] = []
-    curves = report.recall_curves
-
-    def save(fig: Any, name: str) -> None:
+    for name, fig in made.items():
         buffer = io.BytesIO()
-        fig.savefig(buffer, dpi=110, format="png", metadata={"Software": None})
+        fig.savefig(buffer, dpi=110, format="png", metadata={"Software": None}, bbox_inches="tight")
         plt.close(fig)
-        written.append(writer.write(f"plots/{name}", buffer.getvalue()))
-
-    fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 4), squeeze=False)
-    for ax, (pipeline, result) in zip(axes[0], results.items(), strict=True):
-        depth = result.pipeline.depth
-        # as the report measured them at evaluation: the curve meets the table's recall@depth at the depth
-        table = curves[curves["run"] == pipeline]
-        for stage in result.stages:
-            rows = table[table["stage"] == stage]
-            ax.plot(rows["k"].tolist(), rows["recall"].tolist(), marker=".", label=plot_text(stage))
-        ax.axvline(depth, color="grey", linestyle=":", label=f"depth {depth}")
-        budget = result.pipeline.budget
-        delivered = list(result.delivered().values())
-        chunks = budget.chunks if budget.chunks is not None else float(np.mean(delivered or [0]))
-        ax.axvline(max(chunks, 1), color="black", linestyle="--", label=plot_text(budget))
-        ax.set(xscale="log", xlabel="k", ylabel="recall@k", title=plot_text(pipeline), ylim=(0, 1.02))
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    save(fig, "recall_at_k.png")
-    summary = report.summary
-    fates = ["never_retrieved", "below_depth", "reranked_out", "cut_by_budget", "failed", "delivered"]
-
-    def share(p: str, fate: str) -> float:
-        rows = summary[(summary.run == p) & (summary.metric == f"loss.{fate}")]
-        if len(rows) or fate not in ("reranked_out", "cut_by_budget"):
-            return float(rows["mean"].mean())
-        return 0.0  # each pipeline reports one cut fate (a reranker's, or the budget's): the other is 0
-
-    shares = {p: [share(p, f) for f in fates] for p in results}
-    if all(np.isfinite(v).all() for v in shares.values()):
-        fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(results), 4))
-        bottom = np.zeros(len(results))
-        for i, fate in enumerate(fates):
-            values = np.array([shares[p][i] for p in results])
-            # by position: two names alike once shortened stay two bars
-            ax.bar(np.arange(len(results)), values, bottom=bottom, label=_fate_words(f"loss.{fate}", None))
-            bottom += values
-        ax.set_xticks(np.arange(len(results)), [plot_text(p) for p in results])
-        ax.set(ylabel="share of relevant items", ylim=(0, 1), title="where relevant items went")
-        ax.legend(fontsize=7)
-        ax.tick_params(axis="x", labelrotation=20, labelsize=8)
-        fig.tight_layout()
-        save(fig, "loss_attribution.png")
-    per_query = report.per_query
-    fig, axes = plt.subplots(1, len(results), figsize=(5 * len(results), 4), squeeze=False)
-    for ax, (pipeline, result) in zip(axes[0], results.items(), strict=True):
-        final_metric = "ndcg@budget" if result.final_stage != result.first_stage else "recall@budget"
-        if "recall@depth" not in report.metrics or final_metric not in report.metrics:
-            continue
-        x = _column(per_query, pipeline, result.first_stage, "recall@depth")
-        y = _column(per_query, pipeline, result.final_stage, final_metric)
-        joined = x.to_frame("x").join(y.to_frame("y"), how="inner")
-        ax.scatter(joined["x"], joined["y"], s=8, alpha=0.5)
-        ax.set(
-            xlabel=plot_text(f"{result.first_stage} recall@depth"),
-            ylabel=plot_text(f"{result.final_stage} {final_metric}"),
-            title=plot_text(pipeline),
-            xlim=(-0.02, 1.02),
-            ylim=(-0.02, 1.02),
-        )
-    fig.tight_layout()
-    save(fig, "recall_vs_final.png")
+        written.append(writer.write(f"plots/{PLOT_FILES[name]}", buffer.getvalue()))
     return written

@@ -476,12 +476,22 @@ class Report:
         )
 
     def _repr_html_(self) -> str:
-        """The summary as an HTML table (values escaped by pandas) under a one-line heading (escaped)."""
-        return html_table(self._shown(), heading=self._heading())
+        """A pipeline's funnel first (:mod:`rag_eval.reports.funnel_text`), then the summary as an HTML table (values
+        escaped by pandas) under a one-line heading (escaped)."""
+        from .funnel_text import funnel_html, funnel_of
+
+        found = funnel_of(self)
+        return (funnel_html(found) if found else "") + html_table(self._shown(), heading=self._heading())
 
     def _repr_markdown_(self) -> str:
-        """The summary as a Markdown table, cells escaped (``<``, ``&``, ``|``: Markdown renders raw HTML)."""
-        return markdown_table(self._shown(), heading=self._heading())
+        """A pipeline's funnel first, then the summary as a Markdown table, cells escaped (``<``, ``&``, ``|``:
+        Markdown renders raw HTML)."""
+        from .funnel_text import funnel_markdown, funnel_of
+
+        found = funnel_of(self)
+        return (funnel_markdown(found, level=3) + "\n" if found else "") + markdown_table(
+            self._shown(), heading=self._heading()
+        )
 
     # ----- persistence --------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:

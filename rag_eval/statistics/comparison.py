@@ -134,12 +134,54 @@ class Comparison:
             f"alpha {s.get('alpha')})"
         )
 
+    def _verdict(self) -> list[tuple[str, str]]:
+        """Per system and metric, in the table's order: ``(word, sentence)``; ``word`` is ``better`` or ``worse``
+        (significant after the correction, read by the metric's direction), ``not significant``, or ``different``
+        (a metric with no better direction); the sentence names the pair and gives the difference, its interval and
+        p."""
+        out = []
+        correction = self.settings["correction"]
+        for r in self.table.to_dict("records"):
+            interval = f" [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]" if r["ci_low"] == r["ci_low"] else ""
+            numbers = f"{r['diff']:+.4f}{interval}, p ({correction}) {_p(r['p_adjusted'])}, n {int(r['n'])}"
+            if not r["rejected"]:
+                word = "not significant"
+            elif r["direction"] == "none":
+                word = "different"
+            else:
+                word = "better" if (r["diff"] > 0) == (r["direction"] == "higher") else "worse"
+            lower = " (lower is better)" if r["direction"] == "lower" else ""
+            out.append((word, f"{r['system']} vs {r['baseline']}, {r['metric']}{lower}: {numbers}"))
+        return out
+
+    def _verdict_heading(self) -> str:
+        significant = int(self.table["rejected"].sum())
+        return (
+            f"Verdict: {significant} of {len(self.table)} differences significant after "
+            f"{self.settings['correction']} correction at alpha {self.alpha}"
+        )
+
     def _repr_html_(self) -> str:
-        """The table under its heading, every value escaped (pandas' escaping; the heading by html.escape)."""
-        return html_table(self._shown(), heading=self._heading())
+        """The verdict first (each in words and in colour: Okabe-Ito's bluish green better, vermillion worse),
+        then the table under its heading, every value escaped (pandas' escaping; the texts by html.escape)."""
+        import html
+
+        from .._plot_style import OKABE_ITO
+
+        colours = {"better": OKABE_ITO["bluish green"], "worse": OKABE_ITO["vermillion"]}
+        items = "".join(
+            f'<li><strong style="color:{colours.get(word, OKABE_ITO["black"])}">{html.escape(word)}</strong>: '
+            f"{html.escape(sentence)}</li>"
+            for word, sentence in self._verdict()
+        )
+        verdict = f"<p><strong>{html.escape(self._verdict_heading())}</strong></p><ul>{items}</ul>"
+        return verdict + html_table(self._shown(), heading=self._heading())
 
     def _repr_markdown_(self) -> str:
-        return markdown_table(self._shown(), heading=self._heading())
+        """The verdict first (in words: **better**, **worse**), then the table under its heading; cells escaped."""
+        lines = [f"**{markdown_cell(self._verdict_heading())}**", ""]
+        lines += [f"- **{word}**: {markdown_cell(sentence)}" for word, sentence in self._verdict()]
+        return "\n".join(lines) + "\n\n" + markdown_table(self._shown(), heading=self._heading())
 
     def to_markdown(self) -> str:
         """The table in Markdown (cells escaped: ``&``, ``<``, ``>`` as entities, ``|`` backslashed)."""
@@ -166,30 +208,41 @@ class Comparison:
         return "\n".join(lines) + "\n"
 
     def plot(self, ax: Any = None) -> Any:
-        """The mean differences with their intervals, significant ones filled; returns the matplotlib Axes."""
+        """The mean differences with their intervals, significant ones filled (Okabe-Ito colours, the legend right
+        of the axes); returns the matplotlib Axes."""
         import matplotlib.pyplot as plt
 
+        from .._plot_style import OKABE_ITO, legend_outside
+
         frame = self.table
+        own = ax is None
         if ax is None:
-            _, ax = plt.subplots(figsize=(6, 0.45 * len(frame) + 1.2))
+            _, ax = plt.subplots(figsize=(6, 0.45 * len(frame) + 1.4))
         y = np.arange(len(frame))[::-1]
         err = np.vstack([frame["diff"] - frame["ci_low"], frame["ci_high"] - frame["diff"]])
         for filled in (True, False):
             pick = frame["rejected"].to_numpy() == filled
+            colour = OKABE_ITO["blue"] if filled else OKABE_ITO["orange"]
             ax.errorbar(
                 frame["diff"][pick],
                 y[pick],
                 xerr=err[:, pick],
-                fmt="o",
+                fmt="o" if filled else "s",  # told apart by shape as well as colour
+                color=colour,
                 capsize=3,
-                mfc=None if filled else "white",
+                mfc=colour if filled else "white",
                 label="significant" if filled else "not significant",
             )
-        ax.axvline(0, color="grey", linewidth=0.8)
+        ax.axvline(0, color=OKABE_ITO["black"], linewidth=0.8)
         ticks = [plot_text(f"{s}: {m}") for s, m in zip(frame["system"], frame["metric"], strict=True)]
         ax.set_yticks(y, ticks, fontsize=8)
+        ax.set_ylim(-0.7, len(frame) - 0.3)
         ax.set_xlabel(plot_text(f"difference from {self.settings['baseline']}"))
-        ax.legend(fontsize=7)
+        level = f"{self.settings.get('confidence', 0.95):.0%}"
+        ax.set_title(plot_text(f"difference from {self.settings['baseline']}, with its {level} interval"), fontsize=9)
+        legend_outside(ax, fontsize=7)
+        if own:
+            ax.figure.tight_layout()  # the legend right of the axes kept in the figure
         return ax
 
 
