@@ -323,7 +323,7 @@ def _verdicts(rows: list[dict[str, Any]]) -> None:
     adjusted = correct(ps, CORRECTION) if len(ps) else ps
     for r, p in zip(rows, adjusted.tolist(), strict=True):
         r["p_adjusted"] = p
-        r["p_shown"] = "n/a" if p != p else f"{p:.2g}"
+        r["p_shown"] = "n/a" if p != p else ("< 0.0001" if p < 1e-4 else f"{p:.2g}")
         if r["verdict"] == "not ranked (no better side)" or p != p:
             if r["verdict"] == "unclear":
                 r["verdict"] = f"no test (n < {min_n(TEST)})"
@@ -362,10 +362,10 @@ def _diff(a: HtmlSide, b: HtmlSide) -> _Diff:
     95% bootstrap interval (queries resampled, seed 0), the queries won, tied and lost by the metric's direction
     and those on one side only; per query, the final stage's main metric, the queries that got worse and those
     that got better."""
-    from .result_folder import comparable
+    from .result_folder import differences
     from .stage_pairs import delivered_metric, pair_blocks
 
-    notes = comparable(a.report, b.report)
+    notes = [line for _, line in differences(a.report, b.report, names=(a.name, b.name))]
     pairing = pair_blocks(a.report, b.report, names=(a.name, b.name))
     rows: list[dict[str, Any]] = []
     va, vb = a.report, b.report
