@@ -1,20 +1,21 @@
 """The HTML report: one self-contained file a person opens in a browser, offline (``docs/html-report.md``).
 
 ``rag-eval report FOLDER [FOLDER ...] -o report.html`` and :meth:`Report.to_html` write it. One file: the styles
-and the script inline, the plots inline SVG (matplotlib's SVG backend, text kept as text), no URL fetched. It
-shows the stage-aware summary with intervals, recall@k per stage with the depth and budget marked, where relevant
-items were lost, latency and failures per stage, the metric card, a per-query drill-down (each stage's ranked
-chunks with their text, grade or "unjudged", and the fate of each relevant chunk) and, with two folders or more, a
-diff of each against the first (per stage and per query: wins, losses, the regressed queries).
+and the script inline, the plots inline SVG (matplotlib's SVG backend, text kept as text), no URL fetched. Its first
+screen answers: for a diff, the verdict (which differences are significant after correction, better or worse by
+each metric's direction); for each pipeline, the funnel of its relevant items (:mod:`rag_eval.reports.funnel`) beside
+its stages' headline numbers (:mod:`.html_summary`). Then a stage x metric pivot (the flat table one click away, and
+as CSV), latency and failures, the plots, the metric card, the Queries view (:mod:`.html_queries`: a virtual list,
+filters by fate, a per-query drill-down) and the Diff view (per stage and per query).
 
-Size: each chunk text is stored once (a table of texts, referenced by index from the rankings) and each stage's
-ranking is kept to the drill depth (default: the budget plus :data:`DRILL_EXTRA`), so that a report of SciFact's
-300 queries stays well under 10 MB.
+Size: the page holds the list; the drill-down comes in shards of queries, inline while the page stays under
+:data:`~rag_eval.renderers.html_queries.INLINE_BYTES`, else in small scripts beside it (``<page>.drill/``): 100,000
+queries make a page of about 6 MB.
 
 Escaping: every text from the data (queries, chunks, ids, stage names, the card) reaches the page through jinja2
-with autoescape on; the drill-down's data is one JSON block written with ``|tojson`` (``<``, ``>``, ``&`` and
-``'`` as ``\\u`` escapes, so that no ``</script>`` can close it), and the script puts it into the page with
-``textContent``, never as HTML. jinja2 and matplotlib are the ``html`` extra.
+with autoescape on; the list's and the drill-down's data are JSON blocks escaped as ``|tojson`` escapes
+(``<``, ``>``, ``&`` and ``'`` as ``\\u`` escapes, so that no ``</script>`` can close them), and the script puts
+them into the page with ``textContent``, never as HTML. jinja2 and matplotlib are the ``html`` extra.
 """
 
 from __future__ import annotations
