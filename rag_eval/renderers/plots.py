@@ -20,6 +20,8 @@ import numpy as np
 
 from .._escape import plot_text
 from .._plot_style import FATE_COLOURS, OKABE_ITO, legend_outside, rc, text_colour
+from ..reports.funnel import pipelines_of
+from .html_queries import budget_chunks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,15 +56,8 @@ class Panel:
         return next((s for s, role in self.stages.items() if role == "first"), next(iter(self.stages), None))
 
 
-def _budget_chunks(budget: str | None) -> int | None:
-    found = re.fullmatch(r"budget\((\d+)\)", budget or "")
-    return int(found.group(1)) if found else None
-
-
 def card_panels(name: str, report: Report, *, many: bool = False) -> list[Panel]:
     """The panels of the pipelines a report's metric card describes (``name: run`` as their titles if ``many``)."""
-    pipeline = report.card.pipeline
-    every: list[dict[str, Any]] = (pipeline.get("all") or [pipeline]) if pipeline else []
     return [
         Panel(
             f"{name}: {p['run']}" if many else str(p["run"]),
@@ -71,10 +66,10 @@ def card_panels(name: str, report: Report, *, many: bool = False) -> list[Panel]
             dict(p.get("stages", {})),
             int(p["depth"]) if p.get("depth") is not None else None,
             str(p.get("budget") or ""),
-            _budget_chunks(p.get("budget")),
+            budget_chunks(p.get("budget")),
             " or ".join(s for s, role in p.get("stages", {}).items() if role == "reranker") or None,
         )
-        for p in every
+        for p in pipelines_of(report)
     ]
 
 

@@ -179,8 +179,11 @@ def _placed(
     n = len(items)
     query = items["query_id"].astype(str).to_numpy(dtype=object) if n else np.array([], dtype=object)
     fate = items["fate"].astype(str).to_numpy(dtype=object) if n else np.array([], dtype=object)
-    cut_by = items["cut_by"].to_numpy(dtype=object) if n and "cut_by" in items.columns else np.full(n, None, object)
-    cut_by = cut_by.copy()  # writable: a loaded folder's column gives a read-only array
+    cut_by = (
+        items["cut_by"].to_numpy(dtype=object, copy=True)
+        if n and "cut_by" in items.columns
+        else np.full(n, None, object)
+    )
     cut_by[pd.isna(cut_by)] = None
     # each stage at its step (a fusion's inputs at the first stage's)
     step_of_any = {s: (1 if r == "input" else step_of[s]) for s, r in roles.items()}
