@@ -17,6 +17,7 @@ __all__ = [
     "DegenerateInterval",
     "DuplicateJudgement",
     "DuplicateResult",
+    "FailingGenerator",
     "FailingJudge",
     "FailingStage",
     "HarnessError",
@@ -154,6 +155,11 @@ class FailingJudge(RagEvalWarning):
     """A model judge that failed on more than half of the items it was asked to grade (a malformed answer, a
     timeout, an error of its own): said once, with the count and the first error; the failed items are not in the
     log and are asked again on the next run (:func:`rag_eval.ground_truth.judging.judge`)."""
+
+
+class FailingGenerator(RagEvalWarning):
+    """A generator that failed on more than half of the queries it was asked: said once, with the count and the
+    first error; those answers are missing (NaN, counted), never graded as wrong, and asked again on the next run."""
 
 
 class CappedResults(RagEvalWarning):
