@@ -84,7 +84,7 @@ class SmolLM2Generator(Generator):
             "model": f"{MODEL_DISTRIBUTION} {importlib.metadata.version(MODEL_DISTRIBUTION)}: {MODEL_FILE}",
             "model_bytes": self.path.stat().st_size,
             "runtime": f"xllamacpp {_version('xllamacpp')}",
-            "decoding": "greedy (temperature 0, top_k 1)",
+            "decoding": "greedy (temperature 0, top_k 1), no prompt cache",
             "threads": 1,
             "max_tokens": self.max_tokens,
             "n_ctx": self.n_ctx,
@@ -127,6 +127,7 @@ class SmolLM2Generator(Generator):
             "temperature": 0.0,
             "top_k": 1,
             "stop": list(self.stop),
+            "cache_prompt": False,  # a reused prefix changes the arithmetic: the answer would depend on the order
         }
         with self._lock:  # one request at a time: one slot, one thread
             response = self._started().handle_chat_completions(request)
