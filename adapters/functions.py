@@ -19,6 +19,7 @@ from ..data.queryset import QuerySet
 from ..errors import InputError
 from ..stages import Fingerprint, Hit, Reranker, Retriever
 from ..stages.fingerprint import fingerprint
+from ..stages.generator import Generation, Generator
 from ..stages.hits import as_hit
 from ..stages.judges import DEFAULT_SCALE, BaseJudge, JudgeGrade, JudgeItem, check_scale
 from ._common import map_back, qualified_name, returned_items, run_sync
@@ -26,9 +27,11 @@ from ._common import map_back, qualified_name, returned_items, run_sync
 __all__ = [
     "FunctionBatchReranker",
     "FunctionBatchRetriever",
+    "FunctionGenerator",
     "FunctionJudge",
     "FunctionReranker",
     "FunctionRetriever",
+    "generator",
     "judge",
     "reranker",
     "retriever",
@@ -462,3 +465,62 @@ def _as_grade(value: Any, scale: tuple[int, int]) -> JudgeGrade:
         return JudgeGrade(grade=grade, confidence=None if confidence is None else float(confidence))
     except (InputError, TypeError, ValueError) as exc:
         return JudgeGrade.failed(f"the function returned {value!r:.200}: {exc}")
+
+
+# ----- generators ------------------------------------------------------------------------------------------------
+
+
+def generator(
+    fn: Callable[..., Any], *, name: str, batch: bool = False, version: str | None = None
+) -> FunctionGenerator:
+    """A generator calling ``fn(prompt)``, which returns the answer: a str, or a
+    :class:`~rag_eval.stages.generator.Generation` (with token counts). What it raises is that query's failure.
+    ``batch=True``: ``fn(prompts)`` returns one answer per prompt, in order (a batch that raises or miscounts is asked
+    again prompt by prompt). ``version``: the fingerprint is then the version, not the code (needed for a function
+    holding what cannot be described exactly: a model, a client). Async functions are run to completion."""
+    return FunctionGenerator(fn, name=name, batch=_batch_flag(name, batch), version=version)
+
+
+class FunctionGenerator(_CallsFunction, Generator):
+    """A generator made from a function; see :func:`generator`."""
+
+    description = "a function of the user's"
+
+    def __init__(self, fn: Callable[..., Any], *, name: str, batch: bool = False, version: str | None = None) -> None:
+        super().__init__(name, version=version)
+        if not callable(fn):
+            raise TypeError(f"generator {name!r}: expected a function, not {type(fn).__name__}")
+        self.fn = fn
+        self.batch = batch
+        self._is_async = _is_async(fn)
+        _ = self.fingerprint  # Uncacheable (asking for version=) at once, not midway through a run
+
+    def config(self) -> dict[str, Any]:
+        code = None if self.version is not None else fingerprint(self.fn, stage=self.name).digest
+        return {"code": code, "batch": self.batch}
+
+    def generate(self, prompt: str) -> str | Generation:
+        if self.batch:
+            return _as_generation(_answers(self.name, self._call([prompt]), 1, "answers")[0])
+        return _as_generation(self._call(prompt))
+
+    def generate_batch(self, prompts: Sequence[str]) -> Sequence[str | Generation | BaseException]:
+        if not self.batch:
+            return super().generate_batch(prompts)
+        returned = _answers(self.name, self._call(list(prompts)), len(prompts), "answers")
+        out: list[str | Generation | BaseException] = []
+        for value in returned:
+            try:
+                out.append(_as_generation(value))
+            except TypeError as exc:
+                out.append(exc)
+        return out
+
+    def __repr__(self) -> str:
+        return f"FunctionGenerator({self.name!r}, fn={getattr(self.fn, '__qualname__', self.fn)!r})"
+
+
+def _as_generation(value: Any) -> str | Generation:
+    if isinstance(value, (str, Generation)):
+        return value
+    raise TypeError(f"the function returned a {type(value).__name__}, not a str or a Generation: {value!r:.200}")

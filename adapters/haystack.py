@@ -19,9 +19,11 @@ import numpy as np
 
 from .._optional import require
 from ..stages import Hit, Reranker, Retriever, Uncacheable
+from ..stages.generator import Generation, Generator
+from ..stages.judges import without_secrets
 from ._common import content, describe, jsonable, metadata_copy, read_score, returned_items
 
-__all__ = ["HaystackReranker", "HaystackRetriever", "reranker", "retriever"]
+__all__ = ["HaystackGenerator", "HaystackReranker", "HaystackRetriever", "generator", "reranker", "retriever"]
 
 FEATURE = "rag_eval.adapters.haystack"  # what the ImportError names when haystack-ai is not installed
 QUERY_INPUT_NAMES = ("query", "text")  # the pipeline inputs that receive the query text by default
@@ -422,6 +424,78 @@ class HaystackReranker(_HaystackStage, Reranker):
 
 
 # -- helpers -------------------------------------------------------------------------------------------------------
+
+
+def generator(
+    obj: Any, *, name: str, component: str | None = None, prompt_input: str = "prompt", version: str | None = None
+) -> HaystackGenerator:
+    """A generator from a Haystack generator component (``run(prompt=...)`` returning ``{"replies": [...]}``), or
+    the component named ``component`` of a Haystack ``Pipeline`` (run alone). The first reply is the answer (a str,
+    or a ``ChatMessage``'s text); token counts are read from ``meta[0]["usage"]`` (``prompt_tokens``,
+    ``completion_tokens``) where the component reports them. ``prompt_input``: the run input that takes the prompt.
+    ``version``: change it when the model behind the same settings changes."""
+    return HaystackGenerator(obj, name=name, component=component, prompt_input=prompt_input, version=version)
+
+
+class HaystackGenerator(Generator):
+    """A generator wrapping a Haystack generator component; see :func:`generator`."""
+
+    description = "a Haystack generator component"
+
+    def __init__(
+        self,
+        obj: Any,
+        *,
+        name: str,
+        component: str | None = None,
+        prompt_input: str = "prompt",
+        version: str | None = None,
+    ) -> None:
+        super().__init__(name, version=version)
+        _haystack()
+        if _is_pipeline(obj):
+            if component is None:
+                raise TypeError(f"generator {name!r}: a Haystack Pipeline needs component= naming the generator in it")
+            obj = _get_component(name, obj, component)
+        inputs = _sockets(obj, "__haystack_input__")
+        if not callable(getattr(obj, "run", None)) or inputs is None:
+            raise TypeError(
+                f"generator {name!r}: expected a Haystack component (a class decorated with @component) or a "
+                f"Pipeline, not {type(obj).__name__}"
+            )
+        outputs = _sockets(obj, "__haystack_output__")
+        if outputs is not None and "replies" not in outputs:
+            raise TypeError(
+                f"generator {name!r}: {type(obj).__name__} declares the outputs {sorted(outputs)}, not 'replies': "
+                "rag_eval reads a generator's answer from its 'replies' output"
+            )
+        if prompt_input not in inputs:
+            raise TypeError(f"generator {name!r}: {type(obj).__name__} has no input {prompt_input!r} (prompt_input=)")
+        self.component, self.prompt_input = obj, prompt_input
+        self._settings = without_secrets(_settings(obj, None))  # read now, as the component is when wrapped
+
+    def config(self) -> dict[str, Any]:
+        return {"component": self._settings, "prompt_input": self.prompt_input}
+
+    def generate(self, prompt: str) -> Generation:
+        out = self.component.run(**{self.prompt_input: prompt})
+        replies = out.get("replies") if isinstance(out, dict) else None
+        if not isinstance(replies, list) or not replies:
+            raise TypeError(f"the component returned {out!r:.200}, not a dict with a non-empty 'replies' list")
+        reply = replies[0]
+        text = reply if isinstance(reply, str) else getattr(reply, "text", None)
+        if not isinstance(text, str):
+            raise TypeError(f"the component's reply is a {type(reply).__name__} without text: {reply!r:.200}")
+        meta = out.get("meta")
+        usage = meta[0].get("usage") if isinstance(meta, list) and meta and isinstance(meta[0], dict) else None
+        if usage is None and not isinstance(reply, str):  # a ChatMessage carries its own meta
+            usage = (getattr(reply, "meta", None) or {}).get("usage")
+        counts = [usage.get(k) if isinstance(usage, dict) else None for k in ("prompt_tokens", "completion_tokens")]
+        counts = [c if isinstance(c, int) and not isinstance(c, bool) and c >= 0 else None for c in counts]
+        return Generation(text, counts[0], counts[1])
+
+    def __repr__(self) -> str:
+        return f"HaystackGenerator({self.name!r}, {type(self.component).__name__}, fingerprint={self.fingerprint!r})"
 
 
 def _haystack() -> SimpleNamespace:

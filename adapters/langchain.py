@@ -12,12 +12,23 @@ from typing import Any
 
 from .._optional import require
 from ..stages import Hit, Pipeline, Reranker, Retriever, fuse
+from ..stages.generator import Generation, Generator
 from ..stages.judges import without_secrets
 from ._common import content, describe, jsonable, metadata_copy, read_score, returned_items, settled
 from ._common import max_concurrency as _max_concurrency
 from ._judging import Answer, PromptJudge
 
-__all__ = ["LangChainJudge", "LangChainReranker", "LangChainRetriever", "judge", "pipeline", "reranker", "retriever"]
+__all__ = [
+    "LangChainGenerator",
+    "LangChainJudge",
+    "LangChainReranker",
+    "LangChainRetriever",
+    "generator",
+    "judge",
+    "pipeline",
+    "reranker",
+    "retriever",
+]
 
 FEATURE = "rag_eval.adapters.langchain"  # what the ImportError names when langchain-core is not installed
 POSITION_KEY = "__rag_eval_position__"  # the private metadata tag a reranker's input documents carry
@@ -199,6 +210,73 @@ class LangChainJudge(PromptJudge):
 
     def __repr__(self) -> str:
         return f"LangChainJudge({self.name!r}, {type(self.model).__name__}, fingerprint={self.fingerprint!r})"
+
+
+def generator(
+    chat_model: Any, *, name: str | None = None, max_concurrency: int | None = None, version: str | None = None
+) -> LangChainGenerator:
+    """A generator from a LangChain chat model (a ``BaseChatModel``; a ``BaseLLM`` answering text also works): each
+    prompt sent as one human message, the answer's text content read back, its ``usage_metadata`` token counts
+    kept where the model reports them. A batch goes through the model's own ``batch`` (``max_concurrency`` calls at
+    once). ``name``: default the model's ``model_name``/``model``; ``version``: as for :func:`judge`."""
+    return LangChainGenerator(chat_model, name=name, max_concurrency=max_concurrency, version=version)
+
+
+class LangChainGenerator(Generator):
+    """A generator wrapping a LangChain chat model; see :func:`generator`."""
+
+    description = "a LangChain chat model"
+
+    def __init__(
+        self,
+        chat_model: Any,
+        *,
+        name: str | None = None,
+        max_concurrency: int | None = None,
+        version: str | None = None,
+    ) -> None:
+        base = require("langchain_core.language_models", extra="langchain", feature=FEATURE).BaseLanguageModel
+        if not isinstance(chat_model, base):
+            raise TypeError(f"a LangChain generator needs a BaseChatModel, not {type(chat_model).__name__}")
+        self.model = chat_model
+        super().__init__(_model_name(chat_model) if name is None else name, version=version)
+        self.max_concurrency = _max_concurrency(self.name, max_concurrency)
+        self._model_config = without_secrets(describe(chat_model))  # read now: a model's state may change as it answers
+
+    def config(self) -> dict[str, Any]:
+        return {"model": self._model_config}
+
+    def generate(self, prompt: str) -> Generation:
+        return _generation(self.model.invoke(prompt))
+
+    def generate_batch(self, prompts: Sequence[str]) -> Sequence[str | Generation | BaseException]:
+        config = {} if self.max_concurrency is None else {"max_concurrency": self.max_concurrency}
+        answers = list(self.model.batch(list(prompts), config=config, return_exceptions=True))
+        out: list[str | Generation | BaseException] = []
+        for answer in answers:
+            try:
+                out.append(answer if isinstance(answer, BaseException) else _generation(answer))
+            except TypeError as exc:
+                out.append(exc)
+        return out
+
+    def __repr__(self) -> str:
+        return f"LangChainGenerator({self.name!r}, {type(self.model).__name__}, fingerprint={self.fingerprint!r})"
+
+
+def _generation(answer: Any) -> Generation:
+    """A chat model's message (or an LLM's str) as a Generation: its text content, and the token counts of its
+    ``usage_metadata`` where present."""
+    content = getattr(answer, "content", answer)
+    if isinstance(content, list):  # content blocks: the text ones, in order
+        parts = [b if isinstance(b, str) else b.get("text") for b in content if isinstance(b, (str, dict))]
+        content = "".join(str(p) for p in parts) if parts and all(isinstance(p, str) for p in parts) else None
+    if not isinstance(content, str):
+        raise TypeError(f"the model answered a {type(answer).__name__} without text content: {answer!r:.200}")
+    usage = getattr(answer, "usage_metadata", None) or {}
+    counts = [usage.get(k) if isinstance(usage, dict) else None for k in ("input_tokens", "output_tokens")]
+    counts = [c if isinstance(c, int) and not isinstance(c, bool) and c >= 0 else None for c in counts]
+    return Generation(content, counts[0], counts[1])
 
 
 def _model_name(model: Any) -> str:

@@ -12,11 +12,21 @@ from typing import Any
 
 from .._optional import require
 from ..stages import Fingerprint, Hit, Reranker, Retriever, Uncacheable
+from ..stages.generator import Generation, Generator
 from ..stages.judges import without_secrets
 from ._common import describe, jsonable, metadata_copy, read_score, returned_items
 from ._judging import Answer, PromptJudge
 
-__all__ = ["LlamaIndexJudge", "LlamaIndexReranker", "LlamaIndexRetriever", "judge", "reranker", "retriever"]
+__all__ = [
+    "LlamaIndexGenerator",
+    "LlamaIndexJudge",
+    "LlamaIndexReranker",
+    "LlamaIndexRetriever",
+    "generator",
+    "judge",
+    "reranker",
+    "retriever",
+]
 
 FEATURE = "rag_eval.adapters.llamaindex"  # what the ImportError names when llama-index-core is not installed
 SOURCE_KEY, START_KEY, END_KEY = "source_doc_id", "start_char", "end_char"
@@ -111,6 +121,54 @@ class LlamaIndexJudge(PromptJudge):
 
     def __repr__(self) -> str:
         return f"LlamaIndexJudge({self.name!r}, {type(self.llm).__name__}, fingerprint={self.fingerprint!r})"
+
+
+def generator(llm: Any, *, name: str | None = None, version: str | None = None) -> LlamaIndexGenerator:
+    """A generator from a LlamaIndex LLM (``llama_index.core.llms.LLM``): ``complete(prompt)``, the response's
+    ``text``; token counts where the response's ``raw`` carries an OpenAI-style ``usage`` (``prompt_tokens``,
+    ``completion_tokens``). ``name``: default the LLM's ``model``/``model_name``; ``version``: as for :func:`judge`."""
+    return LlamaIndexGenerator(llm, name=name, version=version)
+
+
+class LlamaIndexGenerator(Generator):
+    """A generator wrapping a LlamaIndex LLM; see :func:`generator`."""
+
+    description = "a LlamaIndex LLM"
+
+    def __init__(self, llm: Any, *, name: str | None = None, version: str | None = None) -> None:
+        base = require("llama_index.core.llms", extra="llamaindex", feature=FEATURE).LLM
+        if not isinstance(llm, base):
+            raise TypeError(f"a LlamaIndex generator needs a llama_index.core.llms.LLM, not {type(llm).__name__}")
+        self.llm = llm
+        label = next(
+            (
+                v.strip()
+                for v in (getattr(llm, f, None) for f in ("model", "model_name"))
+                if isinstance(v, str) and v.strip()
+            ),
+            type(llm).__name__,
+        )
+        super().__init__(label if name is None else name, version=version)
+        self._model_config = without_secrets(describe(llm))  # read now, as the LLM is when the generator is built
+
+    def config(self) -> dict[str, Any]:
+        return {"model": self._model_config}
+
+    def generate(self, prompt: str) -> Generation:
+        response = self.llm.complete(prompt)
+        text = getattr(response, "text", None)
+        if not isinstance(text, str):
+            raise TypeError(f"the LLM answered a {type(response).__name__} without text: {response!r:.200}")
+        raw = getattr(response, "raw", None)
+        usage = raw.get("usage") if isinstance(raw, dict) else getattr(raw, "usage", None)
+        if usage is not None and not isinstance(usage, dict):
+            usage = {k: getattr(usage, k, None) for k in ("prompt_tokens", "completion_tokens")}
+        counts = [(usage or {}).get(k) for k in ("prompt_tokens", "completion_tokens")]
+        counts = [c if isinstance(c, int) and not isinstance(c, bool) and c >= 0 else None for c in counts]
+        return Generation(text, counts[0], counts[1])
+
+    def __repr__(self) -> str:
+        return f"LlamaIndexGenerator({self.name!r}, {type(self.llm).__name__}, fingerprint={self.fingerprint!r})"
 
 
 class LlamaIndexRetriever(Retriever):

@@ -18,6 +18,7 @@ __all__ = [
     "DuplicateJudgement",
     "DuplicateResult",
     "FailedAnswers",
+    "FailingGenerator",
     "FailingJudge",
     "FailingStage",
     "FewDistractors",
@@ -166,6 +167,11 @@ class FailedAnswers(RagEvalWarning):
 class FewDistractors(RagEvalWarning):
     """Queries with fewer chunks judged irrelevant (grade 0, not delivered) than the distractors asked for: each is
     left out of those context conditions and counted, said once (:func:`rag_eval.stages.contexts.build_contexts`)."""
+
+
+class FailingGenerator(RagEvalWarning):
+    """A generator that failed on more than half of the queries it was asked: said once, with the count and the
+    first error; those answers are missing (NaN, counted), never graded as wrong, and asked again on the next run."""
 
 
 class CappedResults(RagEvalWarning):

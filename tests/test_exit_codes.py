@@ -130,6 +130,25 @@ def down(collection, depth, budget):
     return rag_eval.Pipeline(functions.retriever(search, name="down", version="1"), depth=depth, budget=budget)
 
 
+def short_answer(prompt: str) -> str:
+    """A generator function for ``rag-eval answers``: the first chunk's first three words."""
+    return " ".join(prompt.split("[1] ", 1)[1].split()[:3])
+
+
+def no_answer(prompt: str) -> str:
+    raise RuntimeError("the model is down")
+
+
+def _answers(tmp: Path, generator: str) -> list[str]:
+    main(
+        ["bench", "--beir", str(BEIR), "--pipeline", PIPELINE, "--depth", "30", "-o", str(tmp / "bench"), "--no-plots"]
+    )
+    refs = tmp / "refs.jsonl"
+    refs.write_text("".join(json.dumps({"query_id": f"q{i}", "answers": ["chain"]}) + "\n" for i in range(1, 12)))
+    out = ["answers", str(tmp / "bench"), "--beir", str(BEIR), "--references", str(refs)]
+    return [*out, "--generator", f"{__name__}:{generator}", "-o", str(tmp / "answers")]
+
+
 def _judgement_log(tmp: Path, *, empty: bool = False) -> str:
     from rag_eval.ground_truth import JudgementLog
 
@@ -223,6 +242,9 @@ SCENARIOS: dict[tuple[str, int], Callable[[Path], list[str]]] = {
     ("bench", 0): lambda t: ["bench", "--beir", str(BEIR), "--pipeline", PIPELINE, "-o", str(t / "bench")],
     ("bench", 2): lambda t: ["bench", "--beir", str(t / "missing")],
     ("bench", 4): lambda t: ["bench", "--beir", str(BEIR), "--pipeline", f"{__name__}:down", "-o", str(t / "b")],
+    ("answers", 0): lambda t: _answers(t, "short_answer"),
+    ("answers", 2): lambda t: ["answers", str(t / "missing"), "--beir", str(BEIR), "--references", str(t / "r.jsonl")],
+    ("answers", 4): lambda t: _answers(t, "no_answer"),
     ("demo", 0): lambda t: ["demo", "-o", str(t / "demo"), "--no-plots"],
     ("demo", 2): lambda t: ["demo", "-o", _a_file(t)],
 }

