@@ -136,7 +136,7 @@ def test_llamaindex_mock_llm_and_a_custom_llm_reporting_usage():
     class Reader(CustomLLM):
         @property
         def metadata(self) -> LLMMetadata:
-            return LLMMetadata(model_name="reader")
+            return LLMMetadata(model_name="answerer")
 
         @llm_completion_callback()
         def complete(self, prompt: str, formatted: bool = False, **kwargs):
@@ -150,7 +150,7 @@ def test_llamaindex_mock_llm_and_a_custom_llm_reporting_usage():
         def stream_complete(self, prompt: str, formatted: bool = False, **kwargs):
             raise NotImplementedError
 
-    answers = generate_answers(llamaindex.generator(Reader(), name="reader"), CONTEXTS, questions=QUESTIONS)
+    answers = generate_answers(llamaindex.generator(Reader(), name="answerer"), CONTEXTS, questions=QUESTIONS)
     assert answers["q1"].text == "Denver Broncos" and answers["q1"].tokens_out == 2 and answers["q1"].tokens_in > 10
     assert answers["q2"].error == "RuntimeError: offline"
     with pytest.raises(TypeError, match=r"needs a llama_index\.core\.llms\.LLM"):
@@ -182,14 +182,14 @@ def _haystack_reader():
 def test_haystack_component_alone_and_in_a_pipeline():
     from haystack import Pipeline, component
 
-    reader = _haystack_reader()
-    answers = generate_answers(haystack.generator(reader(), name="hs"), CONTEXTS, questions=QUESTIONS)
+    answerer = _haystack_reader()
+    answers = generate_answers(haystack.generator(answerer(), name="hs"), CONTEXTS, questions=QUESTIONS)
     assert answers["q2"].text == "Levi's Stadium" and answers["q2"].tokens_out == 2
     pipe = Pipeline()
-    pipe.add_component("reader", reader(prefix="A: "))
-    gen = haystack.generator(pipe, name="hs", component="reader")
+    pipe.add_component("answerer", answerer(prefix="A: "))
+    gen = haystack.generator(pipe, name="hs", component="answerer")
     assert generate_answers(gen, CONTEXTS, questions=QUESTIONS)["q1"].text == "A: Denver Broncos"
-    assert gen.fingerprint != haystack.generator(reader(), name="hs").fingerprint  # its settings differ
+    assert gen.fingerprint != haystack.generator(answerer(), name="hs").fingerprint  # its settings differ
     with pytest.raises(TypeError, match="needs component="):
         haystack.generator(pipe, name="hs")
 
@@ -202,4 +202,4 @@ def test_haystack_component_alone_and_in_a_pipeline():
     with pytest.raises(TypeError, match="not 'replies'"):
         haystack.generator(Ranker(), name="r")
     with pytest.raises(TypeError, match="has no input 'text'"):
-        haystack.generator(reader(), name="hs", prompt_input="text")
+        haystack.generator(answerer(), name="hs", prompt_input="text")

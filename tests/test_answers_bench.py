@@ -1,6 +1,6 @@
 """The retrieval-against-answers benchmark (benchmarks/bench_answers.py) end to end on 12 SQuAD questions: the real
 bm25 pipeline, the grade-0 pool, every context condition, the predictor table, the budget curve and the utility
-labels, with the extractive reader as the generator."""
+labels, with the extractive answerer as the generator."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_the_benchmark_runs_end_to_end_on_a_few_questions(bench, tmp_path):
     assert bench.main([*args, "--cache", str(tmp_path / "cache"), "--write", str(out)]) == 0
     text = out.read_text("utf-8")
     assert "12 questions drawn with seed 0" in text
-    # without context the reader says nothing: accuracy 0 on every question
+    # without context the answerer says nothing: accuracy 0 on every question
     assert re.search(r"^\| bm25 \| 0\.000 \| ", text, re.M)
     rows = dict(re.findall(r"^\| (none|oracle|delivered|delivered \+5 shuffled|top 10) \| (\d+) \| 0 \|", text, re.M))
     assert rows["none"] == rows["oracle"] == rows["delivered"] == rows["top 10"] == "12"

@@ -125,7 +125,7 @@ def test_each_install_step_says_what_it_does_and_how_long_it_took():
     what = [re.search(r'; step "([^"]+)"', c) for c in installs]
     assert all(what), installs  # each inside a step, named
     named = [w.group(1) for w in what if w]
-    assert len(named) == 6 and any(n.startswith("torch 2.13.0") for n in named)
+    assert len(named) == 7 and any(n.startswith("torch 2.13.0") for n in named)
     assert any(n.startswith("the project, editable") for n in named)
     browser = _dry_run("browser")
     assert "step \"Debian's chromium" in browser and "(nothing to install)" in browser
