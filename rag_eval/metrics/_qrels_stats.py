@@ -105,28 +105,13 @@ class QrelsStats:
         gain_key = (rule, tuple(sorted(gains.items())) if gains else None, rel)
         if gain_key not in self._best:  # every query's positive gains, best first: once per gain rule
             self.gain_exponents(rule, gains, rel)
-            levels = self._gain_levels(rule, gains, rel)
-            self._best[gain_key] = K.best_gains(self.query_of, self._arrays[("scaled", gain_key)], self.n, levels)
+            self._best[gain_key] = K.best_gains(self.query_of, self._arrays[("scaled", gain_key)], self.n)
         if isinstance(k, np.ndarray):
             return K.ideal_dcg(*self._best[gain_key], self.n, k)
         if ("ideal", gain_key, k) not in self._arrays:
             query, ranked_gains, rank = self._best[gain_key]
             self._arrays[("ideal", gain_key, k)] = K.ideal_dcg(query, ranked_gains, rank, self.n, k)
         return self._arrays[("ideal", gain_key, k)]
-
-    def _gain_levels(self, rule: str, gains: dict[int, float] | None, rel: int | None) -> np.ndarray | None:
-        """Each judgement's rank among the distinct gains of the rule (0: the best), from its grade: a gain is a
-        function of the grade alone; None where the grades span too wide a range to tabulate."""
-        if not len(self.grades):
-            return None
-        low, high = int(self.grades.min()), int(self.grades.max())
-        if high - low > 4096:
-            return None
-        table = K.gain_of(np.arange(low, high + 1), rule, gains, rel)
-        distinct = np.unique(table)[::-1]  # best first
-        level_of_grade = np.searchsorted(-distinct, -table)
-        levels: np.ndarray = level_of_grade[self.grades - low]
-        return levels
 
     def cached(self, key: object, compute: Callable[[], T]) -> T:
         """``compute()``, once per key for this evaluation: for statistics a kernel module derives itself (the
