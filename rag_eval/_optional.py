@@ -27,6 +27,7 @@ EXTRAS = {
     "html": "the self-contained HTML report (rag-eval report: jinja2, matplotlib)",
     "haystack": "rag_eval.adapters.haystack (Haystack retrievers and rankers)",
     "stores": "the embedded vector stores of the store tests (Chroma, Qdrant, LanceDB, FAISS)",
+    "traces": "stages read from recorded traces: the OTLP protobuf export (rag-eval traces; JSON needs nothing)",
 }
 
 

@@ -38,9 +38,19 @@ COMMANDS = {
     "gate",
     "report",
     "tune",
+    "traces",
 }
 # what a command may set itself (SHARED_OPTIONS' comment): which formats (tests) apply, what -o writes, --depth cuts
-OWN = {"--format": {"choices"}, "--test": {"choices"}, "-o": {"help"}, "--out": {"help"}, "--depth": {"help"}}
+OWN = {
+    "--format": {"choices"},
+    "--test": {"choices"},
+    "-o": {"help"},
+    "--out": {"help"},
+    "--depth": {"help"},
+    # traces: its qrels measure (not pool), and its budget defaults to the one recorded
+    "--qrels": {"help"},
+    "--budget": {"default", "help"},
+}
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
@@ -100,15 +110,27 @@ def test_an_option_shared_by_two_commands_is_the_same_in_each():
         "--no-card": ["compare", "evaluate"],
         "--beir": ["bench", "gate", "pool", "report", "tune"],
         "--split": ["bench", "gate", "pool", "report", "tune"],
-        "--depth": ["bench", "pool", "tune"],
-        "--budget": ["bench", "tune"],
+        "--depth": ["bench", "pool", "traces", "tune"],
+        "--budget": ["bench", "traces", "tune"],
         "--cache": ["bench", "gate", "tune"],
         "--pipeline": ["bench", "gate"],
-        "-o": ["bench", "demo", "gate", "human-sample", "judge", "label", "merge", "pool", "report", "tune"],
-        "--out": ["bench", "demo", "gate", "human-sample", "judge", "label", "merge", "pool", "report", "tune"],
+        "-o": ["bench", "demo", "gate", "human-sample", "judge", "label", "merge", "pool", "report", "traces", "tune"],
+        "--out": [
+            "bench",
+            "demo",
+            "gate",
+            "human-sample",
+            "judge",
+            "label",
+            "merge",
+            "pool",
+            "report",
+            "traces",
+            "tune",
+        ],
         "--scale": ["agreement", "judge", "label"],
-        "--qrels": ["merge", "pool"],
-        "--no-plots": ["bench", "demo", "report", "tune"],
+        "--qrels": ["merge", "pool", "traces"],
+        "--no-plots": ["bench", "demo", "report", "traces", "tune"],
     }
     for flag, uses in shared.items():
         first_name, first = uses[0]

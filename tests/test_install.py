@@ -39,6 +39,7 @@ EVALUATE = ["evaluate", "qrels.txt", "bm25.trec", "bm25_rerank.trec", "-m", "ndc
 FEATURE_EXTRAS = (
     *("langchain", "llamaindex", "models", "labelling", "bench", "ray", "querysets", "judges", "html", "haystack"),
     "stores",
+    "traces",
 )
 
 

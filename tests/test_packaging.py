@@ -73,6 +73,7 @@ def test_the_core_dependencies_name_no_framework_and_every_extra_exists():
             "html",
             "haystack",
             "stores",
+            "traces",
             "docs",
             "dev",
             "all",

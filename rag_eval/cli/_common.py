@@ -111,7 +111,8 @@ def read_numbers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
 # Every option that two or more commands have, declared once: flags, then argparse's keywords (and ``number``: how a
 # numeric one is read, :class:`Number`). A command may set only ``required`` and, for ``--format`` and ``--test``,
 # ``choices`` (which formats, which tests apply: gate adds bootstrap), and, for ``-o/--out`` and ``--depth``,
-# ``help`` (what it writes, what it cuts): tests/test_cli_family.py checks every other keyword is the same in every
+# ``help`` (what it writes, what it cuts); traces says what its --qrels are for, and its --budget defaults to the
+# budget recorded (set_defaults): tests/test_cli_family.py checks every other keyword is the same in every
 # command that has the option.
 SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "metric": (

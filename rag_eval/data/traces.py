@@ -407,10 +407,10 @@ def _otlp_request(
                 where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
                 if not isinstance(span, dict):
                     raise InputError(f"{where} is not an object", source=path, line=line)
-                attributes = {
-                    a.get("key"): _any_value(a.get("value"))
+                attributes: dict[str, Any] = {
+                    a["key"]: _any_value(a.get("value"))
                     for a in span.get("attributes") or []
-                    if isinstance(a, dict)
+                    if isinstance(a, dict) and isinstance(a.get("key"), str)
                 }
                 status = span.get("status") or {}
                 error = None
@@ -437,14 +437,12 @@ def _otlp_request(
 
 
 def _otlp_proto_file(path: str, stats: SpanStats, query_id_attribute: str | None) -> Iterator[TracedSpan]:
-    try:
-        from google.protobuf.json_format import MessageToDict
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-    except ImportError:
-        raise InputError(
-            "reading an OTLP protobuf export needs opentelemetry-proto: pip install 'rag-eval-stages[traces]'",
-            source=path,
-        ) from None
+    from .._optional import require
+
+    feature = "reading an OTLP protobuf export"
+    service = require("opentelemetry.proto.collector.trace.v1.trace_service_pb2", extra="traces", feature=feature)
+    MessageToDict = require("google.protobuf.json_format", extra="traces", feature=feature).MessageToDict
+    ExportTraceServiceRequest = service.ExportTraceServiceRequest
     with _open(path) as stream:
         data = stream.read()
     request = ExportTraceServiceRequest()
@@ -454,7 +452,7 @@ def _otlp_proto_file(path: str, stats: SpanStats, query_id_attribute: str | None
         raise InputError(f"not an OTLP protobuf export (ExportTraceServiceRequest): {exc}", source=path) from None
     if not request.resource_spans:
         raise InputError("an OTLP protobuf export without spans (or not one at all)", source=path)
-    for _r, resource in enumerate(request.resource_spans):
+    for resource in request.resource_spans:
         # one resource at a time as the JSON form (ids in base64: _hex_id reads both)
         part = MessageToDict(resource, preserving_proto_field_name=False)
         yield from _otlp_request({"resourceSpans": [part]}, path, None, stats, query_id_attribute)
