@@ -150,7 +150,10 @@ def test_the_stages_face_is_sorted_and_shadows_no_module():
     modules = {m.name for m in pkgutil.iter_modules(rag_eval.stages.__path__)}
     assert modules & set(names) == set(), "a module named like a public name shadows it"
     public = sorted(m for m in modules if not m.startswith("_"))
-    assert public == ["budget", "fingerprint", "fusion", "hit_table", "hits", "judges", "pipeline", "result", "stage"]
+    assert public == [
+        *("budget", "fingerprint", "fusion", "hit_table", "hits", "judges", "pipeline", "result", "stage"),
+        "traced",
+    ]
     for m in modules:  # every module imports on its own
         importlib.import_module(f"rag_eval.stages.{m}")
     assert {"PipelineResult", "PipelineSpec", "StageSpec", "StageOutput", "Outcome", "StageCache"} <= set(names)

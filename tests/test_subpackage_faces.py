@@ -137,6 +137,7 @@ FACES = {
         "Uncacheable",
         "chunk_map",
         "count_tokens",
+        "from_traces",
         "fuse",
     ],
 }
