@@ -20,7 +20,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import InputError
@@ -84,7 +84,10 @@ class TracedSpan:
     where: str = ""
     problems: tuple[str, ...] = ()  # what the span lacks or holds badly, in words (summarised by the caller)
     broken: str | None = None  # why its ranking cannot be read (a document index skipped): its query is left out
-    digest: str = ""  # a hash of everything above but where: a span id seen twice is a duplicate if equal
+
+    def same_as(self, other: TracedSpan) -> bool:
+        """Whether ``other`` records the same span (every field but where it was read): a duplicate."""
+        return replace(self, where="") == replace(other, where="")
 
 
 @dataclass
@@ -182,6 +185,8 @@ def _from_flat(
         return None
     lists: dict[str, dict[int, dict[str, Any]]] = {}
     for key, value in attributes.items():
+        if not key.startswith(("retrieval.", "reranker.")):
+            continue
         found = _DOC.fullmatch(key)
         if found:
             lists.setdefault(found[1], {}).setdefault(int(found[2]), {})[found[3]] = value
@@ -240,12 +245,6 @@ def _span(
     query_id = get(query_id_attribute) if query_id_attribute else None
     documents = None if output is None else tuple(_doc(d, problems) for d in output)
     inputs = None if docs.get("inputs") is None else tuple(_doc(d, problems) for d in docs["inputs"] or ())
-    digest = hashlib.sha256(
-        json.dumps(
-            [trace_id, parent_id, name, kind, start, end, error, query, _plain(output), _plain(docs.get("inputs"))],
-            default=str,
-        ).encode()
-    ).hexdigest()
     return TracedSpan(
         trace_id=trace_id,
         span_id=span_id,
@@ -264,20 +263,7 @@ def _span(
         where=where,
         problems=tuple(problems),
         broken=broken,
-        digest=digest,
     )
-
-
-def _plain(value: Any) -> Any:
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if hasattr(value, "tolist"):
-        return _plain(value.tolist())
-    if isinstance(value, Iterable):
-        return [_plain(v) for v in value]
-    return str(value)
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -126,7 +126,7 @@ def _unique(spans: Any, problems: _Problems) -> dict[str, TracedSpan]:
             problems.add(f"span(s) with {problem}", span.where)
         earlier = kept.get(span.span_id)
         if earlier is not None:
-            if earlier.digest == span.digest:
+            if earlier.same_as(span):
                 problems.add("duplicated span(s) (the same span id and content twice): read once", span.where)
             else:
                 problems.add("span id(s) seen twice with different content: the first kept", span.where)
