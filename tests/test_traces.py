@@ -551,3 +551,16 @@ def test_not_a_trace_export_is_a_clear_error(tmp_path):
 def replace_kind(span: dict[str, Any]) -> dict[str, Any]:
     span["attributes"][0] = {"key": "openinference.span.kind", "value": {"stringValue": "CHAIN"}}
     return span
+
+
+def test_traced_results_pool_for_labelling_with_their_texts(langchain_spans):
+    from rag_eval.ground_truth.pooling import pool
+
+    spans, _ = langchain_spans
+    with pytest.warns(TraceProblems, match="identified by the hash of their content"):
+        traced = from_traces(spans, queries=QUERIES, budget=2)
+    frame = pool(traced, depth=2).to_frame()
+    assert len(frame) > 0 and set(frame["query_id"]) == set(QUERIES)
+    by_hash = {content_id(text): text for text in CORPUS.values()}
+    assert all(by_hash[d] == t for d, t in zip(frame["doc_id"], frame["text"]))  # each pooled chunk with its text
+    assert (frame["query"] == frame["query_id"].map(QUERIES)).all()
