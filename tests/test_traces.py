@@ -564,3 +564,9 @@ def test_traced_results_pool_for_labelling_with_their_texts(langchain_spans):
     by_hash = {content_id(text): text for text in CORPUS.values()}
     assert all(by_hash[d] == t for d, t in zip(frame["doc_id"], frame["text"]))  # each pooled chunk with its text
     assert (frame["query"] == frame["query_id"].map(QUERIES)).all()
+
+
+def test_nothing_left_says_why(tmp_path):
+    path = _write(tmp_path / "t.jsonl", [_otlp_span(0, f"{1:032x}")])
+    with pytest.raises(InputError, match=r"no traced query matches .* 1 traced queries matching no query of the set"):
+        from_traces(path, queries={"q": "another question"})

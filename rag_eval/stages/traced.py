@@ -89,7 +89,10 @@ def from_traces(
     order = _sequence(groups, problems)
     chosen = _queries(groups, order, queries, problems)
     if not chosen:
-        raise InputError("no traced query matches a query of the set (by text or id)", source=stats.source)
+        raise InputError(
+            "no traced query matches a query of the set (by text or id): " + "; ".join(problems.lines()),
+            source=stats.source,
+        )
     hits = _hits(chosen, id_key, problems)
     depth, budget_value = _depth_budget(hits, order, depth, budget)
     outputs = _outputs(chosen, hits, order, depth)
@@ -325,7 +328,7 @@ def _hits(
             continue
         out[qid] = rows
     if not out:
-        raise InputError("no traced query is left to evaluate (see the warnings above)")
+        raise InputError("no traced query is left to evaluate: " + "; ".join(problems.lines()))
     return out
 
 
