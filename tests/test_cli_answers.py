@@ -1,5 +1,5 @@
 """``rag-eval answers``: a result folder's final stage cut to its budget, the chunk texts from the BEIR folder, a
-generator function, the grades written per query; the cache on a rerun, --sample, references as CSV, bad input."""
+generator function, the grades written per query; the cache on a rerun, --questions, references as CSV, bad input."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def test_a_sample_a_prompt_file_and_references_as_a_table(folder, capsys):
         folder / "refs.csv", index=False
     )
     status = main(["answers", str(folder / "bench"), "--beir", str(BEIR), "--references", str(folder / "refs.csv"),
-                   "--field", "gold", "--id-field", "qid", "--generator", f"{__name__}:first_words", "--sample", "2",
+                   "--field", "gold", "--id-field", "qid", "--generator", f"{__name__}:first_words", "--questions", "2",
                    "--seed", "3", "--prompt", str(folder / "prompt.txt"), "-o", str(folder / "sampled")])  # fmt: skip
     assert status == 0
     frame = pd.read_csv(folder / "sampled" / "answers.csv", keep_default_na=False)
@@ -89,7 +89,7 @@ def test_a_sample_a_prompt_file_and_references_as_a_table(folder, capsys):
 @pytest.mark.parametrize(
     ("more", "message"),
     [
-        (["--stage", "rerank"], "no stage 'rerank'"),
+        (["--delivered-by", "rerank"], "no stage 'rerank'"),
         (["--run", "other"], "no pipeline 'other'"),
         (["--generator", "no_such_module:f"], "cannot load generator 'no_such_module:f'"),
     ],

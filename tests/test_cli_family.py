@@ -22,6 +22,7 @@ QRELS = EXAMPLES / "qrels.txt"
 BM25 = EXAMPLES / "bm25.trec"  # its TREC tag is bm25
 RERANK = EXAMPLES / "bm25_rerank.trec"  # its TREC tag is minilm-rerank: not its name
 COMMANDS = {
+    "answers",
     "evaluate",
     "compare",
     "power",
@@ -38,9 +39,19 @@ COMMANDS = {
     "gate",
     "report",
     "tune",
+    "traces",
 }
 # what a command may set itself (SHARED_OPTIONS' comment): which formats (tests) apply, what -o writes, --depth cuts
-OWN = {"--format": {"choices"}, "--test": {"choices"}, "-o": {"help"}, "--out": {"help"}, "--depth": {"help"}}
+OWN = {
+    "--format": {"choices"},
+    "--test": {"choices"},
+    "-o": {"help"},
+    "--out": {"help"},
+    "--depth": {"help"},
+    # traces: its qrels measure (not pool), and its budget defaults to the one recorded
+    "--qrels": {"help"},
+    "--budget": {"default", "help"},
+}
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
@@ -96,19 +107,45 @@ def test_an_option_shared_by_two_commands_is_the_same_in_each():
         "--judged-threshold": ["compare", "evaluate"],
         "--format": ["agreement", "compare", "estimate", "evaluate"],
         "--resamples": ["compare", "evaluate", "tune"],
-        "--seed": ["compare", "evaluate", "gate", "human-sample", "tune"],
+        "--seed": ["answers", "compare", "evaluate", "gate", "human-sample", "tune"],
         "--no-card": ["compare", "evaluate"],
-        "--beir": ["bench", "gate", "pool", "report", "tune"],
-        "--split": ["bench", "gate", "pool", "report", "tune"],
-        "--depth": ["bench", "pool", "tune"],
-        "--budget": ["bench", "tune"],
-        "--cache": ["bench", "gate", "tune"],
+        "--beir": ["answers", "bench", "gate", "pool", "report", "tune"],
+        "--split": ["answers", "bench", "gate", "pool", "report", "tune"],
+        "--depth": ["bench", "pool", "traces", "tune"],
+        "--budget": ["bench", "traces", "tune"],
+        "--cache": ["answers", "bench", "gate", "tune"],
         "--pipeline": ["bench", "gate"],
-        "-o": ["bench", "demo", "gate", "human-sample", "judge", "label", "merge", "pool", "report", "tune"],
-        "--out": ["bench", "demo", "gate", "human-sample", "judge", "label", "merge", "pool", "report", "tune"],
+        "-o": [
+            "answers",
+            "bench",
+            "demo",
+            "gate",
+            "human-sample",
+            "judge",
+            "label",
+            "merge",
+            "pool",
+            "report",
+            "traces",
+            "tune",
+        ],
+        "--out": [
+            "answers",
+            "bench",
+            "demo",
+            "gate",
+            "human-sample",
+            "judge",
+            "label",
+            "merge",
+            "pool",
+            "report",
+            "traces",
+            "tune",
+        ],
         "--scale": ["agreement", "judge", "label"],
-        "--qrels": ["merge", "pool"],
-        "--no-plots": ["bench", "demo", "report", "tune"],
+        "--qrels": ["merge", "pool", "traces"],
+        "--no-plots": ["bench", "demo", "report", "traces", "tune"],
     }
     for flag, uses in shared.items():
         first_name, first = uses[0]

@@ -177,6 +177,32 @@ def _log_csv(tmp: Path) -> str:
     return str(tmp / "log.csv")
 
 
+def _traces(tmp: Path) -> list[str]:
+    """An OTLP JSON export of a retriever and a reranker for each of the example's queries, and its query set:
+    the arguments ``traces`` reads them from."""
+    judged: dict[str, list[str]] = {}
+    for line in Path(QRELS).read_text(encoding="utf-8").splitlines():
+        q, _, doc, _ = line.split()
+        judged.setdefault(q, []).append(doc)
+    spans = []
+    for i, (q, docs) in enumerate(judged.items()):
+        for j, (name, kind, ranked) in enumerate((("bm25", "RETRIEVER", docs), ("rerank", "RERANKER", docs[::-1][:3]))):
+            prefix = "retrieval.documents" if kind == "RETRIEVER" else "reranker.output_documents"
+            attributes = {"openinference.span.kind": kind, "input.value": f"question {q}"}
+            attributes |= {f"{prefix}.{n}.document.id": d for n, d in enumerate(ranked)}
+            start = 1_700_000_000_000_000_000 + i * 10**9 + j * 10**6
+            spans.append({
+                "traceId": f"{i + 1:032x}", "spanId": f"{2 * i + j + 1:016x}", "name": name,
+                "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + 500_000),
+                "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attributes.items()],
+            })  # fmt: skip
+    request = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": spans}]}]}
+    (tmp / "spans.jsonl").write_text(json.dumps(request) + "\n", encoding="utf-8")
+    queries = "".join(json.dumps({"_id": q, "text": f"question {q}"}) + "\n" for q in judged)
+    (tmp / "queries.jsonl").write_text(queries, encoding="utf-8")
+    return [str(tmp / "spans.jsonl"), "--qrels", QRELS, "--queries", str(tmp / "queries.jsonl")]
+
+
 def _disjoint_qrels(tmp: Path) -> str:
     (tmp / "judge.qrels").write_text("q01 0 never-pooled#c1 1\nq77 0 api-guide#c06 2\n", encoding="utf-8")
     return str(tmp / "judge.qrels")
@@ -245,6 +271,8 @@ SCENARIOS: dict[tuple[str, int], Callable[[Path], list[str]]] = {
     ("answers", 0): lambda t: _answers(t, "short_answer"),
     ("answers", 2): lambda t: ["answers", str(t / "missing"), "--beir", str(BEIR), "--references", str(t / "r.jsonl")],
     ("answers", 4): lambda t: _answers(t, "no_answer"),
+    ("traces", 0): lambda t: ["traces", *_traces(t), "-o", str(t / "traced"), "--no-plots"],
+    ("traces", 2): lambda t: ["traces", *_traces(t), "--budget", "4", "-o", str(t / "traced")],
     ("demo", 0): lambda t: ["demo", "-o", str(t / "demo"), "--no-plots"],
     ("demo", 2): lambda t: ["demo", "-o", _a_file(t)],
 }

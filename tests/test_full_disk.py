@@ -37,6 +37,7 @@ from .test_exit_codes import (
     _pool_file,
     _report_file,
     _result_folder,
+    _traces,
 )
 
 BEIR = str(BEIR_FOLDER)
@@ -64,6 +65,7 @@ WRITERS: dict[str, Callable[[Path, Path], tuple[list[str], Path]]] = {
         d / "bench",
     ),
     "demo": lambda t, d: (["demo", "-o", str(d / "demo"), "--no-plots"], d / "demo"),
+    "traces": lambda t, d: (["traces", *_traces(t), "-o", str(d / "traced"), "--no-plots"], d / "traced"),
 }
 #: gate writes three kinds of output: each its own case
 GATE: dict[str, Callable[[Path, Path], tuple[list[str], Path]]] = {

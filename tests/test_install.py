@@ -40,6 +40,7 @@ FEATURE_EXTRAS = (
     *("langchain", "llamaindex", "models", "labelling", "bench", "ray", "querysets", "judges", "html", "haystack"),
     "stores",
     "generate",
+    "traces",
 )
 
 

@@ -74,6 +74,7 @@ def test_the_core_dependencies_name_no_framework_and_every_extra_exists():
             "haystack",
             "stores",
             "generate",
+            "traces",
             "docs",
             "dev",
             "all",

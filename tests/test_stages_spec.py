@@ -155,12 +155,14 @@ def test_the_stages_face_is_sorted_and_shadows_no_module():
         "contexts",
         "fingerprint",
         "fusion",
+        "generator",
         "hit_table",
         "hits",
         "judges",
         "pipeline",
         "result",
         "stage",
+        "traced",
     ]
     for m in modules:  # every module imports on its own
         importlib.import_module(f"rag_eval.stages.{m}")

@@ -111,7 +111,8 @@ def read_numbers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
 # Every option that two or more commands have, declared once: flags, then argparse's keywords (and ``number``: how a
 # numeric one is read, :class:`Number`). A command may set only ``required`` and, for ``--format`` and ``--test``,
 # ``choices`` (which formats, which tests apply: gate adds bootstrap), and, for ``-o/--out`` and ``--depth``,
-# ``help`` (what it writes, what it cuts): tests/test_cli_family.py checks every other keyword is the same in every
+# ``help`` (what it writes, what it cuts); traces says what its --qrels are for, and its --budget defaults to the
+# budget recorded (set_defaults): tests/test_cli_family.py checks every other keyword is the same in every
 # command that has the option.
 SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "metric": (
@@ -190,7 +191,7 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
             "default": "0",
             "metavar": "N",
             "help": "random seed of the bootstrap (and of compare's randomization test, of queries sample's draw, of "
-            "tune's split and random search; default 0)",
+            "tune's split and random search, of answers' draw of questions; default 0)",
             "number": count(0, 2**63 - 1),
         },
     ),
@@ -253,7 +254,7 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("--budget",),
         {"default": "5", "help": "chunks (e.g. 5) or tokens (e.g. 512tok) the generator receives"},
     ),
-    "cache": (("--cache",), {"help": "cache folder for embeddings and stage outputs (default OUT/cache)"}),
+    "cache": (("--cache",), {"help": "cache folder for embeddings, stage outputs and answers (default OUT/cache)"}),
     "no_plots": (("--no-plots",), {"action": "store_true", "help": "write no plots (matplotlib is not needed)"}),
     "scale": (
         ("--scale",),

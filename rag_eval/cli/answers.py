@@ -27,7 +27,8 @@ def add_parser(commands: Any) -> None:
     cmd = commands.add_parser(
         "answers",
         help="answer each query from its delivered context and grade the answers (EM, F1, containment)",
-        description="Read a result folder's final stage (or --stage), cut each query's ranking to the pipeline's "
+        description="Read a result folder's final stage (or --delivered-by), cut each query's ranking to the "
+        "pipeline's "
         "budget as the card records it, put the chunks' texts (from --beir) under the prompt, ask the generator, and "
         "grade each answer against the reference answers (SQuAD v1.1 exact match and token F1, the best over a "
         "query's references, and containment). Writes OUT/answers.csv (one row per query) and prints the means. "
@@ -37,9 +38,7 @@ def add_parser(commands: Any) -> None:
     cmd.add_argument(
         "folder", metavar="FOLDER", help="a result folder of a pipeline (Report.save_folder, rag-eval bench)"
     )
-    shared(
-        cmd, "beir", required=True, help="the BEIR folder of the queries and chunk texts (corpus.jsonl, queries.jsonl)"
-    )
+    shared(cmd, "beir", required=True)
     shared(cmd, "split")
     cmd.add_argument(
         "--references",
@@ -61,12 +60,12 @@ def add_parser(commands: Any) -> None:
     )
     cmd.add_argument("--prompt", metavar="FILE", help="a prompt template file with {question} and {context}")
     cmd.add_argument("--run", metavar="NAME", help="the pipeline of the folder (when it holds several)")
-    cmd.add_argument("--stage", metavar="NAME", help="the stage whose ranking is delivered (default the last)")
-    option(cmd, "--sample", number=count(), metavar="N", help="answer N queries drawn with --seed (default all)")
-    option(cmd, "--seed", number=count(0, 2**63 - 1), metavar="S", default="0", help="the draw's seed (default 0)")
+    cmd.add_argument("--delivered-by", metavar="NAME", help="the stage whose ranking is delivered (default the last)")
+    option(cmd, "--questions", number=count(), metavar="N", help="answer N queries drawn with --seed (default all)")
+    shared(cmd, "seed")
     option(cmd, "--max-tokens", number=count(), metavar="N", default="48", help="the built-in generator's new tokens")
     shared(cmd, "out", help="the folder to write (default FOLDER/answers)")
-    shared(cmd, "cache", help="the answer cache (default OUT/cache)")
+    shared(cmd, "cache")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     report = Report.load_folder(folder)  # every file checked against the manifest first
     pipeline = _pipeline(report, args.run, str(folder))
     stages = list(pipeline["stages"])
-    stage = args.stage or stages[-1]
+    stage = args.delivered_by or stages[-1]
     if stage not in stages:
         raise InputError(f"no stage {stage!r} in pipeline {pipeline['run']!r} (stages: {stages})", source=str(folder))
     budget = _budget(pipeline["budget"], str(folder))
@@ -98,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
     ids = [q for q in ranked.query_ids if q in references]
     if not ids:
         raise InputError("no query of the folder's run has a reference answer", source=args.references)
-    if args.sample is not None and args.sample < len(ids):
-        picked = np.sort(np.random.default_rng(args.seed).choice(len(ids), args.sample, replace=False))
+    if args.questions is not None and args.questions < len(ids):
+        picked = np.sort(np.random.default_rng(args.seed).choice(len(ids), args.questions, replace=False))
         ids = [ids[i] for i in picked.tolist()]
     missing = [q for q in ids if q not in collection.queries]
     if missing:

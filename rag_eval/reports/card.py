@@ -250,6 +250,7 @@ class MetricCard(BaseModel):
             for p in every:
                 who = f" {p['run']!r}" if len(every) > 1 else ""
                 lines.append(f"  pipeline{who}: {p['structure']} (depth {p['depth']}, {p['budget']})")
+                lines.extend(_source_lines(p.get("source")))
         lines += self._sources("  ")
         for i, other in enumerate((self.comparison or {}).get("other_reports") or [], start=2):
             card = MetricCard.model_validate(other)
@@ -273,3 +274,17 @@ class MetricCard(BaseModel):
                     shown = ", ".join(ids[:10]) + (f", ... ({len(ids) - 10} more)" if len(ids) > 10 else "")
                     lines.append(f"{indent}  {label}, {REASONS.get(reason, reason)}: {len(ids)} ({shown})")
         return lines
+
+
+def _source_lines(source: dict[str, Any] | None) -> list[str]:
+    """A pipeline read from recorded traces (rag_eval.stages.traced): the file, window and span counts."""
+    if not source or source.get("kind") != "traces":
+        return []
+    start, end = source.get("window") or (None, None)
+    kinds = ", ".join(f"{n} {k}" for k, n in (source.get("kinds") or {}).items())
+    lines = [
+        f"    source: traces, {source.get('path')} ({source.get('format')}), {source.get('spans')} spans ({kinds}); "
+        f"{source.get('spans_used')} stage spans used for {source.get('queries')} queries; window {start} to {end}"
+    ]
+    lines.extend(f"    traces: {line}" for line in source.get("problems") or [])
+    return lines

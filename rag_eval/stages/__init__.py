@@ -4,6 +4,7 @@ the runner (concurrency, cache, faults) and its result; model judges (:mod:`.jud
 
 A :class:`PipelineResult` keeps every stage's output and a frozen :class:`PipelineSpec` of the pipeline that ran
 (its printed form, depth, budget and stages, as :class:`StageSpec` records), never the live pipeline and its models.
+:func:`from_traces` makes one from recorded OpenInference spans (docs/traces.md).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -22,9 +23,10 @@ if TYPE_CHECKING:
     from ._cache import StageCache
     from ._executor import Executor
     from ._ray import RayExecutor
+    from .traced import from_traces
 
 # names whose modules need pyarrow (or Ray): imported when first used, so that ``import rag_eval`` stays light
-_LAZY = {"StageCache": "._cache", "Executor": "._executor", "RayExecutor": "._ray"}
+_LAZY = {"StageCache": "._cache", "Executor": "._executor", "RayExecutor": "._ray", "from_traces": ".traced"}
 
 
 def __getattr__(name: str) -> Any:
@@ -65,5 +67,6 @@ __all__ = [
     "Uncacheable",
     "chunk_map",
     "count_tokens",
+    "from_traces",
     "fuse",
 ]

@@ -46,7 +46,8 @@ class PipelineSpec:
     """A frozen description of the pipeline that produced a :class:`PipelineResult`: its printed form
     (``structure``, e.g. ``bm25 %100 >> rerank %budget(5)``, also its ``repr``), ``depth``, ``budget``, its
     ``stages`` in order, the size of the corpus it was checked against (None: not given) and the token counter the
-    budget cuts with (``tokenizer``: a function, left out of equality). It holds none of the stages' models, indexes
+    budget cuts with (``tokenizer``: a function, left out of equality); ``source``, for a result read from traces,
+    what they were (left out of equality). It holds none of the stages' models, indexes
     or clients: a result keeps its numbers, never the live pipeline."""
 
     structure: str
@@ -55,6 +56,8 @@ class PipelineSpec:
     stages: tuple[StageSpec, ...]
     corpus_size: int | None = None
     tokenizer: Callable[[str], int] = field(default=count_tokens, compare=False, repr=False)
+    # where the outputs came from when not from a run: recorded traces (rag_eval.stages.traced), what the card says
+    source: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __repr__(self) -> str:
         return self.structure
@@ -292,9 +295,10 @@ class StageOutput:
         return int(_bools(self.table.column("cached")).sum())
 
     def latencies(self) -> npt.NDArray[np.float64]:
-        """Seconds per query, for the queries computed in this run (cache hits left out)."""
+        """Seconds per query, for the queries computed in this run (cache hits left out, and NaN: a traced span
+        whose clock went backwards)."""
         latency = np.asarray(self.table.column("latency").to_numpy(), np.float64)
-        return latency[~_bools(self.table.column("cached")) & ~self.failed]
+        return latency[~_bools(self.table.column("cached")) & ~self.failed & ~np.isnan(latency)]
 
     def issue_rows(self) -> list[tuple[str, str]]:
         """``(query_id, issue)`` for every issue recorded with a usable answer, in query order."""
