@@ -54,30 +54,32 @@ def overlap_reranker(texts: dict[str, str]):
     return functions.reranker(overlap, name="overlap")
 
 
+def pipeline_folder(collection: Collection, name: str, pipeline: Pipeline, folder: Path):
+    """``pipeline`` run on ``collection``'s questions, evaluated and saved as the result folder ``folder``; returns
+    the report and the result."""
+    result = pipeline.run(collection.queries, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the demo's judged share is below its ceiling: said by the demo itself
+        report = evaluate(collection.qrels, {name: result})
+    report.save_folder(folder, qrels=collection.qrels, runs={name: result}, collection=collection, plots=False)
+    return report, result
+
+
 def demo_folders(root: Path) -> dict[str, Path]:
     """Under ``root``: the result folders ``bm25`` and ``bm25-overlap``, the BEIR folder ``beir``, and the pages
     ``demo.html`` (bm25 >> overlap) and ``diff.html`` (bm25-overlap against bm25, by ``rag-eval report``)."""
     collection, _ = demo_collection()
     parts = Parts(collection, None)
-    pipelines = {
-        "bm25": Pipeline(parts.bm25(DEMO_DEPTH), depth=DEMO_DEPTH, budget=DEMO_BUDGET),
-        "bm25>>overlap": Pipeline(
-            parts.bm25(DEMO_DEPTH), overlap_reranker(parts.texts), depth=DEMO_DEPTH, budget=DEMO_BUDGET
-        ),
-    }
     made = {"beir": write_beir(collection, root / "beir")}
-    for name, pipeline in pipelines.items():
-        result = pipeline.run(collection.queries, progress=False)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the demo's judged share is below its ceiling: said by the demo itself
-            report = evaluate(collection.qrels, {name: result})
-        folder = root / name.replace(">>", "-")
-        report.save_folder(folder, qrels=collection.qrels, runs={name: result}, collection=collection, plots=False)
-        made[folder.name] = folder
-        if name == "bm25>>overlap":
-            made["demo"] = report.to_html(
-                root / "demo.html", results={name: result}, collection=collection, title=TITLE
-            )
+    bm25 = Pipeline(parts.bm25(DEMO_DEPTH), depth=DEMO_DEPTH, budget=DEMO_BUDGET)
+    made["bm25"] = root / "bm25"
+    pipeline_folder(collection, "bm25", bm25, made["bm25"])
+    reranked = Pipeline(parts.bm25(DEMO_DEPTH), overlap_reranker(parts.texts), depth=DEMO_DEPTH, budget=DEMO_BUDGET)
+    made["bm25-overlap"] = root / "bm25-overlap"
+    report, result = pipeline_folder(collection, "bm25>>overlap", reranked, made["bm25-overlap"])
+    made["demo"] = report.to_html(
+        root / "demo.html", results={"bm25>>overlap": result}, collection=collection, title=TITLE
+    )
     made["diff"] = root / "diff.html"
     report_cli(made["bm25"], made["bm25-overlap"], out=made["diff"], beir=made["beir"])
     return made
