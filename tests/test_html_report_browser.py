@@ -259,15 +259,13 @@ def test_axe_finds_no_serious_or_critical_violation(browser, pages, which, size)
     except ImportError:
         missing_in_test("the Python package axe-playwright-python is not installed")
     context, page, problems = open_page(browser, pages[which], size)
+    seen: dict[str, list[dict]] = {}
     try:
-        seen: dict[str, list[dict]] = {}
         for view in [v.strip() for v in page.locator(TABS).all_inner_texts()]:
             tab(page, view).click()
             seen[view] = axe_violations(page)
         open_a_query(page)
         seen["a query open"] = axe_violations(page)
-        ARTEFACTS.mkdir(parents=True, exist_ok=True)
-        (ARTEFACTS / f"axe-{which}-{size}.json").write_text(json.dumps(seen, indent=1))
         serious = [
             f"{view}: {v['id']} ({v['impact']}: {v['help']}) at {[n['target'] for n in v['nodes']][:5]}"
             for view, found in seen.items()
@@ -278,6 +276,8 @@ def test_axe_finds_no_serious_or_critical_violation(browser, pages, which, size)
         assert problems == []
     finally:
         context.close()
+        ARTEFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTEFACTS / f"axe-{which}-{size}.json").write_text(json.dumps(seen, indent=1))
 
 
 def tab_walk(page, scope: str, limit: int = 600) -> list[str]:
