@@ -86,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
+    commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True)
+    print(f"the pages of rag_eval at {commit.stdout.strip() or 'an unknown commit'}")
     made = pages(args.work)
     shots = [(f"report-{which}-{size}.png", made[which], size, False) for which in made for size in SIZES]
     shots += [(f"report-queries-{size}.png", made["demo"], size, True) for size in SIZES]
