@@ -34,7 +34,7 @@ from rag_eval.renderers import format_report
 from rag_eval.renderers.html_report import render_html, side_of
 
 from .conftest import ROOT
-from .test_html_report import _open_offline, browser  # noqa: F401 - the Chromium fixture, shared
+from .test_html_report import _open_offline, browser, data_of, drill_of  # noqa: F401 - the Chromium fixture, shared
 
 # the one hostile set: names a JavaScript object inherits, names matplotlib reads as markup or hides, Markdown's
 # block and table syntax, HTML, entities, control characters and escape sequences, a tab, a spreadsheet formula,
@@ -331,9 +331,9 @@ def test_the_html_report_keeps_every_name_as_data(page):
     html, _ = page
     found = Collect()
     found.feed(html)
-    data = json.loads(found.data)
-    assert {q["id"] for q in data["queries"]} == set(HOSTILE)
-    assert set(data["fates"]) == set(HOSTILE) - {"constructor"}
+    data = data_of(html)
+    assert json.loads(found.data)["ids"] == data["ids"] and set(data["ids"]) == set(HOSTILE)
+    assert {q for q in data["ids"] if drill_of(data, q)["fates"]} == set(HOSTILE) - {"constructor"}
     assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     # the diff's rows: the attribute reads back as the id, but for what HTML itself changes (CR, NUL); the page's
     # script maps those back (asAttribute in report.html.j2)

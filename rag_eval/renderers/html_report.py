@@ -33,7 +33,11 @@ import numpy as np
 from .._escape import plot_text
 from .._files import write_output
 from ..errors import InputError
+from ..reports.funnel import funnel, pipelines_of
 from ..reports.report import Report
+from ..statistics.paired import correct, min_n, paired_bootstrap_ci, t_test
+from .html_queries import INLINE_BYTES, MAIN, budget_chunks, dumps, query_data
+from .html_summary import csv_rows, funnel_blocks, pivots
 
 if TYPE_CHECKING:
     from ..data.collection import Collection
@@ -67,8 +71,12 @@ FATE_COLOURS = {
     "failed": "#7f4f24",
 }
 _FATES = ("delivered", "reranked_out", "cut_by_budget", "below_depth", "never_retrieved", "failed")
-# per stage, the metric the query table and the diff show first (the first one the stage has)
-_MAIN = ("ndcg@budget", "recall@depth", "recall@budget")
+_MAIN = MAIN  # per stage, the metric the query list and the diff show first
+#: the diff's verdict: the paired test (rag_eval.statistics: O(n), so that a diff of 100,000 queries stays quick; the
+#: randomization test draws 10,000 sign flips per row), the correction over the rows, the level
+TEST, CORRECTION, CORRECTION_WORDS, ALPHA = "t", "holm", "Holm's correction", 0.05
+VERDICT_ROWS = 6  # significant differences named on the first screen (the Diff tab lists every row)
+REGRESSED_ROWS = 100  # queries listed as regressed (and as improved) in the Diff tab, worst first
 
 
 @dataclass
@@ -189,16 +197,11 @@ def side_from_folder(
 
 
 def _budget_chunks(budget: str | None) -> int | None:
-    found = re.fullmatch(r"budget\((\d+)\)", budget or "")
-    return int(found.group(1)) if found else None
+    return budget_chunks(budget)
 
 
 def _pipelines(report: Report) -> list[dict[str, Any]]:
-    pipeline = report.card.pipeline
-    if not pipeline:
-        return []
-    every: list[dict[str, Any]] = pipeline.get("all") or [pipeline]
-    return every
+    return pipelines_of(report)
 
 
 def _drill_depth(sides: Sequence[HtmlSide], given: int | None) -> int:
@@ -246,99 +249,6 @@ def _summary_rows(side: HtmlSide) -> list[dict[str, Any]]:
     return rows
 
 
-def _lists(side: HtmlSide) -> list[tuple[str, str | None, str]]:
-    """``(run, stage, main metric)`` of each block of the report, in its order."""
-    out = []
-    report = side.report
-    for run in report.runs:
-        stages: list[str | None] = list(report.stages) if report.staged else [None]
-        for stage in stages:
-            try:
-                metrics = list(report.block(run, stage).metrics)
-            except KeyError:
-                continue
-            main = next((m for m in _MAIN if m in metrics), metrics[0] if metrics else "")
-            out.append((run, stage, main))
-    return out
-
-
-def _label(side: HtmlSide, run: str, stage: str | None, many: bool) -> str:
-    who = run if stage is None else (stage if len(side.report.runs) == 1 else f"{run} / {stage}")
-    return f"{side.name}: {who}" if many else who
-
-
-def _drill_data(sides: Sequence[HtmlSide], depth: int) -> dict[str, Any]:
-    """The drill-down's data: the lists (one per side, run and stage), each query's values and ranked doc indexes
-    (to ``depth``), the grades, the fates of the relevant chunks, and each chunk's id and text once."""
-    many = len(sides) > 1
-    docs: dict[str, int] = {}
-
-    def doc_index(doc: str) -> int:
-        if doc not in docs:
-            docs[doc] = len(docs)
-        return docs[doc]
-
-    lists: list[dict[str, Any]] = []
-    queries: dict[str, dict[str, Any]] = {}
-    grades: list[dict[str, dict[str, int]]] = []
-    fates: dict[str, list[list[Any]]] = {}
-    for s, side in enumerate(sides):
-        report = side.report
-        for run, stage, main in _lists(side):
-            values = report.column(run, main, stage) if main else []
-            ids = report.query_ids(run, stage)
-            column = len(lists)
-            budget = next((_budget_chunks(p.get("budget")) for p in _pipelines(report) if p["run"] == run), None)
-            lists.append({"label": _label(side, run, stage, many), "side": s, "metric": main, "budget": budget})
-            for q, v in zip(ids, values, strict=True):
-                entry = queries.setdefault(q, {"id": q, "text": "", "values": {}, "ranks": {}})
-                entry["values"][str(column)] = _num(v)
-            ranking = side.runs.get((run, stage))
-            if ranking is not None:
-                for q in ranking.query_ids:
-                    entry = queries.setdefault(q, {"id": q, "text": "", "values": {}, "ranks": {}})
-                    entry["ranks"][str(column)] = [doc_index(d) for d, _ in ranking.ranking(q)[:depth]]
-        for q, text in side.queries.items():
-            if q in queries and not queries[q]["text"]:
-                queries[q]["text"] = text
-        loss = report.loss_items
-        for r in loss.to_dict("records") if len(loss) else []:
-            run_of = r.get("run", report.runs[0])
-            cut_by = r.get("cut_by")  # the reranker (stage) or "budget" that cut it; absent in older folders
-            fates.setdefault(str(r["query_id"]), []).append(
-                [s, str(run_of), doc_index(str(r["doc_id"])), int(r["grade"]), str(r["fate"])]
-                + [cut_by if isinstance(cut_by, str) else None]
-            )
-        judged: dict[str, dict[str, int]] = {}
-        if side.qrels is not None:
-            known = docs
-            for q, entry in queries.items():
-                if q in side.qrels:
-                    table = side.qrels[q]
-                    shown = {i for ranks in entry["ranks"].values() for i in ranks}
-                    judged[q] = {str(known[d]): int(g) for d, g in table.items() if d in known and known[d] in shown}
-        grades.append(judged)
-    for q, items in fates.items():  # the fates' chunks are shown too: their grades with them
-        for s, _, i, g, *_ in items:
-            grades[s].setdefault(q, {})[str(i)] = g
-    ids = list(docs)
-    texts: list[str | None] = [None] * len(ids)
-    for side in sides:
-        for i, doc in enumerate(ids):
-            if texts[i] is None:
-                texts[i] = side.texts.get(doc)
-    return {
-        "lists": lists,
-        "queries": sorted(queries.values(), key=lambda e: e["id"]),
-        "docs": ids,
-        "texts": texts,
-        "grades": grades,
-        "fates": fates,
-        "depth": depth,
-        "sides": [side.name for side in sides],
-    }
-
-
 @dataclass
 class _Diff:
     baseline: str
@@ -351,6 +261,9 @@ class _Diff:
     improved: list[dict[str, Any]]
     pairing: list[str] = field(default_factory=list)  # how blocks were paired where names differ, what is alone
     better: str = "higher"  # the direction of ``metric`` (the per-query tables)
+    n_regressed: int = 0  # all the regressed (improved) queries; the lists hold the first REGRESSED_ROWS
+    n_improved: int = 0
+    verdict: dict[str, Any] = field(default_factory=dict)  # the first screen's verdict (_verdict)
 
 
 def _direction(metric: str) -> str:
@@ -365,9 +278,9 @@ def _direction(metric: str) -> str:
 
 def _diff_row(pair: Any, metric: str, x: Any, y: Any) -> dict[str, Any]:
     """One row of the per-stage diff: the means over the queries both sides counted (neither NaN), the paired
-    difference with a 95% bootstrap interval (seed 0), wins and losses by the metric's direction, and the queries
+    difference with a 95% bootstrap interval (seed 0), wins and losses by the metric's direction, the paired
+    t-test's p-value (its verdict, after the correction over the diff's rows: :func:`_verdicts`), and the queries
     on one side only."""
-    from ..statistics.paired import paired_bootstrap_ci
 
     only_a = int((~x.index.isin(y.index)).sum())
     only_b = int((~y.index.isin(x.index)).sum())
@@ -391,20 +304,56 @@ def _diff_row(pair: Any, metric: str, x: Any, y: Any) -> dict[str, Any]:
         "only_a": only_a,
         "only_b": only_b,
     }
+    row["p"] = float("nan")  # the paired test's p-value; corrected over the diff's rows in _diff
     if sign is None:  # no better side: changes are counted, not called wins or losses
         row.update(wins="—", losses="—", verdict="not ranked (no better side)", tone="neutral")
         return row
     gain = d * sign
-    row.update(wins=int((gain > 0).sum()), losses=int((gain < 0).sum()))
-    if not len(d) or math.isnan(low) or math.isnan(high):
-        row.update(verdict="no paired query" if not len(d) else "unclear", tone="neutral")
-    elif min(low * sign, high * sign) > 0:  # the interval of the gain (by direction) above 0
-        row.update(verdict="better", tone="better")
-    elif max(low * sign, high * sign) < 0:
-        row.update(verdict="worse", tone="worse")
-    else:
-        row.update(verdict="no clear change", tone="neutral")
+    row.update(wins=int((gain > 0).sum()), losses=int((gain < 0).sum()), gain=float(np.mean(gain)) if len(d) else 0.0)
+    if len(d) >= min_n(TEST):
+        row["p"] = t_test(both["b"].to_numpy(), both["a"].to_numpy())
+    row.update(verdict="no paired query" if not len(d) else "unclear", tone="neutral")
     return row
+
+
+def _verdicts(rows: list[dict[str, Any]]) -> None:
+    """Each row's verdict: better or worse (by the metric's direction) where the paired test's p-value, corrected
+    over every row with one (:data:`CORRECTION`), is below :data:`ALPHA`; else no significant change."""
+    ps = np.array([r["p"] for r in rows], dtype=np.float64)
+    adjusted = correct(ps, CORRECTION) if len(ps) else ps
+    for r, p in zip(rows, adjusted.tolist(), strict=True):
+        r["p_adjusted"] = p
+        r["p_shown"] = "n/a" if p != p else f"{p:.2g}"
+        if r["verdict"] == "not ranked (no better side)" or p != p:
+            if r["verdict"] == "unclear":
+                r["verdict"] = f"no test (n < {min_n(TEST)})"
+            continue
+        if p < ALPHA and r["gain"] > 0:
+            r.update(verdict="better", tone="better")
+        elif p < ALPHA and r["gain"] < 0:
+            r.update(verdict="worse", tone="worse")
+        else:
+            r.update(verdict="no significant change", tone="neutral")
+
+
+def _verdict(d: _Diff) -> dict[str, Any]:
+    """The first screen's verdict on one diff: the significant differences (worse first), how many were tested,
+    the test and its correction, and what the verdict does not cover (a pipeline in one folder only, inputs not
+    computed alike)."""
+    tested = [r for r in d.stages if r["p_adjusted"] == r["p_adjusted"]]
+    significant = [r for r in d.stages if r["tone"] in ("better", "worse")]
+    significant.sort(key=lambda r: (r["tone"] != "worse", r["p_adjusted"]))
+    alone = [n for n in d.pairing if " only: not compared" in n or "no counterpart" in n]
+    return {
+        "tests": len(tested),
+        "better": sum(r["tone"] == "better" for r in significant),
+        "worse": sum(r["tone"] == "worse" for r in significant),
+        "rows": significant[:VERDICT_ROWS],
+        "more": max(0, len(significant) - VERDICT_ROWS),
+        "method": f"paired t-test, {CORRECTION_WORDS} over the {len(tested)} differences tested, alpha {ALPHA}",
+        "alone": alone,
+        "unlike": d.notes,
+    }
 
 
 def _diff(a: HtmlSide, b: HtmlSide) -> _Diff:
@@ -433,8 +382,10 @@ def _diff(a: HtmlSide, b: HtmlSide) -> _Diff:
         main = next((m for m in order if m in mine and m in vb.block(rb, sb).metrics), "")
         if main:
             final = (pair, main)
+    _verdicts(rows)
     regressed: list[dict[str, Any]] = []
     improved: list[dict[str, Any]] = []
+    counts = (0, 0)
     metric, where, better = "", "", "higher"
     if final is not None:
         pair, metric = final
@@ -448,13 +399,16 @@ def _diff(a: HtmlSide, b: HtmlSide) -> _Diff:
         both["d"] = both["b"] - both["a"]
         both["gain"] = both["d"] * sign
         texts = {**a.queries, **b.queries}
-        for q, r in both.sort_values(["gain", "a"], kind="stable").iterrows():
-            if r["gain"] < 0:
-                regressed.append({"id": str(q), "text": texts.get(str(q), ""), "a": r["a"], "b": r["b"], "d": r["d"]})
-        for q, r in both.sort_values("gain", ascending=False, kind="stable").iterrows():
-            if r["gain"] > 0:
-                improved.append({"id": str(q), "text": texts.get(str(q), ""), "a": r["a"], "b": r["b"], "d": r["d"]})
-    return _Diff(a.name, b.name, notes, rows, metric, where, regressed, improved, pairing.notes, better)
+        worse = both[both["gain"] < 0].sort_values(["gain", "a"], kind="stable")
+        gained = both[both["gain"] > 0].sort_values("gain", ascending=False, kind="stable")
+        counts = (len(worse), len(gained))
+        for q, r in worse.head(REGRESSED_ROWS).iterrows():
+            regressed.append({"id": str(q), "text": texts.get(str(q), ""), "a": r["a"], "b": r["b"], "d": r["d"]})
+        for q, r in gained.head(REGRESSED_ROWS).iterrows():
+            improved.append({"id": str(q), "text": texts.get(str(q), ""), "a": r["a"], "b": r["b"], "d": r["d"]})
+    diff = _Diff(a.name, b.name, notes, rows, metric, where, regressed, improved, pairing.notes, better, *counts)
+    diff.verdict = _verdict(diff)
+    return diff
 
 
 # ----- plots (inline SVG) --------------------------------------------------------------------------------------
@@ -637,7 +591,18 @@ def _latency(side: HtmlSide) -> list[dict[str, Any]]:
 def render_html(
     sides: Sequence[HtmlSide], *, drill_depth: int | None = None, title: str | None = None, plots: bool = True
 ) -> str:
-    """The page for ``sides`` (the first is the baseline of the diff views), as a str."""
+    """The page for ``sides`` (the first is the baseline of the diff views), as a str, its drill-down inline
+    (:func:`write_html` puts a large one beside the page)."""
+    page, _ = _page(sides, drill_depth=drill_depth, title=title, plots=plots, beside=None)
+    return page
+
+
+def _page(
+    sides: Sequence[HtmlSide], *, drill_depth: int | None, title: str | None, plots: bool, beside: str | None
+) -> tuple[str, list[str]]:
+    """The page, and the drill-down's shard scripts to write in the folder ``beside`` (a name relative to the
+    page) when the page would grow past :data:`~rag_eval.renderers.html_queries.INLINE_BYTES` with them inline
+    (none when ``beside`` is None: then they are inline whatever their size)."""
     from .._optional import require
 
     jinja2 = require("jinja2", extra="html", feature=_FEATURE)
@@ -655,13 +620,24 @@ def render_html(
     svgs = _plots(sides) if plots else {}
     from markupsafe import Markup  # jinja2's own dependency
 
-    return str(
+    queries = query_data(sides, depth)
+    shards = [dumps(shard) for shard in queries.shards]
+    listing = queries.listing
+    inline = beside is None or len(dumps(listing)) + sum(map(len, shards)) <= INLINE_BYTES
+    listing["drill"] = {"inline": inline, "folder": None if inline else beside, "count": len(shards)}
+    many = len(sides) > 1
+    funnels = [funnel(s.report) for s in sides]
+    diffs = [_diff(sides[0], b) for b in sides[1:]]
+    page = str(
         template.render(
             title=title or " vs ".join(s.name for s in sides),
             sides=[
                 {
                     "name": s.name,
                     "summary": _summary_rows(s),
+                    "pivots": pivots(s),
+                    "funnels": funnel_blocks(s, f, many, FATE_COLOURS),
+                    "funnel_notes": list(f.notes),
                     "latency": _latency(s),
                     "failures": s.report.failures.head(100).to_dict("records") if len(s.report.failures) else [],
                     "n_failures": len(s.report.failures),
@@ -669,16 +645,21 @@ def render_html(
                     "pipelines": _pipelines(s.report),
                     "note": s.note,
                 }
-                for s in sides
+                for s, f in zip(sides, funnels, strict=True)
             ],
-            diffs=[_diff(sides[0], b) for b in sides[1:]],
+            diffs=diffs,
             notes=_notes(sides),
             plots={k: Markup(v) for k, v in svgs.items()},  # matplotlib's SVG writer escapes the texts it draws
-            data=_drill_data(sides, depth),
+            listing=Markup(dumps(listing)),  # escaped as |tojson escapes: no text closes its <script>
+            shards=[Markup(shard) for shard in shards] if inline else [],
+            summaries=Markup(dumps([csv_rows(s) for s in sides])),
             depth=depth,
             fate_colours=FATE_COLOURS,
         )
     )
+    if inline:
+        return page, []
+    return page, [f"window.ragEvalShard({k},{shard});\n" for k, shard in enumerate(shards)]
 
 
 def _notes(sides: Sequence[HtmlSide]) -> list[str]:
@@ -727,12 +708,24 @@ def write_html(
     title: str | None = None,
     plots: bool = True,
 ) -> Path:
-    """Write :func:`render_html`'s page to ``path`` (whole or not at all); returns the path."""
-    page = render_html(sides, drill_depth=drill_depth, title=title, plots=plots)
+    """Write the page to ``path`` (whole or not at all); returns the path. A drill-down too large for the page
+    (past :data:`~rag_eval.renderers.html_queries.INLINE_BYTES`) goes into ``<name>.drill/`` beside it, one small
+    script a shard, written before the page."""
     out = Path(path)
     if out.is_dir():
         raise InputError("is a folder: give the HTML file to write", source=str(out))
+    folder = out.with_name(out.name + ".drill")
+    page, shards = _page(sides, drill_depth=drill_depth, title=title, plots=plots, beside=folder.name)
     out.parent.mkdir(parents=True, exist_ok=True)
+    if shards:
+        folder.mkdir(exist_ok=True)
+        for old in folder.glob("shard-*.js"):  # a previous page's shards: never mixed with this one's
+            old.unlink()
+        for k, script in enumerate(shards):
+            write_output(folder / f"shard-{k:05d}.js", script.encode("utf-8"))
+    elif folder.is_dir():
+        for old in folder.glob("shard-*.js"):
+            old.unlink()
     write_output(out, page.encode("utf-8"))
     return out
 

@@ -1,0 +1,148 @@
+"""The HTML report's Summary, as rows for its template (``docs/html-report.md``, "The first screen"): each
+pipeline's funnel and its stages' headline numbers (from :mod:`rag_eval.reports.funnel`), and the stage x metric
+pivot of the summary. Numbers are read, never measured here: a bar's width is the step's items over the relevant
+ones, as the counts beside it say."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from ..reports.funnel import Funnel, pipelines_of
+
+if TYPE_CHECKING:
+    from .html_report import HtmlSide
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def interval(mean: Any, low: Any, high: Any) -> str:
+    """``0.512 [0.451, 0.570]``; ``n/a`` for a mean that is NaN (no query with a value)."""
+    m, lo, hi = _number(mean), _number(low), _number(high)
+    if m is None:
+        return "n/a"
+    return f"{m:.3f} [{_three(lo)}, {_three(hi)}]"
+
+
+def _three(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def funnel_blocks(side: HtmlSide, f: Funnel, many: bool, colours: dict[str, str]) -> list[dict[str, Any]]:
+    """One block per pipeline of the side: its funnel's steps (items, share of the relevant items, losses by
+    cause, each with its ``colours`` swatch) and its headline numbers with their intervals."""
+    blocks = []
+    structure = {str(p["run"]): p for p in pipelines_of(side.report)}
+    for pipeline in f.pipelines:
+        steps = f.steps_of(pipeline)
+        total = int(steps[0]["items"])
+        rows = []
+        for step in steps:
+            items = int(step["items"])
+            share = items / total if total else 0.0
+            rows.append(
+                {
+                    "order": int(step["order"]),
+                    "step": step["step"],
+                    "role": step["role"],
+                    "count": items,
+                    "percent": f"{share:.0%}" if total else "n/a",
+                    "width": f"{100 * share:.1f}",
+                    "lost": int(step["lost"]),
+                    "losses": [
+                        {
+                            "fate": loss["fate"],
+                            "cause": loss["cause"],
+                            "count": int(loss["items"]),
+                            "colour": colours.get(str(loss["fate"]), "#999999"),
+                        }
+                        for loss in step["losses"]
+                    ],
+                }
+            )
+        heads = [
+            {
+                "stage": h["stage"],
+                "metric": h["metric"],
+                "shown": interval(h["mean"], h["low"], h["high"]),
+                "mean": _number(h["mean"]),
+                "n": int(h["n"]),
+                "n_nan": int(h["n_nan"]),
+            }
+            for h in f.headlines_of(pipeline)
+        ]
+        p = structure.get(pipeline, {})
+        blocks.append(
+            {
+                "pipeline": pipeline,
+                "title": f"{side.name}: {pipeline}" if many else pipeline,
+                "structure": p.get("structure", pipeline),
+                "total": total,
+                "delivered": int(steps[-1]["items"]),
+                "steps": rows,
+                "headlines": heads,
+                "method": f.headlines_of(pipeline)[0]["interval_method"] if heads else "",
+            }
+        )
+    return blocks
+
+
+def pivots(side: HtmlSide) -> list[dict[str, Any]]:
+    """Per run (pipeline) of the side: its stages as columns in pipeline order, one metric a row, each cell the
+    mean with its interval and n (None where the stage has no such metric)."""
+    summary = side.report.summary
+    staged = "stage" in summary.columns
+    order = {str(p["run"]): list(p.get("stages", {})) for p in pipelines_of(side.report)}
+    out = []
+    for run in side.report.runs:
+        rows = summary[summary["run"] == run]
+        stages: list[str | None] = [None]
+        if staged:
+            present = list(dict.fromkeys(rows["stage"]))
+            stages = [s for s in order.get(run, []) if s in present] + [
+                s for s in present if s not in order.get(run, [])
+            ]
+        cells = {(r["stage"] if staged else None, r["metric"]): r for r in rows.to_dict("records")}
+        metrics = list(dict.fromkeys(rows["metric"]))
+        table = []
+        for metric in metrics:
+            line: list[dict[str, Any] | None] = []
+            for stage in stages:
+                r = cells.get((stage, metric))
+                if r is None:
+                    line.append(None)
+                    continue
+                line.append(
+                    {
+                        "shown": interval(r["mean"], r["ci_low"], r["ci_high"]),
+                        "mean": _number(r["mean"]),
+                        "n": int(r["n"]),
+                        "n_nan": int(r["n_nan"]),
+                    }
+                )
+            table.append({"metric": metric, "cells": line})
+        out.append({"run": run, "stages": [s or "" for s in stages], "rows": table})
+    return out
+
+
+def csv_rows(side: HtmlSide) -> dict[str, Any]:
+    """The flat summary as columns and rows (every digit), for the page's CSV download."""
+    summary = side.report.summary
+    columns = [str(c) for c in summary.columns]
+    rows = [
+        [None if isinstance(v, float) and math.isnan(v) else _plain(v) for v in r]
+        for r in summary.itertuples(index=False)
+    ]
+    return {"columns": columns, "rows": rows}
+
+
+def _plain(value: Any) -> Any:
+    """A value JSON can hold: NumPy scalars as Python's."""
+    item = getattr(value, "item", None)
+    return item() if callable(item) else value
