@@ -72,7 +72,7 @@ def shoot(browser, page_path: Path, size: int, query: bool = False) -> bytes:
         page.wait_for_load_state("load")
         if query:
             page.locator("[role=tab], nav button[data-view]").filter(has_text="Queries").first.click()
-            page.locator("#queries-list .qid").nth(2).click()
+            page.locator("#queries-list .qid:not(th)").nth(2).click()
             page.wait_for_timeout(300)
         return page.screenshot()
     finally:
