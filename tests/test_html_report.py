@@ -545,8 +545,10 @@ def test_the_scifact_page_stays_under_10_mb(tmp_path):
     size = out.stat().st_size
     assert 1_000_000 < size < 10_000_000
     data = data_of(out.read_text(encoding="utf-8"))
-    assert data["depth"] == 20 and len(data["queries"]) == 300 and len(data["lists"]) == 3
-    assert len(data["docs"]) == len(set(data["docs"])) and None not in data["texts"]
+    assert data["depth"] == 20 and len(data["ids"]) == 300 and len(data["lists"]) == 3
+    assert data["drill"]["inline"] and len(data["shards"]) == 2  # 256 queries a shard, all in the page
+    for shard in data["shards"]:
+        assert len(shard["docs"]) == len(set(shard["docs"])) and None not in shard["texts"]
 
 
 def _bench():
