@@ -182,3 +182,20 @@ def test_no_funnel_without_fates_or_stages(three_stages):
     runs = funnel(_evaluate({"r": Run.from_scores({"qa": {"a1": 2.0, "x": 1.0}})}, ["recall@10"]))
     assert runs.steps.empty and runs.headlines.empty
     assert runs.notes == ("a report of runs, not of a pipeline: no stages, so no funnel",)
+
+
+def test_a_fusion_funnel_starts_at_the_fused_first_stage():
+    from rag_eval.stages import fuse
+
+    one = functions.retriever(lambda q, k: RANKINGS[q][:2], name="one")
+    two = functions.retriever(lambda q, k: RANKINGS[q][1:3], name="two")
+    result = Pipeline(fuse(one, two), depth=3, budget=2).run(QUERIES, progress=False)
+    f = funnel(_evaluate(result))
+    steps = [(r.order, r.step, r.role, r.items) for r in f.steps.itertuples()]
+    # fused (rrf): qa x a1 a2, qb b2 b1 b3, qc z c1 w; a3, a4, c2 in neither input; budget 2 delivers a1, b1, b2, c1
+    assert steps == [
+        (0, "relevant (judged relevant in the qrels)", "relevant", 9),
+        (1, "returned by 'rrf(one,two)' within depth 3", "first", 6),
+        (2, "delivered within budget(2)", "budget", 4),
+    ]
+    assert {(r.fate, r.items) for r in f.losses.itertuples()} == {("never_retrieved", 3), ("cut_by_budget", 2)}

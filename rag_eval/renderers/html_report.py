@@ -1,20 +1,21 @@
 """The HTML report: one self-contained file a person opens in a browser, offline (``docs/html-report.md``).
 
 ``rag-eval report FOLDER [FOLDER ...] -o report.html`` and :meth:`Report.to_html` write it. One file: the styles
-and the script inline, the plots inline SVG (matplotlib's SVG backend, text kept as text), no URL fetched. It
-shows the stage-aware summary with intervals, recall@k per stage with the depth and budget marked, where relevant
-items were lost, latency and failures per stage, the metric card, a per-query drill-down (each stage's ranked
-chunks with their text, grade or "unjudged", and the fate of each relevant chunk) and, with two folders or more, a
-diff of each against the first (per stage and per query: wins, losses, the regressed queries).
+and the script inline, the plots inline SVG (matplotlib's SVG backend, text kept as text), no URL fetched. Its first
+screen answers: for a diff, the verdict (which differences are significant after correction, better or worse by
+each metric's direction); for each pipeline, the funnel of its relevant items (:mod:`rag_eval.reports.funnel`) beside
+its stages' headline numbers (:mod:`.html_summary`). Then a stage x metric pivot (the flat table one click away, and
+as CSV), latency and failures, the plots, the metric card, the Queries view (:mod:`.html_queries`: a virtual list,
+filters by fate, a per-query drill-down) and the Diff view (per stage and per query).
 
-Size: each chunk text is stored once (a table of texts, referenced by index from the rankings) and each stage's
-ranking is kept to the drill depth (default: the budget plus :data:`DRILL_EXTRA`), so that a report of SciFact's
-300 queries stays well under 10 MB.
+Size: the page holds the list; the drill-down comes in shards of queries, inline while the page stays under
+:data:`~rag_eval.renderers.html_queries.INLINE_BYTES`, else in small scripts beside it (``<page>.drill/``): 100,000
+queries make a page of about 6 MB.
 
 Escaping: every text from the data (queries, chunks, ids, stage names, the card) reaches the page through jinja2
-with autoescape on; the drill-down's data is one JSON block written with ``|tojson`` (``<``, ``>``, ``&`` and
-``'`` as ``\\u`` escapes, so that no ``</script>`` can close it), and the script puts it into the page with
-``textContent``, never as HTML. jinja2 and matplotlib are the ``html`` extra.
+with autoescape on; the list's and the drill-down's data are JSON blocks escaped as ``|tojson`` escapes
+(``<``, ``>``, ``&`` and ``'`` as ``\\u`` escapes, so that no ``</script>`` can close them), and the script puts
+them into the page with ``textContent``, never as HTML. jinja2 and matplotlib are the ``html`` extra.
 """
 
 from __future__ import annotations
@@ -323,7 +324,7 @@ def _verdicts(rows: list[dict[str, Any]]) -> None:
     adjusted = correct(ps, CORRECTION) if len(ps) else ps
     for r, p in zip(rows, adjusted.tolist(), strict=True):
         r["p_adjusted"] = p
-        r["p_shown"] = "n/a" if p != p else f"{p:.2g}"
+        r["p_shown"] = "n/a" if p != p else ("< 0.0001" if p < 1e-4 else f"{p:.2g}")
         if r["verdict"] == "not ranked (no better side)" or p != p:
             if r["verdict"] == "unclear":
                 r["verdict"] = f"no test (n < {min_n(TEST)})"
@@ -362,10 +363,10 @@ def _diff(a: HtmlSide, b: HtmlSide) -> _Diff:
     95% bootstrap interval (queries resampled, seed 0), the queries won, tied and lost by the metric's direction
     and those on one side only; per query, the final stage's main metric, the queries that got worse and those
     that got better."""
-    from .result_folder import comparable
+    from .result_folder import differences
     from .stage_pairs import delivered_metric, pair_blocks
 
-    notes = comparable(a.report, b.report)
+    notes = [line for _, line in differences(a.report, b.report, names=(a.name, b.name))]
     pairing = pair_blocks(a.report, b.report, names=(a.name, b.name))
     rows: list[dict[str, Any]] = []
     va, vb = a.report, b.report
