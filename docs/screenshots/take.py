@@ -1,7 +1,7 @@
 """The screenshots of docs/html-report.md: the demo's page and a two-folder diff, at 1280x800 and 1920x1080, taken
 in Debian's headless Chromium (tests/chromium.py, the browser tests' own launch) and written to docs/images/.
 
-    .venv/bin/python docs/screenshots/take.py [--work build/screenshots] [--out docs/images]
+    .venv/bin/python docs/screenshots/take.py [--work build/screenshots] [--out docs/images] [--no-demo]
 
 It runs ``rag-eval demo --out WORK/demo-report`` (minutes the first time; a second run reuses the folder's caches
 and renders the page anew), builds ``bm25`` alone on the demo's collection (no model: tests/html_pages.py), and
@@ -43,8 +43,9 @@ def small_png(png: bytes) -> bytes:
     return out.getvalue()
 
 
-def pages(work: Path) -> dict[str, Path]:
-    """The demo's page (``rag-eval demo``) and the diff of bm25 against it (``rag-eval report``)."""
+def pages(work: Path, run_demo: bool = True) -> dict[str, Path]:
+    """The demo's page (``rag-eval demo``; without ``run_demo``, the one in WORK/demo-report as it is) and the diff
+    of bm25 against it (``rag-eval report``)."""
     from rag_eval import Pipeline
     from rag_eval.builtin.demo import DEMO_BUDGET, DEMO_DEPTH, demo_collection
     from rag_eval.builtin.pipelines import Parts
@@ -52,8 +53,9 @@ def pages(work: Path) -> dict[str, Path]:
     started = time.perf_counter()
     demo = work / "demo-report"
     rag_eval = Path(sys.executable).with_name("rag-eval")
-    subprocess.run([str(rag_eval), "demo", "--out", str(demo)], check=True, stdout=subprocess.DEVNULL)
-    print(f"rag-eval demo --out {demo}: {time.perf_counter() - started:.0f} s")
+    if run_demo:
+        subprocess.run([str(rag_eval), "demo", "--out", str(demo)], check=True, stdout=subprocess.DEVNULL)
+        print(f"rag-eval demo --out {demo}: {time.perf_counter() - started:.0f} s")
     collection, _ = demo_collection()
     bm25 = Pipeline(Parts(collection, None).bm25(DEMO_DEPTH), depth=DEMO_DEPTH, budget=DEMO_BUDGET)
     pipeline_folder(collection, "bm25", bm25, work / "bm25")
@@ -83,12 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "screenshots", help="where the folders go")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images", help="where the PNGs go")
+    parser.add_argument("--no-demo", action="store_true", help="take WORK/demo-report as it is (no demo run)")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True)
     print(f"the pages of rag_eval at {commit.stdout.strip() or 'an unknown commit'}")
-    made = pages(args.work)
+    made = pages(args.work, run_demo=not args.no_demo)
     shots = [(f"report-{which}-{size}.png", made[which], size, False) for which in made for size in SIZES]
     shots += [(f"report-queries-{size}.png", made["demo"], size, True) for size in SIZES]
 
