@@ -608,24 +608,10 @@ ARTEFACTS = Path(__file__).resolve().parent.parent / "build" / "artefacts" / "ht
 
 @pytest.fixture(scope="module")
 def browser():
-    from .test_labelling_browser import CHROMIUM, CHROMIUM_ARGS, _missing
+    from .chromium import chromium
 
-    if not CHROMIUM.exists():
-        _missing(f"{CHROMIUM} is missing")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("the Python package playwright is not installed")
-    manager = sync_playwright().start()
-    try:
-        try:
-            launched = manager.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=30_000)
-        except Exception as exc:  # noqa: BLE001 - any failure to start the browser is reported, not raised
-            _missing(f"{CHROMIUM} does not start under Playwright ({' '.join(str(exc).split())[:300]})")
+    with chromium() as launched:
         yield launched
-        launched.close()
-    finally:
-        manager.stop()
 
 
 def _open_offline(browser, path: Path):

@@ -25,18 +25,10 @@ from rag_eval import Qrels, Run, evaluate
 from rag_eval.ground_truth import JudgementLog, pool
 from rag_eval.labelling import log_path_for
 
+from .chromium import chromium
+
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-INSTALL = "apt-get install -y chromium; pip install -e '.[dev]' (playwright)"
 
 QUERIES = {
     "q1": "What does functools.lru_cache do?",
@@ -48,31 +40,10 @@ SECOND = {"q1": ["a3", "b1", "b2"], "q2": ["c1", "d1", "d2"], "q3": ["f1", "f2",
 BEFORE = {"q1": {"a1": 2}, "q2": {"c2": 0}, "q3": {"zz": 1}}  # judged before: one of each system's top 3, or none
 
 
-def _missing(reason: str):
-    message = f"the browser test needs Debian's chromium and Playwright: {reason} (install: {INSTALL})"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message + "; CI=true, so this is a failure")
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    if not CHROMIUM.exists():
-        _missing(f"{CHROMIUM} is missing")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("the Python package playwright is not installed")
-    manager = sync_playwright().start()
-    try:
-        try:
-            launched = manager.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=30_000)
-        except Exception as exc:  # noqa: BLE001 - any failure to start the browser is reported, not raised
-            _missing(f"{CHROMIUM} does not start under Playwright ({' '.join(str(exc).split())[:300]})")
+def browser():
+    with chromium() as launched:
         yield launched
-        launched.close()
-    finally:
-        manager.stop()
 
 
 class Label:
