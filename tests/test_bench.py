@@ -317,11 +317,14 @@ def test_demo_runs_the_whole_flow_offline(demo_folder):
     page = (demo_folder / "report.html").read_text(encoding="utf-8")
     assert (demo_folder / "report.html").stat().st_size < 2_000_000
     block = re.search(r'<script type="application/json" id="rag-data">(.*?)</script>', page, re.S)
-    outside = page[: block.start()] + page[block.end() :]  # the docstrings quote URLs: data, shown as text only
+    shards = re.findall(r'<script type="application/json" class="rag-shard"[^>]*>(.*?)</script>', page, re.S)
+    # the docstrings quote URLs: data (the drill-down's shards), shown as text only
+    outside = re.sub(r'<script type="application/json"[^>]*>.*?</script>', "", page, flags=re.S)
     assert "http://" not in outside and "https://" not in outside and outside.count("<svg") == 3
     assert "<link" not in outside and not re.search(r"""\b(src|href)\s*=\s*["'](?!#)""", outside)
-    data = json.loads(block.group(1))
-    assert data["depth"] == 5 + 10 and len(data["queries"]) == 56 and None not in data["texts"]  # budget + 10
+    data, inline = json.loads(block.group(1)), [json.loads(s) for s in shards]
+    assert data["depth"] == 5 + 10 and len(data["ids"]) == 56  # budget + 10
+    assert sum(len(s["questions"]) for s in inline) == 56 and all(None not in s["texts"] for s in inline)
 
 
 def test_a_second_demo_run_reuses_the_caches(demo_folder):

@@ -30,6 +30,7 @@ from .test_exit_codes import (
     QRELS,
     RERANK,
     TUNE,
+    _answers,
     _gate,
     _human_reports,
     _judgement_log,
@@ -66,6 +67,10 @@ WRITERS: dict[str, Callable[[Path, Path], tuple[list[str], Path]]] = {
     ),
     "demo": lambda t, d: (["demo", "-o", str(d / "demo"), "--no-plots"], d / "demo"),
     "traces": lambda t, d: (["traces", *_traces(t), "-o", str(d / "traced"), "--no-plots"], d / "traced"),
+    "answers": lambda t, d: (
+        [*_answers(t, "short_answer")[:-1], str(d / "answers"), "--cache", str(t / "cache")],
+        d / "answers",
+    ),
 }
 #: gate writes three kinds of output: each its own case
 GATE: dict[str, Callable[[Path, Path], tuple[list[str], Path]]] = {

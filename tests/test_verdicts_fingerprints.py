@@ -222,6 +222,43 @@ def _grade(items: Any, scale: Any) -> list[int]:
     return [1 for _ in items]
 
 
+def _answer_prediction() -> Any:
+    from rag_eval.statistics import answer_predictors
+
+    from .test_answer_analysis import _report_and_answers
+
+    report, answers, _ = _report_and_answers()
+    return answer_predictors(report, answers, resamples=100)
+
+
+def _condition_effects() -> Any:
+    import pandas as pd
+
+    from rag_eval.statistics import condition_effects
+
+    from .test_answer_analysis import _report_and_answers
+
+    _, answers, _ = _report_and_answers()
+    both = pd.concat([answers, answers.assign(condition="oracle", f1=1.0, em=1.0, correct=True)], ignore_index=True)
+    return condition_effects(both, resamples=100)
+
+
+def _utility_labels() -> Any:
+    from rag_eval.ground_truth import utility_labels
+    from rag_eval.stages.contexts import sentence_reader
+
+    from .test_answer_analysis import squad_grade
+
+    texts = {
+        "a": "Zenda is the capital of Freedonia.",
+        "b": "Freedonia borders Sylvania.",
+        "d": "The river flows north.",
+    }
+    questions = {"q1": "What is the capital of Freedonia?", "q2": "Which way does the river flow?"}
+    references = {"q1": ["Zenda"], "q2": ["north"]}
+    return utility_labels({"q1": ["a", "b"], "q2": ["d"]}, questions, texts, sentence_reader, squad_grade, references)
+
+
 CASES: dict[str, Callable[..., Any]] = {
     # rag_eval.data
     "Chunk": lambda: Chunk("t", "text", {"k": "v", "n": [1, 2]}),
@@ -298,6 +335,9 @@ CASES: dict[str, Callable[..., Any]] = {
         _report(0, runs=(1, 7, 3)), _report(1, runs=(1, 7, 3)), "ndcg@10", warn=False
     ),
     "HumanSample": lambda: G.draw_human_sample(list(QUERIES), 4, seed=0),
+    "UtilityLabels": _quiet(_utility_labels),
+    "AnswerPrediction": _quiet(_answer_prediction),
+    "ConditionEffects": _quiet(_condition_effects),
     "JudgingRun": _judging_run,
     # rag_eval.labelling
     "LabellingSession": _session,

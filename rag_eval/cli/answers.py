@@ -126,8 +126,14 @@ def run(args: argparse.Namespace) -> int:
     frame["references"] = [" | ".join(references[q]) for q in frame["query_id"]]
     for metric in ("exact_match", "f1", "contains"):
         frame[metric] = getattr(grades, metric)
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    path = write_output(out / "answers.csv", csv_text(frame).encode("utf-8"))
+    try:
+        path = write_output(out / "answers.csv", csv_text(frame).encode("utf-8"))
+    except (OSError, InputError):
+        if made and not any(out.iterdir()):  # a full disk: no empty folder left behind
+            out.rmdir()
+        raise
     means = grades.mean()
     say(
         visible(

@@ -340,10 +340,12 @@ class _AnswerLog:
         self._lock_path = directory / f".answers-{safe}-{fingerprint}.lock"
         self._lock = threading.Lock()
         self.found: dict[str, dict[str, Any]] = {}
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            with file_lock(self._lock_path, exclusive=False):
-                data = self.path.read_bytes() if self.path.exists() else b""
+        try:  # nothing is made until an answer is stored: a run that stores none leaves no folder or lock
+            if self.path.exists():
+                with file_lock(self._lock_path, exclusive=False):
+                    data = self.path.read_bytes()
+            else:
+                data = b""
         except OSError as exc:
             raise HarnessError(f"answer cache {self.path}: cannot read it: {exc.strerror or exc}") from None
         torn = 0
@@ -369,6 +371,7 @@ class _AnswerLog:
         data = b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in records)
         with self._lock:
             try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
                 with file_lock(self._lock_path, exclusive=True):
                     append(self.path, data, whole=lambda tail: _record(tail) is not None)
             except OSError as exc:
