@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import InputError
-from .answer_prediction import CORRECT_AT, correct_column, correct_rule
+from .answer_prediction import CORRECT_AT, EFFECT_COLUMNS, correct_column, correct_rule
 from .paired import all_equal, method_label, min_n, paired_bootstrap_means, warn_degenerate
 
 if TYPE_CHECKING:
@@ -150,17 +150,7 @@ def condition_effects(
         rows.append((name, int(ok.sum()), int((asked & np.isnan(f1)).sum()), *acc, *f))
     conditions = pd.DataFrame(
         rows,
-        columns=[
-            "condition",
-            "n",
-            "n_failed",
-            "accuracy",
-            "accuracy_low",
-            "accuracy_high",
-            "f1",
-            "f1_low",
-            "f1_high",
-        ],
+        columns=list(EFFECT_COLUMNS),
     )
     base = wide[baseline].to_numpy(dtype=np.float64)
     base_right = right[baseline].to_numpy(dtype=np.float64)

@@ -54,6 +54,8 @@ ANSWER_COLUMNS = ("query_id", "condition", "answer", "em", "f1", "correct")
 #: the metric families read from a Report by default
 PREDICTOR_FAMILIES = ("recall", "precision", "hit", "ndcg", "mrr")
 #: an answer is correct when its token F1 is at least this (Rajpurkar et al. grade F1; 0.5 is the usual cut)
+#: the columns of a table of answers per condition (condition_effects; budget_curve adds k first)
+EFFECT_COLUMNS = ("condition", "n", "n_failed", "accuracy", "accuracy_low", "accuracy_high", "f1", "f1_low", "f1_high")
 CORRECT_AT = 0.5
 METHOD = "bootstrap"
 
@@ -426,16 +428,5 @@ def budget_curve(
         rows.append((k, name, n, int((~ok).sum()), mean_c, a_lo, a_hi, mean_f, f_lo, f_hi))
     return pd.DataFrame(
         rows,
-        columns=[
-            "k",
-            "condition",
-            "n",
-            "n_failed",
-            "accuracy",
-            "accuracy_low",
-            "accuracy_high",
-            "f1",
-            "f1_low",
-            "f1_high",
-        ],
+        columns=["k", *EFFECT_COLUMNS],
     )
