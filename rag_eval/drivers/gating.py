@@ -22,6 +22,7 @@ from .._files import append_output, write_output
 from .._markdown import markdown_cell
 from ..errors import InputError
 from ..renderers.result_folder import differences
+from ..reports.answered import ANSWER_RULES, answer_metric
 from ..reports.hashes import FIELDS
 from ..reports.report import Report, is_geometric_metric, is_text_metric
 from ..statistics.paired import (
@@ -651,6 +652,8 @@ def _paired(
     """The rule's paired values: (rule, metric name, (baseline system, candidate system), the pairing), queries
     paired by id through :func:`rag_eval.statistics.paired.pair`, as ``compare`` pairs them: a side lacking queries
     the other measured is refused unless ``allow_unpaired``."""
+    if answer_metric(rule.metric) is not None:
+        return _paired_answers(base, cand, rule, allow_unpaired=allow_unpaired)
     b_run, b_stage, metric = _system(base, rule, "baseline")
     c_run, c_stage, c_metric = _system(cand, rule, "candidate")
     if c_metric != metric:
@@ -671,10 +674,45 @@ def _paired(
     return rule, metric, systems, paired
 
 
+def _paired_answers(
+    base: Report, cand: Report, rule: Rule, *, allow_unpaired: bool
+) -> tuple[Rule, str, tuple[str, str], Pairing]:
+    """An answer grade's rule (``answer.f1``): each side's graded answers (``Report.answers``), paired by query as
+    any rule's; a failed answer is NaN on its side (left out, counted in ``n_nan``)."""
+    metric = answer_metric(rule.metric)
+    assert metric is not None
+    values, systems = [], []
+    for report, role in ((base, "baseline"), (cand, "candidate")):
+        record = report.card.answers
+        if record is None:
+            raise ValueError(
+                f"rule {rule}: the {role} carries no answers (rag-eval answers FOLDER, rag-eval bench --generate, "
+                "Report.with_answers)"
+            )
+        where = _name(record["run"], record.get("stage"))
+        if rule.stage is not None and rule.stage not in (where, record.get("stage"), record["run"]):
+            raise ValueError(f"rule {rule}: the {role}'s answers are of {where!r}, not {rule.stage!r}")
+        values.append(report.answer_values(metric))
+        systems.append(f"{where}, answers by {record['generator']} ({record['fingerprint'][:12]})")
+    paired = pair(
+        values[1],
+        values[0],
+        allow_unpaired=allow_unpaired,
+        what=f"rule {rule}",
+        hint="allow={'unpaired'}, --allow-different unpaired, to gate on the queries both answered, each left out "
+        "counted in the verdict",
+    )
+    if not paired.n:
+        raise ValueError(f"rule {rule}: no query has a graded answer on both sides ({paired.left_out()})")
+    return rule, metric, (systems[0], systems[1]), paired
+
+
 def _higher_is_better(metric: str, rule: Rule) -> bool:
     """The direction of ``metric`` (as the report names it); a metric with no better side is no rule."""
     from ..metrics.catalogue import direction
 
+    if metric in ANSWER_RULES:
+        return True  # a grade of the answer: higher is better
     try:
         way = direction(metric)
     except ValueError as exc:

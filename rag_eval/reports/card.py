@@ -115,6 +115,9 @@ class MetricCard(BaseModel):
     # a model judge's agreement with people (Report.with_judge_agreement): {"items": [JudgeAgreement.to_dict()],
     # "rankings": [RankingAgreement.to_dict()]}; see rag_eval.ground_truth.agreement
     judge_agreement: dict[str, Any] | None = None
+    # a generator's answers graded (Report.with_answers): the generator, prompt, counts, means with intervals and
+    # the predictor table; see rag_eval.reports.answered
+    answers: dict[str, Any] | None = None
 
     @property
     def budget(self) -> str | None:
@@ -211,6 +214,10 @@ class MetricCard(BaseModel):
             from ..ground_truth.agreement_text import card_lines
 
             lines.extend(card_lines(self.judge_agreement))
+        if self.answers:
+            from .answered import record_lines
+
+            lines.extend("  answers: " + line for line in record_lines(self.answers))
         if self.comparison:
             c = self.comparison
             lines.append(

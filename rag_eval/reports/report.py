@@ -54,6 +54,8 @@ CURVES = "recall_curves"
 _CURVES_KEY = b"rag_eval.recall_curves"  # the pipeline table of recall@k per stage (Report.recall_curves)
 _TEXTS_KEY = b"rag_eval.texts"
 _WEIGHTS_KEY = b"rag_eval.query_weights"
+ANSWERS = "answers"
+_ANSWERS_KEY = b"rag_eval.answers"  # the answer table (Report.answers), every value as given (ids stay str)
 
 
 def is_text_metric(name: str) -> bool:
@@ -452,6 +454,60 @@ class Report:
         never_retrieved, below_depth, reranked_out, failed (a stage failed on its query), delivered)."""
         return self._table("loss_items")
 
+    @property
+    def answers(self) -> pd.DataFrame:
+        """The generator's answer per query and their grades (:func:`with_answers`; columns
+        :data:`~rag_eval.reports.answered.ANSWER_TABLE_COLUMNS`); empty when the report carries none. What made
+        them, and the grades' means with intervals: ``card.answers``."""
+        return self._table(ANSWERS)
+
+    def answer_values(self, metric: str) -> pd.Series:
+        """One answer grade per query (``answer.f1``, ``answer.exact_match``, ``answer.contains``), indexed by query
+        id, NaN where the answer failed; a KeyError when the report carries no answers."""
+        from .answered import answer_values
+
+        if self.card.answers is None or ANSWERS not in self._tables:
+            raise KeyError("the report carries no answers (Report.with_answers, rag-eval answers)")
+        return answer_values(self._tables[ANSWERS], self.card.answers, metric)
+
+    def with_answers(
+        self,
+        answers: Any,
+        references: Mapping[str, str | Sequence[str]],
+        *,
+        questions: Mapping[str, str] | None = None,
+        run: str | None = None,
+        stage: str | None = None,
+        predictors: Any = None,
+    ) -> Report:
+        """The same report with ``answers`` (:func:`rag_eval.stages.generator.generate_answers`' Answers, made from
+        ``run``'s ``stage``: by default the one run and its last stage) graded against ``references`` and attached:
+        :attr:`answers` per query, ``card.answers`` (the generator, prompt, counts, means with intervals and
+        ``predictors``, an AnswerPrediction, when given). A query answered that the run did not measure is an
+        InputError. See docs/answers.md."""
+        from .answered import answer_record, answer_table
+
+        run = run or (self.runs[0] if len(self.runs) == 1 else None)
+        if run not in self.runs:
+            raise InputError(f"name the run the answers came from (run=...): the report has {self.runs}")
+        stage = stage or (self.stages[-1] if self.staged else None)
+        measured = set(self.query_ids(run, stage))
+        alien = [q for q in answers if q not in measured]
+        if alien:
+            raise InputError(f"query {alien[0]!r} has an answer but {run!r} did not measure it ({len(alien)} such)")
+        table = answer_table(answers, references, questions=questions)
+        source = getattr(references, "source", None)
+        record = answer_record(
+            table,
+            answers,
+            run=run,
+            stage=stage,
+            references=getattr(source, "path", None) or "in memory",
+            predictors=predictors,
+        )
+        card = self.card.model_copy(update={"answers": record})
+        return Report(self._blocks, list(self._metrics), card, {**self._table_of, ANSWERS: table}, self._weights)
+
     def with_card(self, card: MetricCard) -> Report:
         """The same values under another card (a result folder's, with the corpus fingerprinted)."""
         return Report(self._blocks, list(self._metrics), card, self._table_of, self._weights)
@@ -569,8 +625,10 @@ class Report:
         meta[CARD_KEY] = self.card.model_dump_json().encode()
         meta[_BLOCKS_KEY] = json.dumps([b.describe() for b in self._blocks]).encode()
         meta[_TABLES_KEY] = json.dumps(
-            {k: v.to_json(orient="split") for k, v in self._tables.items() if k != CURVES}
+            {k: v.to_json(orient="split") for k, v in self._tables.items() if k not in (CURVES, ANSWERS)}
         ).encode()
+        if ANSWERS in self._tables:
+            meta[_ANSWERS_KEY] = json.dumps(self._tables[ANSWERS].to_dict(orient="list")).encode()
         if CURVES in self._tables:  # every digit (to_json keeps 10): the plots meet the table at the depth
             meta[_CURVES_KEY] = json.dumps(self._tables[CURVES].to_dict(orient="list")).encode()
         meta[_TEXTS_KEY] = json.dumps(
@@ -619,6 +677,8 @@ class Report:
             }
             if _CURVES_KEY in meta:
                 tables[CURVES] = pd.DataFrame(json.loads(meta[_CURVES_KEY]), columns=["run", "stage", "k", "recall"])
+            if _ANSWERS_KEY in meta:
+                tables[ANSWERS] = pd.DataFrame(json.loads(meta[_ANSWERS_KEY]))
         except (ValueError, TypeError, AttributeError) as exc:
             raise InputError(f"its pipeline tables do not parse ({' '.join(str(exc).split())})", source=where) from None
         weights = QueryWeights.from_json(meta[_WEIGHTS_KEY], where) if _WEIGHTS_KEY in meta else None

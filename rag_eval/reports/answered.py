@@ -1,0 +1,193 @@
+"""Answers attached to a Report: one table (a row per query: the question, the answer, the references, the grades)
+and one record on the card (the generator, its fingerprint, the prompt, how many queries were answered and failed,
+each grade's mean with its bootstrap interval, and the predictor table when it was computed). A result folder
+carries them as ``answers.csv`` and a section of ``report.md``; the gate reads the grades as rules (``answer.f1``).
+See docs/answers.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..metrics.answers import ANSWER_METRICS, grade_answers
+from .summary import summarize_values
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..stages.generator import Answers
+
+__all__ = [
+    "ANSWER_RULES",
+    "ANSWER_TABLE_COLUMNS",
+    "answer_metric",
+    "answer_record",
+    "answer_table",
+    "answer_values",
+    "record_lines",
+]
+
+#: the columns of a report's answer table (``Report.answers``), one row per query
+ANSWER_TABLE_COLUMNS = (
+    "query_id",
+    "question",
+    "answer",
+    "error",
+    "skipped",
+    "cached",
+    "latency",
+    "tokens_in",
+    "tokens_out",
+    "context_ids",
+    "references",
+    *ANSWER_METRICS,
+)
+#: the answer grades the gate takes as rules, by their rule names
+ANSWER_RULES = {"answer.exact_match": "exact_match", "answer.f1": "f1", "answer.contains": "contains"}
+_ALIASES = {
+    "answer_exact_match": "answer.exact_match",
+    "answer_em": "answer.exact_match",
+    "exact_match": "answer.exact_match",
+    "answer_f1": "answer.f1",
+    "answer_contains": "answer.contains",
+    "answer_containment": "answer.contains",
+    "containment": "answer.contains",
+}
+RESAMPLES, CONFIDENCE, SEED = 1000, 0.95, 0
+
+
+def answer_metric(name: str) -> str | None:
+    """The rule name of an answer grade (``answer.f1``; also ``answer_f1``, ``exact_match``, ``containment``, case
+    aside), or None when ``name`` is not one."""
+    folded = name.strip().lower()
+    return folded if folded in ANSWER_RULES else _ALIASES.get(folded)
+
+
+def answer_table(
+    answers: Answers,
+    references: Mapping[str, str | Sequence[str]],
+    *,
+    questions: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
+    """One row per answered query (:data:`ANSWER_TABLE_COLUMNS`): the answer and how it was made, the context ids
+    and references as lists, and the grades (:func:`~rag_eval.metrics.answers.grade_answers`: NaN where the answer
+    failed or was not asked)."""
+    import pandas as pd
+
+    frame = answers.to_frame().drop(columns=["n_context"])
+    grades = grade_answers(answers.texts, references)
+    frame["question"] = [None if questions is None else questions.get(q) for q in frame["query_id"]]
+    frame["references"] = [list(references[q]) if not isinstance(references[q], str) else [references[q]]
+                           for q in frame["query_id"]]  # fmt: skip
+    for metric in ANSWER_METRICS:
+        frame[metric] = getattr(grades, metric)
+    for name in ("tokens_in", "tokens_out"):  # None where not reported (JSON has no pd.NA)
+        frame[name] = pd.Series([None if v is pd.NA else int(v) for v in frame[name]], dtype=object)
+    return frame[list(ANSWER_TABLE_COLUMNS)]
+
+
+def answer_record(
+    table: pd.DataFrame,
+    answers: Answers,
+    *,
+    run: str,
+    stage: str | None,
+    references: str,
+    description: str | None = None,
+    predictors: Any = None,
+) -> dict[str, Any]:
+    """The card's record of the answers in ``table`` (:func:`answer_table`): the generator and prompt, the counts,
+    each grade's mean with its 95% percentile bootstrap interval over the answered queries (1,000 resamples, seed
+    0, as the summary's), and ``predictors`` (an :class:`~rag_eval.statistics.answer_prediction.AnswerPrediction`)
+    as its table and what it rests on."""
+    values = table[list(ANSWER_METRICS)].to_numpy(dtype=np.float64)
+    stats = summarize_values(values, resamples=RESAMPLES, confidence=CONFIDENCE, seed=SEED)
+    summary = [
+        {
+            "metric": f"answer.{m}",
+            "mean": _number(stats["mean"][j]),
+            "ci_low": _number(stats["ci_low"][j]),
+            "ci_high": _number(stats["ci_high"][j]),
+            "n": int(stats["n"][j]),
+            "n_failed": int(stats["n_nan"][j]),
+        }
+        for j, m in enumerate(ANSWER_METRICS)
+    ]
+    skipped = int(table["skipped"].sum())
+    record: dict[str, Any] = {
+        "run": run,
+        "stage": stage,
+        "generator": answers.generator,
+        "fingerprint": answers.fingerprint,
+        "description": description,
+        "prompt": answers.prompt,
+        "chunk": answers.chunk,
+        "references": references,
+        "queries": len(table),
+        "answered": int((~table["f1"].isna()).sum()),
+        "failed": int(table["f1"].isna().sum()) - skipped,
+        "skipped": skipped,
+        "calls": answers.calls,
+        "cache_hits": answers.cache_hits,
+        "summary": summary,
+        "interval": f"{CONFIDENCE:.0%} percentile bootstrap over the answered queries ({RESAMPLES:,} resamples, "
+        f"seed {SEED})",
+        "predictors": None,
+    }
+    if predictors is not None:
+        record["predictors"] = {
+            "table": [{k: _plain(v) for k, v in row.items()} for row in predictors.table.to_dict("records")],
+            "describe": predictors.describe(),
+        }
+    return record
+
+
+def answer_values(table: pd.DataFrame, record: Mapping[str, Any], metric: str) -> pd.Series:
+    """One grade per query of an answer ``table``, indexed by query id and named by the rule name (NaN where the
+    answer failed or was not asked)."""
+    import pandas as pd
+
+    name = answer_metric(metric)
+    if name is None:
+        raise InputError(f"{metric!r} is not an answer grade (one of {sorted(ANSWER_RULES)})")
+    column = ANSWER_RULES[name]
+    return pd.Series(table[column].to_numpy(dtype=np.float64), index=pd.Index(table["query_id"].astype(str)), name=name)
+
+
+def record_lines(record: Mapping[str, Any]) -> list[str]:
+    """The answers in words, a line each (the card's and report.md's): who answered what, the counts, the grades
+    with their intervals."""
+    where = record["run"] + (f" / {record['stage']}" if record.get("stage") else "")
+    grades = "; ".join(f"{s['metric']} {_ci(s)} (n {s['n']})" for s in record["summary"])
+    return [
+        f"generator {record['generator']!r} (fingerprint {record['fingerprint']}) on the delivered context of {where}",
+        f"{record['queries']} queries: {record['answered']} answered, {record['failed']} failed, {record['skipped']} "
+        f"not asked (retrieval failed); {record['calls']} generator calls, {record['cache_hits']} from the cache; "
+        f"references {record['references']}",
+        f"{grades}; {record['interval']}; a failed answer is left out and counted, never graded wrong",
+    ]
+
+
+def _ci(row: Mapping[str, Any]) -> str:
+    mean, low, high = row["mean"], row["ci_low"], row["ci_high"]
+    if mean is None:
+        return "n/a"
+    return f"{mean:.3f}" if low is None else f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _number(value: float) -> float | None:
+    return None if not math.isfinite(float(value)) else float(value)
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value: NaN as None, NumPy scalars as Python's."""
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return _number(float(value))
+    return value

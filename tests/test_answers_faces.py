@@ -1,0 +1,140 @@
+"""Where answers show (issue 31): attached to a Report (its table and card), read by the gate as rules
+(``answer.f1``), written into a result folder (``answers.csv``, report.md's Answers section) and the HTML page."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import rag_eval
+from rag_eval.adapters import functions
+from rag_eval.data import Collection
+from rag_eval.data.answers import ReferenceAnswers
+from rag_eval.drivers.gating import gate
+from rag_eval.errors import DegenerateInterval
+from rag_eval.examples import BEIR_FOLDER as BEIR
+from rag_eval.metrics.answers import token_f1
+from rag_eval.stages.generator import generate_answers
+
+COLLECTION = Collection.from_beir(str(BEIR))
+QUERIES = dict(COLLECTION.queries)  # q1 .. q10
+REFS = ReferenceAnswers({q: [f"answer {q}", f"the {q} answer"] for q in QUERIES})
+TEXTS = {d: chunk.content for d, chunk in COLLECTION.corpus.items()}
+
+
+def _search(query: str, k: int):
+    ids = sorted(COLLECTION.corpus)
+    words = set(query.lower().split())
+    scored = sorted(ids, key=lambda d: (-sum(w in d for w in words), d))
+    return [(d, float(len(ids) - i)) for i, d in enumerate(scored[:k])]
+
+
+def _evaluated():
+    pipeline = rag_eval.Pipeline(functions.retriever(_search, name="ids", version="1"), depth=10, budget=3)
+    result = pipeline.run(QUERIES)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tiny collection's low judged share, said elsewhere
+        return result, rag_eval.evaluate(COLLECTION.qrels, result)
+
+
+RESULT, REPORT = _evaluated()
+
+
+def _answerer(right: set[str], fails: set[str] = frozenset(), name: str = "fixed"):
+    """A generator: "answer qN" for the queries in ``right`` (F1 1), "no idea" for the others (F1 0), raising for
+    those in ``fails``."""
+    by_question = {text: q for q, text in QUERIES.items()}
+
+    def answer(prompt: str) -> str:
+        qid = by_question[prompt.rsplit("Question: ", 1)[1].split("\n", 1)[0]]
+        if qid in fails:
+            raise RuntimeError(f"model down on {qid}")
+        return f"answer {qid}" if qid in right else "no idea"
+
+    return functions.generator(answer, name=name)
+
+
+def _answered(right, fails=frozenset(), name="fixed", report=REPORT):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        answers = generate_answers(_answerer(set(right), set(fails), name), RESULT, texts=TEXTS)
+    return report.with_answers(answers, REFS, questions=QUERIES)
+
+
+BASE = _answered({"q1", "q2", "q3", "q4", "q5"})
+CAND = _answered(set(QUERIES) - {"q3"}, fails={"q3"}, name="better")
+
+
+def test_a_report_carries_its_answers_graded_with_intervals_on_its_card():
+    table = CAND.answers
+    assert table["query_id"].tolist() == list(QUERIES)
+    row = table.set_index("query_id").loc["q7"]
+    assert row["answer"] == "answer q7" and row["question"] == QUERIES["q7"]
+    assert row["references"] == ["answer q7", "the q7 answer"] and len(row["context_ids"]) == 3
+    assert (row["exact_match"], row["f1"], row["contains"]) == (1.0, 1.0, 1.0)
+    failed = table.set_index("query_id").loc["q3"]
+    assert pd.isna(failed["answer"]) and "model down on q3" in failed["error"] and math.isnan(failed["f1"])
+    record = CAND.card.answers
+    assert (record["queries"], record["answered"], record["failed"], record["skipped"]) == (10, 9, 1, 0)
+    assert record["generator"] == "better" and record["run"] == REPORT.runs[0] and record["stage"] == "ids"
+    f1 = {s["metric"]: s for s in record["summary"]}["answer.f1"]
+    assert (f1["mean"], f1["n"], f1["n_failed"]) == (1.0, 9, 1)
+    base_f1 = {s["metric"]: s for s in BASE.card.answers["summary"]}["answer.f1"]
+    assert base_f1["mean"] == 0.5 and base_f1["ci_low"] < 0.5 < base_f1["ci_high"] and base_f1["n"] == 10
+    text = CAND.card.render()
+    assert "answers: 10 queries: 9 answered, 1 failed" in text and "answer.f1 1.000 [1.000, 1.000] (n 9)" in text
+
+
+def test_answers_survive_save_and_load(tmp_path):
+    CAND.save(tmp_path / "r.parquet")
+    back = rag_eval.Report.load(tmp_path / "r.parquet")
+    assert back.card.answers == CAND.card.answers
+    assert back.answers["query_id"].tolist() == list(QUERIES)  # ids stay str
+    assert back.answer_values("answer.f1").equals(CAND.answer_values("answer.f1"))
+    assert (
+        back.answers.set_index("query_id").loc["q2", "context_ids"]
+        == CAND.answers.set_index("query_id").loc["q2", "context_ids"]
+    )
+
+
+def test_an_answer_for_a_query_the_run_did_not_measure_is_refused():
+    answers = generate_answers(functions.generator(lambda p: "x", name="x"), {"zz": ()}, questions={"zz": "what?"})
+    with pytest.raises(rag_eval.InputError, match="'zz' has an answer but"):
+        REPORT.with_answers(answers, {"zz": ["x"]})
+
+
+def test_the_gate_takes_an_answer_grade_as_a_rule_paired_by_query():
+    result = gate(BASE, CAND, ["answer_f1:0.05"], seed=1)
+    rule = result.rules[0]
+    # q3 failed in the candidate: NaN, left out and named; the 9 others paired
+    assert (rule.metric, rule.n, rule.n_nan, rule.nan_ids) == ("answer.f1", 9, 1, ("q3",))
+    assert rule.baseline_mean == pytest.approx(4 / 9) and rule.candidate_mean == 1.0
+    assert rule.difference == pytest.approx(5 / 9) and rule.verdict == "pass" and result.exit_code == 0
+    assert (rule.wins, rule.ties, rule.losses) == (5, 4, 0)
+    text = result.to_text()
+    assert "answer.f1 [" in text and "answers by better" in text and "answers by fixed" in text
+    assert "n 9 paired; left out: 1 NaN on either side (q3)" in text
+    worse = gate(CAND, BASE, ["exact_match:0.05"], test="t").rules[0]  # differences: -1 (5 queries), 0 (4)
+    sd = np.std([-1.0] * 5 + [0.0] * 4, ddof=1)
+    assert worse.metric == "answer.exact_match" and worse.verdict == "regression"
+    assert worse.ci_high == pytest.approx(-5 / 9 + 2.306004 * sd / 3, abs=1e-5)
+    assert [w.query_id for w in worse.worse] == ["q10", "q6", "q7", "q8", "q9"]
+    with pytest.warns(DegenerateInterval, match="containment max drop 0 .inconclusive, 10 queries"):
+        same = gate(BASE, BASE, ["containment:0"], seed=1).rules[0]
+    assert same.metric == "answer.contains" and same.difference == 0 and same.n == 10
+
+
+def test_a_rule_on_answers_needs_answers_on_both_sides():
+    with pytest.raises(ValueError, match="the baseline carries no answers"):
+        gate(REPORT, CAND, ["answer.f1:0.05"])
+    with pytest.raises(ValueError, match=r"answers are of .*not 'rerank'"):
+        gate(BASE, CAND, ["answer.f1:rerank:0.05"])
+
+
+def test_token_f1_of_the_fixed_answers():  # the grades the tests above rest on, from the SQuAD functions
+    assert token_f1("answer q1", REFS["q1"]) == 1.0 and token_f1("no idea", REFS["q1"]) == 0.0
+    assert np.isclose(BASE.answer_values("answer.f1").mean(), 0.5)
