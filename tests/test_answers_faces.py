@@ -138,3 +138,47 @@ def test_a_rule_on_answers_needs_answers_on_both_sides():
 def test_token_f1_of_the_fixed_answers():  # the grades the tests above rest on, from the SQuAD functions
     assert token_f1("answer q1", REFS["q1"]) == 1.0 and token_f1("no idea", REFS["q1"]) == 0.0
     assert np.isclose(BASE.answer_values("answer.f1").mean(), 0.5)
+
+
+# ----- result folders ----------------------------------------------------------------------------------------------
+
+
+def test_a_result_folder_carries_the_answers(tmp_path):
+    from rag_eval.renderers.result_folder import load_manifest
+
+    CAND.save_folder(tmp_path / "f", qrels=COLLECTION.qrels, runs=RESULT, plots=False)
+    assert "answers.csv" in load_manifest(tmp_path / "f").files
+    frame = pd.read_csv(tmp_path / "f" / "answers.csv", keep_default_na=False)
+    row = frame.set_index("query_id").loc["q7"]
+    assert row["references"] == "answer q7 | the q7 answer" and len(row["context_ids"].split()) == 3
+    assert (row["answer"], float(row["f1"])) == ("answer q7", 1.0)
+    assert frame.set_index("query_id").loc["q3", "error"] == "RuntimeError: model down on q3"
+    markdown = (tmp_path / "f" / "report.md").read_text()
+    section = markdown.split("## Answers\n", 1)[1].split("\n## ", 1)[0]
+    assert "| token F1 (`answer.f1`) | 1.000 [1.000, 1.000] | 9 | 1 |" in section
+    assert "10 queries: 9 answered, 1 failed, 0 not asked" in section and "generator 'better'" in section
+    assert "Question: {question}" in section  # the prompt
+    assert markdown.index("## Answers") < markdown.index("## Metric card")
+    assert rag_eval.Report.load_folder(tmp_path / "f").card.answers == CAND.card.answers
+
+
+def test_answers_added_to_a_folder_replace_its_answers_section(tmp_path):
+    from rag_eval.renderers.result_folder import add_answers
+
+    folder = tmp_path / "f"
+    REPORT.save_folder(folder, qrels=COLLECTION.qrels, runs=RESULT, plots=False)
+    before = (folder / "report.md").read_text()
+    assert "## Answers" not in before
+    loaded = rag_eval.Report.load_folder(folder)
+    for answered, mean in ((BASE, "0.500"), (CAND, "0.900")):  # q3 failed in CAND: answered "no idea" here
+        answers = generate_answers(
+            _answerer({q for q in QUERIES if answered.answer_values("answer.f1").get(q) == 1.0}), RESULT, texts=TEXTS
+        )
+        add_answers(folder, loaded.with_answers(answers, REFS, questions=QUERIES))
+        markdown = (folder / "report.md").read_text()
+        assert markdown.count("## Answers") == 1 and markdown.count("## Metric card") == 1
+        assert f"| token F1 (`answer.f1`) | {mean}" in markdown
+        assert "  answers: generator 'fixed'" in markdown  # the card rendered again
+        assert markdown.split("## Answers")[0] == before.split("## Metric card")[0]  # the rest as it was
+    back = rag_eval.Report.load_folder(folder)  # every file checked against the new manifest
+    assert back.answer_values("answer.f1").sum() == 9.0

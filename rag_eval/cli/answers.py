@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._escape import csv_text, visible
-from .._files import write_output
+from .._escape import visible
 from ..errors import InputError
 from ._common import count, incomplete, option, say, shared
 
@@ -31,7 +30,8 @@ def add_parser(commands: Any) -> None:
         "pipeline's "
         "budget as the card records it, put the chunks' texts (from --beir) under the prompt, ask the generator, and "
         "grade each answer against the reference answers (SQuAD v1.1 exact match and token F1, the best over a "
-        "query's references, and containment). Writes OUT/answers.csv (one row per query) and prints the means. "
+        "query's references, and containment). Attaches them to the folder's report (OUT: FOLDER itself by default, "
+        "or a copy): answers.csv (one row per query), report.md's Answers section, the card; prints the means. "
         "Answers are cached in OUT/cache: a rerun asks nothing already answered. A failed answer is counted, never "
         "graded wrong. See docs/answers.md.",
     )
@@ -64,7 +64,7 @@ def add_parser(commands: Any) -> None:
     option(cmd, "--questions", number=count(), metavar="N", help="answer N queries drawn with --seed (default all)")
     shared(cmd, "seed")
     option(cmd, "--max-tokens", number=count(), metavar="N", default="48", help="the built-in generator's new tokens")
-    shared(cmd, "out", help="the folder to write (default FOLDER/answers)")
+    shared(cmd, "out", help="the result folder to write: FOLDER with the answers (default FOLDER itself, updated)")
     shared(cmd, "cache")
 
 
@@ -113,27 +113,16 @@ def run(args: argparse.Namespace) -> int:
         hits = [Hit(d, text=collection.corpus[d].content) for d, _ in ranked.ranking(q)]
         contexts[q] = tuple(hits[: budget.cut(hits, count_tokens)])
     prompt = DEFAULT_PROMPT if args.prompt is None else _read(args.prompt)
-    out = Path(args.out) if args.out else folder / "answers"
+    out = Path(args.out) if args.out else folder
     cache = Path(args.cache) if args.cache else out / "cache"
+    questions = {q: collection.queries[q] for q in ids}
     with _generator(args.generator, args.max_tokens) as generator:
-        answers = generate_answers(
-            generator, contexts, questions={q: collection.queries[q] for q in ids}, prompt=prompt, cache=cache
-        )
+        answers = generate_answers(generator, contexts, questions=questions, prompt=prompt, cache=cache)
+    answered = report.with_answers(answers, references, questions=questions, run=pipeline["run"], stage=stage)
+    from ..renderers.result_folder import ANSWERS_FILE, add_answers
+
+    path = add_answers(folder, answered, out=out) / ANSWERS_FILE
     grades = answers.grade(references)
-    frame = answers.to_frame()
-    frame["context_ids"] = [" ".join(c) for c in frame["context_ids"]]
-    frame["question"] = [collection.queries[q] for q in frame["query_id"]]
-    frame["references"] = [" | ".join(references[q]) for q in frame["query_id"]]
-    for metric in ("exact_match", "f1", "contains"):
-        frame[metric] = getattr(grades, metric)
-    made = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        path = write_output(out / "answers.csv", csv_text(frame).encode("utf-8"))
-    except (OSError, InputError):
-        if made and not any(out.iterdir()):  # a full disk: no empty folder left behind
-            out.rmdir()
-        raise
     means = grades.mean()
     say(
         visible(

@@ -36,11 +36,15 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "ANSWERS_FILE",
     "FORMAT",
     "FORMAT_VERSION",
     "MANIFEST",
     "FolderReport",
     "Manifest",
+    "add_answers",
+    "answers_csv",
+    "answers_markdown",
     "comparable",
     "differences",
     "folder_card",
@@ -64,6 +68,8 @@ SHOWN = (
     "cand_ndcg@budget",
     "loss.delivered",
 )
+#: the answers of a folder whose report carries them (Report.with_answers), one row per query
+ANSWERS_FILE = "answers.csv"
 #: what report.md says beside a metric whose name does not say what it is a gain of
 SHOWN_AS = {"rerank_gain@budget": "recall@budget after − before"}
 
@@ -113,6 +119,8 @@ class FolderReport(Protocol):
     def failures(self) -> pd.DataFrame: ...
     @property
     def recall_curves(self) -> pd.DataFrame: ...
+    @property
+    def answers(self) -> pd.DataFrame: ...
     def save(self, path: str | os.PathLike[str]) -> None: ...
 
 
@@ -299,6 +307,8 @@ def _write_files(
         writer.files[file] = _sha256_of(current(path))
     if results:
         writer.csv("loss_items.csv", report.loss_items)
+    if card.answers is not None:
+        writer.csv(ANSWERS_FILE, answers_csv(report.answers))
     pictures: list[Path] = []
     if plots and results and qrels is not None:
         pictures = _plots(writer, report, results, qrels)
@@ -583,6 +593,8 @@ def _markdown(
             run, metric = markdown_cell(row["run"]), markdown_cell(row["metric"])
             lines.append(f"| {run} | {metric} | {_ci(row)} | {int(row['n'])} | {int(row['n_nan'])} |")
         lines.append("")
+    if report.card.answers is not None:
+        lines += answers_markdown(report.card.answers)
     if pictures:
         lines += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in pictures] + [""]
     lines += ["## Metric card", "", markdown_code(report.card.render())]
@@ -637,6 +649,99 @@ def _pipeline_markdown(report: FolderReport, results: Mapping[str, PipelineResul
         ]
         lines.append("")
     return lines
+
+
+# ----- answers ------------------------------------------------------------------------------------------------
+
+
+def answers_csv(table: pd.DataFrame) -> pd.DataFrame:
+    """The answer table as ``answers.csv`` writes it: the context ids joined by a space, the references by `` | ``."""
+    frame = table.copy()
+    frame["context_ids"] = [" ".join(ids) for ids in frame["context_ids"]]
+    frame["references"] = [" | ".join(refs) for refs in frame["references"]]
+    return frame
+
+
+_GRADE_WORDS = {"answer.exact_match": "exact match", "answer.f1": "token F1", "answer.contains": "contains the answer"}
+
+
+def answers_markdown(record: Mapping[str, Any]) -> list[str]:
+    """report.md's Answers section: who answered from what, the counts, each grade with its interval, the predictor
+    table when computed, and the prompt."""
+    from ..reports.answered import record_lines
+
+    lines = ["## Answers", ""]
+    lines += [f"- {markdown_cell(line)}" for line in record_lines(record)[:2]]
+    lines += ["", "| grade | mean [95% CI] | n | failed |", "|---|---:|---:|---:|"]
+    for row in record["summary"]:
+        shown = "n/a" if row["mean"] is None else f"{row['mean']:.3f}"
+        if row["mean"] is not None and row["ci_low"] is not None:
+            shown += f" [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+        words = _GRADE_WORDS.get(row["metric"], row["metric"])
+        lines.append(f"| {words} (`{row['metric']}`) | {shown} | {row['n']} | {row['n_failed']} |")
+    lines += ["", f"Intervals: {record['interval']}. A failed answer is left out and counted, never graded wrong.", ""]
+    found = record.get("predictors")
+    if found:
+        lines += [
+            "Which retrieval number predicts the answers:",
+            "",
+            "| predictor | n | correct | Spearman rho (F1) [95% CI] | AUC (correct) [95% CI] |",
+            "|---|---:|---:|---|---|",
+        ]
+        for r in found["table"]:
+            rho = _interval(r["spearman"], r["spearman_low"], r["spearman_high"])
+            auc = _interval(r["auc"], r["auc_low"], r["auc_high"])
+            lines.append(f"| {markdown_cell(r['predictor'])} | {r['n']} | {r['n_correct']} | {rho} | {auc} |")
+        lines += ["", markdown_cell(found["describe"]), ""]
+    lines += ["The prompt:", "", markdown_code(record["prompt"]), f"Per query: `{ANSWERS_FILE}`.", ""]
+    return lines
+
+
+def _interval(value: float | None, low: float | None, high: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.3f}" if low is None or high is None else f"{value:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def add_answers(folder: str | os.PathLike[str], report: Report, *, out: str | os.PathLike[str] | None = None) -> Path:
+    """Write ``report`` (the folder's own, with answers attached: :meth:`Report.with_answers`) back into its result
+    ``folder``, or into ``out`` as a copy of the folder: report.parquet, card.json, ``answers.csv``, report.md's
+    Answers section and metric card, and the manifest; every other file as it was. All or nothing. Returns the
+    folder written."""
+    source = Path(folder)
+    target = Path(out) if out is not None else source
+    manifest = load_manifest(source)  # every file checked first
+    if report.card.hashes != manifest.hashes:
+        raise InputError("the report's content hashes are not the folder's: answers go into their own folder",
+                         source=str(source))  # fmt: skip
+    markdown = (source / "report.md").read_text("utf-8") if "report.md" in manifest.files else None
+    writer = _Writer(target)
+    with all_or_none(target):
+        if target.resolve() != source.resolve():
+            for name in manifest.files:
+                if name not in ("report.parquet", "card.json", "report.md", ANSWERS_FILE):
+                    writer.write(name, (source / name).read_bytes())
+        report.save(target / "report.parquet")
+        writer.files["report.parquet"] = _sha256_of(current(target / "report.parquet"))
+        writer.text("card.json", report.card.model_dump_json(indent=2) + "\n")
+        writer.csv(ANSWERS_FILE, answers_csv(report.answers))
+        if markdown is not None:
+            writer.text("report.md", _with_answers_section(markdown, report))
+        new = Manifest(hashes=report.card.hashes, files=dict(sorted(writer.files.items())))
+        write_output(target / MANIFEST, (new.model_dump_json(indent=2) + "\n").encode())
+    return target
+
+
+def _with_answers_section(markdown: str, report: Report) -> str:
+    """report.md with its Answers section (re)placed before the plots or the card, and its metric card rendered
+    again."""
+    assert report.card.answers is not None
+    text = re.sub(r"\n## Answers\n.*?(?=\n## )", "", markdown, flags=re.DOTALL)
+    head = text.split("\n## Metric card\n", 1)[0]
+    section = "\n".join(answers_markdown(report.card.answers))
+    at = head.find("\n## Plots\n")
+    head = head + "\n" + section if at < 0 else head[: at + 1] + section + "\n" + head[at + 1 :]
+    return head.rstrip("\n") + "\n\n" + "\n".join(["## Metric card", "", markdown_code(report.card.render())])
 
 
 # ----- plots ---------------------------------------------------------------------------------------------------
