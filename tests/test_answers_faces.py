@@ -182,3 +182,13 @@ def test_answers_added_to_a_folder_replace_its_answers_section(tmp_path):
         assert markdown.split("## Answers")[0] == before.split("## Metric card")[0]  # the rest as it was
     back = rag_eval.Report.load_folder(folder)  # every file checked against the new manifest
     assert back.answer_values("answer.f1").sum() == 9.0
+
+
+def test_the_text_formats_and_the_notebook_end_with_the_answers():
+    from rag_eval.renderers import format_report
+
+    markdown = format_report(CAND, "markdown")
+    assert "### Answers" in markdown and "| token F1 (`answer.f1`) | 1.000 [1.000, 1.000] | 9 | 1 |" in markdown
+    assert "answers: 10 queries: 9 answered, 1 failed" in format_report(CAND, "table")
+    assert "### Answers" in CAND._repr_markdown_() and "### Answers" not in REPORT._repr_markdown_()
+    assert "Answers" not in format_report(REPORT, "table")

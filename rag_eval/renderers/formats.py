@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .._checks import check_choice
 from .._escape import csv_text
 from .._markdown import markdown_table
+from ..reports.answered import record_lines, record_markdown
 from ..reports.report import Report
 
 if TYPE_CHECKING:  # pandas is imported on use: import rag_eval stays light
@@ -46,7 +47,8 @@ def format_report(
     the summary. ``csv``: the summary, or with ``per_query`` the tidy per-query table (``run, query_id, metric,
     value``). ``json``: ``{"card", "summary"}``, with ``per_query`` also ``"per_query"`` (and ``"per_query_text"``
     where there are text metrics). ``markdown``: the summary as a pipe table under a heading, with ``per_query``
-    the per-query table after it.
+    the per-query table after it. A report carrying answers (``Report.with_answers``) ends with them in ``table``
+    and ``markdown``; ``json`` has them on the card.
     """
     _check_format(format)
 
@@ -70,10 +72,14 @@ def format_report(
         text = (funnel_markdown(found) + "\n" if found else "") + markdown_table(shown, heading=_heading(report))
         if per_query:
             text += "\n" + markdown_table(_per_query_table(report).reset_index())
+        if report.card.answers is not None:
+            text += "\n" + "\n".join(record_markdown(report.card.answers, level=3))
         return text
     table = _per_query_table(report).to_string(float_format=_four) + "\n\n" if per_query else ""
     first = funnel_text(found) + "\n" if found else ""
-    return first + table + shown.to_string(index=False, float_format=_four) + "\n"
+    answers = report.card.answers
+    last = "".join(f"answers: {line}\n" for line in record_lines(answers)) if answers is not None else ""
+    return first + table + shown.to_string(index=False, float_format=_four) + "\n" + last
 
 
 def format_summary_table(report: Report, *, resamples: int = 1000, seed: int = 0) -> str:

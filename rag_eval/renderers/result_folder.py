@@ -27,6 +27,7 @@ from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import InputError
 from ..metrics.conventions import Conventions
+from ..reports.answered import record_markdown
 from ..reports.card import CARD_KEY, MetricCard
 from ..reports.hashes import FIELDS, ContentHashes, content_hashes, corpus_sha256, qrels_sha256
 from ..reports.report import Report
@@ -44,7 +45,6 @@ __all__ = [
     "Manifest",
     "add_answers",
     "answers_csv",
-    "answers_markdown",
     "comparable",
     "differences",
     "folder_card",
@@ -594,7 +594,7 @@ def _markdown(
             lines.append(f"| {run} | {metric} | {_ci(row)} | {int(row['n'])} | {int(row['n_nan'])} |")
         lines.append("")
     if report.card.answers is not None:
-        lines += answers_markdown(report.card.answers)
+        lines += record_markdown(report.card.answers, file=ANSWERS_FILE)
     if pictures:
         lines += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in pictures] + [""]
     lines += ["## Metric card", "", markdown_code(report.card.render())]
@@ -662,47 +662,6 @@ def answers_csv(table: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-_GRADE_WORDS = {"answer.exact_match": "exact match", "answer.f1": "token F1", "answer.contains": "contains the answer"}
-
-
-def answers_markdown(record: Mapping[str, Any]) -> list[str]:
-    """report.md's Answers section: who answered from what, the counts, each grade with its interval, the predictor
-    table when computed, and the prompt."""
-    from ..reports.answered import record_lines
-
-    lines = ["## Answers", ""]
-    lines += [f"- {markdown_cell(line)}" for line in record_lines(record)[:2]]
-    lines += ["", "| grade | mean [95% CI] | n | failed |", "|---|---:|---:|---:|"]
-    for row in record["summary"]:
-        shown = "n/a" if row["mean"] is None else f"{row['mean']:.3f}"
-        if row["mean"] is not None and row["ci_low"] is not None:
-            shown += f" [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
-        words = _GRADE_WORDS.get(row["metric"], row["metric"])
-        lines.append(f"| {words} (`{row['metric']}`) | {shown} | {row['n']} | {row['n_failed']} |")
-    lines += ["", f"Intervals: {record['interval']}. A failed answer is left out and counted, never graded wrong.", ""]
-    found = record.get("predictors")
-    if found:
-        lines += [
-            "Which retrieval number predicts the answers:",
-            "",
-            "| predictor | n | correct | Spearman rho (F1) [95% CI] | AUC (correct) [95% CI] |",
-            "|---|---:|---:|---|---|",
-        ]
-        for r in found["table"]:
-            rho = _interval(r["spearman"], r["spearman_low"], r["spearman_high"])
-            auc = _interval(r["auc"], r["auc_low"], r["auc_high"])
-            lines.append(f"| {markdown_cell(r['predictor'])} | {r['n']} | {r['n_correct']} | {rho} | {auc} |")
-        lines += ["", markdown_cell(found["describe"]), ""]
-    lines += ["The prompt:", "", markdown_code(record["prompt"]), f"Per query: `{ANSWERS_FILE}`.", ""]
-    return lines
-
-
-def _interval(value: float | None, low: float | None, high: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:.3f}" if low is None or high is None else f"{value:.3f} [{low:.3f}, {high:.3f}]"
-
-
 def add_answers(folder: str | os.PathLike[str], report: Report, *, out: str | os.PathLike[str] | None = None) -> Path:
     """Write ``report`` (the folder's own, with answers attached: :meth:`Report.with_answers`) back into its result
     ``folder``, or into ``out`` as a copy of the folder: report.parquet, card.json, ``answers.csv``, report.md's
@@ -738,7 +697,7 @@ def _with_answers_section(markdown: str, report: Report) -> str:
     assert report.card.answers is not None
     text = re.sub(r"\n## Answers\n.*?(?=\n## )", "", markdown, flags=re.DOTALL)
     head = text.split("\n## Metric card\n", 1)[0]
-    section = "\n".join(answers_markdown(report.card.answers))
+    section = "\n".join(record_markdown(report.card.answers, file=ANSWERS_FILE))
     at = head.find("\n## Plots\n")
     head = head + "\n" + section if at < 0 else head[: at + 1] + section + "\n" + head[at + 1 :]
     return head.rstrip("\n") + "\n\n" + "\n".join(["## Metric card", "", markdown_code(report.card.render())])

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._escape import markdown_code
+from .._markdown import markdown_cell
 from ..errors import InputError
 from ..metrics.answers import ANSWER_METRICS, grade_answers
 from .summary import summarize_values
@@ -30,6 +32,7 @@ __all__ = [
     "answer_table",
     "answer_values",
     "record_lines",
+    "record_markdown",
 ]
 
 #: the columns of a report's answer table (``Report.answers``), one row per query
@@ -171,6 +174,47 @@ def record_lines(record: Mapping[str, Any]) -> list[str]:
         f"references {record['references']}",
         f"{grades}; {record['interval']}; a failed answer is left out and counted, never graded wrong",
     ]
+
+
+_GRADE_WORDS = {"answer.exact_match": "exact match", "answer.f1": "token F1", "answer.contains": "contains the answer"}
+
+
+def record_markdown(record: Mapping[str, Any], *, level: int = 2, file: str | None = None) -> list[str]:
+    """The answers as Markdown lines (report.md's Answers section, a notebook's): who answered from what, the
+    counts, each grade with its interval, the predictor table when computed, the prompt, and where the per-query
+    ``file`` is."""
+    lines = ["#" * level + " Answers", ""]
+    lines += [f"- {markdown_cell(line)}" for line in record_lines(record)[:2]]
+    lines += ["", "| grade | mean [95% CI] | n | failed |", "|---|---:|---:|---:|"]
+    for row in record["summary"]:
+        shown = "n/a" if row["mean"] is None else f"{row['mean']:.3f}"
+        if row["mean"] is not None and row["ci_low"] is not None:
+            shown += f" [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+        words = _GRADE_WORDS.get(row["metric"], row["metric"])
+        lines.append(f"| {words} (`{row['metric']}`) | {shown} | {row['n']} | {row['n_failed']} |")
+    lines += ["", f"Intervals: {record['interval']}. A failed answer is left out and counted, never graded wrong.", ""]
+    found = record.get("predictors")
+    if found:
+        lines += [
+            "Which retrieval number predicts the answers:",
+            "",
+            "| predictor | n | correct | Spearman rho (F1) [95% CI] | AUC (correct) [95% CI] |",
+            "|---|---:|---:|---|---|",
+        ]
+        for r in found["table"]:
+            rho = _interval(r["spearman"], r["spearman_low"], r["spearman_high"])
+            auc = _interval(r["auc"], r["auc_low"], r["auc_high"])
+            lines.append(f"| {markdown_cell(r['predictor'])} | {r['n']} | {r['n_correct']} | {rho} | {auc} |")
+        lines += ["", markdown_cell(found["describe"]), ""]
+    lines += ["The prompt:", "", markdown_code(record["prompt"])]
+    lines += [f"Per query: `{file}`.", ""] if file else [""]
+    return lines
+
+
+def _interval(value: float | None, low: float | None, high: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.3f}" if low is None or high is None else f"{value:.3f} [{low:.3f}, {high:.3f}]"
 
 
 def _ci(row: Mapping[str, Any]) -> str:

@@ -545,9 +545,10 @@ class Report:
         from .funnel_text import funnel_markdown, funnel_of
 
         found = funnel_of(self)
-        return (funnel_markdown(found, level=3) + "\n" if found else "") + markdown_table(
+        text = (funnel_markdown(found, level=3) + "\n" if found else "") + markdown_table(
             self._shown(), heading=self._heading()
         )
+        return text + _answers_markdown(self.card.answers)
 
     # ----- persistence --------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -692,6 +693,12 @@ def _renderers(module: str) -> Any:
     import importlib
 
     return importlib.import_module(f"rag_eval.renderers.{module}")
+
+
+def _answers_markdown(record: dict[str, Any] | None) -> str:
+    from .answered import record_markdown
+
+    return "" if record is None else "\n" + "\n".join(record_markdown(record, level=3))
 
 
 def counted_of(card: MetricCard, run: str, stage: str | None = None) -> int | None:
