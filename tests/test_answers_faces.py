@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 
@@ -192,3 +193,42 @@ def test_the_text_formats_and_the_notebook_end_with_the_answers():
     assert "answers: 10 queries: 9 answered, 1 failed" in format_report(CAND, "table")
     assert "### Answers" in CAND._repr_markdown_() and "### Answers" not in REPORT._repr_markdown_()
     assert "Answers" not in format_report(REPORT, "table")
+
+
+# ----- the HTML page -----------------------------------------------------------------------------------------------
+
+
+def test_the_html_page_has_an_answers_section_and_each_query_its_answer():
+    import re
+
+    from rag_eval.renderers.html_report import render_html, side_of
+
+    from .test_html_report import data_of, rows_of
+
+    page = render_html([side_of(CAND, results=RESULT, collection=COLLECTION)], plots=False)
+    grades = {a["data-metric"]: cells for a, cells in rows_of(page, "answer-grades")}
+    assert grades["answer.f1"][1:] == ["1.000 [1.000, 1.000]", "9", "1"]
+    assert grades["answer.exact_match"][1:] == ["1.000 [1.000, 1.000]", "9", "1"]
+    section = re.search(r'<section class="answers".*?</section>', page, re.DOTALL).group(0)
+    assert "10 queries, 9 answered, 1 failed" in section and "<code>better</code>" in section
+    assert "Question: {question}" in section  # the prompt, escaped by jinja2 ({} are no HTML)
+    data = data_of(page)
+    p = data["ids"].index("q2")
+    shard = data["shards"][p // data["shard"]]
+    (answer,) = [a for a in shard["answers"] if a["q"] == p - shard["first"]]
+    assert (answer["a"], answer["e"], answer["r"], answer["g"]) == (
+        "answer q2", None, ["answer q2", "the q2 answer"], [1.0, 1.0, 1.0]
+    )  # fmt: skip
+    delivered = [shard["docs"][c] for c in answer["c"]]
+    assert delivered == list(CAND.answers.set_index("query_id").loc["q2", "context_ids"])
+    qrels = COLLECTION.qrels["q2"]
+    assert answer["cg"] == [qrels.get(d) for d in delivered]
+    assert [shard["texts"][c] for c in answer["c"]] == [
+        f"{COLLECTION.corpus[d].title}\n{COLLECTION.corpus[d].text}" if COLLECTION.corpus[d].title
+        else COLLECTION.corpus[d].text for d in delivered
+    ]  # fmt: skip
+    p3 = data["ids"].index("q3")
+    (failed,) = [a for a in data["shards"][p3 // data["shard"]]["answers"] if a["q"] == p3 - shard["first"]]
+    assert failed["a"] is None and "model down on q3" in failed["e"] and failed["g"] == [None, None, None]
+    plain = render_html([side_of(REPORT, results=RESULT, collection=COLLECTION)], plots=False)
+    assert 'class="answers"' not in plain and '"answers"' not in json.dumps(data_of(plain)["shards"])

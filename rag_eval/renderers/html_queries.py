@@ -116,6 +116,9 @@ def query_data(sides: Sequence[HtmlSide], depth: int) -> QueryData:
     for frame in items:
         if len(frame):
             seen.update(frame["query_id"].astype(str))
+    for side in sides:
+        if side.report.card.answers is not None:
+            seen.update(side.report.answers["query_id"].astype(str))
     ids = sorted(seen)
     index = pd.Index(ids)
     n = len(ids)
@@ -341,6 +344,8 @@ def _shards(
     lst, rq, rd = ranks
     gs, gq, gd, gg = _grades(sides, owners, index, ranks)
     fates = _fates(sides, index, items, runs)
+    answers = _answers(sides, index)
+    answer_at = np.searchsorted(np.array([a["q"] for a in answers], dtype=np.int64), np.arange(0, n + size, size))
     cuts = np.arange(0, n + size, size)
     rank_at, grade_at = np.searchsorted(rq, cuts), np.searchsorted(gq, cuts)
     fate_at = np.searchsorted(fates["q"], cuts) if fates else None
@@ -352,10 +357,13 @@ def _shards(
         g0, g1 = grade_at[k], grade_at[k + 1]
         f0, f1 = (fate_at[k], fate_at[k + 1]) if fate_at is not None else (0, 0)
         fate_docs = fates["d"][f0:f1] if fates else np.zeros(0, object)
-        codes, docs = pd.factorize(np.concatenate([rd[r0:r1], fate_docs, gd[g0:g1]]))
+        answered = answers[answer_at[k] : answer_at[k + 1]]
+        context = np.array([d for a in answered for d in a["c"]], dtype=object)
+        codes, docs = pd.factorize(np.concatenate([rd[r0:r1], fate_docs, gd[g0:g1], context]))
         rank_codes = codes[: r1 - r0]
         fate_codes = codes[r1 - r0 : r1 - r0 + len(fate_docs)]
-        grade_codes = codes[r1 - r0 + len(fate_docs) :]
+        grade_codes = codes[r1 - r0 + len(fate_docs) : len(codes) - len(context)]
+        context_codes = codes[len(codes) - len(context) :].tolist()
         ids = docs.tolist()
         shard: dict[str, Any] = {
             "first": first,
@@ -390,8 +398,48 @@ def _shards(
                 "f": fates["f"][f0:f1].tolist(),
                 "c": [c if isinstance(c, str) else None for c in fates["c"][f0:f1].tolist()],
             }
+        if answered:
+            at = 0
+            shard["answers"] = []
+            for a in answered:
+                shown = {**a, "q": a["q"] - first, "c": context_codes[at : at + len(a["c"])]}
+                at += len(a["c"])
+                shard["answers"].append(shown)
         shards.append(shard)
     return shards
+
+
+def _answers(sides: Sequence[HtmlSide], index: pd.Index) -> list[dict[str, Any]]:
+    """Each side's answers (``Report.answers``), one JSON row per answered query, by query position: the side
+    (``s``), the query (``q``), the answer (``a``) or the error (``e``), the references (``r``), the grades
+    exact match, F1, containment (``g``, None where NaN), the context as delivered (``c``: chunk ids) and each
+    chunk's grade in the side's qrels (``cg``: None where unjudged)."""
+    rows: list[dict[str, Any]] = []
+    for s, side in enumerate(sides):
+        if side.report.card.answers is None:
+            continue
+        table = side.report.answers
+        at = _positions(index, table["query_id"].astype(str).to_numpy(dtype=object))
+        grades = table[["exact_match", "f1", "contains"]].to_numpy(dtype=np.float64)
+        qrels = side.qrels
+        for i, r in enumerate(table.to_dict("records")):
+            qid = str(r["query_id"])
+            judged = qrels[qid] if qrels is not None and qid in qrels else {}
+            context = [str(d) for d in r["context_ids"]]
+            rows.append(
+                {
+                    "s": s,
+                    "q": int(at[i]),
+                    "a": r["answer"] if isinstance(r["answer"], str) else None,
+                    "e": r["error"] if isinstance(r["error"], str) else None,
+                    "r": [str(x) for x in r["references"]],
+                    "g": [None if v != v else float(v) for v in grades[i].tolist()],
+                    "c": context,
+                    "cg": [None if judged.get(d) is None else int(judged[d]) for d in context],
+                }
+            )
+    rows.sort(key=lambda row: (row["q"], row["s"]))
+    return rows
 
 
 def _chunk_texts(sides: Sequence[HtmlSide], docs: list[str]) -> list[str | None]:

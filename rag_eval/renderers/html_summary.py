@@ -6,6 +6,7 @@ ones, as the counts beside it say."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..reports.funnel import Funnel, pipelines_of
@@ -146,3 +147,37 @@ def _plain(value: Any) -> Any:
     """A value JSON can hold: NumPy scalars as Python's."""
     item = getattr(value, "item", None)
     return item() if callable(item) else value
+
+
+def answers_section(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The Answers section of a side whose report carries answers (``card.answers``): the record as the card has it,
+    its grades and predictor rows with their intervals as shown (None without answers)."""
+    if record is None:
+        return None
+    from ..reports.answered import GRADE_WORDS, shown_interval
+
+    grades = [
+        {
+            "metric": g["metric"],
+            "words": GRADE_WORDS.get(g["metric"], g["metric"]),
+            "shown": shown_interval(g["mean"], g["ci_low"], g["ci_high"]),
+            "n": g["n"],
+            "n_failed": g["n_failed"],
+        }
+        for g in record["summary"]
+    ]
+    found = record.get("predictors")
+    predictors = None
+    if found:
+        rows = [
+            {
+                "predictor": r["predictor"],
+                "n": r["n"],
+                "n_correct": r["n_correct"],
+                "rho": shown_interval(r["spearman"], r["spearman_low"], r["spearman_high"]),
+                "auc": shown_interval(r["auc"], r["auc_low"], r["auc_high"]),
+            }
+            for r in found["table"]
+        ]
+        predictors = {"rows": rows, "describe": found["describe"]}
+    return {**record, "grades": grades, "predictors": predictors}

@@ -27,12 +27,14 @@ if TYPE_CHECKING:
 __all__ = [
     "ANSWER_RULES",
     "ANSWER_TABLE_COLUMNS",
+    "GRADE_WORDS",
     "answer_metric",
     "answer_record",
     "answer_table",
     "answer_values",
     "record_lines",
     "record_markdown",
+    "shown_interval",
 ]
 
 #: the columns of a report's answer table (``Report.answers``), one row per query
@@ -50,6 +52,8 @@ ANSWER_TABLE_COLUMNS = (
     "references",
     *ANSWER_METRICS,
 )
+#: each grade in words (report.md's, the HTML page's)
+GRADE_WORDS = {"answer.exact_match": "exact match", "answer.f1": "token F1", "answer.contains": "contains the answer"}
 #: the answer grades the gate takes as rules, by their rule names
 ANSWER_RULES = {"answer.exact_match": "exact_match", "answer.f1": "f1", "answer.contains": "contains"}
 _ALIASES = {
@@ -176,9 +180,6 @@ def record_lines(record: Mapping[str, Any]) -> list[str]:
     ]
 
 
-_GRADE_WORDS = {"answer.exact_match": "exact match", "answer.f1": "token F1", "answer.contains": "contains the answer"}
-
-
 def record_markdown(record: Mapping[str, Any], *, level: int = 2, file: str | None = None) -> list[str]:
     """The answers as Markdown lines (report.md's Answers section, a notebook's): who answered from what, the
     counts, each grade with its interval, the predictor table when computed, the prompt, and where the per-query
@@ -187,10 +188,8 @@ def record_markdown(record: Mapping[str, Any], *, level: int = 2, file: str | No
     lines += [f"- {markdown_cell(line)}" for line in record_lines(record)[:2]]
     lines += ["", "| grade | mean [95% CI] | n | failed |", "|---|---:|---:|---:|"]
     for row in record["summary"]:
-        shown = "n/a" if row["mean"] is None else f"{row['mean']:.3f}"
-        if row["mean"] is not None and row["ci_low"] is not None:
-            shown += f" [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
-        words = _GRADE_WORDS.get(row["metric"], row["metric"])
+        shown = shown_interval(row["mean"], row["ci_low"], row["ci_high"])
+        words = GRADE_WORDS.get(row["metric"], row["metric"])
         lines.append(f"| {words} (`{row['metric']}`) | {shown} | {row['n']} | {row['n_failed']} |")
     lines += ["", f"Intervals: {record['interval']}. A failed answer is left out and counted, never graded wrong.", ""]
     found = record.get("predictors")
@@ -202,8 +201,8 @@ def record_markdown(record: Mapping[str, Any], *, level: int = 2, file: str | No
             "|---|---:|---:|---|---|",
         ]
         for r in found["table"]:
-            rho = _interval(r["spearman"], r["spearman_low"], r["spearman_high"])
-            auc = _interval(r["auc"], r["auc_low"], r["auc_high"])
+            rho = shown_interval(r["spearman"], r["spearman_low"], r["spearman_high"])
+            auc = shown_interval(r["auc"], r["auc_low"], r["auc_high"])
             lines.append(f"| {markdown_cell(r['predictor'])} | {r['n']} | {r['n_correct']} | {rho} | {auc} |")
         lines += ["", markdown_cell(found["describe"]), ""]
     lines += ["The prompt:", "", markdown_code(record["prompt"])]
@@ -211,7 +210,8 @@ def record_markdown(record: Mapping[str, Any], *, level: int = 2, file: str | No
     return lines
 
 
-def _interval(value: float | None, low: float | None, high: float | None) -> str:
+def shown_interval(value: float | None, low: float | None, high: float | None) -> str:
+    """``0.512 [0.431, 0.590]``; the value alone without an interval; n/a without a value (None)."""
     if value is None:
         return "n/a"
     return f"{value:.3f}" if low is None or high is None else f"{value:.3f} [{low:.3f}, {high:.3f}]"
