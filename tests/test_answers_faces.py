@@ -232,3 +232,34 @@ def test_the_html_page_has_an_answers_section_and_each_query_its_answer():
     assert failed["a"] is None and "model down on q3" in failed["e"] and failed["g"] == [None, None, None]
     plain = render_html([side_of(REPORT, results=RESULT, collection=COLLECTION)], plots=False)
     assert 'class="answers"' not in plain and '"answers"' not in json.dumps(data_of(plain)["shards"])
+
+
+@pytest.mark.browser
+def test_a_query_opened_in_the_browser_shows_its_answer_and_its_delivered_context(tmp_path):
+    from rag_eval.renderers.html_report import side_of, write_html
+
+    from .chromium import chromium, missing_in_test
+    from .test_html_report_browser import open_page
+
+    path = write_html(tmp_path / "p.html", [side_of(CAND, results=RESULT, collection=COLLECTION)], plots=False)
+    with chromium(missing_in_test) as browser:
+        context, page, problems = open_page(browser, path, "1280")
+        try:
+            page.evaluate("window.ragEvalOpenQuery('q2')")
+            answer = page.locator("#query-detail .answer")
+            answer.wait_for()
+            assert answer.locator(".answer-text").inner_text() == "answer q2"
+            assert answer.locator(".references").inner_text() == "References: answer q2 | the q2 answer"
+            assert answer.locator("table.answer-grade td").all_inner_texts() == ["1.000", "1.000", "1.000"]
+            delivered = list(CAND.answers.set_index("query_id").loc["q2", "context_ids"])
+            assert answer.locator("ol.context .doc").all_inner_texts() == delivered
+            judged = COLLECTION.qrels["q2"]
+            expected = [f"grade {judged[d]}" if d in judged else "unjudged" for d in delivered]
+            assert answer.locator("ol.context .grade").all_inner_texts() == expected
+            page.evaluate("window.ragEvalOpenQuery('q3')")
+            page.locator("#query-detail .answer .failed").wait_for()
+            assert "model down on q3" in page.locator("#query-detail .answer .failed").inner_text()
+            assert page.locator("section.answers h2").inner_text() == "Answers"
+            assert problems == []
+        finally:
+            context.close()
