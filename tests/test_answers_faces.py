@@ -263,3 +263,66 @@ def test_a_query_opened_in_the_browser_shows_its_answer_and_its_delivered_contex
             assert problems == []
         finally:
             context.close()
+
+
+# ----- rag-eval bench --generate -----------------------------------------------------------------------------------
+
+
+QUERIES_ANSWERED = ("q1", "q2", "q3", "q4")
+
+
+def _beir_with_answers(root):
+    import shutil
+
+    folder = root / "beir"
+    shutil.copytree(BEIR, folder)
+    line = {"answers": [{"text": "chain"}, {"text": "the chain"}]}
+    (folder / "answers.jsonl").write_text("".join(json.dumps({"query_id": q, **line}) + "\n" for q in QUERIES_ANSWERED))
+    return folder
+
+
+def test_bench_generate_answers_the_delivered_context_into_the_result_folder(tmp_path, capsys):
+    from rag_eval.builtin.generator import extractive_generator
+    from rag_eval.cli import main
+    from rag_eval.stages.generator import render_prompt
+
+    beir = _beir_with_answers(tmp_path)
+    args = ["bench", "--beir", str(beir), "--pipeline", "tests.test_exit_codes:pipeline", "--depth", "10", "--budget",
+            "2", "-o", str(tmp_path / "out"), "--no-plots", "--generate", "--generator", "extractive"]  # fmt: skip
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    report = rag_eval.Report.load_folder(tmp_path / "out")
+    record = report.card.answers
+    assert (record["generator"], record["queries"], record["answered"], record["failed"]) == ("extractive", 4, 4, 0)
+    table = report.answers.set_index("query_id")
+    assert list(table.index) == ["q1", "q2", "q3", "q4"]  # the queries with a reference
+    collection = Collection.from_beir(str(beir))
+    reader = extractive_generator()
+    for q, row in table.iterrows():
+        context = list(row["context_ids"])
+        assert len(context) == 2  # budget(2)
+        expected = reader.generate(render_prompt(QUERIES[q], [(d, collection.corpus[d].content) for d in context]))
+        assert row["answer"] == expected and row["f1"] == token_f1(expected, ["chain", "the chain"])
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "## Answers" in markdown and "generator 'extractive'" in markdown
+    assert "answers: 4 queries: 4 answered, 0 failed" in out and "answers: ExtractiveGenerator(" in err
+    assert main(args) == 0  # again: every answer from the cache
+    assert rag_eval.Report.load_folder(tmp_path / "out").card.answers["cache_hits"] == 4
+
+
+@pytest.mark.parametrize(
+    ("more", "message"),
+    [
+        (["--generate"], "the folder's answers.jsonl"),
+        (["--generator", "extractive"], "--generator goes with --generate"),
+        (["--generate", "--pipeline", "tests.test_exit_codes:pipeline"], "give --pipeline once (not 2)"),
+        (["--generate", "--generator", "no_such_module:f"], "cannot load generator 'no_such_module:f'"),
+    ],
+)
+def test_bench_generate_refuses_before_running(tmp_path, capsys, more, message):
+    from rag_eval.cli import main
+
+    beir = BEIR if more == ["--generate"] else _beir_with_answers(tmp_path)
+    args = ["bench", "--beir", str(beir), "--pipeline", "tests.test_exit_codes:pipeline", "-o", str(tmp_path / "o")]
+    assert main([*args, *more]) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "o").exists()

@@ -146,6 +146,7 @@ def test_an_option_shared_by_two_commands_is_the_same_in_each():
         "--scale": ["agreement", "judge", "label"],
         "--qrels": ["merge", "pool", "traces"],
         "--no-plots": ["bench", "demo", "report", "traces", "tune"],
+        "--generator": ["answers", "bench"],
     }
     for flag, uses in shared.items():
         first_name, first = uses[0]

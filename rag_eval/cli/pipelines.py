@@ -15,7 +15,9 @@ def add_parser(commands: Any) -> None:
     bench = commands.add_parser(
         "bench",
         help="run pipelines on a BEIR-layout collection and write a report folder",
-        description="Run pipelines on a BEIR-layout collection and write a report folder (needs the models extra).",
+        description="Run pipelines on a BEIR-layout collection and write a report folder (needs the models extra "
+        "for the built-in pipelines). With --generate, also answer each query from the context the pipeline "
+        "delivered and grade the answers against the folder's answers.jsonl.",
     )
     shared(bench, "beir", required=True)
     shared(bench, "pipeline")  # default: the four built-ins
@@ -29,6 +31,14 @@ def add_parser(commands: Any) -> None:
     )
     shared(bench, "out", help="the report folder to write (default bench-out/<the folder's name>)")
     shared(bench, "no_plots")
+    bench.add_argument(
+        "--generate",
+        action="store_true",
+        help="after retrieval, answer each query from its delivered context with --generator and grade the answers "
+        "against the folder's answers.jsonl (SQuAD's): one --pipeline; the answers go into the result folder "
+        "(docs/answers.md)",
+    )
+    shared(bench, "generator")
 
     demo = commands.add_parser(
         "demo",
