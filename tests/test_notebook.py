@@ -79,10 +79,18 @@ QRELS = {
 }
 
 
-def _folder(out: Path, pipelines: dict[str, Pipeline]) -> Path:
+def _folder(out: Path, pipelines: dict[str, Pipeline], *, answered: bool = False) -> Path:
     qrels = rag_eval.Qrels.from_dict(QRELS)
     results = {name: pipe.run(QUERIES, progress=False) for name, pipe in pipelines.items()}
     report = rag_eval.evaluate(qrels, results)
+    if answered:  # the extractive generator (no model) over the one pipeline's delivered context
+        from rag_eval.builtin.generator import extractive_generator
+        from rag_eval.stages.generator import generate_answers
+
+        (result,) = results.values()
+        texts = {f"{q}-d{i}": f"Question {q[1:]} is answered by chunk {i}." for q in QUERIES for i in range(DOCS)}
+        answers = generate_answers(extractive_generator(), result, texts=texts)
+        report = report.with_answers(answers, {q: ["chunk"] for q in QUERIES}, questions=QUERIES)
     write_report_folder(out, report, results, qrels, title=out.name, facts={}, plots=False)
     assert (out / "report.parquet").is_file()
     return out
@@ -103,7 +111,7 @@ def folders(tmp_path_factory) -> list[Path]:
             base / "tokens",
             {"tiny-tok": Pipeline(FixedRetriever("fixed"), FixedReranker(fail_on={"q5"}), depth=8, budget="20tok")},
         ),
-        _folder(base / "single", {"alone": Pipeline(FixedRetriever("fixed"), depth=5, budget=2)}),
+        _folder(base / "single", {"alone": Pipeline(FixedRetriever("fixed"), depth=5, budget=2)}, answered=True),
     ]
 
 
@@ -207,9 +215,19 @@ def test_notebook_runs_on_built_result_folders(folders, tmp_path, monkeypatch):
     assert all(o.data["text/html"].startswith("<p><strong>Verdict: ") for o in shown)  # the verdict first
     assert all(o.data["text/plain"].startswith("Comparison(baseline=") for o in shown)
     assert all("DataFrame" not in o.data["text/plain"] and "\n" not in o.data["text/plain"] for o in shown)
-    # the sections are numbered 1 to 6, in order
+    # the answers of the one folder that carries them, as its card has them; the others say how to add them
+    record = rag_eval.Report.load_folder(single).card.answers
+    assert f"single: generator 'extractive' ({record['fingerprint']}) on the context delivered by alone / fixed" in text
+    said = f"{record['queries']} queries: {record['answered']} answered, {record['failed']} failed, 0 not asked"
+    assert record["queries"] == 8 and said in text
+    for s in record["summary"]:
+        assert (
+            f"  {s['metric']}: {s['mean']:.3f} [{s['ci_low']:.3f}, {s['ci_high']:.3f}] (n={s['n']}, failed 0)" in text
+        )
+    assert "chunks: no answers (rag-eval answers FOLDER" in text and "tokens: no answers" in text
+    # the sections are numbered 1 to 7, in order
     numbers = [int(c.source[3]) for c in nb.cells if c.cell_type == "markdown" and c.source[3:4].isdigit()]
-    assert numbers == [1, 2, 3, 4, 5, 6]
+    assert numbers == [1, 2, 3, 4, 5, 6, 7]
     assert "jupyter execute notebooks/compare_stages.ipynb" in nb.cells[0].source
 
 
