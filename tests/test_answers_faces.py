@@ -322,7 +322,9 @@ def test_bench_generate_answers_the_delivered_context_into_the_result_folder(tmp
 def test_bench_generate_refuses_before_running(tmp_path, capsys, more, message):
     from rag_eval.cli import main
 
-    beir = BEIR if more == ["--generate"] else _beir_with_answers(tmp_path)
+    beir = _beir_with_answers(tmp_path)
+    if more == ["--generate"]:
+        (beir / "answers.jsonl").unlink()
     args = ["bench", "--beir", str(beir), "--pipeline", "tests.test_exit_codes:pipeline", "-o", str(tmp_path / "o")]
     assert main([*args, *more]) == 2
     assert message in capsys.readouterr().err and not (tmp_path / "o").exists()
