@@ -328,3 +328,34 @@ def test_bench_generate_refuses_before_running(tmp_path, capsys, more, message):
     args = ["bench", "--beir", str(beir), "--pipeline", "tests.test_exit_codes:pipeline", "-o", str(tmp_path / "o")]
     assert main([*args, *more]) == 2
     assert message in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+def test_a_report_with_answers_shows_them_in_a_notebook_escaped():
+    shown = CAND._repr_html_()
+    assert "<strong>Answers</strong>" in shown and "Answers</strong>" not in REPORT._repr_html_()
+    assert "<td>token F1 <code>answer.f1</code></td><td>1.000 [1.000, 1.000]</td><td>9</td><td>1</td>" in shown
+    named = generate_answers(functions.generator(lambda p: "x", name="<b>gen</b>"), RESULT, texts=TEXTS)
+    assert "&lt;b&gt;gen&lt;/b&gt;" in REPORT.with_answers(named, REFS)._repr_html_()
+
+
+def test_the_predictor_table_rides_on_the_card_into_report_md(tmp_path):
+    from rag_eval.statistics.answer_prediction import answer_predictors
+
+    graded = BASE.answers.rename(columns={"exact_match": "em"}).assign(condition="delivered")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a predictor constant on these 10 queries is said elsewhere
+        found = answer_predictors(REPORT, graded, stage="ids", resamples=200)
+        answers = generate_answers(_answerer({"q1", "q2", "q3", "q4", "q5"}), RESULT, texts=TEXTS)
+    answered = REPORT.with_answers(answers, REFS, questions=QUERIES, predictors=found)
+    rows = answered.card.answers["predictors"]["table"]
+    assert [r["predictor"] for r in rows] == found.table["predictor"].tolist()
+    for row, (_, expected) in zip(rows, found.table.iterrows(), strict=True):
+        assert row["n"] == expected["n"] and row["n_correct"] == expected["n_correct"] == 5
+        for key in ("auc", "auc_low", "spearman"):
+            assert (row[key] is None and math.isnan(expected[key])) or row[key] == pytest.approx(expected[key])
+    assert answered.card.answers["predictors"]["describe"] == found.describe()
+    answered.save_folder(tmp_path / "f", qrels=COLLECTION.qrels, runs=RESULT, plots=False)
+    markdown = (tmp_path / "f" / "report.md").read_text()
+    first = rows[0]
+    assert "Which retrieval number predicts the answers:" in markdown
+    assert f"| {first['predictor']} | {first['n']} | 5 |" in markdown

@@ -32,6 +32,8 @@ __all__ = [
     "answer_record",
     "answer_table",
     "answer_values",
+    "attached",
+    "record_html",
     "record_lines",
     "record_markdown",
     "shown_interval",
@@ -154,6 +156,32 @@ def answer_record(
     return record
 
 
+def attached(
+    report: Any,
+    answers: Answers,
+    references: Mapping[str, str | Sequence[str]],
+    questions: Mapping[str, str] | None,
+    run: str | None,
+    stage: str | None,
+    predictors: Any,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """What :meth:`Report.with_answers <rag_eval.Report.with_answers>` attaches to ``report``: the answer table and
+    the card's record, after checking that ``run`` (by default the one run) and ``stage`` (by default the last)
+    measured every query answered."""
+    run = run or (report.runs[0] if len(report.runs) == 1 else None)
+    if run not in report.runs:
+        raise InputError(f"name the run the answers came from (run=...): the report has {report.runs}")
+    stage = stage or (report.stages[-1] if report.staged else None)
+    measured = set(report.query_ids(run, stage))
+    alien = [q for q in answers if q not in measured]
+    if alien:
+        raise InputError(f"query {alien[0]!r} has an answer but {run!r} did not measure it ({len(alien)} such)")
+    table = answer_table(answers, references, questions=questions)
+    source = getattr(references, "source", None)
+    where = getattr(source, "path", None) or "in memory"
+    return table, answer_record(table, answers, run=run, stage=stage, references=where, predictors=predictors)
+
+
 def answer_values(table: pd.DataFrame, record: Mapping[str, Any], metric: str) -> pd.Series:
     """One grade per query of an answer ``table``, indexed by query id and named by the rule name (NaN where the
     answer failed or was not asked)."""
@@ -208,6 +236,23 @@ def record_markdown(record: Mapping[str, Any], *, level: int = 2, file: str | No
     lines += ["The prompt:", "", markdown_code(record["prompt"])]
     lines += [f"Per query: `{file}`.", ""] if file else [""]
     return lines
+
+
+def record_html(record: Mapping[str, Any]) -> str:
+    """The answers as HTML (a Report in a notebook): the lines of :func:`record_lines` and each grade with its
+    interval, every text escaped."""
+    import html
+
+    lines = "".join(f"<li>{html.escape(line)}</li>" for line in record_lines(record)[:2])
+    rows = "".join(
+        f"<tr><td>{html.escape(GRADE_WORDS.get(g['metric'], g['metric']))} <code>{html.escape(g['metric'])}</code></td>"
+        f"<td>{shown_interval(g['mean'], g['ci_low'], g['ci_high'])}</td><td>{g['n']}</td><td>{g['n_failed']}</td></tr>"
+        for g in record["summary"]
+    )
+    return (
+        f"<p><strong>Answers</strong></p><ul>{lines}</ul><table><thead><tr><th>grade</th><th>mean [95% CI]</th>"
+        f"<th>n</th><th>failed</th></tr></thead><tbody>{rows}</tbody></table><p>{html.escape(record['interval'])}</p>"
+    )
 
 
 def shown_interval(value: float | None, low: float | None, high: float | None) -> str:

@@ -485,26 +485,9 @@ class Report:
         :attr:`answers` per query, ``card.answers`` (the generator, prompt, counts, means with intervals and
         ``predictors``, an AnswerPrediction, when given). A query answered that the run did not measure is an
         InputError. See docs/answers.md."""
-        from .answered import answer_record, answer_table
+        from .answered import attached
 
-        run = run or (self.runs[0] if len(self.runs) == 1 else None)
-        if run not in self.runs:
-            raise InputError(f"name the run the answers came from (run=...): the report has {self.runs}")
-        stage = stage or (self.stages[-1] if self.staged else None)
-        measured = set(self.query_ids(run, stage))
-        alien = [q for q in answers if q not in measured]
-        if alien:
-            raise InputError(f"query {alien[0]!r} has an answer but {run!r} did not measure it ({len(alien)} such)")
-        table = answer_table(answers, references, questions=questions)
-        source = getattr(references, "source", None)
-        record = answer_record(
-            table,
-            answers,
-            run=run,
-            stage=stage,
-            references=getattr(source, "path", None) or "in memory",
-            predictors=predictors,
-        )
+        table, record = attached(self, answers, references, questions, run, stage, predictors)
         card = self.card.model_copy(update={"answers": record})
         return Report(self._blocks, list(self._metrics), card, {**self._table_of, ANSWERS: table}, self._weights)
 
@@ -537,7 +520,10 @@ class Report:
         from .funnel_text import funnel_html, funnel_of
 
         found = funnel_of(self)
-        return (funnel_html(found) if found else "") + html_table(self._shown(), heading=self._heading())
+        text = (funnel_html(found) if found else "") + html_table(self._shown(), heading=self._heading())
+        from .answered import record_html
+
+        return text + ("" if self.card.answers is None else record_html(self.card.answers))
 
     def _repr_markdown_(self) -> str:
         """A pipeline's funnel first, then the summary as a Markdown table, cells escaped (``<``, ``&``, ``|``:
@@ -548,7 +534,10 @@ class Report:
         text = (funnel_markdown(found, level=3) + "\n" if found else "") + markdown_table(
             self._shown(), heading=self._heading()
         )
-        return text + _answers_markdown(self.card.answers)
+        from .answered import record_markdown
+
+        answers = self.card.answers
+        return text + ("" if answers is None else "\n" + "\n".join(record_markdown(answers, level=3)))
 
     # ----- persistence --------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -693,12 +682,6 @@ def _renderers(module: str) -> Any:
     import importlib
 
     return importlib.import_module(f"rag_eval.renderers.{module}")
-
-
-def _answers_markdown(record: dict[str, Any] | None) -> str:
-    from .answered import record_markdown
-
-    return "" if record is None else "\n" + "\n".join(record_markdown(record, level=3))
 
 
 def counted_of(card: MetricCard, run: str, stage: str | None = None) -> int | None:

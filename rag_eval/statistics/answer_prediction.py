@@ -247,12 +247,20 @@ def _graded(answers: pd.DataFrame, condition: str, correct_at: float | None) -> 
     return kept
 
 
+def _family(name: str) -> str:
+    """A metric's family; a pipeline stage's ``recall@budget``, ``ndcg@depth`` by the name before its ``@``."""
+    try:
+        return parse_metric(name).family
+    except ValueError:
+        return name.split("@", 1)[0]
+
+
 def _report_predictors(
     report: Report, run: str, stage: str | None, metrics: Sequence[str] | None
 ) -> dict[str, pd.Series]:
     block = report.block(run, stage)
     if metrics is None:
-        names = [m for m in block.metrics if parse_metric(m).family in PREDICTOR_FAMILIES]
+        names = [m for m in block.metrics if _family(m) in PREDICTOR_FAMILIES]
     else:
         names = [str(parse_metric(m)) if m not in block.metrics else m for m in metrics]
     return {name: report.values(run, name, stage) for name in names}
