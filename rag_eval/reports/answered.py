@@ -91,8 +91,9 @@ def answer_table(
     frame = answers.to_frame().drop(columns=["n_context"])
     grades = grade_answers(answers.texts, references)
     frame["question"] = [None if questions is None else questions.get(q) for q in frame["query_id"]]
-    frame["references"] = [list(references[q]) if not isinstance(references[q], str) else [references[q]]
-                           for q in frame["query_id"]]  # fmt: skip
+    given = [references[q] for q in frame["query_id"]]
+    refs: list[list[str]] = [[r] if isinstance(r, str) else list(r) for r in given]
+    frame["references"] = pd.Series(refs, dtype=object, index=frame.index)
     for metric in ANSWER_METRICS:
         frame[metric] = getattr(grades, metric)
     for name in ("tokens_in", "tokens_out"):  # None where not reported (JSON has no pd.NA)
@@ -169,7 +170,7 @@ def attached(
     the card's record, after checking that ``run`` (by default the one run) and ``stage`` (by default the last)
     measured every query answered."""
     run = run or (report.runs[0] if len(report.runs) == 1 else None)
-    if run not in report.runs:
+    if run is None or run not in report.runs:
         raise InputError(f"name the run the answers came from (run=...): the report has {report.runs}")
     stage = stage or (report.stages[-1] if report.staged else None)
     measured = set(report.query_ids(run, stage))
