@@ -359,3 +359,18 @@ def test_the_predictor_table_rides_on_the_card_into_report_md(tmp_path):
     first = rows[0]
     assert "Which retrieval number predicts the answers:" in markdown
     assert f"| {first['predictor']} | {first['n']} | 5 |" in markdown
+
+
+def test_bench_generate_with_failing_answers_writes_the_folder_and_exits_4(tmp_path, capsys):
+    from .test_exit_codes import _main
+
+    beir = _beir_with_answers(tmp_path)
+    failing = "tests.test_exit_codes:no_answer"
+    args = ["bench", "--beir", str(beir), "--pipeline", "tests.test_exit_codes:pipeline", "--depth", "10", "-o",
+            str(tmp_path / "out"), "--no-plots", "--generate", "--generator", failing]  # fmt: skip
+    assert _main(args) == 4  # its warnings printed as a user sees them
+    err = capsys.readouterr().err
+    assert "4 queries have no answer (first 'q1': RuntimeError: the model is down)" in err
+    assert "rag-eval: warning: generator 'no_answer' failed on 4 of the 4 queries" in err
+    record = rag_eval.Report.load_folder(tmp_path / "out").card.answers
+    assert (record["answered"], record["failed"]) == (0, 4) and record["summary"][1]["mean"] is None
