@@ -83,6 +83,20 @@ def test_every_command_is_there_and_has_help_text():
                 assert action.help, f"{name} {action.option_strings or action.dest}"
 
 
+def test_a_command_imports_its_own_group_only():
+    """The command table the lazy parser reads equals what each group adds, and a command's own parser is the same
+    as in the whole family's (its options, defaults and help)."""
+    from rag_eval import cli
+
+    whole = _commands()
+    assert {c for owned in cli._GROUPS.values() for c in owned} == set(whole)
+    for group, owned in cli._GROUPS.items():
+        for command in owned:
+            (sub,) = [a for a in build_parser(command)._actions if isinstance(a, argparse._SubParsersAction)]
+            assert set(sub.choices) == set(owned), (group, command)
+            assert sub.choices[command].format_help() == whole[command].format_help()
+
+
 def test_an_option_shared_by_two_commands_is_the_same_in_each():
     by_flag: dict[str, list[tuple[str, argparse.Action]]] = defaultdict(list)
     for name, command in _commands().items():
