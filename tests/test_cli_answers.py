@@ -98,3 +98,32 @@ def test_bad_input_is_one_line_and_status_2(folder, capsys, more, message):
     assert _run(folder, *more, "-o", str(folder / "bad")) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def starts_with_b(question: str, text: str) -> int:
+    """A judge of answers: right when the answer starts with a B (it reads the question and the references)."""
+    answer = text.split("\n")[0].removeprefix("Proposed answer: ")
+    assert question and "Reference answers: bike chain | chain" in text
+    return int(answer.startswith("B"))
+
+
+@pytest.mark.filterwarnings("always::rag_eval.errors.LowAgreement")
+def test_a_judge_grades_the_answers_beside_the_reference_with_its_agreement(folder, capsys):
+    from sklearn.metrics import cohen_kappa_score
+
+    assert _run(folder, "-o", str(folder / "judged"), "--judge", f"{__name__}:starts_with_b") == 0
+    frame = pd.read_csv(folder / "judged" / "answers.csv", keep_default_na=False)
+    expected = [int(a.startswith("B")) for a in frame["answer"]]
+    assert frame["judge_grade"].tolist() == expected and set(frame["judge_error"]) == {""} and 0 < sum(expected) < 8
+    saved = json.loads((folder / "judged" / "judge_agreement.json").read_text("utf-8"))
+    assert (saved["judge"], saved["rule"], saved["n"]) == ("starts_with_b", "F1 >= 0.5", 8)
+    reference = (frame["f1"] >= 0.5).astype(int)
+    assert saved["kappa"] == pytest.approx(cohen_kappa_score(reference, expected), abs=1e-12)
+    assert saved["agreement"]["confusion"]["counts"] == [
+        [int(((reference == r) & (pd.Series(expected) == j)).sum()) for j in (0, 1)] for r in (0, 1)
+    ]
+    assert saved["kappa_low"] is None  # 8 answers: fewer than the bootstrap's 10
+    err = capsys.readouterr().err
+    assert "judge 'starts_with_b' against the reference (F1 >= 0.5) on 8 answers both graded" in err
+    assert "no interval: 8 answers, fewer than 10" in err
+    assert "rag-eval: warning: the kappa of judge 'starts_with_b' against the reference (F1 >= 0.5)" in err
