@@ -127,3 +127,26 @@ def test_a_judge_grades_the_answers_beside_the_reference_with_its_agreement(fold
     assert "judge 'starts_with_b' against the reference (F1 >= 0.5) on 8 answers both graded" in err
     assert "no interval: 8 answers, fewer than 10" in err
     assert "rag-eval: warning: the kappa of judge 'starts_with_b' against the reference (F1 >= 0.5)" in err
+
+
+def fails_on_q2(question: str, text: str) -> int:
+    """A judge of answers whose model is down on one question, and answers 1 elsewhere."""
+    if question == "when should a bike chain be replaced":
+        raise ConnectionError("the judge's model is down")
+    return 1
+
+
+@pytest.mark.filterwarnings("always::rag_eval.errors.LowAgreement")
+def test_a_judge_failing_on_some_answers_is_status_4_and_each_failure_kept(folder, capsys):
+    (folder / "failing").mkdir()
+    (folder / "failing" / "judge_agreement.json").write_text("{}")  # an earlier run's: not left beside these
+    status = _run(folder, "-o", str(folder / "failing"), "--judge", f"{__name__}:fails_on_q2")
+    assert status == 4
+    frame = pd.read_csv(folder / "failing" / "answers.csv", keep_default_na=False).set_index("query_id")
+    assert frame.loc["q2", "judge_error"] == "ConnectionError: the judge's model is down"
+    assert frame.loc["q2", "judge_grade"] == "" and set(frame.drop(index="q2")["judge_grade"]) == {"1.0"}
+    saved = json.loads((folder / "failing" / "judge_agreement.json").read_text("utf-8"))
+    assert saved["n"] == 7 and saved["left_out"]["judge failed"] == 1
+    err = capsys.readouterr().err
+    assert "the judge failed on 1 answers (first 'q2': ConnectionError: the judge's model is down)" in err
+    assert "left out: 1 judge failed" in err

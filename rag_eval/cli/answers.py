@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     frame["references"] = [" | ".join(references[q]) for q in frame["query_id"]]
     for metric in ("exact_match", "f1", "contains"):
         frame[metric] = getattr(grades, metric)
-    agreement = None
+    judged = agreement = None
     if args.judge:
         judged, agreement = _judged(
             args.judge, answers, {q: collection.queries[q] for q in ids}, references, grades, args.seed
@@ -149,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
         if agreement is not None:
             text = json.dumps(agreement.to_dict(), indent=2, ensure_ascii=False) + "\n"
             write_output(out / "judge_agreement.json", text.encode("utf-8"))
+        else:  # an earlier run's agreement is not of these answers
+            (out / "judge_agreement.json").unlink(missing_ok=True)
     except (OSError, InputError):
         if made and not any(out.iterdir()):  # a full disk: no empty folder left behind
             out.rmdir()
@@ -171,6 +173,11 @@ def run(args: argparse.Namespace) -> int:
                 f"{len(answers.failures)} queries have no answer (first {first!r}: {why}); a run again asks only them"
             )
         )
+    if judged is not None and judged.failed:
+        first, why = next(iter(judged.errors.items()))
+        return incomplete(
+            visible(f"the judge failed on {judged.failed} answers (first {first!r}: {why}): they have no verdict")
+        )
     return 0
 
 
@@ -181,6 +188,8 @@ def _judged(spec: str, answers: Any, questions: dict[str, str], references: Any,
     from ..statistics.answer_agreement import answer_agreement
 
     judged = judge_answers(load_judge(spec), answers, questions, references=references)
+    if np.isnan(judged.grades).all():  # nothing to measure: said with the judge's failures, not bad input
+        return judged, None
     return judged, answer_agreement(judged, grades, against="f1", seed=seed)
 
 
