@@ -17,6 +17,7 @@ from rag_eval import InputError
 from rag_eval.adapters import functions
 from rag_eval.adapters import langchain as lc
 from rag_eval.errors import FailingJudge, LowAgreement, LowJoinMatch
+from rag_eval.ground_truth import JudgementLog
 from rag_eval.ground_truth.answer_judge import ANSWER_PROMPT, answer_id, answer_items, judge_answers
 from rag_eval.metrics.answers import grade_answers, token_f1
 from rag_eval.stages.judges import check_prompt
@@ -172,7 +173,7 @@ def test_a_batch_judge_is_asked_in_batches_and_reads_the_context_when_given():
         items[0].text
         == f"Proposed answer: {answers['q0']}\nContext:\n[1] {refs['q0'][0]} is a city.\n\n[2] another chunk"
     )
-    assert items[0].doc_id == answer_id(answers["q0"]) and items[0].query == questions["q0"]
+    assert items[0].doc_id == answer_id(questions["q0"], items[0].text) and items[0].query == questions["q0"]
     expected = [float(answers[q] in contexts[q][0].split()) for q in refs]  # the answer word is in the first chunk
     np.testing.assert_array_equal(judged.correct, expected)
 
@@ -215,3 +216,26 @@ def test_what_the_judge_cannot_read_is_refused_before_any_call():
     with pytest.raises(InputError, match="correct_at 0"):
         judge_answers(judge, {"a": "x"}, {"a": "?"}, correct_at=0)
     assert calls == []
+
+
+def test_a_judgement_log_keeps_each_verdict_and_a_rerun_asks_only_what_changed(tmp_path):
+    answers, refs, questions = _answers(20, 11)
+    asked: list[str] = []
+
+    def grade(query: str, text: str) -> int:
+        asked.append(query)
+        return int("paris" in text.split("\n")[0])
+
+    judge = functions.judge(grade, name="logged", version="1")
+    log = tmp_path / "answers.judgements.jsonl"
+    first = judge_answers(judge, answers, questions, references=refs, log=log, batch_size=6)
+    assert (first.calls, first.from_log, len(asked)) == (4, 0, 20)
+    lines = JudgementLog.load(log).judgements
+    assert [(j.query_id, j.grade, j.assessor, j.judge["fingerprint"]) for j in lines] == [
+        (q, int(g), "logged", judge.fingerprint) for q, g in zip(first.query_ids, first.grades, strict=True)
+    ]
+    refs["q3"] = ["somewhere else"]  # what the judge reads of q3 changed: asked again
+    answers["q4"] = "paris"
+    again = judge_answers(judge, answers, questions, references=refs, log=log)
+    assert (again.calls, again.from_log) == (1, 18) and sorted(asked[20:]) == [questions["q3"], questions["q4"]]
+    np.testing.assert_array_equal(again.grades, [float("paris" in (answers[q] or "")) for q in again.query_ids])

@@ -126,6 +126,9 @@ def test_a_judge_grades_the_answers_beside_the_reference_with_its_agreement(fold
     err = capsys.readouterr().err
     assert "judge 'starts_with_b' against the reference (F1 >= 0.5) on 8 answers both graded" in err
     assert "no interval: 8 answers, fewer than 10" in err
+    assert "judge 'starts_with_b': 1 calls, 0 verdicts from" in err
+    assert _run(folder, "-o", str(folder / "judged"), "--judge", f"{__name__}:starts_with_b") == 0
+    assert "judge 'starts_with_b': 0 calls, 8 verdicts from" in capsys.readouterr().err  # the log, not the judge
     assert "rag-eval: warning: the kappa of judge 'starts_with_b' against the reference (F1 >= 0.5)" in err
 
 

@@ -138,8 +138,9 @@ def run(args: argparse.Namespace) -> int:
         frame[metric] = getattr(grades, metric)
     judged = agreement = None
     if args.judge:
+        log = cache / "answers.judgements.jsonl"
         judged, agreement = _judged(
-            args.judge, answers, {q: collection.queries[q] for q in ids}, references, grades, args.seed
+            args.judge, answers, {q: collection.queries[q] for q in ids}, references, grades, args.seed, log
         )
         frame["judge_grade"], frame["judge_error"] = judged.grades, [judged.errors.get(q, "") for q in judged.query_ids]
     made = not out.exists()
@@ -164,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
             f"F1 {means['f1']:.3f}, contains {means['contains']:.3f} -> {path}"
         )
     )
+    if judged is not None:
+        say(visible(f"judge {judged.judge!r}: {judged.calls} calls, {judged.from_log} verdicts from {log}"))
     if agreement is not None:
         say(visible(agreement.describe()))
     if answers.failures:
@@ -181,13 +184,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _judged(spec: str, answers: Any, questions: dict[str, str], references: Any, grades: Any, seed: int) -> Any:
-    """The judge's verdicts on the answers (0..1, reading the references) and their agreement with F1 >= 0.5."""
+def _judged(
+    spec: str, answers: Any, questions: dict[str, str], references: Any, grades: Any, seed: int, log: Path
+) -> Any:
+    """The judge's verdicts on the answers (0..1, reading the references; kept in and reused from ``log``) and
+    their agreement with F1 >= 0.5."""
     from ..ground_truth.answer_judge import judge_answers
     from ..ground_truth.judging import load_judge
     from ..statistics.answer_agreement import answer_agreement
 
-    judged = judge_answers(load_judge(spec), answers, questions, references=references)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    judged = judge_answers(load_judge(spec), answers, questions, references=references, log=log)
     if np.isnan(judged.grades).all():  # nothing to measure: said with the judge's failures, not bad input
         return judged, None
     return judged, answer_agreement(judged, grades, against="f1", seed=seed)

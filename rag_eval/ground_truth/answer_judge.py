@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import string
 import warnings
 from collections.abc import Mapping, Sequence
@@ -23,7 +24,8 @@ from .._checks import check_int
 from ..data.joins import user_stacklevel
 from ..errors import FailingJudge, InputError
 from ..stages.judges import Judge, JudgeGrade, JudgeItem, check_scale
-from .judging import FAILING_SHARE, _description, _identity, grade_batches
+from .judgement_log import JudgementLog
+from .judging import FAILING_SHARE, _description, _identity, _stored, grade_batches
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,9 +57,10 @@ def _passage_template(references: bool, contexts: bool) -> str:
     return "\n".join(parts)
 
 
-def answer_id(answer: str) -> str:
-    """The doc id of an answer's item: ``answer-`` and a hash of its text (another answer, another item)."""
-    return "answer-" + hashlib.sha256(answer.encode()).hexdigest()[:12]
+def answer_id(question: str, passage: str) -> str:
+    """The doc id of an answer's item: ``answer-`` and a hash of what the judge reads (another answer, reference or
+    context, another item: a verdict in a judgement log is reused only for the same question and passage)."""
+    return "answer-" + hashlib.sha256(f"{question}\0{passage}".encode()).hexdigest()[:16]
 
 
 def _texts(answers: Mapping[str, object]) -> dict[str, str | None]:
@@ -117,7 +120,8 @@ def answer_items(
             values["context"] = (
                 chunks if isinstance(chunks, str) else "\n\n".join(f"[{i}] {c}" for i, c in enumerate(chunks, 1))
             )
-        items.append(JudgeItem(qid, answer_id(text), str(questions[qid]), passage.format(**values)))
+        question, shown = str(questions[qid]), passage.format(**values)
+        items.append(JudgeItem(qid, answer_id(question, shown), question, shown))
     return items, tuple(q for q, t in texts.items() if t is None)
 
 
@@ -125,7 +129,8 @@ def answer_items(
 class JudgedAnswers:
     """A judge's verdicts on answers, in ``query_ids`` order: ``grades`` (on ``scale``; NaN where the query had no
     answer to judge, in ``unanswered``, or the judge failed on it, in ``errors``), correct where the grade is at
-    least ``correct_at``. ``calls``: the judge's ``grade``/``agrade`` calls made."""
+    least ``correct_at``. ``calls``: the judge's ``grade``/``agrade`` calls made; ``from_log``: verdicts reused from
+    the judgement log."""
 
     judge: str
     fingerprint: str
@@ -136,6 +141,7 @@ class JudgedAnswers:
     errors: Mapping[str, str] = field(repr=False)
     unanswered: tuple[str, ...] = field(repr=False)
     calls: int = 0
+    from_log: int = 0
     description: str | None = None
 
     @property
@@ -184,12 +190,15 @@ def judge_answers(
     correct_at: int | None = None,
     batch_size: int = 16,
     concurrency: int = 1,
+    log: JudgementLog | str | os.PathLike[str] | None = None,
 ) -> JudgedAnswers:
     """Grade each answer of ``answers`` (an :class:`~rag_eval.stages.generator.Answers` or ``{query_id: text}``,
     None: no answer, not asked) with ``judge`` on ``scale``, batched as a judging run is (see :func:`answer_items`
     for what the judge reads). ``correct_at``: the lowest grade that counts as correct (default the scale's top).
     A failed item is that query's failure, kept; more than half failing warns once
-    (:class:`~rag_eval.errors.FailingJudge`)."""
+    (:class:`~rag_eval.errors.FailingJudge`). ``log``: a judgement log (or its path) that keeps each verdict as it
+    returns, under the judge's name and fingerprint, and gives back those of the same question and passage on a
+    rerun (failures are asked again)."""
     scale = check_scale(scale)
     low, high = scale
     correct_at = high if correct_at is None else correct_at
@@ -200,21 +209,28 @@ def judge_answers(
     concurrency = check_int(concurrency, "concurrency", high=None)
     items, unanswered = answer_items(answers, questions, references=references, contexts=contexts, passage=passage)
     ids = tuple(_texts(answers))
-    got: dict[str, float] = {}
+    the_log = None if log is None else log if isinstance(log, JudgementLog) else JudgementLog.open(log)
+    stored = {} if the_log is None else _stored(the_log, name, fingerprint, scale)
+    got = {i.query_id: float(stored[(i.query_id, i.doc_id)]) for i in items if (i.query_id, i.doc_id) in stored}
+    todo = [i for i in items if i.query_id not in got]
     errors: dict[str, str] = {}
 
     def store(batch: Sequence[JudgeItem], grades: Sequence[JudgeGrade]) -> None:
         for item, grade in zip(batch, grades, strict=True):
             if grade.grade is None:
                 errors[item.query_id] = str(grade.error)
-            else:
-                got[item.query_id] = float(grade.grade)
+                continue
+            got[item.query_id] = float(grade.grade)
+            if the_log is not None:
+                extra = {} if grade.confidence is None else {"confidence": grade.confidence}
+                mark = {"fingerprint": fingerprint, **extra}
+                the_log.append(item.query_id, item.doc_id, grade.grade, assessor=name, scale=scale, judge=mark)
 
-    calls = grade_batches(judge, items, scale, batch_size=batch_size, concurrency=concurrency, store=store)
-    if items and len(errors) > FAILING_SHARE * len(items):
+    calls = grade_batches(judge, todo, scale, batch_size=batch_size, concurrency=concurrency, store=store)
+    if todo and len(errors) > FAILING_SHARE * len(todo):
         first, why = next(iter(errors.items()))
         warnings.warn(
-            f"judge {name!r} failed on {len(errors)} of the {len(items)} answers it was asked (first: query "
+            f"judge {name!r} failed on {len(errors)} of the {len(todo)} answers it was asked (first: query "
             f"{first!r}: {why}); those answers have no verdict",
             FailingJudge,
             stacklevel=user_stacklevel(),
@@ -230,5 +246,6 @@ def judge_answers(
         errors={q: errors[q] for q in ids if q in errors},
         unanswered=unanswered,
         calls=calls,
+        from_log=len(items) - len(todo),
         description=_description(judge),
     )
