@@ -1,5 +1,5 @@
 """A judge as an answer grader (rag_eval.ground_truth.answer_judge) and its agreement with the reference-based grade
-(rag_eval.statistics.answer_agreement): real judges (a function judge, a LangChain chat model's own fake), the
+(rag_eval.statistics.grader_agreement): real judges (a function judge, a LangChain chat model's own fake), the
 agreement against sklearn on random answers, its bootstrap interval against a loop of sklearn's kappa, and the join
 (queries of one side only counted and said)."""
 
@@ -21,7 +21,7 @@ from rag_eval.ground_truth import JudgementLog
 from rag_eval.ground_truth.answer_judge import ANSWER_PROMPT, answer_id, answer_items, judge_answers
 from rag_eval.metrics.answers import grade_answers, token_f1
 from rag_eval.stages.judges import check_prompt
-from rag_eval.statistics.answer_agreement import answer_agreement, kappa_rows
+from rag_eval.statistics.grader_agreement import answer_agreement, kappa_rows
 
 WORDS = ["paris", "london", "rome", "berlin", "madrid", "oslo"]
 

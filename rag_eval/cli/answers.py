@@ -191,7 +191,7 @@ def _judged(
     their agreement with F1 >= 0.5."""
     from ..ground_truth.answer_judge import judge_answers
     from ..ground_truth.judging import load_judge
-    from ..statistics.answer_agreement import answer_agreement
+    from ..statistics.grader_agreement import answer_agreement
 
     log.parent.mkdir(parents=True, exist_ok=True)
     judged = judge_answers(load_judge(spec), answers, questions, references=references, log=log)

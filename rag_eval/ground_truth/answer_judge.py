@@ -2,7 +2,7 @@
 query's answer, reading the question as the item's query and, as its passage, the answer with what it is judged
 against (the reference answers, the delivered context, or both), in the judge's batches.
 
-A judge is only trusted with its agreement measured: :func:`rag_eval.statistics.answer_agreement` sets its verdicts
+A judge is only trusted with its agreement measured: :func:`rag_eval.statistics.grader_agreement` sets its verdicts
 beside the reference-based grades of the same queries (docs/answers.md, "A judge as grader").
 """
 

@@ -3,12 +3,12 @@
 (:mod:`.prediction_powered`), the agreement of two rankings of systems (:mod:`.rankings`), and retrieval against
 answers: which retrieval number predicts them (:mod:`.answer_prediction`), what the context did to them
 (:mod:`.answer_conditions`), and how far a judge of answers agrees with their reference-based grade
-(:mod:`.answer_agreement`). See docs/power.md, docs/ppi.md, docs/agreement.md and docs/answers-analysis.md."""
+(:mod:`.grader_agreement`). See docs/power.md, docs/ppi.md, docs/agreement.md and docs/answers-analysis.md."""
 
-from .answer_agreement import AnswerAgreement, answer_agreement
 from .answer_conditions import ConditionEffects, condition_effects
 from .answer_prediction import AnswerPrediction, answer_predictors, budget_curve
 from .comparison import Comparison, compare
+from .grader_agreement import AnswerAgreement, answer_agreement
 from .power_analysis import PowerAnalysis, power
 from .prediction_powered import JudgeAssisted, PPIInterval, human_interval, judge_assisted, judge_interval, ppi_interval
 from .rankings import RankingAgreement, ranking_agreement
