@@ -51,6 +51,7 @@ OWN = {
     # traces: its qrels measure (not pool), and its budget defaults to the one recorded
     "--qrels": {"help"},
     "--budget": {"default", "help"},
+    "--judge": {"help"},  # answers: a judge of answers, not of (query, chunk) pairs
 }
 
 
@@ -158,6 +159,7 @@ def test_an_option_shared_by_two_commands_is_the_same_in_each():
             "tune",
         ],
         "--scale": ["agreement", "judge", "label"],
+        "--judge": ["answers", "judge"],
         "--qrels": ["merge", "pool", "traces"],
         "--no-plots": ["bench", "demo", "report", "traces", "tune"],
     }

@@ -256,6 +256,14 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     ),
     "cache": (("--cache",), {"help": "cache folder for embeddings, stage outputs and answers (default OUT/cache)"}),
     "no_plots": (("--no-plots",), {"action": "store_true", "help": "write no plots (matplotlib is not needed)"}),
+    "judge": (
+        ("--judge",),
+        {
+            "metavar": "MODULE:FUNCTION",
+            "help": "package.module:function returning a judge (e.g. rag_eval.adapters.langchain.judge(model)), or a "
+            "function (query, text) -> grade",
+        },
+    ),
     "scale": (
         ("--scale",),
         {"default": "0..3", "help": "the pool's grades LOW..HIGH, one digit each (default 0..3; label: one key each)"},

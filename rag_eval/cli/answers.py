@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,9 @@ def add_parser(commands: Any) -> None:
         "grade each answer against the reference answers (SQuAD v1.1 exact match and token F1, the best over a "
         "query's references, and containment). Writes OUT/answers.csv (one row per query) and prints the means. "
         "Answers are cached in OUT/cache: a rerun asks nothing already answered. A failed answer is counted, never "
-        "graded wrong. See docs/answers.md.",
+        "graded wrong. With --judge, a judge also grades each answer (0 wrong, 1 right, reading the question, the "
+        "answer and its references), its verdict is written beside the grades and its agreement with F1 >= 0.5 "
+        "(Cohen's kappa with a bootstrap interval) to OUT/judge_agreement.json. See docs/answers.md.",
     )
     cmd.add_argument(
         "folder", metavar="FOLDER", help="a result folder of a pipeline (Report.save_folder, rag-eval bench)"
@@ -64,6 +67,13 @@ def add_parser(commands: Any) -> None:
     option(cmd, "--questions", number=count(), metavar="N", help="answer N queries drawn with --seed (default all)")
     shared(cmd, "seed")
     option(cmd, "--max-tokens", number=count(), metavar="N", default="48", help="the built-in generator's new tokens")
+    shared(
+        cmd,
+        "judge",
+        help="a judge that also grades each answer 0 (wrong) or 1 (right): package.module:function returning a judge "
+        "(e.g. rag_eval.adapters.langchain.judge(model, prompt=ANSWER_PROMPT)), or a function (question, text) -> "
+        "grade, the text being the answer and its references",
+    )
     shared(cmd, "out", help="the folder to write (default FOLDER/answers)")
     shared(cmd, "cache")
 
@@ -126,10 +136,22 @@ def run(args: argparse.Namespace) -> int:
     frame["references"] = [" | ".join(references[q]) for q in frame["query_id"]]
     for metric in ("exact_match", "f1", "contains"):
         frame[metric] = getattr(grades, metric)
+    judged = agreement = None
+    if args.judge:
+        log = cache / "answers.judgements.jsonl"
+        judged, agreement = _judged(
+            args.judge, answers, {q: collection.queries[q] for q in ids}, references, grades, args.seed, log
+        )
+        frame["judge_grade"], frame["judge_error"] = judged.grades, [judged.errors.get(q, "") for q in judged.query_ids]
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     try:
         path = write_output(out / "answers.csv", csv_text(frame).encode("utf-8"))
+        if agreement is not None:
+            text = json.dumps(agreement.to_dict(), indent=2, ensure_ascii=False) + "\n"
+            write_output(out / "judge_agreement.json", text.encode("utf-8"))
+        else:  # an earlier run's agreement is not of these answers
+            (out / "judge_agreement.json").unlink(missing_ok=True)
     except (OSError, InputError):
         if made and not any(out.iterdir()):  # a full disk: no empty folder left behind
             out.rmdir()
@@ -143,6 +165,10 @@ def run(args: argparse.Namespace) -> int:
             f"F1 {means['f1']:.3f}, contains {means['contains']:.3f} -> {path}"
         )
     )
+    if judged is not None:
+        say(visible(f"judge {judged.judge!r}: {judged.calls} calls, {judged.from_log} verdicts from {log}"))
+    if agreement is not None:
+        say(visible(agreement.describe()))
     if answers.failures:
         first, why = next(iter(answers.failures.items()))
         return incomplete(
@@ -150,7 +176,28 @@ def run(args: argparse.Namespace) -> int:
                 f"{len(answers.failures)} queries have no answer (first {first!r}: {why}); a run again asks only them"
             )
         )
+    if judged is not None and judged.failed:
+        first, why = next(iter(judged.errors.items()))
+        return incomplete(
+            visible(f"the judge failed on {judged.failed} answers (first {first!r}: {why}): they have no verdict")
+        )
     return 0
+
+
+def _judged(
+    spec: str, answers: Any, questions: dict[str, str], references: Any, grades: Any, seed: int, log: Path
+) -> Any:
+    """The judge's verdicts on the answers (0..1, reading the references; kept in and reused from ``log``) and
+    their agreement with F1 >= 0.5."""
+    from ..ground_truth.answer_judge import judge_answers
+    from ..ground_truth.judging import load_judge
+    from ..statistics.grader_agreement import answer_agreement
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    judged = judge_answers(load_judge(spec), answers, questions, references=references, log=log)
+    if np.isnan(judged.grades).all():  # nothing to measure: said with the judge's failures, not bad input
+        return judged, None
+    return judged, answer_agreement(judged, grades, against="f1", seed=seed)
 
 
 def _pipeline(report: Any, run: str | None, where: str) -> dict[str, Any]:
