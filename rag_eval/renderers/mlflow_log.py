@@ -23,6 +23,8 @@ from .._optional import require
 from ..errors import InputError
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from ..data.collection import Collection
     from ..data.qrels import Qrels
     from ..reports.report import Report
@@ -86,22 +88,25 @@ def log_report(
     qrels: Qrels | Mapping[str, Mapping[str, int]] | None = None,
     collection: Collection | None = None,
     tags: Mapping[str, str] | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
 ) -> LoggedRun:
-    """Log ``report`` to MLflow: the summary's ``LOGGED_COLUMNS`` per run (stage) and metric, the card's settings
-    as params, ``card.json``, ``card.md``, ``summary.csv`` and ``names.json`` (each MLflow name -> run, stage,
-    metric) under ``rag_eval/``, and with ``html`` the HTML report (True: written by :meth:`Report.to_html` with
-    ``results``, ``qrels``, ``collection``; a path: that file). ``tracking_uri``: default MLflow's own
-    (``MLFLOW_TRACKING_URI``); ``run_id``: an existing run to add to, else a new run in ``experiment``. See
-    docs/mlflow.md."""
-    metrics, names = report_metrics(report)
-    params = report_params(report)
+    """Log ``report`` to MLflow: the summary's ``LOGGED_COLUMNS`` per run (stage) and metric (its intervals:
+    :meth:`Report.summarize` with ``resamples`` and ``seed``), the card's settings as params, ``card.json``,
+    ``card.md``, ``summary.csv`` and ``names.json`` (each MLflow name -> run, stage, metric) under ``rag_eval/``, and
+    with ``html`` the HTML report (True: written by :meth:`Report.to_html` with ``results``, ``qrels``,
+    ``collection``; a path: that file). ``tracking_uri``: default MLflow's own (``MLFLOW_TRACKING_URI``);
+    ``run_id``: an existing run to add to, else a new run in ``experiment``. See docs/mlflow.md."""
+    summary = report.summary if (resamples, seed) == (1000, 0) else report.summarize(resamples=resamples, seed=seed)
+    metrics, names = report_metrics(summary)
+    params = report_params(report) | {"interval": f"bootstrap 95%, {resamples} resamples, seed {seed}"}
     card = report.card
     with tempfile.TemporaryDirectory(prefix="rag-eval-mlflow-") as tmp:
         folder = Path(tmp) / ARTIFACT_FOLDER
         folder.mkdir()
         (folder / "card.json").write_text(card.model_dump_json(indent=2) + "\n", "utf-8")
         (folder / "card.md").write_text(markdown_code(card.render()), "utf-8")
-        report.summary.to_csv(folder / "summary.csv", index=False)
+        summary.to_csv(folder / "summary.csv", index=False)
         (folder / "names.json").write_text(json.dumps(names, indent=1, ensure_ascii=False) + "\n", "utf-8")
         if html is True:
             report.to_html(folder / "report.html", results=results, qrels=qrels, collection=collection)
@@ -125,11 +130,10 @@ def log_report(
         )
 
 
-def report_metrics(report: Report) -> tuple[dict[str, float], dict[str, dict[str, str | None]]]:
-    """The metrics :func:`log_report` logs (name -> value, the summary's numbers) and what each name's prefix
+def report_metrics(summary: pd.DataFrame) -> tuple[dict[str, float], dict[str, dict[str, str | None]]]:
+    """The metrics :func:`log_report` logs from a report's ``summary`` (name -> value) and what each name's prefix
     stands for (``<run>[/<stage>]/<metric>`` -> run, stage, metric). Two rows whose names would be one are
     refused."""
-    summary = report.summary
     columns = [c for c in LOGGED_COLUMNS if c in summary.columns]
     stages = summary["stage"].tolist() if "stage" in summary.columns else [None] * len(summary)
     metrics: dict[str, float] = {}
