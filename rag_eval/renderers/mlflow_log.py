@@ -256,7 +256,11 @@ def _client(tracking_uri: str | None) -> Iterator[tuple[Any, str, type[Exception
     if allow:
         os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
     try:
-        yield mlflow.MlflowClient(tracking_uri=uri), uri, MlflowException
+        try:
+            client = mlflow.MlflowClient(tracking_uri=uri)
+        except (MlflowException, ImportError) as exc:  # a store this install cannot open: sqlite without alembic
+            raise _cannot_open(uri, exc) from exc
+        yield client, uri, MlflowException
     except MlflowException as exc:
         raise InputError(f"MLflow refused: {exc.message}", source=uri) from exc
     finally:
@@ -275,19 +279,20 @@ def _run_of(
         name = experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
         found = client.get_experiment_by_name(name)
         experiment_id = found.experiment_id if found is not None else client.create_experiment(name)
-    except errors as exc:
-        hint = (
-            ""
-            if urlparse(uri).scheme not in ("sqlite", "")
-            else (
-                "; mlflow-skinny (the mlflow extra) opens file: stores and MLflow servers: give file:./mlruns or a "
-                "server's http(s) URI, or install the full mlflow for a database"
-            )
-        )
-        raise InputError(
-            f"MLflow cannot use this tracking store: {getattr(exc, 'message', exc)}{hint}", source=uri
-        ) from exc
+    except (errors, ImportError) as exc:
+        raise _cannot_open(uri, exc) from exc
     return experiment_id, client.create_run(experiment_id, run_name=run_name).info.run_id, True
+
+
+def _cannot_open(uri: str, exc: BaseException) -> InputError:
+    """MLflow's refusal of a tracking store, with what the mlflow extra opens where it is a database."""
+    hint = (
+        ""
+        if urlparse(uri).scheme in ("file", "http", "https", "databricks")
+        else "; mlflow-skinny (the mlflow extra) opens file: stores and MLflow servers: give file:./mlruns or a "
+        "server's http(s) URI, or install the full mlflow for a database"
+    )
+    return InputError(f"MLflow cannot use this tracking store: {getattr(exc, 'message', exc)}{hint}", source=uri)
 
 
 def _check_no_folder_clash(metrics: Mapping[str, float]) -> None:
