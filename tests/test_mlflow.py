@@ -6,6 +6,7 @@ there; telemetry stays off and no socket is opened. Skipped without the mlflow e
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import subprocess
@@ -355,3 +356,14 @@ def test_every_summary_column_logged_is_a_summary_column():
     from rag_eval.reports.weighted import TRAFFIC_COLUMNS
 
     assert set(LOGGED_COLUMNS) <= set(STAGE_SUMMARY_COLUMNS) | set(TRAFFIC_COLUMNS)
+
+
+def test_a_nan_is_logged_as_nan_and_a_long_param_is_cut_and_named(store, monkeypatch):
+    """A mean of no counted value stays NaN (not 0); a param past MLflow's 6,000 characters is cut, and said."""
+    from rag_eval.renderers.mlflow_log import log_values
+
+    logged = log_values({"r/m/mean": float("nan"), "r/m/n": 0.0}, {"long": "x" * 7000}, {}, None, tracking_uri=store)
+    run = _client(store, monkeypatch).get_run(logged.run_id)
+    assert math.isnan(run.data.metrics["r/m/mean"]) and run.data.metrics["r/m/n"] == 0.0
+    assert run.data.params["long"] == "x" * 5960 + " ... (cut: see card.json)"
+    assert run.data.tags["rag_eval.cut_params"] == "long"
