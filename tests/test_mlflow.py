@@ -367,3 +367,27 @@ def test_a_nan_is_logged_as_nan_and_a_long_param_is_cut_and_named(store, monkeyp
     assert math.isnan(run.data.metrics["r/m/mean"]) and run.data.metrics["r/m/n"] == 0.0
     assert run.data.params["long"] == "x" * 5960 + " ... (cut: see card.json)"
     assert run.data.tags["rag_eval.cut_params"] == "long"
+
+
+def test_a_query_sets_traffic_weighted_interval_is_logged_too(store, monkeypatch):
+    qrels = rag_eval.Qrels.from_dict({f"q{i}": {f"d{j}": (i + j) % 3 for j in range(6)} for i in range(40)})
+    run = rag_eval.Run.from_scores({f"q{i}": {f"d{j}": float((i * j) % 7) for j in range(8)} for i in range(40)})
+    report = rag_eval.evaluate(qrels, {"r": run}, ["ndcg@10"], judged_threshold=0)
+    report = report.with_query_set(rag_eval.QuerySet({f"q{i}": f"question {i}" for i in range(40)}))
+    (row,) = report.summary.itertuples()
+    metrics = _metrics(_client(store, monkeypatch), report.log_to_mlflow(tracking_uri=store).run_id)
+    assert metrics["r/ndcg_at_10/traffic_mean"] == row.traffic_mean
+    assert (metrics["r/ndcg_at_10/traffic_ci_low"], metrics["r/ndcg_at_10/traffic_ci_high"]) == (
+        row.traffic_ci_low,
+        row.traffic_ci_high,
+    )
+    assert len(metrics) == 8
+
+
+def test_a_report_of_text_metrics_only_logs_its_card_and_no_metric(store, monkeypatch):
+    qrels = rag_eval.Qrels.from_dict({"q1": {"d1": 1}})
+    report = rag_eval.evaluate(qrels, {"r": rag_eval.Run.from_ranking({"q1": ["d1", "d2"]})}, ["relstring@3"])
+    logged = report.log_to_mlflow(tracking_uri=store)
+    run = _client(store, monkeypatch).get_run(logged.run_id)
+    assert run.data.metrics == {} and run.data.params["metrics"] == "relstring@3"
+    assert "rag_eval/card.json" in logged.artifacts
