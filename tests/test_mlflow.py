@@ -287,6 +287,8 @@ def test_mlflow_refusals_are_input_errors(tmp_path, monkeypatch):
     )
     with pytest.raises(InputError, match="MLflow names 'x_y/ndcg_at_5' twice"):
         twice.log_to_mlflow(tracking_uri=(tmp_path / "mlruns").as_uri())
+    with pytest.raises(InputError, match="no MLflow run 'abc123' to log to"):
+        report.log_to_mlflow(tracking_uri=(tmp_path / "mlruns").as_uri(), run_id="abc123")
     monkeypatch.setitem(sys.modules, "mlflow", None)  # as where the extra is not installed
     with pytest.raises(ImportError, match=r"pip install 'rag-eval-stages\[mlflow\]'"):
         report.log_to_mlflow(tracking_uri=(tmp_path / "mlruns").as_uri())

@@ -273,9 +273,12 @@ def _run_of(
 ) -> tuple[str, str, bool]:
     """(experiment id, run id, whether the run was made here): ``run_id`` as it is, or a new run of the named
     experiment (made if absent)."""
-    try:
-        if run_id is not None:
+    if run_id is not None:
+        try:
             return client.get_run(run_id).info.experiment_id, run_id, False
+        except errors as exc:
+            raise InputError(f"no MLflow run {run_id!r} to log to: {getattr(exc, 'message', exc)}", source=uri) from exc
+    try:
         name = experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
         found = client.get_experiment_by_name(name)
         experiment_id = found.experiment_id if found is not None else client.create_experiment(name)
