@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -273,6 +274,14 @@ def test_rag_eval_report_mlflow_logs_each_folder_with_the_page(store, monkeypatc
     got = client.download_artifacts(run.info.run_id, "rag_eval/report.html", str(tmp_path / "down"))
     assert Path(got).read_bytes() == out.read_bytes()
     assert run.data.metrics["kw/rerank/recall_at_budget/mean"] == report.mean("kw", "recall@budget", "rerank")
+    shutil.copytree(tmp_path / "kw", tmp_path / "again")  # two folders: a run each, the page with both
+    argv = ["report", str(tmp_path / "kw"), str(tmp_path / "again"), "-o", str(out), "--no-plots", "--mlflow", store]
+    assert main(argv) == 0
+    names = sorted(r.info.run_name for r in client.search_runs([run.info.experiment_id]))
+    assert names == ["again", "kw", "kw"]  # the first command's run, then one per folder
+    monkeypatch.setenv("MLFLOW_RUN_ID", run.info.run_id)
+    capsys.readouterr()
+    assert main(argv) == 2 and "MLFLOW_RUN_ID names one run" in capsys.readouterr().err
 
 
 def test_mlflow_refusals_are_input_errors(tmp_path, monkeypatch):
