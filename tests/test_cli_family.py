@@ -130,6 +130,7 @@ def test_an_option_shared_by_two_commands_is_the_same_in_each():
         "--budget": ["bench", "traces", "tune"],
         "--cache": ["answers", "bench", "gate", "tune"],
         "--pipeline": ["bench", "gate"],
+        "--mlflow": ["evaluate", "gate", "report"],
         "-o": [
             "answers",
             "bench",
