@@ -17,12 +17,11 @@ import gzip
 import hashlib
 import json
 import os
-import re
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import InputError
 
@@ -39,9 +38,6 @@ __all__ = [
 
 SPAN_KIND = "openinference.span.kind"
 STAGE_KINDS = ("RETRIEVER", "RERANKER")
-_DOC = re.compile(
-    r"(retrieval\.documents|reranker\.input_documents|reranker\.output_documents)\.(\d+)\.document\.(\w+)"
-)
 MAX_LINE_BYTES = 256 * 2**20  # the longest line of JSON lines (or whole JSON document) read: 256 MiB
 _LISTS = {
     "retrieval.documents": "documents",
@@ -67,9 +63,9 @@ def content_id(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-@dataclass(frozen=True)
-class TracedDoc:
-    """One recorded document: its id, score, content and metadata as the span gave them (None: not recorded)."""
+class TracedDoc(NamedTuple):
+    """One recorded document: its id, score, content and metadata as the span gave them (None: not recorded).
+    (A named tuple: a retriever span records tens of them, and tuples are cheap to make.)"""
 
     id: str | None
     score: float | None
@@ -210,24 +206,30 @@ def _from_flat(
         return None
     lists: dict[str, dict[int, dict[str, Any]]] = {}
     for key, value in attributes.items():
-        if not key.startswith(("retrieval.", "reranker.")):
+        head, dot, part = key.partition(".document.")  # <list>.<N>.document.<field>
+        if not dot:
             continue
-        found = _DOC.fullmatch(key)
-        if found:
-            lists.setdefault(found[1], {}).setdefault(int(found[2]), {})[found[3]] = value
+        prefix, _, index = head.rpartition(".")
+        if prefix in _LISTS and index.isdigit() and index.isascii() and part.isidentifier():
+            items = lists.get(prefix)
+            if items is None:
+                items = lists[prefix] = {}
+            fields = items.get(int(index))
+            if fields is None:
+                fields = items[int(index)] = {}
+            fields[part] = value
     docs: dict[str, list[Mapping[str, Any]] | None] = {"documents": None, "inputs": None}
     problems: list[str] = []
     broken = None
     for prefix, items in lists.items():
         if sorted(items) != list(range(len(items))):
             broken = f"{prefix} that skip an index (a document missing: its place in the ranking unknown)"
-        docs[_LISTS[prefix]] = [
-            {f"document.{k}": v for k, v in items[i].items()} for i in sorted(items)
-        ]  # the Phoenix form
+        docs[_LISTS[prefix]] = [items[i] for i in sorted(items)]
     return _span(
         kind,
         attributes.get,
         docs,
+        prefix="",
         trace_id=trace_id,
         span_id=span_id,
         parent_id=parent_id,
@@ -247,6 +249,7 @@ def _span(
     get: Any,
     docs: Mapping[str, list[Mapping[str, Any]] | None],
     *,
+    prefix: str,
     trace_id: str,
     span_id: str,
     parent_id: str | None,
@@ -268,8 +271,9 @@ def _span(
     top_k = get("reranker.top_k")
     model = get("reranker.model_name")
     query_id = get(query_id_attribute) if query_id_attribute else None
-    documents = None if output is None else tuple(_doc(d, problems) for d in output)
-    inputs = None if docs.get("inputs") is None else tuple(_doc(d, problems) for d in docs["inputs"] or ())
+    keys = (f"{prefix}id", f"{prefix}score", f"{prefix}content", f"{prefix}metadata")
+    documents = None if output is None else tuple(_doc(d, keys, problems) for d in output)
+    inputs = None if docs.get("inputs") is None else tuple(_doc(d, keys, problems) for d in docs["inputs"] or ())
     return TracedSpan(
         trace_id=trace_id,
         span_id=span_id,
@@ -319,22 +323,23 @@ def _query_of(value: Any) -> str | None:
     return value
 
 
-def _doc(raw: Mapping[str, Any], problems: list[str]) -> TracedDoc:
-    doc_id, score, content, metadata = (
-        raw.get("document.id"),
-        raw.get("document.score"),
-        raw.get("document.content"),
-        raw.get("document.metadata"),
-    )
-    if doc_id is not None and not isinstance(doc_id, str):
+def _doc(raw: Mapping[str, Any], keys: tuple[str, str, str, str], problems: list[str]) -> TracedDoc:
+    """A document of its fields (``keys``: their names, with or without the ``document.`` of Phoenix's form)."""
+    get = raw.get
+    doc_id, score, content, metadata = get(keys[0]), get(keys[1]), get(keys[2]), get(keys[3])
+    if doc_id is not None and type(doc_id) is not str:
         doc_id = str(doc_id) if isinstance(doc_id, int) else None
-    if isinstance(score, bool) or not isinstance(score, (int, float)) or score != score:
+    if type(score) is float and score == score:
+        pass
+    elif isinstance(score, bool) or not isinstance(score, (int, float)) or score != score:
         if score is not None:
             problems.append("a document score that is not a number (left out)")
         score = None
-    if content is not None and not isinstance(content, str):
+    if content is not None and type(content) is not str:
         content = None
-    if isinstance(metadata, str):
+    if metadata is None:
+        pass
+    elif isinstance(metadata, str):
         try:
             metadata = json.loads(metadata)
         except ValueError:
@@ -362,8 +367,10 @@ def _hex_id(value: Any, size: int) -> str | None:
 
 
 def _any_value(value: Any) -> Any:
-    if not isinstance(value, dict):
+    if type(value) is not dict:
         return None
+    if "stringValue" in value:
+        return value["stringValue"]
     for kind in ("stringValue", "boolValue", "doubleValue"):
         if kind in value:
             return value[kind]
@@ -464,10 +471,19 @@ def _otlp_span(
 ) -> TracedSpan | None:
     if not isinstance(span, dict):
         raise InputError(f"{where} is not an object", source=path, line=line)
+    listed = span.get("attributes") or []
+    kind = next((a.get("value") for a in listed if type(a) is dict and a.get("key") == SPAN_KIND), None)
+    kind = _any_value(kind)
+    if kind not in STAGE_KINDS:  # a span that is no stage: its id, kind and times alone are read
+        stats.saw(
+            _hex_id(span.get("spanId"), 8) or f"{line}:{where}",
+            kind if isinstance(kind, str) else "",
+            _int_or_none(span.get("startTimeUnixNano")),
+            _int_or_none(span.get("endTimeUnixNano")),
+        )
+        return None
     attributes: dict[str, Any] = {
-        a["key"]: _any_value(a.get("value"))
-        for a in span.get("attributes") or []
-        if isinstance(a, dict) and isinstance(a.get("key"), str)
+        a["key"]: _any_value(a.get("value")) for a in listed if type(a) is dict and isinstance(a.get("key"), str)
     }
     status = span.get("status") or {}
     error = None
@@ -648,6 +664,7 @@ def _phoenix_frame(
             kind,
             get,
             docs,
+            prefix="document.",
             trace_id=str(row["context.trace_id"]),
             span_id=span_id,
             parent_id=parent if isinstance(parent, str) and parent else None,

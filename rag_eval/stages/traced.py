@@ -269,10 +269,16 @@ def _content_key(span: TracedSpan) -> tuple[Any, ...]:
 def _docs_key(docs: tuple[TracedDoc, ...] | None) -> tuple[Any, ...] | None:
     if docs is None:
         return None
-    return tuple(
-        (d.id, d.score, d.content, json.dumps(d.metadata, sort_keys=True, default=str) if d.metadata else None)
-        for d in docs
-    )
+    return tuple((d.id, d.score, d.content, _metadata_key(d.metadata)) for d in docs)
+
+
+def _metadata_key(metadata: Mapping[str, Any] | None) -> Any:
+    if not metadata:
+        return None
+    try:
+        return hash(tuple(metadata.items()))
+    except TypeError:  # a nested value
+        return json.dumps(metadata, sort_keys=True, default=str)
 
 
 def _read(spans: Any, read: _Read, problems: _Problems) -> np.ndarray:
