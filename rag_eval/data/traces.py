@@ -545,6 +545,8 @@ def _wire_spans(stream: Any, path: str) -> Iterator[tuple[str, bytes]]:
             for leaf, span_end in _fields(stream, path, scope_end):
                 if leaf == 2:
                     data = stream.read(span_end - stream.tell())
+                    if stream.tell() < span_end:
+                        raise InputError(f"the protobuf export is cut short (at byte {stream.tell():,})", source=path)
                     yield f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]", data
                     i += 1
             s += 1
