@@ -2,11 +2,11 @@
 stage span, streamed. See docs/traces.md.
 
 Sources: an OTLP JSON export (``resourceSpans -> scopeSpans -> spans``, one request per line as a collector's file
-exporter writes it, or one request as a whole document), an OTLP protobuf export (one serialised
-``ExportTraceServiceRequest``; needs ``opentelemetry-proto``), the spans DataFrame Phoenix gives
-(``get_spans_dataframe``) or that frame saved as Parquet (read in row batches), or spans of the OpenTelemetry SDK
-(``InMemorySpanExporter.get_finished_spans()``). Only ``RETRIEVER`` and ``RERANKER`` spans are kept whole; of the
-others only their ids (to find orphans) and times (the window) are counted.
+exporter writes it, read a line at a time, or one request as a whole document), an OTLP protobuf export (one
+serialised ``ExportTraceServiceRequest``, read a span at a time; needs ``opentelemetry-proto``), the spans
+DataFrame Phoenix gives (``get_spans_dataframe``) or that frame saved as Parquet (read in row batches), or spans of
+the OpenTelemetry SDK (``InMemorySpanExporter.get_finished_spans()``). Only ``RETRIEVER`` and ``RERANKER`` spans
+are read whole; of the others only their ids (to find orphans) and times (the window) are counted.
 """
 
 from __future__ import annotations
@@ -587,7 +587,7 @@ def _fields(stream: Any, path: str, end: int | None) -> Iterator[tuple[int, int]
 def _varint(stream: Any, path: str, eof_ok: bool) -> int | None:
     value = shift = 0
     while True:
-        byte = stream.read(1)
+        byte: bytes = stream.read(1)
         if not byte:
             if eof_ok and shift == 0:
                 return None
