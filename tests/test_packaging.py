@@ -75,6 +75,7 @@ def test_the_core_dependencies_name_no_framework_and_every_extra_exists():
             "stores",
             "generate",
             "traces",
+            "mlflow",
             "docs",
             "dev",
             "all",

@@ -101,6 +101,7 @@ def _assert_light(module: str) -> None:
         "tqdm",
         "scipy",
         "matplotlib",
+        "mlflow",
     )
     offenders = [m for m in loaded if m.split(".")[0] in heavy]
     assert offenders == [], f"import {module} loads {offenders}"

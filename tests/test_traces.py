@@ -574,7 +574,10 @@ def test_traced_results_pool_for_labelling_with_their_texts(langchain_spans):
 
     spans, _ = langchain_spans
     with pytest.warns(TraceProblems, match="identified by the hash of their content"):
-        traced = from_traces(spans, queries=QUERIES, budget=2)
+        bare = from_traces(spans, queries=QUERIES, budget=2)  # contents read to hash them, then let go
+    assert "text" not in bare.stages["VectorStoreRetriever"].table.schema.field("hits").type.value_type.names
+    with pytest.warns(TraceProblems, match="identified by the hash of their content"):
+        traced = from_traces(spans, queries=QUERIES, budget=2, contents=True)
     frame = pool(traced, depth=2).to_frame()
     assert len(frame) > 0 and set(frame["query_id"]) == set(QUERIES)
     by_hash = {content_id(text): text for text in CORPUS.values()}

@@ -38,6 +38,7 @@ __all__ = [
     "show",
     "show_card",
     "terminal",
+    "to_mlflow",
 ]
 
 EXIT_BAD_INPUT = 2
@@ -266,6 +267,22 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     ),
     "cache": (("--cache",), {"help": "cache folder for embeddings, stage outputs and answers (default OUT/cache)"}),
     "no_plots": (("--no-plots",), {"action": "store_true", "help": "write no plots (matplotlib is not needed)"}),
+    "judge": (
+        ("--judge",),
+        {
+            "metavar": "MODULE:FUNCTION",
+            "help": "package.module:function returning a judge (e.g. rag_eval.adapters.langchain.judge(model)), or a "
+            "function (query, text) -> grade",
+        },
+    ),
+    "mlflow": (
+        ("--mlflow",),
+        {
+            "metavar": "URI",
+            "help": "also log to MLflow at this tracking URI (e.g. file:./mlruns; the mlflow extra): to the run "
+            "MLFLOW_RUN_ID names, else a new run of MLFLOW_EXPERIMENT_NAME (default rag-eval); see docs/mlflow.md",
+        },
+    ),
     "scale": (
         ("--scale",),
         {"default": "0..3", "help": "the pool's grades LOW..HIGH, one digit each (default 0..3; label: one key each)"},
@@ -320,6 +337,15 @@ def show_card(card: Any, args: argparse.Namespace) -> None:
     """The metric card on stderr, unless --no-card or --format json (where it is the ``card`` key)."""
     if args.format != "json" and not args.no_card:
         print(terminal(card.render()), file=sys.stderr)
+
+
+def to_mlflow(args: argparse.Namespace, log: Callable[..., Any], **options: Any) -> None:
+    """``--mlflow URI``: log through ``log`` (Report.log_to_mlflow, log_gate) to MLFLOW_RUN_ID's run or a new one,
+    and say where."""
+    if not args.mlflow.strip():
+        raise InputError("--mlflow needs a tracking URI (e.g. file:./mlruns)")
+    logged = log(tracking_uri=args.mlflow, run_id=os.environ.get("MLFLOW_RUN_ID") or None, **options)
+    say(f"logged to MLflow: run {logged.run_id} of experiment {logged.experiment_id} at {logged.tracking_uri}")
 
 
 def say(message: str) -> None:

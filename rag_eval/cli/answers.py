@@ -4,6 +4,7 @@ answers (see docs/answers.md and docs/cli.md)."""
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,9 @@ def add_parser(commands: Any) -> None:
         "query's references, and containment). Attaches them to the folder's report (OUT: FOLDER itself by default, "
         "or a copy): answers.csv (one row per query), report.md's Answers section, the card; prints the means. "
         "Answers are cached in OUT/cache: a rerun asks nothing already answered. A failed answer is counted, never "
-        "graded wrong. See docs/answers.md.",
+        "graded wrong. With --judge, a judge also grades each answer (0 wrong, 1 right, reading the question, the "
+        "answer and its references), its verdict is written beside the grades and its agreement with F1 >= 0.5 "
+        "(Cohen's kappa with a bootstrap interval) to OUT/judge_agreement.json. See docs/answers.md.",
     )
     cmd.add_argument(
         "folder", metavar="FOLDER", help="a result folder of a pipeline (Report.save_folder, rag-eval bench)"
@@ -56,6 +59,13 @@ def add_parser(commands: Any) -> None:
     option(cmd, "--questions", number=count(), metavar="N", help="answer N queries drawn with --seed (default all)")
     shared(cmd, "seed")
     option(cmd, "--max-tokens", number=count(), metavar="N", default="48", help="the built-in generator's new tokens")
+    shared(
+        cmd,
+        "judge",
+        help="a judge that also grades each answer 0 (wrong) or 1 (right): package.module:function returning a judge "
+        "(e.g. rag_eval.adapters.langchain.judge(model, prompt=ANSWER_PROMPT)), or a function (question, text) -> "
+        "grade, the text being the answer and its references",
+    )
     shared(cmd, "out", help="the result folder to write: FOLDER with the answers (default FOLDER itself, updated)")
     shared(cmd, "cache")
 
@@ -113,10 +123,23 @@ def run(args: argparse.Namespace) -> int:
     with generator_of(args.generator, max_tokens=args.max_tokens) as generator:
         answers = generate_answers(generator, contexts, questions=questions, prompt=prompt, cache=cache)
     answered = report.with_answers(answers, references, questions=questions, run=pipeline["run"], stage=stage)
+    grades = answers.grade(references)
+    judged = agreement = None
+    columns: dict[str, list[Any]] = {}
+    files: dict[str, bytes] = {}
+    if args.judge:
+        log = cache / "answers.judgements.jsonl"
+        judged, agreement = _judged(args.judge, answers, questions, references, grades, args.seed, log)
+        columns = {
+            "judge_grade": list(judged.grades),
+            "judge_error": [judged.errors.get(q, "") for q in judged.query_ids],
+        }
+        if agreement is not None:
+            text = json.dumps(agreement.to_dict(), indent=2, ensure_ascii=False) + "\n"
+            files["judge_agreement.json"] = text.encode("utf-8")
     from ..renderers.result_folder import ANSWERS_FILE, add_answers
 
-    path = add_answers(folder, answered, out=out) / ANSWERS_FILE
-    grades = answers.grade(references)
+    path = add_answers(folder, answered, out=out, columns=columns, files=files) / ANSWERS_FILE
     means = grades.mean()
     say(
         visible(
@@ -126,6 +149,10 @@ def run(args: argparse.Namespace) -> int:
             f"F1 {means['f1']:.3f}, contains {means['contains']:.3f} -> {path}"
         )
     )
+    if judged is not None:
+        say(visible(f"judge {judged.judge!r}: {judged.calls} calls, {judged.from_log} verdicts from {log}"))
+    if agreement is not None:
+        say(visible(agreement.describe()))
     if answers.failures:
         first, why = next(iter(answers.failures.items()))
         return incomplete(
@@ -133,7 +160,28 @@ def run(args: argparse.Namespace) -> int:
                 f"{len(answers.failures)} queries have no answer (first {first!r}: {why}); a run again asks only them"
             )
         )
+    if judged is not None and judged.failed:
+        first, why = next(iter(judged.errors.items()))
+        return incomplete(
+            visible(f"the judge failed on {judged.failed} answers (first {first!r}: {why}): they have no verdict")
+        )
     return 0
+
+
+def _judged(
+    spec: str, answers: Any, questions: dict[str, str], references: Any, grades: Any, seed: int, log: Path
+) -> Any:
+    """The judge's verdicts on the answers (0..1, reading the references; kept in and reused from ``log``) and
+    their agreement with F1 >= 0.5."""
+    from ..ground_truth.answer_judge import judge_answers
+    from ..ground_truth.judging import load_judge
+    from ..statistics.grader_agreement import answer_agreement
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    judged = judge_answers(load_judge(spec), answers, questions, references=references, log=log)
+    if np.isnan(judged.grades).all():  # nothing to measure: said with the judge's failures, not bad input
+        return judged, None
+    return judged, answer_agreement(judged, grades, against="f1", seed=seed)
 
 
 def _pipeline(report: Any, run: str | None, where: str) -> dict[str, Any]:

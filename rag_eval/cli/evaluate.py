@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from ..renderers import FORMATS
-from ._common import DECIMAL, SHARE, count, measuring, option, positional_inputs, shared, show, show_card
+from ._common import DECIMAL, SHARE, count, measuring, option, positional_inputs, shared, show, show_card, to_mlflow
 from ._inputs import baseline, conventions, load_report, named_runs, resolve_metrics, run_names
 
 __all__ = ["add_parser", "run"]
@@ -33,6 +33,7 @@ def _evaluate_parser(commands: Any) -> None:
     shared(ev, "resamples")
     shared(ev, "seed")
     shared(ev, "no_card")
+    shared(ev, "mlflow")
 
 
 def _compare_parser(commands: Any) -> None:
@@ -146,6 +147,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         text = format_report(report, args.format, per_query=args.per_query, resamples=args.resamples, seed=args.seed)
     show(text, data=args.format in ("csv", "json"))
     show_card(report.card, args)
+    if args.mlflow is not None:  # the summary's numbers as printed: the same resamples and seed
+        to_mlflow(args, report.log_to_mlflow, resamples=args.resamples, seed=args.seed)
     return 0
 
 

@@ -5,10 +5,11 @@ docs/gate.md)."""
 from __future__ import annotations
 
 import argparse
+import functools
 from typing import Any
 
 from ..errors import InputError
-from ._common import DECIMAL, option, say, shared, show
+from ._common import DECIMAL, option, say, shared, show, to_mlflow
 from ._inputs import load_report
 
 __all__ = ["add_parser", "run"]
@@ -76,6 +77,7 @@ def add_parser(commands: Any) -> None:
         "is printed",
     )
     shared(gate, "seed")
+    shared(gate, "mlflow")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,6 +120,10 @@ def run(args: argparse.Namespace) -> int:
     if args.markdown:
         result.write_markdown(args.markdown)
     show(result.to_text() + "\n")
+    if args.mlflow is not None:
+        from ..drivers.gate_mlflow import log_gate
+
+        to_mlflow(args, functools.partial(log_gate, result), run_name=f"gate {result.candidate}")
     return result.exit_code
 
 

@@ -113,13 +113,7 @@ def _judge_parser(commands: Any) -> None:
         "never overwritten. See docs/judges.md.",
     )
     judge.add_argument("pool", help="a pool JSONL file (Pool.save) whose items carry query and chunk texts")
-    judge.add_argument(
-        "--judge",
-        required=True,
-        metavar="MODULE:FUNCTION",
-        help="package.module:function returning a judge (e.g. rag_eval.adapters.langchain.judge(model)), or a "
-        "function (query, text) -> grade",
-    )
+    shared(judge, "judge", required=True)
     shared(judge, "out", required=True, help="the judgement log to append to (JSON lines; created when missing)")
     shared(judge, "scale")
     option(

@@ -4,12 +4,13 @@ docs/cli.md and docs/html-report.md)."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
 from .._escape import visible
 from ..errors import InputError
-from ._common import count, option, say, shared
+from ._common import count, option, say, shared, to_mlflow
 
 __all__ = ["add_parser", "run"]
 
@@ -36,6 +37,7 @@ def add_parser(commands: Any) -> None:
     shared(rep, "split")
     shared(rep, "no_plots")
     rep.add_argument("--title", metavar="TEXT", help="the page's title (default: the folders' names)")
+    shared(rep, "mlflow")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,4 +62,9 @@ def run(args: argparse.Namespace) -> int:
     for side in sides[1:]:  # the diff's pairings where names differ, and what has no counterpart: said here too
         for line in pair_blocks(sides[0].report, side.report, names=(sides[0].name, side.name)).notes:
             say(visible(f"diff of {side.name} against {sides[0].name}: {line}"))
+    if args.mlflow is not None:  # each folder's report in a run of its own, the page beside it
+        if len(sides) > 1 and os.environ.get("MLFLOW_RUN_ID"):
+            raise InputError("MLFLOW_RUN_ID names one run: log one folder there, or unset it (a run per folder)")
+        for side in sides:
+            to_mlflow(args, side.report.log_to_mlflow, run_name=side.name, html=path)
     return 0

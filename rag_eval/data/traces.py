@@ -2,11 +2,11 @@
 stage span, streamed. See docs/traces.md.
 
 Sources: an OTLP JSON export (``resourceSpans -> scopeSpans -> spans``, one request per line as a collector's file
-exporter writes it, or one request as a whole document), an OTLP protobuf export (one serialised
-``ExportTraceServiceRequest``; needs ``opentelemetry-proto``), the spans DataFrame Phoenix gives
-(``get_spans_dataframe``) or that frame saved as Parquet (read in row batches), or spans of the OpenTelemetry SDK
-(``InMemorySpanExporter.get_finished_spans()``). Only ``RETRIEVER`` and ``RERANKER`` spans are kept whole; of the
-others only their ids (to find orphans) and times (the window) are counted.
+exporter writes it, read a line at a time, or one request as a whole document), an OTLP protobuf export (one
+serialised ``ExportTraceServiceRequest``, read a span at a time; needs ``opentelemetry-proto``), the spans
+DataFrame Phoenix gives (``get_spans_dataframe``) or that frame saved as Parquet (read in row batches), or spans of
+the OpenTelemetry SDK (``InMemorySpanExporter.get_finished_spans()``). Only ``RETRIEVER`` and ``RERANKER`` spans
+are read whole; of the others only their ids (to find orphans) and times (the window) are counted.
 """
 
 from __future__ import annotations
@@ -17,33 +17,44 @@ import gzip
 import hashlib
 import json
 import os
-import re
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import InputError
 
 __all__ = [
+    "MAX_LINE_BYTES",
     "STAGE_KINDS",
     "SpanStats",
     "TracedDoc",
     "TracedSpan",
     "content_id",
+    "id64",
     "read_spans",
 ]
 
 SPAN_KIND = "openinference.span.kind"
 STAGE_KINDS = ("RETRIEVER", "RERANKER")
-_DOC = re.compile(
-    r"(retrieval\.documents|reranker\.input_documents|reranker\.output_documents)\.(\d+)\.document\.(\w+)"
-)
+MAX_LINE_BYTES = 256 * 2**20  # the longest line of JSON lines (or whole JSON document) read: 256 MiB
 _LISTS = {
     "retrieval.documents": "documents",
     "reranker.output_documents": "documents",
     "reranker.input_documents": "inputs",
 }
+
+
+def id64(span_id: str) -> int:
+    """A span id as an unsigned 64-bit number (8 bytes kept per span instead of a string): the id itself where it
+    is 16 hex digits (OTLP's), else the first 8 bytes of its BLAKE2b digest."""
+    if len(span_id) == 16:
+        try:
+            return int(span_id, 16)
+        except ValueError:
+            pass
+    return int.from_bytes(hashlib.blake2b(span_id.encode(), digest_size=8).digest(), "big")
 
 
 def content_id(text: str) -> str:
@@ -52,9 +63,9 @@ def content_id(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-@dataclass(frozen=True)
-class TracedDoc:
-    """One recorded document: its id, score, content and metadata as the span gave them (None: not recorded)."""
+class TracedDoc(NamedTuple):
+    """One recorded document: its id, score, content and metadata as the span gave them (None: not recorded).
+    (A named tuple: a retriever span records tens of them, and tuples are cheap to make.)"""
 
     id: str | None
     score: float | None
@@ -92,20 +103,21 @@ class TracedSpan:
 
 @dataclass
 class SpanStats:
-    """What a read saw: spans in all, by kind, the ids of every span (to tell orphans), the time window."""
+    """What a read saw: spans in all, by kind, the id of every span as 64 bits (:func:`id64`, 8 bytes a span: to
+    tell orphans), the time window."""
 
     source: str
     format: str
     spans: int = 0
     kinds: Counter[str] = field(default_factory=Counter)
-    span_ids: set[str] = field(default_factory=set)
+    span_ids: array[int] = field(default_factory=lambda: array("Q"))
     first_ns: int | None = None
     last_ns: int | None = None
 
     def saw(self, span_id: str, kind: str, start: int | None, end: int | None) -> None:
         self.spans += 1
         self.kinds[kind or "(none)"] += 1
-        self.span_ids.add(span_id)
+        self.span_ids.append(id64(span_id))
         for t in (start, end):
             if t is not None:
                 self.first_ns = t if self.first_ns is None else min(self.first_ns, t)
@@ -113,13 +125,20 @@ class SpanStats:
 
 
 def read_spans(
-    source: Any, *, stats: SpanStats | None = None, query_id_attribute: str | None = None, format: str | None = None
+    source: Any,
+    *,
+    stats: SpanStats | None = None,
+    query_id_attribute: str | None = None,
+    format: str | None = None,
+    max_line_bytes: int = MAX_LINE_BYTES,
 ) -> tuple[SpanStats, Iterator[TracedSpan]]:
     """``(stats, spans)``: the stage spans of ``source`` as they are read (``stats`` fills as the iterator runs).
 
     ``source``: a path (``.json``/``.jsonl``, ``.pb``, ``.parquet``; ``.gz`` read transparently; ``format`` one of
     ``"otlp-json"``, ``"otlp-proto"``, ``"phoenix"`` to say it), a pandas DataFrame of Phoenix's spans, or an
-    iterable of OpenTelemetry SDK spans. ``query_id_attribute``: an attribute holding the query's id, kept."""
+    iterable of OpenTelemetry SDK spans. ``query_id_attribute``: an attribute holding the query's id, kept.
+    ``max_line_bytes``: the longest line of OTLP JSON lines (and the largest single JSON document) read; a longer
+    one is an InputError naming its line, not a read of unbounded memory."""
     if format is not None and format not in ("otlp-json", "otlp-proto", "phoenix"):
         raise InputError(f"format must be 'otlp-json', 'otlp-proto' or 'phoenix', not {format!r}")
     if _is_frame(source):
@@ -131,7 +150,9 @@ def read_spans(
             raise InputError("no such file", source=path)
         fmt = format or _sniff(path)
         stats = stats or SpanStats(path, fmt)
-        readers = {"otlp-json": _otlp_json_file, "otlp-proto": _otlp_proto_file, "phoenix": _parquet_file}
+        if fmt == "otlp-json":
+            return stats, _otlp_json_file(path, stats, query_id_attribute, max_line_bytes)
+        readers = {"otlp-proto": _otlp_proto_file, "phoenix": _parquet_file}
         return stats, readers[fmt](path, stats, query_id_attribute)
     if isinstance(source, Iterable):
         stats = stats or SpanStats("OpenTelemetry SDK spans in memory", "otel-sdk")
@@ -185,24 +206,30 @@ def _from_flat(
         return None
     lists: dict[str, dict[int, dict[str, Any]]] = {}
     for key, value in attributes.items():
-        if not key.startswith(("retrieval.", "reranker.")):
+        head, dot, part = key.partition(".document.")  # <list>.<N>.document.<field>
+        if not dot:
             continue
-        found = _DOC.fullmatch(key)
-        if found:
-            lists.setdefault(found[1], {}).setdefault(int(found[2]), {})[found[3]] = value
+        prefix, _, index = head.rpartition(".")
+        if prefix in _LISTS and index.isdigit() and index.isascii() and part.isidentifier():
+            items = lists.get(prefix)
+            if items is None:
+                items = lists[prefix] = {}
+            fields = items.get(int(index))
+            if fields is None:
+                fields = items[int(index)] = {}
+            fields[part] = value
     docs: dict[str, list[Mapping[str, Any]] | None] = {"documents": None, "inputs": None}
     problems: list[str] = []
     broken = None
     for prefix, items in lists.items():
         if sorted(items) != list(range(len(items))):
             broken = f"{prefix} that skip an index (a document missing: its place in the ranking unknown)"
-        docs[_LISTS[prefix]] = [
-            {f"document.{k}": v for k, v in items[i].items()} for i in sorted(items)
-        ]  # the Phoenix form
+        docs[_LISTS[prefix]] = [items[i] for i in sorted(items)]
     return _span(
         kind,
         attributes.get,
         docs,
+        prefix="",
         trace_id=trace_id,
         span_id=span_id,
         parent_id=parent_id,
@@ -222,6 +249,7 @@ def _span(
     get: Any,
     docs: Mapping[str, list[Mapping[str, Any]] | None],
     *,
+    prefix: str,
     trace_id: str,
     span_id: str,
     parent_id: str | None,
@@ -243,8 +271,9 @@ def _span(
     top_k = get("reranker.top_k")
     model = get("reranker.model_name")
     query_id = get(query_id_attribute) if query_id_attribute else None
-    documents = None if output is None else tuple(_doc(d, problems) for d in output)
-    inputs = None if docs.get("inputs") is None else tuple(_doc(d, problems) for d in docs["inputs"] or ())
+    keys = (f"{prefix}id", f"{prefix}score", f"{prefix}content", f"{prefix}metadata")
+    documents = None if output is None else tuple(_doc(d, keys, problems) for d in output)
+    inputs = None if docs.get("inputs") is None else tuple(_doc(d, keys, problems) for d in docs["inputs"] or ())
     return TracedSpan(
         trace_id=trace_id,
         span_id=span_id,
@@ -294,22 +323,23 @@ def _query_of(value: Any) -> str | None:
     return value
 
 
-def _doc(raw: Mapping[str, Any], problems: list[str]) -> TracedDoc:
-    doc_id, score, content, metadata = (
-        raw.get("document.id"),
-        raw.get("document.score"),
-        raw.get("document.content"),
-        raw.get("document.metadata"),
-    )
-    if doc_id is not None and not isinstance(doc_id, str):
+def _doc(raw: Mapping[str, Any], keys: tuple[str, str, str, str], problems: list[str]) -> TracedDoc:
+    """A document of its fields (``keys``: their names, with or without the ``document.`` of Phoenix's form)."""
+    get = raw.get
+    doc_id, score, content, metadata = get(keys[0]), get(keys[1]), get(keys[2]), get(keys[3])
+    if doc_id is not None and type(doc_id) is not str:
         doc_id = str(doc_id) if isinstance(doc_id, int) else None
-    if isinstance(score, bool) or not isinstance(score, (int, float)) or score != score:
+    if type(score) is float and score == score:
+        pass
+    elif isinstance(score, bool) or not isinstance(score, (int, float)) or score != score:
         if score is not None:
             problems.append("a document score that is not a number (left out)")
         score = None
-    if content is not None and not isinstance(content, str):
+    if content is not None and type(content) is not str:
         content = None
-    if isinstance(metadata, str):
+    if metadata is None:
+        pass
+    elif isinstance(metadata, str):
         try:
             metadata = json.loads(metadata)
         except ValueError:
@@ -337,8 +367,10 @@ def _hex_id(value: Any, size: int) -> str | None:
 
 
 def _any_value(value: Any) -> Any:
-    if not isinstance(value, dict):
+    if type(value) is not dict:
         return None
+    if "stringValue" in value:
+        return value["stringValue"]
     for kind in ("stringValue", "boolValue", "doubleValue"):
         if kind in value:
             return value[kind]
@@ -352,33 +384,70 @@ def _any_value(value: Any) -> Any:
     return None
 
 
-def _otlp_json_file(path: str, stats: SpanStats, query_id_attribute: str | None) -> Iterator[TracedSpan]:
-    """JSON lines are streamed a line at a time; a file whose first line is not a whole JSON object is one
-    request (pretty-printed, say), read whole."""
+def _otlp_json_file(
+    path: str, stats: SpanStats, query_id_attribute: str | None, limit: int = MAX_LINE_BYTES
+) -> Iterator[TracedSpan]:
+    """JSON lines are streamed a line at a time (none longer than ``limit`` bytes); a file whose first line is not
+    a whole JSON object is one request (pretty-printed, say), read whole if it is at most ``limit`` bytes."""
     with _open(path) as stream:
-        first = stream.readline()
+        first = _line(stream, path, 1, limit)
         try:
             json.loads(first)
         except ValueError:
+            rest = stream.read(limit + 1 - len(first))
+            if len(first) + len(rest) > limit:
+                raise InputError(
+                    f"a single JSON document over {_mib(limit)} (not JSON lines, whose first line would be a whole "
+                    "request): too large to read whole; export one request per line (a collector's file exporter "
+                    "does) to stream it",
+                    source=path,
+                ) from None
             try:
-                request = json.loads(first + stream.read())
+                request = json.loads(first + rest)
             except ValueError as exc:
                 raise InputError(f"not valid JSON ({exc})", source=path) from None
+            del first, rest
             yield from _otlp_request(request, path, None, stats, query_id_attribute)
             return
-        for number, line in enumerate(_chain_first(first, stream), start=1):
-            if not line.strip():
-                continue
-            try:
-                request = json.loads(line)
-            except ValueError as exc:
-                raise InputError(f"not valid JSON ({exc})", source=path, line=number) from None
-            yield from _otlp_request(request, path, number, stats, query_id_attribute)
+        number, line = 1, first
+        while line:
+            if line.strip():
+                try:
+                    request = json.loads(line)
+                except ValueError as exc:
+                    if not line.endswith(b"\n"):  # (only the last line can end without one)
+                        raise InputError(
+                            f"the last line is cut short ({len(line):,} bytes without an end: a truncated export?); "
+                            f"the {number - 1:,} lines before it are whole: remove it to read them "
+                            f"(head -n {number - 1})",
+                            source=path,
+                            line=number,
+                        ) from None
+                    raise InputError(f"not valid JSON ({exc})", source=path, line=number) from None
+                del line  # the parsed request alone is held while its spans are read
+                yield from _otlp_request(request, path, number, stats, query_id_attribute)
+                del request
+            number += 1
+            line = _line(stream, path, number, limit)
 
 
-def _chain_first(first: bytes, stream: Any) -> Iterator[bytes]:
-    yield first
-    yield from stream
+def _line(stream: Any, path: str, number: int, limit: int) -> bytes:
+    try:
+        line: bytes = stream.readline(limit + 1)
+    except (EOFError, gzip.BadGzipFile, OSError) as exc:
+        raise InputError(f"the compressed file is cut short or damaged ({exc})", source=path, line=number) from None
+    if len(line) > limit:
+        raise InputError(
+            f"a line over {_mib(limit)} (max_line_bytes): one OTLP request too large to read; export smaller "
+            "batches (the batch span processor's max_export_batch_size)",
+            source=path,
+            line=number,
+        )
+    return line
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:,.0f} MiB" if size >= 2**20 else f"{size:,} bytes"
 
 
 def _otlp_request(
@@ -390,58 +459,145 @@ def _otlp_request(
         scopes = (item or {}).get("scopeSpans", (item or {}).get("instrumentationLibrarySpans", []))
         for s, scope in enumerate(scopes or []):
             for i, span in enumerate((scope or {}).get("spans") or []):
-                where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
-                if not isinstance(span, dict):
-                    raise InputError(f"{where} is not an object", source=path, line=line)
-                attributes: dict[str, Any] = {
-                    a["key"]: _any_value(a.get("value"))
-                    for a in span.get("attributes") or []
-                    if isinstance(a, dict) and isinstance(a.get("key"), str)
-                }
-                status = span.get("status") or {}
-                error = None
-                if status.get("code") in (2, "STATUS_CODE_ERROR"):
-                    error = status.get("message") or "the span's status is ERROR"
-                found = _from_flat(
-                    attributes,
-                    trace_id=_hex_id(span.get("traceId"), 16) or "",
-                    span_id=_hex_id(span.get("spanId"), 8) or f"{line}:{where}",
-                    parent_id=_hex_id(span.get("parentSpanId"), 8),
-                    name=str(span.get("name") or ""),
-                    start=_int_or_none(span.get("startTimeUnixNano")),
-                    end=_int_or_none(span.get("endTimeUnixNano")),
-                    error=error,
-                    stats=stats,
-                    query_id_attribute=query_id_attribute,
-                    where=f"{path}{'' if line is None else f':{line}'} {where}",
+                found = _otlp_span(
+                    span, f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]", path, line, stats, query_id_attribute
                 )
                 if found is not None:
                     yield found
+
+
+def _otlp_span(
+    span: Any, where: str, path: str, line: int | None, stats: SpanStats, query_id_attribute: str | None
+) -> TracedSpan | None:
+    if not isinstance(span, dict):
+        raise InputError(f"{where} is not an object", source=path, line=line)
+    listed = span.get("attributes") or []
+    kind = next((a.get("value") for a in listed if type(a) is dict and a.get("key") == SPAN_KIND), None)
+    kind = _any_value(kind)
+    if kind not in STAGE_KINDS:  # a span that is no stage: its id, kind and times alone are read
+        stats.saw(
+            _hex_id(span.get("spanId"), 8) or f"{line}:{where}",
+            kind if isinstance(kind, str) else "",
+            _int_or_none(span.get("startTimeUnixNano")),
+            _int_or_none(span.get("endTimeUnixNano")),
+        )
+        return None
+    attributes: dict[str, Any] = {
+        a["key"]: _any_value(a.get("value")) for a in listed if type(a) is dict and isinstance(a.get("key"), str)
+    }
+    status = span.get("status") or {}
+    error = None
+    if status.get("code") in (2, "STATUS_CODE_ERROR"):
+        error = status.get("message") or "the span's status is ERROR"
+    return _from_flat(
+        attributes,
+        trace_id=_hex_id(span.get("traceId"), 16) or "",
+        span_id=_hex_id(span.get("spanId"), 8) or f"{line}:{where}",
+        parent_id=_hex_id(span.get("parentSpanId"), 8),
+        name=str(span.get("name") or ""),
+        start=_int_or_none(span.get("startTimeUnixNano")),
+        end=_int_or_none(span.get("endTimeUnixNano")),
+        error=error,
+        stats=stats,
+        query_id_attribute=query_id_attribute,
+        where=f"{path}{'' if line is None else f':{line}'} {where}",
+    )
 
 
 # ----- OTLP protobuf ----------------------------------------------------------------------------------------------
 
 
 def _otlp_proto_file(path: str, stats: SpanStats, query_id_attribute: str | None) -> Iterator[TracedSpan]:
+    """One span at a time: the request's wire format is walked (``resource_spans`` 1 > ``scope_spans`` 2 >
+    ``spans`` 2, each length-delimited) and each span's bytes alone decoded, so memory holds one span."""
     from .._optional import require
 
     feature = "reading an OTLP protobuf export"
-    service = require("opentelemetry.proto.collector.trace.v1.trace_service_pb2", extra="traces", feature=feature)
+    trace_pb2 = require("opentelemetry.proto.trace.v1.trace_pb2", extra="traces", feature=feature)
     MessageToDict = require("google.protobuf.json_format", extra="traces", feature=feature).MessageToDict
-    ExportTraceServiceRequest = service.ExportTraceServiceRequest
+    seen = 0
     with _open(path) as stream:
-        data = stream.read()
-    request = ExportTraceServiceRequest()
-    try:
-        request.ParseFromString(data)
-    except Exception as exc:  # noqa: BLE001 (protobuf's DecodeError, among others)
-        raise InputError(f"not an OTLP protobuf export (ExportTraceServiceRequest): {exc}", source=path) from None
-    if not request.resource_spans:
+        for where, data in _wire_spans(stream, path):
+            try:
+                message = trace_pb2.Span.FromString(data)
+            except Exception as exc:  # noqa: BLE001 (protobuf's DecodeError, among others)
+                raise InputError(f"not an OTLP protobuf export: {where} is not a Span ({exc})", source=path) from None
+            seen += 1
+            # the JSON form (ids in base64: _hex_id reads both)
+            found = _otlp_span(MessageToDict(message), where, path, None, stats, query_id_attribute)
+            if found is not None:
+                yield found
+    if not seen:
         raise InputError("an OTLP protobuf export without spans (or not one at all)", source=path)
-    for resource in request.resource_spans:
-        # one resource at a time as the JSON form (ids in base64: _hex_id reads both)
-        part = MessageToDict(resource, preserving_proto_field_name=False)
-        yield from _otlp_request({"resourceSpans": [part]}, path, None, stats, query_id_attribute)
+
+
+def _wire_spans(stream: Any, path: str) -> Iterator[tuple[str, bytes]]:
+    """``(where, bytes)`` of each span of an ``ExportTraceServiceRequest`` read from ``stream``."""
+    r = 0
+    for number, end in _fields(stream, path, None):
+        if number != 1:
+            continue
+        s = 0
+        for inner, scope_end in _fields(stream, path, end):
+            if inner != 2:
+                continue
+            i = 0
+            for leaf, span_end in _fields(stream, path, scope_end):
+                if leaf == 2:
+                    data = stream.read(span_end - stream.tell())
+                    if stream.tell() < span_end:
+                        raise InputError(f"the protobuf export is cut short (at byte {stream.tell():,})", source=path)
+                    yield f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]", data
+                    i += 1
+            s += 1
+        r += 1
+
+
+def _fields(stream: Any, path: str, end: int | None) -> Iterator[tuple[int, int]]:
+    """The length-delimited fields of a message ending at byte ``end`` (None: the end of the file), as ``(field
+    number, its end)``; the caller reads what it wants of each, the rest is skipped (as are fields of other wire
+    types)."""
+    while end is None or stream.tell() < end:
+        key = _varint(stream, path, end is None)
+        if key is None:
+            return
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            _varint(stream, path, False)
+            continue
+        size = {1: 8, 5: 4}.get(wire)
+        if size is None and wire == 2:
+            size = _varint(stream, path, False)
+            assert size is not None
+            stop = stream.tell() + size
+            yield field, stop
+            size = stop - stream.tell()
+        if size is None or size < 0 or field == 0:
+            raise InputError(
+                f"not an OTLP protobuf export (ExportTraceServiceRequest): wire type {wire} of field {field} at byte "
+                f"{stream.tell():,}",
+                source=path,
+            )
+        if size and len(stream.read(size)) < size:
+            raise InputError(f"the protobuf export is cut short (at byte {stream.tell():,})", source=path)
+    if stream.tell() != end:
+        raise InputError(f"not an OTLP protobuf export: a field runs past its message (at byte {end:,})", source=path)
+
+
+def _varint(stream: Any, path: str, eof_ok: bool) -> int | None:
+    value = shift = 0
+    while True:
+        byte: bytes = stream.read(1)
+        if not byte:
+            if eof_ok and shift == 0:
+                return None
+            raise InputError(f"the protobuf export is cut short (at byte {stream.tell():,})", source=path)
+        value |= (byte[0] & 0x7F) << shift
+        if byte[0] < 0x80:
+            return value
+        shift += 7
+        if shift > 63:
+            raise InputError(f"not an OTLP protobuf export (a bad varint at byte {stream.tell():,})", source=path)
 
 
 # ----- Phoenix's spans DataFrame (and Parquet) -------------------------------------------------------------------
@@ -510,6 +666,7 @@ def _phoenix_frame(
             kind,
             get,
             docs,
+            prefix="document.",
             trace_id=str(row["context.trace_id"]),
             span_id=span_id,
             parent_id=parent if isinstance(parent, str) and parent else None,

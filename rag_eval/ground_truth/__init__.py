@@ -6,10 +6,12 @@ qrels (:mod:`.qrels_writer`); and project labels given on documents and answer s
 agreement with people (:mod:`.agreement`; the rankings' agreement is :mod:`rag_eval.statistics`), draw the queries
 people grade in full for prediction-powered estimates (:mod:`.human_sample`), and order a pool so that what matters
 to the comparison is labelled first (:mod:`.ordering`). With a generator: eRAG's utility labels, each chunk graded by
-whether the generator answers from it alone (:mod:`.utility`)."""
+whether the generator answers from it alone (:mod:`.utility`); any judge as a grader of answers
+(:mod:`.answer_judge`)."""
 
 from .._moved import moved_names, old_paths
 from .agreement import JudgeAgreement, judge_agreement, log_agreement
+from .answer_judge import JudgedAnswers, judge_answers
 from .human_sample import HumanSample, check_complete, draw_human_sample
 from .judgement_log import Judgement, JudgementLog
 from .judging import JudgingRun, judge, load_judge
@@ -25,6 +27,7 @@ __all__ = [
     "Agreement",
     "HumanSample",
     "JudgeAgreement",
+    "JudgedAnswers",
     "Judgement",
     "JudgementLog",
     "JudgingRun",
@@ -43,6 +46,7 @@ __all__ = [
     "impact_weights",
     "judge",
     "judge_agreement",
+    "judge_answers",
     "judge_uncertainty",
     "load_judge",
     "log_agreement",

@@ -12,7 +12,7 @@ import inspect
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ from .pooling import Pool
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["FAILING_SHARE", "JudgingRun", "judge", "load_judge"]
+__all__ = ["FAILING_SHARE", "JudgingRun", "grade_batches", "judge", "load_judge"]
 
 FAILING_SHARE = 0.5  # a judge failing on more than this share of the items it was asked is announced
 _FAILURE_COLUMNS = ["query_id", "doc_id", "error"]
@@ -123,7 +123,7 @@ def judge(
             todo.append(_judge_item(item))
 
     failures: list[tuple[str, str, str]] = []
-    graded = calls = 0
+    graded = 0
     provenance = the_pool.provenance
     mark = {"fingerprint": fingerprint}
 
@@ -147,27 +147,8 @@ def judge(
             graded += 1
         bar.update(len(batch))
 
-    batches = list(_chunks(todo, batch_size))
     with tqdm(total=len(todo), desc=f"judging with {name}", unit="item", disable=not progress or not todo) as bar:
-        if concurrency == 1 or len(batches) <= 1:
-            for batch in batches:
-                answers, asked = _graded(judge, batch, scale)
-                calls += asked
-                store(batch, answers)
-        elif callable(getattr(judge, "agrade", None)):
-            calls += _run_async(judge, batches, scale, concurrency, store)
-        else:
-            with concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as threads:
-                futures = [threads.submit(_graded, judge, batch, scale) for batch in batches]
-                try:
-                    for batch, future in zip(batches, futures, strict=True):  # in order: the log reads as the pool
-                        answers, asked = future.result()
-                        calls += asked
-                        store(batch, answers)
-                except BaseException:
-                    for future in futures:
-                        future.cancel()
-                    raise
+        calls = grade_batches(judge, todo, scale, batch_size=batch_size, concurrency=concurrency, store=store)
 
     if todo and len(failures) > FAILING_SHARE * len(todo):
         query_id, doc_id, error = failures[0]
@@ -195,6 +176,42 @@ def judge(
         failures=frame,
         description=_description(judge),
     )
+
+
+def grade_batches(
+    judge: Judge,
+    items: Sequence[JudgeItem],
+    scale: tuple[int, int],
+    *,
+    batch_size: int,
+    concurrency: int,
+    store: Callable[[Sequence[JudgeItem], Sequence[JudgeGrade]], None],
+) -> int:
+    """Ask ``judge`` to grade ``items`` in batches of ``batch_size``, ``concurrency`` batches at once (through
+    ``agrade`` where the judge has it, else on threads), each batch's grades given to ``store(batch, grades)`` in
+    the items' order; a batch that raises or answers wrongly is asked again item by item. Returns the calls made."""
+    batches = list(_chunks(list(items), batch_size))
+    calls = 0
+    if concurrency == 1 or len(batches) <= 1:
+        for batch in batches:
+            answers, asked = _graded(judge, batch, scale)
+            calls += asked
+            store(batch, answers)
+    elif callable(getattr(judge, "agrade", None)):
+        calls += _run_async(judge, batches, scale, concurrency, store)
+    else:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as threads:
+            futures = [threads.submit(_graded, judge, batch, scale) for batch in batches]
+            try:
+                for batch, future in zip(batches, futures, strict=True):  # in order: a log reads as the pool
+                    answers, asked = future.result()
+                    calls += asked
+                    store(batch, answers)
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+    return calls
 
 
 def load_judge(spec: str) -> Judge:

@@ -70,6 +70,8 @@ SHOWN = (
 )
 #: the answers of a folder whose report carries them (Report.with_answers), one row per query
 ANSWERS_FILE = "answers.csv"
+#: the files add_answers writes again (judge_agreement.json: rag-eval answers --judge's, when a judge is given)
+_ANSWERED = {"report.parquet", "card.json", "report.md", ANSWERS_FILE, "judge_agreement.json"}
 #: what report.md says beside a metric whose name does not say what it is a gain of
 SHOWN_AS = {"rerank_gain@budget": "recall@budget after − before"}
 
@@ -662,11 +664,20 @@ def answers_csv(table: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def add_answers(folder: str | os.PathLike[str], report: Report, *, out: str | os.PathLike[str] | None = None) -> Path:
+def add_answers(
+    folder: str | os.PathLike[str],
+    report: Report,
+    *,
+    out: str | os.PathLike[str] | None = None,
+    columns: Mapping[str, list[Any]] | None = None,
+    files: Mapping[str, bytes] | None = None,
+) -> Path:
     """Write ``report`` (the folder's own, with answers attached: :meth:`Report.with_answers`) back into its result
     ``folder``, or into ``out`` as a copy of the folder: report.parquet, card.json, ``answers.csv``, report.md's
-    Answers section and metric card, and the manifest; every other file as it was. All or nothing. Returns the
-    folder written."""
+    Answers section and metric card, and the manifest; every other file as it was. ``columns`` (``{name: one value a
+    query}``, e.g. a judge's verdicts) are added to ``answers.csv``; ``files`` (``{name: bytes}``, e.g.
+    ``judge_agreement.json``) are written and listed, and an earlier run's file of those names not given again is
+    removed. All or nothing. Returns the folder written."""
     source = Path(folder)
     target = Path(out) if out is not None else source
     manifest = load_manifest(source)  # every file checked first
@@ -678,16 +689,23 @@ def add_answers(folder: str | os.PathLike[str], report: Report, *, out: str | os
     with all_or_none(target):
         if target.resolve() != source.resolve():
             for name in manifest.files:
-                if name not in ("report.parquet", "card.json", "report.md", ANSWERS_FILE):
+                if name not in _ANSWERED and name not in (files or {}):
                     writer.write(name, (source / name).read_bytes())
+        else:  # in place: the files kept are listed again as they are
+            writer.files.update({k: v for k, v in manifest.files.items() if k not in _ANSWERED})
         report.save(target / "report.parquet")
         writer.files["report.parquet"] = _sha256_of(current(target / "report.parquet"))
         writer.text("card.json", report.card.model_dump_json(indent=2) + "\n")
-        writer.csv(ANSWERS_FILE, answers_csv(report.answers))
+        writer.csv(ANSWERS_FILE, answers_csv(report.answers).assign(**dict(columns or {})))
+        for name, data in (files or {}).items():
+            writer.write(name, data)
         if markdown is not None:
             writer.text("report.md", _with_answers_section(markdown, report))
         new = Manifest(hashes=report.card.hashes, files=dict(sorted(writer.files.items())))
         write_output(target / MANIFEST, (new.model_dump_json(indent=2) + "\n").encode())
+    for stale in {"judge_agreement.json"} - set(writer.files):  # an earlier run's is not of these answers
+        with contextlib.suppress(OSError):
+            (target / stale).unlink()
     return target
 
 

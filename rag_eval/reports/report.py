@@ -599,6 +599,13 @@ class Report:
             plots=plots,
         )
 
+    def log_to_mlflow(self, *, tracking_uri: str | None = None, **options: Any) -> Any:
+        """Log this report to MLflow through its own client (``docs/mlflow.md``): the summary's means, intervals
+        and counts as metrics, the card's settings as params, the card (and with ``html=``, the HTML report) as
+        artifacts. Needs the ``mlflow`` extra; returns the LoggedRun. See
+        :func:`rag_eval.renderers.mlflow_log.log_report` for the options."""
+        return _renderers("mlflow_log").log_report(self, tracking_uri=tracking_uri, **options)
+
     @classmethod
     def load_folder(cls, folder: str | os.PathLike[str]) -> Report:
         """The report of a result folder written by :meth:`save_folder`, after checking each file against the

@@ -14,17 +14,18 @@ import hashlib
 import json
 import math
 import warnings
+from array import array
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from ..data.queryset import QuerySet
-from ..data.traces import SpanStats, TracedSpan, content_id, read_spans
+from ..data.traces import SpanStats, TracedDoc, TracedSpan, content_id, id64, read_spans
 from ..errors import InputError, TraceProblems
 from .budget import Budget, count_tokens
-from .hits import Hit
 from .result import PipelineResult, PipelineSpec, StageOutput, StageSpec
 
 __all__ = ["from_traces"]
@@ -56,6 +57,7 @@ def from_traces(
     query_id_attribute: str | None = None,
     tokenizer: Callable[[str], int] = count_tokens,
     format: str | None = None,
+    contents: bool = False,
 ) -> PipelineResult:
     """The stages recorded in ``source`` (a path to an OTLP JSON or protobuf export or a Phoenix spans Parquet
     file, Phoenix's spans DataFrame, or OpenTelemetry SDK spans) as a :class:`PipelineResult`.
@@ -70,35 +72,42 @@ def from_traces(
     ``depth``/``budget`` default to what was recorded (the most candidates the first stage returned, the most
     hits the last stage delivered); other values recompute the stages from the recorded rankings, and a value
     that needs more than was recorded is an InputError saying so. Everything left out or read with a caveat is
-    warned once (:class:`~rag_eval.errors.TraceProblems`) and kept on the card (``source``)."""
+    warned once (:class:`~rag_eval.errors.TraceProblems`) and kept on the card (``source``).
+
+    The export is streamed and each stage span kept compact (docs/traces.md, "Memory"): documents' contents and
+    metadata are read to name a document without an id and let go, unless ``contents`` (for pooling to label
+    with texts; a budget in tokens keeps them too, to count them)."""
     names = dict(names or {})
     problems = _Problems()
+    if budget is not None and Budget.parse(budget).tokens is not None:
+        contents = True
     stats, spans = read_spans(source, query_id_attribute=query_id_attribute, format=format)
+    read = _Read(stats.source, id_key, contents)
     collecting = gc.isenabled()
     gc.disable()  # the records hold no cycle; collecting while millions of them are made took a third of the read
     try:
-        kept = _unique(spans, problems)
+        kept = _read(spans, read, problems)
     finally:
         if collecting:
             gc.enable()
-    groups = _groups(kept, stats, problems, names)
+    groups = _groups(read, kept, stats, problems, names)
     if not groups:
         raise InputError(
             f"no usable RETRIEVER or RERANKER span ({stats.spans} spans read: {_kinds(stats)})", source=stats.source
         )
     order = _sequence(groups, problems)
-    chosen = _queries(groups, order, queries, problems)
+    chosen = _queries(read, groups, queries, problems)
     if not chosen:
         raise InputError(
             "no traced query matches a query of the set (by text or id): " + "; ".join(problems.lines()),
             source=stats.source,
         )
-    hits = _hits(chosen, id_key, problems)
-    depth, budget_value = _depth_budget(hits, order, depth, budget)
-    outputs = _outputs(chosen, hits, order, depth)
+    _usable(read, chosen, problems)
+    depth, budget_value = _depth_budget(read, chosen, order, depth, budget)
+    outputs = _outputs(read, chosen, order, depth)
     spec_budget = Budget.parse(budget_value)
     _check_budget(outputs, order, spec_budget, tokenizer, budget is None)
-    source_record = _record(stats, kept, chosen, problems)
+    source_record = _record(read, stats, int(kept.sum()), chosen, problems)
     lines = problems.lines()
     if lines:
         warnings.warn(f"{stats.source}: traces read with caveats: " + "; ".join(lines), TraceProblems, stacklevel=2)
@@ -126,44 +135,214 @@ def from_traces(
     return PipelineResult(spec, texts, outputs, query_set)
 
 
-# ----- reading and grouping ---------------------------------------------------------------------------------------
+# ----- reading: each stage span made compact as it comes -------------------------------------------------------
+
+_NONE = -(2**63)  # a time not recorded, in the int64 time columns
 
 
-def _unique(spans: Any, problems: _Problems) -> dict[str, TracedSpan]:
-    kept: dict[str, TracedSpan] = {}
-    for span in spans:
+class _Stage:
+    """One stage span as kept: its strings (interned: a trace's spans share them) and its row in the read's
+    columns; its documents are a range of the read's document columns (ids interned as int32, scores)."""
+
+    __slots__ = (
+        "broken",
+        "error",
+        "hashed",
+        "issues",
+        "kind",
+        "model_name",
+        "name",
+        "nameless",
+        "place",
+        "query",
+        "query_id",
+        "row",
+        "trace_id",
+    )
+
+    def __init__(self, span: TracedSpan, row: int, place: str, strings: dict[str, str]) -> None:
+        self.row = row
+        self.trace_id = strings.setdefault(span.trace_id, span.trace_id)
+        self.name = strings.setdefault(span.name, span.name)
+        self.kind = strings.setdefault(span.kind, span.kind)
+        self.query = None if span.query is None else strings.setdefault(span.query, span.query)
+        self.query_id = span.query_id
+        self.error = span.error
+        self.model_name = None if span.model_name is None else strings.setdefault(span.model_name, span.model_name)
+        self.place = place
+        self.broken = span.broken
+        self.issues: tuple[str, ...] = ()
+        self.hashed = 0
+        self.nameless = False
+
+
+class _Read:
+    """The compact form of a read (docs/traces.md, "Memory"): per stage span a :class:`_Stage` and a row of
+    int64/uint64 columns (span and parent ids as 64 bits, times, a digest of its content to tell duplicates, where
+    its documents start and how many: -1 for none recorded); per document an int32 id (interned) and a float64
+    score (NaN: none), and its content and metadata only where ``contents``. A document's content is otherwise
+    read only to name a document without an id (its hash) and let go."""
+
+    def __init__(self, source: str, id_key: str | None, contents: bool) -> None:
+        self.source, self.id_key, self.contents = source, id_key, contents
+        self.stages: list[_Stage] = []
+        self.span64, self.parent64 = array("Q"), array("Q")
+        self.start, self.end, self.digest = array("q"), array("q"), array("q")
+        self.doc_start, self.doc_count = array("q"), array("i")
+        self.doc_ids: dict[str, int] = {}
+        self.doc_index, self.scores = array("i"), array("d")
+        self.texts: list[str | None] = []
+        self.metadata: list[str | None] = []
+        self.strings: dict[str, str] = {}
+
+    def add(self, span: TracedSpan, problems: _Problems) -> None:
         for problem in span.problems:
             problems.add(f"span(s) with {problem}", span.where)
-        earlier = kept.get(span.span_id)
-        if earlier is not None:
-            if earlier.same_as(span):
-                problems.add("duplicated span(s) (the same span id and content twice): read once", span.where)
-            else:
-                problems.add("span id(s) seen twice with different content: the first kept", span.where)
-            continue
-        kept[span.span_id] = span
-    return kept
+        place = span.where[len(self.source) :] if span.where.startswith(self.source) else span.where
+        stage = _Stage(span, len(self.stages), place, self.strings)
+        self.stages.append(stage)
+        self.span64.append(id64(span.span_id))
+        self.parent64.append(0 if span.parent_id is None else id64(span.parent_id))
+        self.start.append(_NONE if span.start_ns is None else span.start_ns)
+        self.end.append(_NONE if span.end_ns is None else span.end_ns)
+        self.digest.append(hash(_content_key(span)))
+        self.doc_start.append(len(self.doc_index))
+        self.doc_count.append(-1 if span.documents is None else self._documents(stage, span.documents))
+
+    def _documents(self, stage: _Stage, documents: tuple[TracedDoc, ...]) -> int:
+        seen: set[str] = set()
+        issues: list[str] = []
+        id_key = self.id_key
+        for doc in documents:
+            doc_id = None
+            if id_key is not None and doc.metadata is not None and doc.metadata.get(id_key) not in (None, ""):
+                doc_id = str(doc.metadata[id_key])
+            elif doc.id is not None:
+                doc_id = doc.id
+            elif doc.content is not None:
+                stage.hashed += 1
+                doc_id = content_id(doc.content)
+            if doc_id is None:
+                stage.nameless = True
+                break
+            if doc_id in seen:
+                issues.append(f"doc id {doc_id!r} recorded twice: kept once, at its first place")
+                continue
+            seen.add(doc_id)
+            self.doc_index.append(self.doc_ids.setdefault(doc_id, len(self.doc_ids)))
+            self.scores.append(math.nan if doc.score is None else doc.score)
+            if self.contents:
+                self.texts.append(doc.content)
+                self.metadata.append(json.dumps(dict(doc.metadata), ensure_ascii=False) if doc.metadata else None)
+        stage.issues = tuple(issues)
+        return len(seen)
+
+    def where(self, stage: _Stage) -> str:
+        return self.source + stage.place if stage.place.startswith((":", " ")) else stage.place
+
+    def times(self, stage: _Stage) -> tuple[int | None, int | None]:
+        start, end = self.start[stage.row], self.end[stage.row]
+        return (None if start == _NONE else start), (None if end == _NONE else end)
+
+
+def _content_key(span: TracedSpan) -> tuple[Any, ...]:
+    """Every field of a span but where it was read: two spans of one id with equal keys are duplicates."""
+    return (
+        span.trace_id,
+        span.parent_id,
+        span.name,
+        span.kind,
+        span.start_ns,
+        span.end_ns,
+        span.error,
+        span.query,
+        _docs_key(span.documents),
+        _docs_key(span.inputs),
+        span.top_k,
+        span.model_name,
+        span.query_id,
+        span.problems,
+        span.broken,
+    )
+
+
+def _docs_key(docs: tuple[TracedDoc, ...] | None) -> tuple[Any, ...] | None:
+    if docs is None:
+        return None
+    return tuple((d.id, d.score, d.content, _metadata_key(d.metadata)) for d in docs)
+
+
+def _metadata_key(metadata: Mapping[str, Any] | None) -> Any:
+    if not metadata:
+        return None
+    try:
+        return hash(tuple(metadata.items()))
+    except TypeError:  # a nested value
+        return json.dumps(metadata, sort_keys=True, default=str)
+
+
+def _read(spans: Any, read: _Read, problems: _Problems) -> np.ndarray:
+    """Reads ``spans`` into ``read``; the rows kept: the first of each span id (whole-column: a sort of the ids)."""
+    for span in spans:
+        read.add(span, problems)
+    ids = np.frombuffer(read.span64, np.uint64) if len(read.span64) else np.zeros(0, np.uint64)
+    order = np.argsort(ids, kind="stable")
+    ranked = ids[order]
+    again = np.zeros(len(ids), bool)
+    first = np.arange(len(ids))
+    if len(ids) > 1:
+        repeat = ranked[1:] == ranked[:-1]
+        starts = np.flatnonzero(np.r_[True, ~repeat])
+        group = np.cumsum(np.r_[True, ~repeat]) - 1
+        again[order[1:][repeat]] = True
+        first[order] = order[starts[group]]
+    if again.any():
+        digest = np.frombuffer(read.digest, np.int64)
+        rows = np.flatnonzero(again)
+        same = digest[rows] == digest[first[rows]]
+        for mask, kind in (
+            (same, "duplicated span(s) (the same span id and content twice): read once"),
+            (~same, "span id(s) seen twice with different content: the first kept"),
+        ):
+            if mask.any():
+                problems.add(kind, read.where(read.stages[int(rows[mask][0])]), int(mask.sum()))
+    return ~again
 
 
 def _groups(
-    kept: dict[str, TracedSpan], stats: SpanStats, problems: _Problems, names: Mapping[str, str]
-) -> dict[tuple[str, str], list[TracedSpan]]:
-    by_trace: dict[str, list[TracedSpan]] = {}
-    for span in kept.values():
-        if span.parent_id is not None and span.parent_id not in stats.span_ids:
-            problems.add("orphan span(s) (their parent is not in the export): grouped by their trace", span.where)
-        if span.documents is None and span.parent_id in kept:
-            problems.add(
-                "nested span(s) recording no documents inside another stage span (the same call seen twice): left out",
-                span.where,
-            )
-            continue
-        if span.start_ns is None or span.end_ns is None:
-            problems.add("span(s) without a start or end time: latency unknown", span.where)
-        elif span.end_ns < span.start_ns:
-            problems.add("span(s) ending before they start (clock skew): latency unknown", span.where)
-        by_trace.setdefault(span.trace_id, []).append(span)
-    groups: dict[tuple[str, str], list[TracedSpan]] = {}
+    read: _Read, kept: np.ndarray, stats: SpanStats, problems: _Problems, names: Mapping[str, str]
+) -> dict[tuple[str, str], list[_Stage]]:
+    n = len(read.stages)
+    parents = np.frombuffer(read.parent64, np.uint64) if n else np.zeros(0, np.uint64)
+    has_parent = parents != 0
+    everyone = np.frombuffer(stats.span_ids, np.uint64) if len(stats.span_ids) else np.zeros(0, np.uint64)
+    spans64 = np.frombuffer(read.span64, np.uint64) if n else np.zeros(0, np.uint64)
+    no_docs = np.frombuffer(read.doc_count, np.int32) < 0 if n else np.zeros(0, bool)
+    start = np.frombuffer(read.start, np.int64) if n else np.zeros(0, np.int64)
+    end = np.frombuffer(read.end, np.int64) if n else np.zeros(0, np.int64)
+    orphan = kept & has_parent & ~np.isin(parents, everyone)
+    nested = kept & no_docs & has_parent & np.isin(parents, spans64[kept])
+    used = kept & ~nested
+    untimed = used & ((start == _NONE) | (end == _NONE))
+    skewed = used & ~untimed & (end < start)
+    for mask, kind in (
+        (orphan, "orphan span(s) (their parent is not in the export): grouped by their trace"),
+        (
+            nested,
+            "nested span(s) recording no documents inside another stage span (the same call seen twice): left out",
+        ),
+        (untimed, "span(s) without a start or end time: latency unknown"),
+        (skewed, "span(s) ending before they start (clock skew): latency unknown"),
+    ):
+        if mask.any():
+            problems.add(kind, read.where(read.stages[int(np.argmax(mask))]), int(mask.sum()))
+    by_trace: dict[str, list[_Stage]] = {}
+    stages = read.stages
+    for row in np.flatnonzero(used).tolist():
+        stage = stages[row]
+        by_trace.setdefault(stage.trace_id, []).append(stage)
+    count = read.doc_count
+    groups: dict[tuple[str, str], list[_Stage]] = {}
     for trace, spans in by_trace.items():
         texts = {_norm(s.query) for s in spans if s.query is not None}
         for span in spans:
@@ -173,26 +352,27 @@ def _groups(
                     problems.add(
                         "span(s) without a query (input.value or reranker.query) in a trace of "
                         f"{len(texts) or 'no'} other queries: left out",
-                        span.where,
+                        read.where(span),
                     )
                     continue
-                problems.add("span(s) without a query: given their trace's one query", span.where)
+                problems.add("span(s) without a query: given their trace's one query", read.where(span))
                 span.query = next(s.query for s in spans if s.query is not None)
                 query = span.query
-            if span.documents is None:
-                problems.add("stage span(s) recording no document list: read as an empty result", span.where)
+            if count[span.row] < 0:
+                problems.add("stage span(s) recording no document list: read as an empty result", read.where(span))
             span.name = names.get(span.name, span.name)
             groups.setdefault((trace, _norm(query or "")), []).append(span)
     for group in groups.values():
-        group.sort(key=_when)
+        group.sort(key=lambda s: _when(read, s))
     return groups
 
 
-def _when(span: TracedSpan) -> tuple[int, int]:
-    end = span.end_ns if span.end_ns is not None else span.start_ns
-    if span.start_ns is not None and end is not None and end < span.start_ns:
-        end = span.start_ns  # clock skew: ordered by its start
-    return (end or 0, span.start_ns or 0)
+def _when(read: _Read, span: _Stage) -> tuple[int, int]:
+    start, end = read.times(span)
+    end = end if end is not None else start
+    if start is not None and end is not None and end < start:
+        end = start  # clock skew: ordered by its start
+    return (end or 0, start or 0)
 
 
 def _norm(text: str) -> str:
@@ -203,7 +383,7 @@ def _kinds(stats: SpanStats) -> str:
     return ", ".join(f"{n} {k}" for k, n in stats.kinds.most_common()) or "none"
 
 
-def _sequence(groups: dict[tuple[str, str], list[TracedSpan]], problems: _Problems) -> tuple[str, ...]:
+def _sequence(groups: dict[tuple[str, str], list[_Stage]], problems: _Problems) -> tuple[str, ...]:
     """The stages of the pipeline: the most common sequence of stage names; a group with another one is left
     out (a prefix of it ending in a failed span is kept: the later stages were not run)."""
     sequences = Counter(tuple(s.name for s in g) for g in groups.values())
@@ -228,11 +408,11 @@ def _sequence(groups: dict[tuple[str, str], list[TracedSpan]], problems: _Proble
 
 
 def _queries(
-    groups: dict[tuple[str, str], list[TracedSpan]],
-    order: tuple[str, ...],
+    read: _Read,
+    groups: dict[tuple[str, str], list[_Stage]],
     queries: Mapping[str, str] | None,
     problems: _Problems,
-) -> dict[str, list[TracedSpan]]:
+) -> dict[str, list[_Stage]]:
     """``{query id: spans}``, in the query set's order (else first traced first); a query traced more than once
     keeps its first trace (by start time)."""
     by_text: dict[str, str] = {}
@@ -245,9 +425,13 @@ def _queries(
                     source="queries",
                 )
             by_text[key] = qid
-    chosen: dict[str, list[TracedSpan]] = {}
-    starts: dict[str, int] = {}
-    for (trace, text), spans in sorted(groups.items(), key=lambda kv: min(s.start_ns or 0 for s in kv[1])):
+    chosen: dict[str, list[_Stage]] = {}
+    start = read.start
+
+    def first_start(item: tuple[tuple[str, str], list[_Stage]]) -> int:
+        return min(max(start[s.row], 0) for s in item[1])  # (an unrecorded start counts as 0)
+
+    for (trace, text), spans in sorted(groups.items(), key=first_start):
         ids = {s.query_id for s in spans if s.query_id is not None}
         if queries is None:
             qid = next(iter(ids)) if len(ids) == 1 else "q" + content_id(text)
@@ -268,7 +452,6 @@ def _queries(
             problems.add("queries traced more than once: the first trace kept", f"trace {trace} (query {qid!r})")
             continue
         chosen[qid] = spans
-        starts[qid] = min(s.start_ns or 0 for s in spans)
     if queries is not None:
         missing = [q for q in queries if q not in chosen]
         if missing:
@@ -282,65 +465,52 @@ def _queries(
 # ----- hits, depth and budget -------------------------------------------------------------------------------------
 
 
-def _hits(
-    chosen: dict[str, list[TracedSpan]], id_key: str | None, problems: _Problems
-) -> dict[str, list[tuple[tuple[Hit, ...], tuple[str, ...]] | None]]:
-    """Per query, per span: its hits (each doc id once) and the issues; None where the span failed."""
-    out: dict[str, list[tuple[tuple[Hit, ...], tuple[str, ...]] | None]] = {}
+def _usable(read: _Read, chosen: dict[str, list[_Stage]], problems: _Problems) -> None:
+    """Leaves out of ``chosen`` the queries whose ranking cannot be read (an index skipped, a document of neither
+    id nor content), and counts the documents named by their content's hash."""
     for qid in list(chosen):
-        rows: list[tuple[tuple[Hit, ...], tuple[str, ...]] | None] = []
-        unusable = False
         for span in chosen[qid]:
             if span.broken is not None:
-                problems.add(f"traced queries with {span.broken}: left out", span.where)
-                unusable = True
+                problems.add(f"traced queries with {span.broken}: left out", read.where(span))
+                del chosen[qid]
                 break
             if span.error is not None:
-                rows.append(None)
                 continue
-            hits: list[Hit] = []
-            seen: set[str] = set()
-            issues: list[str] = []
-            for doc in span.documents or ():
-                doc_id = None
-                if id_key is not None and doc.metadata is not None and doc.metadata.get(id_key) not in (None, ""):
-                    doc_id = str(doc.metadata[id_key])
-                elif doc.id is not None:
-                    doc_id = doc.id
-                elif doc.content is not None:
-                    problems.add("document(s) without an id: identified by the hash of their content", span.where)
-                    doc_id = content_id(doc.content)
-                if doc_id is None:
-                    problems.add("traced queries with a document of neither id nor content: left out", span.where)
-                    unusable = True
-                    break
-                if doc_id in seen:
-                    issues.append(f"doc id {doc_id!r} recorded twice: kept once, at its first place")
-                    continue
-                seen.add(doc_id)
-                try:
-                    hits.append(Hit(doc_id, doc.score, doc.content, None, dict(doc.metadata or {})))
-                except InputError as exc:
-                    raise InputError(f"{span.where}: {exc}") from None
-            rows.append((tuple(hits), tuple(issues)))
-        if unusable:
-            del chosen[qid]
-            continue
-        out[qid] = rows
-    if not out:
+            if span.hashed:
+                problems.add(
+                    "document(s) without an id: identified by the hash of their content", read.where(span), span.hashed
+                )
+            if span.nameless:
+                problems.add("traced queries with a document of neither id nor content: left out", read.where(span))
+                del chosen[qid]
+                break
+    if not chosen:
         raise InputError("no traced query is left to evaluate: " + "; ".join(problems.lines()))
-    return out
+
+
+def _rows(chosen: dict[str, list[_Stage]], i: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per query, the read's row of its stage ``i`` span (-1 where not run: an earlier stage failed), and whether
+    that span failed."""
+    rows = np.array([s[i].row if i < len(s) else -1 for s in chosen.values()], np.int64)
+    failed = np.array([i < len(s) and s[i].error is not None for s in chosen.values()], bool)
+    return rows, failed
+
+
+def _lengths(read: _Read, rows: np.ndarray, failed: np.ndarray) -> np.ndarray:
+    count = np.frombuffer(read.doc_count, np.int32)
+    return np.where((rows >= 0) & ~failed, np.maximum(count[np.maximum(rows, 0)], 0), 0)
 
 
 def _depth_budget(
-    hits: dict[str, list[tuple[tuple[Hit, ...], tuple[str, ...]] | None]],
+    read: _Read,
+    chosen: dict[str, list[_Stage]],
     order: tuple[str, ...],
     depth: int | None,
     budget: int | str | Budget | None,
 ) -> tuple[int, int | str | Budget]:
-    first = np.array([len(r[0][0]) if r and r[0] is not None else 0 for r in hits.values()], np.int64)
+    first = _lengths(read, *_rows(chosen, 0))
     recorded = int(first.max()) if len(first) else 0
-    last = np.array([len(r[-1][0]) if len(r) == len(order) and r[-1] is not None else 0 for r in hits.values()])
+    last = _lengths(read, *_rows(chosen, len(order) - 1))
     if depth is None:
         depth = max(recorded, 1)
     elif depth > recorded:
@@ -361,50 +531,88 @@ def _depth_budget(
 
 
 def _outputs(
-    chosen: dict[str, list[TracedSpan]],
-    hits: dict[str, list[tuple[tuple[Hit, ...], tuple[str, ...]] | None]],
-    order: tuple[str, ...],
-    depth: int,
+    read: _Read, chosen: dict[str, list[_Stage]], order: tuple[str, ...], depth: int
 ) -> dict[str, StageOutput]:
     from . import hit_table
     from ._cache import text_hash
 
+    qids = list(chosen)
+    texts = [spans[0].query or "" for spans in chosen.values()]
+    query_ids = pa.array(qids, pa.large_string())
+    query_hashes = pa.array([text_hash(t) for t in texts], pa.string())
+    doc_names = pa.array(list(read.doc_ids), pa.large_string())
+    doc_index = np.frombuffer(read.doc_index, np.int32) if len(read.doc_index) else np.zeros(0, np.int32)
+    scores = np.frombuffer(read.scores, np.float64) if len(read.scores) else np.zeros(0)
+    doc_start = np.frombuffer(read.doc_start, np.int64)
+    start = np.frombuffer(read.start, np.int64)
+    end = np.frombuffer(read.end, np.int64)
     outputs: dict[str, StageOutput] = {}
     for i, name in enumerate(order):
-        builder = hit_table.TableBuilder()
-        models: set[str] = set()
-        for qid, rows in hits.items():
-            spans = chosen[qid]
-            text = spans[0].query or ""
-            if i >= len(rows):  # an earlier stage failed: this one was not run
-                builder.add(qid, text_hash(text), None, error="not run: an earlier stage failed", skipped=True)
-                continue
-            span = spans[i]
-            if span.model_name:
-                models.add(span.model_name)
-            latency = _latency(span)
-            row = rows[i]
-            if row is None:
-                builder.add(qid, text_hash(text), None, error=f"{span.error} (recorded, {span.where})", latency=latency)
-                continue
-            found, issues = row
-            beyond: tuple[str, ...] = ()
-            if i == 0 and len(found) > depth:
-                beyond = tuple(h.doc_id for h in found[depth:])
-                found = found[:depth]
-            builder.add(qid, text_hash(text), found, latency=latency, beyond_depth=beyond, issues=issues)
+        rows, failed = _rows(chosen, i)
+        at = np.maximum(rows, 0)
+        ran = rows >= 0
+        spans = [s[i] if i < len(s) else None for s in chosen.values()]
+        models = {s.model_name for s in spans if s is not None and s.model_name}
+        timed = ran & (start[at] != _NONE) & (end[at] != _NONE) & (end[at] >= start[at])
+        latency = np.where(timed, (end[at] - start[at]) / 1e9, np.nan)
+        latency[~ran] = 0.0
+        errors = [
+            "not run: an earlier stage failed"
+            if s is None
+            else None
+            if s.error is None
+            else f"{s.error} (recorded, {read.where(s)})"
+            for s in spans
+        ]
+        has_hits = ran & ~failed
+        lengths = _lengths(read, rows, failed)
+        beyond: list[list[str]] = [[] for _ in qids]
+        if i == 0 and (lengths > depth).any():
+            for j in np.flatnonzero(lengths > depth).tolist():
+                s0 = int(doc_start[at[j]])
+                cut = doc_index[s0 + depth : s0 + lengths[j]]
+                beyond[j] = doc_names.take(pa.array(cut)).to_pylist()
+            lengths = np.minimum(lengths, depth)
+        offsets = np.zeros(len(qids) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        total = int(offsets[-1])
+        picks = np.repeat(doc_start[at] - offsets[:-1], lengths) + np.arange(total)
+        children = {
+            "doc_id": doc_names.take(pa.array(doc_index[picks])),
+            "score": pa.array(scores[picks], pa.float64(), mask=np.isnan(scores[picks])),
+        }
+        if read.contents and total:
+            text = [read.texts[p] for p in picks.tolist()]
+            metadata = [read.metadata[p] for p in picks.tolist()]
+            if text.count(None) != total:
+                children["text"] = pa.array(text, pa.large_string())
+            if metadata.count(None) != total:
+                children["metadata"] = pa.array(metadata, pa.large_string())
+        kind = hit_table.hit_type(children)
+        struct = pa.StructArray.from_arrays(list(children.values()), fields=list(kind))
+        mask = pa.array(~has_hits) if not has_hits.all() else None
+        hits = pa.LargeListArray.from_arrays(pa.array(offsets), struct, mask=mask)
+        issues = [s.issues if s is not None and s.error is None else () for s in spans]
+        table = pa.Table.from_arrays(
+            [
+                query_ids,
+                query_hashes,
+                hits,
+                pa.array(errors, pa.large_string()),
+                pa.array(latency, pa.float64()),
+                pa.array(np.zeros(len(qids), bool)),
+                pa.array(~ran),
+                pa.array(beyond, pa.large_list(pa.large_string())),
+                pa.array(issues, pa.large_list(pa.large_string())),
+            ],
+            schema=hit_table.schema(kind.names),
+        )
         described = json.dumps([name, sorted(models)])
         fingerprint = hashlib.sha256(described.encode()).hexdigest()[:20]
         covers = "the span name" + (" and the reranker's model name as recorded" if models else "")
         role = "first" if i == 0 else "reranker"
-        outputs[name] = StageOutput(name, role, fingerprint, hit_table.contiguous([builder.table()]), covers=covers)
+        outputs[name] = StageOutput(name, role, fingerprint, table, covers=covers)
     return outputs
-
-
-def _latency(span: TracedSpan) -> float:
-    if span.start_ns is None or span.end_ns is None or span.end_ns < span.start_ns:
-        return math.nan
-    return (span.end_ns - span.start_ns) / 1e9
 
 
 def _check_budget(
@@ -440,7 +648,7 @@ def _check_budget(
 # ----- the card's record ------------------------------------------------------------------------------------------
 
 
-def _kind_of(chosen: dict[str, list[TracedSpan]], i: int) -> str:
+def _kind_of(chosen: dict[str, list[_Stage]], i: int) -> str:
     for spans in chosen.values():
         if i < len(spans):
             return spans[i].kind.lower()
@@ -454,21 +662,24 @@ def _iso(ns: int | None) -> str | None:
 
 
 def _record(
-    stats: SpanStats, kept: dict[str, TracedSpan], chosen: dict[str, list[TracedSpan]], problems: _Problems
+    read: _Read, stats: SpanStats, kept: int, chosen: dict[str, list[_Stage]], problems: _Problems
 ) -> dict[str, Any]:
-    used = [s for spans in chosen.values() for s in spans]
+    rows = np.array([s.row for spans in chosen.values() for s in spans], np.int64)
+    start = np.frombuffer(read.start, np.int64)[rows]
+    end = np.frombuffer(read.end, np.int64)[rows]
+    start, end = start[start != _NONE], end[end != _NONE]
     return {
         "kind": "traces",
         "path": stats.source,
         "format": stats.format,
         "spans": stats.spans,
-        "stage_spans": len(kept),
-        "spans_used": len(used),
+        "stage_spans": kept,
+        "spans_used": len(rows),
         "kinds": dict(stats.kinds.most_common()),
         "window": [_iso(stats.first_ns), _iso(stats.last_ns)],
         "window_used": [
-            _iso(min((s.start_ns for s in used if s.start_ns is not None), default=None)),
-            _iso(max((s.end_ns for s in used if s.end_ns is not None), default=None)),
+            _iso(int(start.min()) if len(start) else None),
+            _iso(int(end.max()) if len(end) else None),
         ],
         "queries": len(chosen),
         "problems": problems.lines(),
