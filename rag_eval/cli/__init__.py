@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from .._version import __version__
-from . import answers, estimate, evaluate, gate, labels, pipelines, queries, report, traces, tune
+from . import answers, drift, estimate, evaluate, gate, labels, pipelines, queries, report, traces, tune
 from ._common import EXIT_BAD_INPUT, EXIT_INCOMPLETE, SHARED_OPTIONS, checked, guarded, read_numbers
 from ._inputs import resolve_metrics, run_names
 
@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 # the command groups, in the order --help lists them
-_GROUPS = (evaluate, gate, labels, estimate, queries, tune, pipelines, traces, report, answers)
+_GROUPS = (evaluate, gate, labels, estimate, queries, tune, pipelines, traces, drift, report, answers)
 
 
 def build_parser() -> argparse.ArgumentParser:
