@@ -30,7 +30,7 @@ def add_parser(commands: Any) -> None:
     dr.add_argument("before", metavar="BEFORE", help="the earlier snapshot: a result folder or a trace export")
     dr.add_argument("after", metavar="AFTER", help="the later snapshot: a result folder or a trace export")
     shared(dr, "qrels", required=True, help="the judgements (TREC, BEIR TSV or JSONL qrels) of the relevant items")
-    dr.add_argument("--run", metavar="NAME", help="the pipeline of each folder to compare (default: its only one)")
+    shared(dr, "run")
     dr.add_argument(
         "--corpus-before",
         metavar="FILE",
