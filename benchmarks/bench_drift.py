@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_drift.py [--dataset ../shared/datasets/scifact] [--queries N] \\
         [--budget 5] [--cache /tmp/bench-drift-cache] [--write out.md]
 
-Three snapshot pairs of one query set, each changing one thing, and :func:`rag_eval.statistics.drift.drift` asked
+Three snapshot pairs of one query set, each changing one thing, and :func:`rag_eval.statistics.snapshot_drift.drift` asked
 why every relevant item delivered before (within the budget) is not delivered after:
 
 - **distractors**: ``bm25`` on the corpus, then on the corpus grown by two near-duplicates of every relevant
@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rag_eval.builtin.pipelines import BATCH_SIZE, Parts, build  # noqa: E402
 from rag_eval.data import Chunk, Collection, Qrels  # noqa: E402
 from rag_eval.data.spans import ChunkRef  # noqa: E402
-from rag_eval.statistics.drift import drift  # noqa: E402
+from rag_eval.statistics.snapshot_drift import drift  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SENTENCE = re.compile(r"(?<=[.!?])\s+")

@@ -1,4 +1,4 @@
-"""Drift between two snapshots (rag_eval.statistics.drift, `rag-eval drift`): each cause on hand-built snapshots,
+"""Drift between two snapshots (rag_eval.statistics.snapshot_drift, `rag-eval drift`): each cause on hand-built snapshots,
 the undetermined cases with their reason, the paired change in recall@budget, result folders read back as pipeline
 results, and the command end to end."""
 
@@ -17,7 +17,7 @@ from rag_eval.data.traces import content_id
 from rag_eval.renderers.result_folder import load_results
 from rag_eval.reports import evaluate
 from rag_eval.stages import Hit, Pipeline, Reranker, Retriever
-from rag_eval.statistics.drift import Drift, drift
+from rag_eval.statistics.snapshot_drift import Drift, drift
 
 
 class Table(Retriever):

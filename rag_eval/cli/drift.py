@@ -85,7 +85,7 @@ def _snapshot(path: str, run_name: str | None) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from ..data import Qrels
-    from ..statistics.drift import drift
+    from ..statistics.snapshot_drift import drift
 
     qrels = Qrels.load(args.qrels)
     before, after = _snapshot(args.before, args.run), _snapshot(args.after, args.run)

@@ -2,7 +2,8 @@
 :mod:`.paired`), power and the queries needed (:mod:`.power_analysis`), judge-assisted (prediction-powered) estimates
 (:mod:`.prediction_powered`), the agreement of two rankings of systems (:mod:`.rankings`), and retrieval against
 answers: which retrieval number predicts them (:mod:`.answer_prediction`) and what the context did to them
-(:mod:`.answer_conditions`). See docs/power.md, docs/ppi.md, docs/agreement.md and docs/answers-analysis.md."""
+(:mod:`.answer_conditions`); why relevant items moved between two snapshots (:mod:`.snapshot_drift`). See docs/power.md,
+docs/ppi.md, docs/agreement.md, docs/answers-analysis.md and docs/drift.md."""
 
 from .answer_conditions import ConditionEffects, condition_effects
 from .answer_prediction import AnswerPrediction, answer_predictors, budget_curve
@@ -10,11 +11,13 @@ from .comparison import Comparison, compare
 from .power_analysis import PowerAnalysis, power
 from .prediction_powered import JudgeAssisted, PPIInterval, human_interval, judge_assisted, judge_interval, ppi_interval
 from .rankings import RankingAgreement, ranking_agreement
+from .snapshot_drift import Drift, drift
 
 __all__ = [
     "AnswerPrediction",
     "Comparison",
     "ConditionEffects",
+    "Drift",
     "JudgeAssisted",
     "PPIInterval",
     "PowerAnalysis",
@@ -23,6 +26,7 @@ __all__ = [
     "budget_curve",
     "compare",
     "condition_effects",
+    "drift",
     "human_interval",
     "judge_assisted",
     "judge_interval",
