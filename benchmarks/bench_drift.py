@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/bench_drift.py [--dataset ../shared/datasets/scifact] [--queries N] \\
         [--budget 5] [--cache /tmp/bench-drift-cache] [--write out.md]
 
-Three snapshot pairs of one query set, each changing one thing, and :func:`rag_eval.statistics.snapshot_drift.drift` asked
-why every relevant item delivered before (within the budget) is not delivered after:
+Three snapshot pairs of one query set, each changing one thing, and :func:`rag_eval.statistics.drift` asked why
+every relevant item delivered before (within the budget) is not delivered after:
 
 - **distractors**: ``bm25`` on the corpus, then on the corpus grown by two near-duplicates of every relevant
   document (its text without its last sentence; its text with its title once more), new ids; the cause each
@@ -35,10 +35,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rag_eval.builtin.pipelines import BATCH_SIZE, Parts, build  # noqa: E402
-from rag_eval.data import Chunk, Collection, Qrels  # noqa: E402
-from rag_eval.data.spans import ChunkRef  # noqa: E402
-from rag_eval.statistics.snapshot_drift import drift  # noqa: E402
+from rag_eval.builtin.pipelines import BATCH_SIZE, Parts, build
+from rag_eval.data import Chunk, Collection, Qrels
+from rag_eval.data.spans import ChunkRef
+from rag_eval.statistics.snapshot_drift import drift
 
 HERE = Path(__file__).resolve().parent
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -85,9 +85,7 @@ def chunk_qrels(collection: Collection, refs: dict[str, ChunkRef]) -> Qrels:
     for c, ref in refs.items():
         by_doc.setdefault(ref.doc_id, []).append(c)
     q = collection.qrels
-    return Qrels.from_dict(
-        {qid: {c: g for d, g in q[qid].items() for c in by_doc.get(d, [])} for qid in q.query_ids}
-    )
+    return Qrels.from_dict({qid: {c: g for d, g in q[qid].items() for c in by_doc.get(d, [])} for qid in q.query_ids})
 
 
 def _corpus(collection: Collection) -> dict[str, str]:
@@ -178,13 +176,14 @@ def main(argv: list[str] | None = None) -> int:
         )
     wall = time.perf_counter() - started
     lines = [
-        f"- Command: `.venv/bin/python benchmarks/bench_drift.py {' '.join(argv if argv is not None else sys.argv[1:])}`",
+        f"- Command: `.venv/bin/python benchmarks/bench_drift.py {' '.join(sys.argv[1:] if argv is None else argv)}`",
         f"- {base.name}: {len(base.corpus)} documents, {len(base.queries)} test queries, depth 100, budget "
         f"{args.budget}; {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; load "
         f"{load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; wall {wall:.0f} s "
         f"({datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC)",
         "",
-        "| scenario | lost | attributed to the expected cause | share | causes found | gained | recall@budget, paired | drift (s) |",
+        "| scenario | lost | attributed to the expected cause | share | causes found | gained | recall@budget, "
+        "paired | drift (s) |",
         "|---|---:|---:|---:|---|---:|---|---:|",
     ]
     for r in rows:

@@ -1,6 +1,6 @@
-"""Drift between two snapshots (rag_eval.statistics.snapshot_drift, `rag-eval drift`): each cause on hand-built snapshots,
-the undetermined cases with their reason, the paired change in recall@budget, result folders read back as pipeline
-results, and the command end to end."""
+"""Drift between two snapshots (rag_eval.statistics.snapshot_drift, `rag-eval drift`): each cause on hand-built
+snapshots, the undetermined cases with their reason, the paired change in recall@budget, result folders read back as
+pipeline results, and the command end to end."""
 
 from __future__ import annotations
 
@@ -62,9 +62,14 @@ def _row(found: Drift, query: str) -> dict:
 
 def test_each_cause_of_a_lost_item_on_hand_built_snapshots(found):
     crowded = _row(found, "q1")
-    assert (crowded["direction"], crowded["doc_id"], crowded["stage"], crowded["cause"]) == ("lost", "a", "ret", "crowded_out")
+    assert (crowded["direction"], crowded["doc_id"], crowded["stage"], crowded["cause"]) == (
+        "lost",
+        "a",
+        "ret",
+        "crowded_out",
+    )
     assert crowded["detail"] == (
-        "2 new document(s) (absent from the corpus before) above it, now at rank 3 of cut 2: n1, n2"
+        "2 new document(s) (absent from the corpus before) above it, now at rank 3, cut 2: n1, n2"
     )
     changed = _row(found, "q2")
     assert (changed["cause"], changed["grade"]) == ("content_changed", 2)
@@ -72,7 +77,7 @@ def test_each_cause_of_a_lost_item_on_hand_built_snapshots(found):
     assert _row(found, "q3")["cause"] == "removed"
     stage = _row(found, "q4")
     assert stage["cause"] == "stage_changed"
-    assert stage["detail"].endswith("now at rank 3 of cut 2")
+    assert stage["detail"].endswith("now at rank 3, cut 2")
     gained = _row(found, "q5")  # e: at rank 3 before (cut 2), first after; the stage changed
     assert (gained["direction"], gained["cause"]) == ("gained", "stage_changed")
 
@@ -124,7 +129,11 @@ def test_chunking_changed_names_the_chunks_its_span_now_falls_in():
     before_corpus = {"doc#0-10": "0123456789", "other": "x"}
     after_corpus = {"doc#0-5": "01234", "doc#5-20": "56789 and more", "other": "x"}
     chunks_before = {"doc#0-10": ChunkRef("doc", 0, 10), "other": ChunkRef("other", 0, 1)}
-    chunks_after = {"doc#0-5": ChunkRef("doc", 0, 5), "doc#5-20": ChunkRef("doc", 5, 20), "other": ChunkRef("other", 0, 1)}
+    chunks_after = {
+        "doc#0-5": ChunkRef("doc", 0, 5),
+        "doc#5-20": ChunkRef("doc", 5, 20),
+        "other": ChunkRef("other", 0, 1),
+    }
     before = snapshot({"q": ["doc#0-10", "other"]}, before_corpus)
     after = snapshot({"q": ["doc#0-5", "other"]}, after_corpus)
     qrels = {"q": {"doc#0-10": 1}}
@@ -174,7 +183,7 @@ def test_undetermined_says_why_and_never_guesses():
     # q2: the same fingerprint (version v1 both sides), the same content, no new document: nothing explains it
     row = _row(found, "q2")
     assert (row["cause"], row["stage"]) == ("undetermined", "ret")
-    assert row["detail"].startswith("moved at stage 'ret' (same fingerprint, same content), now at rank 3 of cut 2")
+    assert row["detail"].startswith("moved at stage 'ret' (same fingerprint, same content), now at rank 3, cut 2")
     # hits without text and no corpus: the content cannot be compared
     bare = {}
     found = drift(snapshot({"q": ["a", "b"]}, bare), snapshot({"q": ["b", "c", "a"]}, bare), {"q": {"a": 1}})
@@ -187,7 +196,7 @@ def test_crowded_out_from_the_rankings_alone_says_so():
     after = snapshot({"q": ["n", "b", "a"]}, corpus)  # n in no ranking before; the same stage (v1)
     row = _row(drift(before, after, {"q": {"a": 1}}), "q")
     assert row["cause"] == "crowded_out"
-    assert row["detail"] == "1 new document(s) (in no ranking before) above it, now at rank 3 of cut 2: n"
+    assert row["detail"] == "1 new document(s) (in no ranking before) above it, now at rank 3, cut 2: n"
 
 
 def test_a_gained_item_reads_the_causes_the_other_way_round():
@@ -219,7 +228,10 @@ def test_the_stage_where_an_item_fell_out_of_a_two_stage_pipeline():
     after = two({"q": ["n1", "n2", "b", "a"]}, "v2")  # a: past the first stage's depth 3, two new documents above
     row = _row(drift(before, after, {"q": {"a": 1}}, corpus_before=corpus, corpus_after=grown), "q")
     assert (row["stage"], row["cause"]) == ("ret", "crowded_out")
-    assert row["detail"] == "2 new document(s) (absent from the corpus before) above it, now at past the output's 3 of cut 3: n1, n2"
+    assert (
+        row["detail"]
+        == "2 new document(s) (absent from the corpus before) above it, now past its output of 3, cut 3: n1, n2"
+    )
 
 
 def _folder(tmp_path, name, rankings, corpus, version):
@@ -234,8 +246,10 @@ def test_a_result_folder_reads_back_as_the_pipeline_result(tmp_path):
     (loaded,) = load_results(folder).values()
     stage = loaded.stages["ret"]
     assert stage.fingerprint == result.stages["ret"].fingerprint
-    assert stage.run().to_frame()[["query_id", "doc_id", "rank"]].equals(
-        result.stages["ret"].run().to_frame()[["query_id", "doc_id", "rank"]]
+    assert (
+        stage.run()
+        .to_frame()[["query_id", "doc_id", "rank"]]
+        .equals(result.stages["ret"].run().to_frame()[["query_id", "doc_id", "rank"]])
     )
     assert str(loaded.pipeline.budget) == "budget(2)" and loaded.pipeline.depth == 10
     # the drift of two folders is the drift of the two results (texts from the corpora: TREC runs keep none)

@@ -447,7 +447,7 @@ def load_results(folder: str | os.PathLike[str]) -> dict[str, PipelineResult]:
     plain runs, a token budget (the runs hold no text to count) or a stage run the manifest does not list is an
     InputError naming the folder."""
     from ..stages.budget import Budget
-    from ..stages.result import PipelineSpec, StageOutput, StageSpec
+    from ..stages.result import PipelineSpec, StageSpec
 
     root = Path(folder)
     report = load_folder(root)

@@ -119,7 +119,10 @@ class Drift:
             for r in self.by_stage().to_dict("records")
         ]
         lines += ["", "queries most affected (lost, gained, net):"]
-        lines += [f"  {r['query_id']}: {r['lost']}, {r['gained']}, {r['net']:+d}" for r in self.queries(top).to_dict("records")]
+        lines += [
+            f"  {r['query_id']}: {r['lost']}, {r['gained']}, {r['net']:+d}"
+            for r in self.queries(top).to_dict("records")
+        ]
         lines += ["", "inputs: " + "; ".join(self.inputs)]
         return "\n".join(lines)
 
@@ -212,9 +215,7 @@ def drift(
     diff = paired.diff
     ok = paired.n >= min_n(test if test != "wilcoxon" else "wilcoxon")
     low, high = (
-        paired_interval(
-            test, diff, confidence=confidence, resamples=resamples, permutations=permutations, seed=seed
-        )
+        paired_interval(test, diff, confidence=confidence, resamples=resamples, permutations=permutations, seed=seed)
         if ok
         else (np.nan, np.nan)
     )
@@ -240,9 +241,7 @@ def drift(
 
 
 def _pairs(before: PipelineResult, after: PipelineResult) -> list[str]:
-    return [
-        b if b == a else f"{b} ~ {a}" for b, a in zip(before.stages, after.stages, strict=True)
-    ]
+    return [b if b == a else f"{b} ~ {a}" for b, a in zip(before.stages, after.stages, strict=True)]
 
 
 def _texts(corpus: Corpus) -> dict[str, str] | None:
@@ -312,7 +311,7 @@ class _Snapshot:
             else "no corpus (presence and content read from the hits returned)"
         )
         chunks = f"chunk map ({len(self.chunks)} chunks)" if self.chunks is not None else "no chunk map"
-        return f"{side}: {repr(self.result.pipeline)}, {corpus}, {chunks}"
+        return f"{side}: {self.result.pipeline!r}, {corpus}, {chunks}"
 
 
 def _cause(q: str, d: str, frm: _Snapshot, to: _Snapshot) -> tuple[str | None, str, str]:
@@ -345,28 +344,28 @@ def _cause(q: str, d: str, frm: _Snapshot, to: _Snapshot) -> tuple[str | None, s
         basis = "absent from the corpus before" if frm.texts is not None else "in no ranking before"
         if rank is not None:
             explained = rank - len(new_above) < cut
-            where = f"rank {rank + 1}"
+            where = f"at rank {rank + 1}"
         else:  # fell past the stage's output: enough new documents to push it from its old place past the cut
             explained = len(new_above) >= cut - was.index(d)
-            where = f"past the output's {len(now)}"
+            where = f"past its output of {len(now)}"
         if new_above and explained:
             shown = ", ".join(new_above[:SHOWN_IDS]) + (", ..." if len(new_above) > SHOWN_IDS else "")
             return (
                 s_to.name,
                 "crowded_out",
-                f"{len(new_above)} new document(s) ({basis}) above it, now at {where} of cut {cut}: {shown}",
+                f"{len(new_above)} new document(s) ({basis}) above it, now {where}, cut {cut}: {shown}",
             )
         if s_from.fingerprint != s_to.fingerprint:
             return (
                 s_to.name,
                 "stage_changed",
-                f"fingerprint {s_from.fingerprint[:12]} -> {s_to.fingerprint[:12]}; now at {where} of cut {cut}"
+                f"fingerprint {s_from.fingerprint[:12]} -> {s_to.fingerprint[:12]}; now {where}, cut {cut}"
                 + (f"; {len(new_above)} new document(s) above it do not account for it" if new_above else ""),
             )
         return (
             s_to.name,
             "undetermined",
-            f"moved at stage {s_to.name!r} (same fingerprint, same content), now at {where} of cut {cut}, and "
+            f"moved at stage {s_to.name!r} (same fingerprint, same content), now {where}, cut {cut}, and "
             f"{len(new_above)} new document(s) above it do not account for it",
         )
     return None, "undetermined", "no stage in which it fell out (rankings differ only past the cut?)"
