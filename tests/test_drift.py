@@ -37,8 +37,8 @@ class Keep(Reranker):
         return list(hits)
 
 
-def snapshot(rankings, corpus, version="v1", budget=2):
-    return Pipeline(Table(rankings, corpus, version), depth=10, budget=budget).run({q: q for q in rankings})
+def snapshot(rankings, corpus, version="v1", budget=2, depth=10):
+    return Pipeline(Table(rankings, corpus, version), depth=depth, budget=budget).run({q: q for q in rankings})
 
 
 BEFORE = {"a": "alpha", "b": "beta", "c": "gamma", "d": "delta", "e": "epsilon"}
@@ -297,3 +297,27 @@ def test_the_command_end_to_end(tmp_path, capsys):
     # bad input: one line, exit 2
     assert main(["drift", str(tmp_path / "nowhere"), str(after), "--qrels", str(qrels)]) == 2
     assert "no such folder or file" in capsys.readouterr().err
+
+
+def test_the_gate_names_the_drift_as_the_reason_of_a_failed_rule():
+    from rag_eval.drivers.gating import gate
+
+    queries = [f"q{i}" for i in range(12)]
+    corpus = {"a": "a", "b": "b", "c": "c"}
+    qrels = {q: {"a": 1} for q in queries}
+    before = snapshot({q: ["a", "b", "c"] for q in queries}, corpus, depth=3)
+    after = snapshot({q: ["b", "c", "a"] if i < 10 else ["a"] for i, q in enumerate(queries)}, corpus, "v2", depth=3)
+    moved = drift(before, after, qrels, corpus_before=corpus, corpus_after=corpus)
+    assert moved.causes() == "10 relevant item(s) lost (stage_changed 10), 0 gained"
+    reports = [evaluate(qrels, r) for r in (before, after)]
+    result = gate(*reports, ["recall@budget:0.1"], test="t", drift=moved)
+    (rule,) = result.rules
+    assert rule.verdict == "regression"
+    assert rule.reason().endswith(
+        "; drift between the snapshots: 10 relevant item(s) lost (stage_changed 10), 0 gained"
+    )
+    # a rule that passes names none
+    better = gate(reports[1], reports[0], ["recall@budget:0.1"], test="t", drift=moved)
+    assert better.rules[0].verdict == "pass" and "drift" not in better.rules[0].reason()
+    with pytest.raises(TypeError, match="drift must be"):
+        gate(*reports, ["recall@budget:0.1"], drift="much")

@@ -100,6 +100,14 @@ class Drift:
             top
         )
 
+    def causes(self) -> str:
+        """One phrase: how many relevant items were lost, by cause, and how many gained (what a gate's failed rule
+        names as its drift)."""
+        lost = self.items[self.items["direction"] == "lost"]
+        counts = ", ".join(f"{c} {n}" for c, n in lost["cause"].value_counts().items())
+        gained = len(self.items) - len(lost)
+        return f"{len(lost)} relevant item(s) lost" + (f" ({counts})" if counts else "") + f", {gained} gained"
+
     def verdict(self) -> str:
         """One line: the change in recall@budget with its interval and test, and what it rests on."""
         low, high = self.ci
