@@ -6,9 +6,9 @@
 Three snapshot pairs of one query set, each changing one thing, and :func:`rag_eval.statistics.drift` asked why
 every relevant item delivered before (within the budget) is not delivered after:
 
-- **distractors**: ``bm25`` on the corpus, then on the corpus grown by two near-duplicates of every relevant
-  document (its text without its last sentence; its text with its title once more), new ids; the cause each
-  dropped item should get: ``crowded_out``;
+- **distractors**: ``bm25`` on the corpus, then on the corpus grown by two (then four) near-duplicates of every
+  relevant document (its text without its last sentence; with its title once more; without its first sentence;
+  its first half), new ids; the cause each dropped item should get: ``crowded_out``;
 - **chunking**: ``bm25`` over the documents cut into chunks of 2 sentences, then of 3 (chunk ids name the
   document and the sentence span, so a chunk cut alike keeps its id; chunk-level qrels: every 2-sentence chunk of
   a relevant document); expected: ``chunking_changed`` for an item whose chunk is gone (its span now in other
@@ -51,16 +51,23 @@ def _run(name: str, collection: Collection, budget: int, cache: Path):
         return pipeline.run(collection.queries, batch_size=BATCH_SIZE)
 
 
-def distractors(collection: Collection) -> Collection:
-    """The corpus grown by two near-duplicates of every relevant document of the queries."""
+def distractors(collection: Collection, copies: int = 2) -> Collection:
+    """The corpus grown by ``copies`` (2 or 4) near-duplicates of every relevant document of the queries: its text
+    without its last sentence, with its title once more, without its first sentence, its first half."""
     grown = dict(collection.corpus)
     relevant = {d for q in collection.qrels.query_ids for d, g in collection.qrels[q].items() if g > 0}
     for d in sorted(relevant & set(collection.corpus)):
         chunk = collection.corpus[d]
-        sentences = SENTENCE.split(chunk.text)
-        shorter = " ".join(sentences[:-1]) if len(sentences) > 1 else chunk.text[: max(1, len(chunk.text) * 3 // 4)]
-        grown[f"dup1-{d}"] = Chunk(chunk.title, shorter)
-        grown[f"dup2-{d}"] = Chunk(chunk.title, f"{chunk.text} {chunk.title}")
+        s = SENTENCE.split(chunk.text)
+        cut = chunk.text[: max(1, len(chunk.text) * 3 // 4)]
+        variants = [
+            " ".join(s[:-1]) if len(s) > 1 else cut,
+            f"{chunk.text} {chunk.title}",
+            " ".join(s[1:]) if len(s) > 1 else cut,
+            " ".join(s[: (len(s) + 1) // 2]) if len(s) > 1 else cut[: max(1, len(cut) // 2)],
+        ]
+        for k, text in enumerate(variants[:copies]):
+            grown[f"dup{k + 1}-{d}"] = Chunk(chunk.title, text)
     return Collection(f"{collection.name}+distractors", grown, collection.queries, collection.qrels)
 
 
@@ -129,19 +136,19 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
 
     before = _run("bm25", base, args.budget, cache)
-    grown = distractors(base)
-    after = _run("bm25", grown, args.budget, cache)
-    rows.append(
-        scenario(
-            "distractors (bm25)",
-            before,
-            after,
-            base.qrels,
-            lambda r: "crowded_out",
-            corpus_before=_corpus(base),
-            corpus_after=_corpus(grown),
+    for copies in (2, 4):
+        grown = distractors(base, copies)
+        rows.append(
+            scenario(
+                f"{copies} distractors per relevant document (bm25)",
+                before,
+                _run("bm25", grown, args.budget, cache),
+                base.qrels,
+                lambda r: "crowded_out",
+                corpus_before=_corpus(base),
+                corpus_after=_corpus(grown),
+            )
         )
-    )
 
     two, refs2 = chunked(base, 2)
     three, refs3 = chunked(base, 3)
