@@ -221,7 +221,7 @@ def drift(
         values_a = evaluate(qrels, {"after": after}, metrics=[METRIC]).values("after", METRIC, after.final_stage)
     paired = pair(values_a, values_b, allow_unpaired=True, names=("after", "before"))
     diff = paired.diff
-    ok = paired.n >= min_n(test if test != "wilcoxon" else "wilcoxon")
+    ok = paired.n >= min_n(test)
     low, high = (
         paired_interval(test, diff, confidence=confidence, resamples=resamples, permutations=permutations, seed=seed)
         if ok
