@@ -321,3 +321,37 @@ def test_the_gate_names_the_drift_as_the_reason_of_a_failed_rule():
     assert better.rules[0].verdict == "pass" and "drift" not in better.rules[0].reason()
     with pytest.raises(TypeError, match="drift must be"):
         gate(*reports, ["recall@budget:0.1"], drift="much")
+
+
+def test_the_command_tells_a_re_chunked_item_by_its_chunk_maps(tmp_path, capsys):
+    before_corpus = {"doc#0-10": "0123456789", "other": "x"}
+    after_corpus = {"doc#0-5": "01234", "doc#5-20": "56789 and more", "other": "x"}
+    qrels = {"q": {"doc#0-10": 1}}
+    folders = []
+    for name, rankings, corpus in (
+        ("before", {"q": ["doc#0-10", "other"]}, before_corpus),
+        ("after", {"q": ["doc#0-5", "other"]}, after_corpus),
+    ):
+        result = snapshot(rankings, corpus)
+        evaluate(qrels, result).save_folder(tmp_path / name, qrels=qrels, runs=result, plots=False)
+        folders.append(str(tmp_path / name))
+    Qrels.from_dict(qrels).to_trec(tmp_path / "qrels.txt")
+    maps = {
+        "b.jsonl": [("doc#0-10", "doc", 0, 10), ("other", "other", None, None)],
+        "a.jsonl": [("doc#0-5", "doc", 0, 5), ("doc#5-20", "doc", 5, 20), ("other", "other", None, None)],
+    }
+    for file, rows in maps.items():
+        lines = [json.dumps({"chunk_id": c, "doc_id": d, "start": s, "end": e}) for c, d, s, e in rows]
+        (tmp_path / file).write_text("\n".join(lines) + "\n")
+    argv = ["drift", *folders, "--qrels", str(tmp_path / "qrels.txt")]
+    argv += ["--corpus-before", str(_corpus_file(tmp_path / "cb.jsonl", before_corpus))]
+    argv += ["--corpus-after", str(_corpus_file(tmp_path / "ca.jsonl", after_corpus))]
+    chunks = ["--chunks-before", str(tmp_path / "b.jsonl"), "--chunks-after", str(tmp_path / "a.jsonl")]
+    assert main([*argv, *chunks, "--format", "json"]) == 0
+    (item,) = json.loads(capsys.readouterr().out)["items"]
+    assert item["cause"] == "chunking_changed"
+    assert item["detail"] == "its span [0, 10) of 'doc' now falls in 2 other chunk(s): doc#0-5, doc#5-20"
+    # a bad chunk map: one line naming the file and line, exit 2
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"chunk_id": "c", "doc_id": "d", "start": 3}) + "\n")
+    assert main([*argv, "--chunks-before", str(tmp_path / "bad.jsonl")]) == 2
+    assert "bad.jsonl:1: document 'd': give both start and end, or neither" in capsys.readouterr().err

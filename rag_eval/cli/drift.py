@@ -38,6 +38,13 @@ def add_parser(commands: Any) -> None:
         "content hash",
     )
     dr.add_argument("--corpus-after", metavar="FILE", help="the corpus as it is now (as --corpus-before)")
+    dr.add_argument(
+        "--chunks-before",
+        metavar="FILE",
+        help="where each chunk came from, as it was: JSON lines with chunk_id, doc_id and optional start, end "
+        "(character offsets in the document): tells a re-chunked item from a removed one",
+    )
+    dr.add_argument("--chunks-after", metavar="FILE", help="where each chunk comes from now (as --chunks-before)")
     shared(dr, "test")
     shared(dr, "seed")
     option(dr, "--top", number=count(), default="10", metavar="N", help="queries most affected shown (default 10)")
@@ -61,6 +68,31 @@ def _corpus(path: str | None) -> dict[str, str] | None:
         if str(doc) in out:
             raise file.error(f"document id {doc!r} twice", number)
         out[str(doc)] = Chunk(str(record.get("title") or ""), text).content
+    return out
+
+
+def _chunks(path: str | None) -> dict[str, Any] | None:
+    """``{chunk_id: ChunkRef}`` from JSON lines ``{"chunk_id", "doc_id", "start", "end"}`` (offsets optional)."""
+    if path is None:
+        return None
+    from ..data.input_files import read_input
+    from ..data.spans import ChunkRef
+
+    file = read_input(path)
+    out: dict[str, Any] = {}
+    for number, record in file.json_objects():
+        chunk, doc = record.get("chunk_id"), record.get("doc_id")
+        start, end = record.get("start"), record.get("end")
+        if not isinstance(chunk, str) or not chunk or not isinstance(doc, str) or not doc:
+            raise file.error("a chunk needs a chunk_id and a doc_id (non-empty strings)", number)
+        if any(v is not None and (isinstance(v, bool) or not isinstance(v, int)) for v in (start, end)):
+            raise file.error("start and end are whole numbers (character offsets) or absent", number)
+        if chunk in out:
+            raise file.error(f"chunk id {chunk!r} twice", number)
+        try:
+            out[chunk] = ChunkRef(doc, start, end)
+        except InputError as exc:
+            raise file.error(exc.problem, number) from None
     return out
 
 
@@ -95,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
         qrels,
         corpus_before=_corpus(args.corpus_before),
         corpus_after=_corpus(args.corpus_after),
+        chunks_before=_chunks(args.chunks_before),
+        chunks_after=_chunks(args.chunks_after),
         test=args.test,
         seed=args.seed,
     )
