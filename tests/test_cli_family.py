@@ -40,6 +40,7 @@ COMMANDS = {
     "report",
     "tune",
     "traces",
+    "drift",
 }
 # what a command may set itself (SHARED_OPTIONS' comment): which formats (tests) apply, what -o writes, --depth cuts
 OWN = {
@@ -48,7 +49,7 @@ OWN = {
     "-o": {"help"},
     "--out": {"help"},
     "--depth": {"help"},
-    # traces: its qrels measure (not pool), and its budget defaults to the one recorded
+    # traces and drift: what their qrels are for (not pool); traces: its budget defaults to the one recorded
     "--qrels": {"help"},
     "--budget": {"default", "help"},
     "--judge": {"help"},  # answers: a judge of answers, not of (query, chunk) pairs
@@ -110,7 +111,7 @@ def test_an_option_shared_by_two_commands_is_the_same_in_each():
         "--metric": ["agreement", "compare", "estimate", "evaluate", "gate", "power", "tune"],
         "--baseline": ["compare", "estimate", "power"],
         "--alpha": ["agreement", "compare", "estimate", "gate", "power"],
-        "--test": ["agreement", "compare", "gate", "power"],
+        "--test": ["agreement", "compare", "drift", "gate", "power"],
         "--correction": ["compare", "gate"],
         "--dialect": ["compare", "evaluate"],
         "--conventions": ["compare", "evaluate"],
@@ -120,9 +121,9 @@ def test_an_option_shared_by_two_commands_is_the_same_in_each():
         "--relevance-threshold": ["agreement", "compare", "evaluate", "merge"],
         "-J": ["compare", "evaluate"],
         "--judged-threshold": ["compare", "evaluate"],
-        "--format": ["agreement", "compare", "estimate", "evaluate"],
+        "--format": ["agreement", "compare", "drift", "estimate", "evaluate"],
         "--resamples": ["compare", "evaluate", "tune"],
-        "--seed": ["answers", "compare", "evaluate", "gate", "human-sample", "tune"],
+        "--seed": ["answers", "compare", "drift", "evaluate", "gate", "human-sample", "tune"],
         "--no-card": ["compare", "evaluate"],
         "--beir": ["answers", "bench", "gate", "pool", "report", "tune"],
         "--split": ["answers", "bench", "gate", "pool", "report", "tune"],
@@ -161,7 +162,8 @@ def test_an_option_shared_by_two_commands_is_the_same_in_each():
         ],
         "--scale": ["agreement", "judge", "label"],
         "--judge": ["answers", "judge"],
-        "--qrels": ["merge", "pool", "traces"],
+        "--qrels": ["drift", "merge", "pool", "traces"],
+        "--run": ["answers", "drift"],
         "--no-plots": ["bench", "demo", "report", "traces", "tune"],
         "--generator": ["answers", "bench"],
     }

@@ -203,6 +203,12 @@ def _traces(tmp: Path) -> list[str]:
     return [str(tmp / "spans.jsonl"), "--qrels", QRELS, "--queries", str(tmp / "queries.jsonl")]
 
 
+def _traced_folder(tmp: Path) -> str:
+    """A result folder of the stages recorded by :func:`_traces`: a snapshot ``drift`` reads."""
+    assert _main(["traces", *_traces(tmp), "-o", str(tmp / "traced"), "--no-plots"]) == 0
+    return str(tmp / "traced")
+
+
 def _disjoint_qrels(tmp: Path) -> str:
     (tmp / "judge.qrels").write_text("q01 0 never-pooled#c1 1\nq77 0 api-guide#c06 2\n", encoding="utf-8")
     return str(tmp / "judge.qrels")
@@ -273,6 +279,8 @@ SCENARIOS: dict[tuple[str, int], Callable[[Path], list[str]]] = {
     ("answers", 4): lambda t: _answers(t, "no_answer"),
     ("traces", 0): lambda t: ["traces", *_traces(t), "-o", str(t / "traced"), "--no-plots"],
     ("traces", 2): lambda t: ["traces", *_traces(t), "--budget", "4", "-o", str(t / "traced")],
+    ("drift", 0): lambda t: ["drift", *[_traced_folder(t)] * 2, "--qrels", QRELS],
+    ("drift", 2): lambda t: ["drift", str(t / "missing"), str(t / "missing2"), "--qrels", QRELS],
     ("demo", 0): lambda t: ["demo", "-o", str(t / "demo"), "--no-plots"],
     ("demo", 2): lambda t: ["demo", "-o", _a_file(t)],
 }

@@ -38,6 +38,7 @@ from .test_exit_codes import (
     _pool_file,
     _report_file,
     _result_folder,
+    _traced_folder,
     _traces,
 )
 
@@ -89,6 +90,7 @@ STDOUT_ONLY: dict[str, Callable[[Path], list[str]]] = {
     "power": lambda t: ["power", _report_file(t), "-m", "P@10"],
     "agreement": lambda t: ["agreement", QRELS, QRELS],
     "estimate": lambda t: ["estimate", *_human_reports(t)],
+    "drift": lambda t: ["drift", *[_traced_folder(t)] * 2, "--qrels", QRELS],
 }
 SLOW = {"demo"}  # refused at its write check before encoding; marked slow all the same (it imports the models)
 OUTPUT_FLAGS = {"-o", "--out", "--junit", "--markdown"}

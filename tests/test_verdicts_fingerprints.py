@@ -243,6 +243,15 @@ def _condition_effects() -> Any:
     return condition_effects(both, resamples=100)
 
 
+def _drift() -> Any:
+    from rag_eval.statistics import drift
+
+    before = _pipeline_result()
+    stage = functions.retriever(lambda q, k: ["d3", "d1", "d2"][:k], name="r")
+    after = rag_eval.Pipeline(stage, depth=2, budget=1).run({"q1": "x", "q2": "y"})
+    return drift(before, after, {"q1": {"d1": 1}, "q2": {"d2": 1}})
+
+
 def _utility_labels() -> Any:
     from rag_eval.ground_truth import utility_labels
     from rag_eval.stages.contexts import sentence_reader
@@ -338,6 +347,7 @@ CASES: dict[str, Callable[..., Any]] = {
     "UtilityLabels": _quiet(_utility_labels),
     "AnswerPrediction": _quiet(_answer_prediction),
     "ConditionEffects": _quiet(_condition_effects),
+    "Drift": _quiet(_drift),
     "JudgingRun": _judging_run,
     # rag_eval.labelling
     "LabellingSession": _session,

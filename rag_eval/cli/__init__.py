@@ -36,6 +36,7 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "tune": ("tune",),
     "pipelines": ("bench", "demo"),
     "traces": ("traces",),
+    "drift": ("drift",),
     "report": ("report",),
     "answers": ("answers",),
 }

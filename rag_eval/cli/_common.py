@@ -249,6 +249,7 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         {"metavar": "FOLDER", "help": "a BEIR-layout folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv"},
     ),
     "split": (("--split",), {"default": "test", "help": "the BEIR qrels split that names the queries (default test)"}),
+    "run": (("--run",), {"metavar": "NAME", "help": "the pipeline of a result folder (when it holds several)"}),
     "out": (("-o", "--out"), {"metavar": "OUT"}),
     "depth": (("--depth",), {"metavar": "N", "number": count()}),
     "budget": (

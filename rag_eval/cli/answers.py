@@ -54,7 +54,7 @@ def add_parser(commands: Any) -> None:
     cmd.add_argument("--id-field", default="query_id", help="the field or column of the query id (default query_id)")
     shared(cmd, "generator")
     cmd.add_argument("--prompt", metavar="FILE", help="a prompt template file with {question} and {context}")
-    cmd.add_argument("--run", metavar="NAME", help="the pipeline of the folder (when it holds several)")
+    shared(cmd, "run")
     cmd.add_argument("--delivered-by", metavar="NAME", help="the stage whose ranking is delivered (default the last)")
     option(cmd, "--questions", number=count(), metavar="N", help="answer N queries drawn with --seed (default all)")
     shared(cmd, "seed")

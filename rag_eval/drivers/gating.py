@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from ..statistics.paired import (
     warn_degenerate,
 )
 from ..statistics.power_analysis import power as power_analysis
+from ..statistics.snapshot_drift import Drift
 
 __all__ = [
     "ALLOWABLE",
@@ -161,6 +162,7 @@ class RuleResult:
     only_baseline: tuple[str, ...] = ()  #: queries only the baseline measured (left out; allow={"unpaired"})
     only_candidate: tuple[str, ...] = ()  #: queries only the candidate measured (left out)
     nan_ids: tuple[str, ...] = ()  #: queries measured on both sides, NaN (0/0) on either (left out)
+    drift: str = ""  #: a rule that did not pass: the drift's causes (``gate(..., drift=)``), else ""
 
     @property
     def below_min_n(self) -> bool:
@@ -201,6 +203,8 @@ class RuleResult:
             )
         if self.n_unpaired:
             text += f"; {self.n_unpaired} queries measured on one side only were left out (allowed)"
+        if self.drift:
+            text += f"; drift between the snapshots: {self.drift}"
         return text
 
     def _reason(self) -> str:
@@ -488,6 +492,7 @@ def gate(
     resamples: int = 10000,
     permutations: int = 10000,
     seed: int = 0,
+    drift: Drift | None = None,
 ) -> GateResult:
     """Decide whether ``candidate`` made retrieval worse than ``baseline`` by more than each rule allows (see the
     module's docstring for the decision rule, the intervals and the correction).
@@ -498,7 +503,9 @@ def gate(
     ``correction``: ``holm`` (default), ``bh`` or ``none`` across the rules. ``inconclusive``: ``"fail"`` (exit
     code 3) or ``"pass"``. ``allow``: kinds of difference to let through (of :data:`ALLOWABLE`: ``qrels``,
     ``queries``, ``corpus``, ``conventions``, ``budget``, ``hashes``; ``unpaired``: queries measured on one side
-    only, left out and counted), each printed in the verdict.
+    only, left out and counted), each printed in the verdict. ``drift``: a
+    :class:`~rag_eval.statistics.snapshot_drift.Drift` of the two snapshots: a rule that does not pass names its
+    causes in its reason (docs/drift.md).
 
     Raises :class:`NotComparable` (an InputError) naming each difference not allowed,
     :class:`~rag_eval.statistics.paired.UnpairedQueries` (an InputError) when a side lacks queries the other
@@ -618,6 +625,11 @@ def gate(
         )
     if degenerate:
         warn_degenerate(f"gate, {len(degenerate)} of {len(results)} rules: {'; '.join(degenerate)}")
+    if drift is not None:
+        if not isinstance(drift, Drift):
+            raise TypeError(f"drift must be what rag_eval.statistics.drift returns, not {type(drift).__name__}")
+        named = drift.causes()
+        results = [replace(r, drift=named) if r.verdict != "pass" else r for r in results]
     settings = {"resamples": resamples, "permutations": permutations, "seed": seed, "power": POWER}
     return GateResult(
         rules=tuple(results),

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .formats import FORMATS, format_comparison, format_report
     from .html_report import write_html
-    from .result_folder import load_manifest, write_folder
+    from .result_folder import load_manifest, load_results, write_folder
     from .trec_eval import format_trec_eval
 
 # each name and its module: imported on first use (PEP 562), so that a command printing text loads no HTML or folder
@@ -20,6 +20,7 @@ _EXPORTS = {
     "format_report": ".formats",
     "format_trec_eval": ".trec_eval",
     "load_manifest": ".result_folder",
+    "load_results": ".result_folder",
     "write_folder": ".result_folder",
     "write_html": ".html_report",
 }
@@ -44,6 +45,7 @@ __all__ = [
     "format_report",
     "format_trec_eval",
     "load_manifest",
+    "load_results",
     "write_folder",
     "write_html",
 ]

@@ -36,6 +36,8 @@ from ..stages.result import PipelineResult
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ..stages.result import StageOutput
+
 __all__ = [
     "ANSWERS_FILE",
     "FORMAT",
@@ -50,6 +52,7 @@ __all__ = [
     "folder_card",
     "load_folder",
     "load_manifest",
+    "load_results",
     "save_folder",
     "write_folder",
 ]
@@ -447,6 +450,72 @@ def listed_file(folder: Path, name: str) -> bool:
             source=str(folder / name),
         )
     return False
+
+
+def load_results(folder: str | os.PathLike[str]) -> dict[str, PipelineResult]:
+    """The pipeline results a result folder holds, ``{run: PipelineResult}``, rebuilt from its checked files (the
+    card's structure, depth, budget, stage roles and fingerprints, one TREC run per stage): rankings and scores
+    only (a TREC run keeps no text). A query absent from a stage's run is a failure of that stage. A folder of
+    plain runs, a token budget (the runs hold no text to count) or a stage run the manifest does not list is an
+    InputError naming the folder."""
+    from ..stages.budget import Budget
+    from ..stages.result import PipelineSpec, StageSpec
+
+    root = Path(folder)
+    report = load_folder(root)
+    card = report.card
+    if not card.pipeline:
+        raise InputError("it holds plain runs, not pipeline results: no stages to compare", source=str(root))
+    out: dict[str, PipelineResult] = {}
+    for entry in card.pipeline.get("all", [card.pipeline]):
+        run_name, structure = str(entry["run"]), str(entry["structure"])
+        shown = str(entry["budget"]).removeprefix("budget(").removesuffix(")")
+        budget = Budget.parse(int(shown) if shown.isascii() and shown.isdigit() else shown)
+        if budget.tokens is not None:
+            raise InputError(
+                f"{run_name!r} has a token budget ({budget}): its TREC runs hold no text to count it by",
+                source=str(root),
+            )
+        roles: dict[str, str] = dict(entry["stages"])
+        prints: dict[str, str] = dict(entry.get("fingerprints") or {})
+        names = list(roles)
+        query_ids = report.query_ids(run_name if len(report.runs) > 1 else report.runs[0], names[-1])
+        stages: dict[str, StageOutput] = {}
+        for stage in names:
+            file = f"runs/{safe_name(run_name)}.{safe_name(stage)}.trec"
+            if not listed_file(root, file):
+                raise InputError(f"{MANIFEST} lists no {file}: the folder lacks stage {stage!r}", source=str(root))
+            stages[stage] = _stage_output(
+                stage, roles[stage], prints.get(stage, ""), Run.from_trec(root / file), query_ids
+            )
+        specs = tuple(
+            StageSpec(s, roles[s], "reranker" if roles[s] == "reranker" else "retriever", "", prints.get(s, ""), "")
+            for s in names
+        )
+        spec = PipelineSpec(structure, int(entry["depth"]), budget, specs)
+        out[run_name] = PipelineResult(spec, {q: q for q in query_ids}, stages)
+    return out
+
+
+def _stage_output(name: str, role: str, fingerprint: str, run: Run, query_ids: list[str]) -> StageOutput:
+    """One stage's output from its TREC run, a row per query of ``query_ids`` (absent from the run: failed)."""
+    from ..stages.hit_table import TableBuilder
+    from ..stages.hits import Hit
+    from ..stages.result import StageOutput
+
+    frame = run.to_frame()
+    docs = frame["doc_id"].to_numpy(dtype=object)
+    scores = frame["score"].to_numpy(np.float64)
+    starts = dict(zip(run.query_ids, run.offsets[:-1].tolist(), strict=True))
+    ends = dict(zip(run.query_ids, run.offsets[1:].tolist(), strict=True))
+    builder = TableBuilder()
+    for q in query_ids:
+        if q not in starts:
+            builder.add(q, "", None, error="not in the folder's run of this stage")
+            continue
+        a, b = starts[q], ends[q]
+        builder.add(q, "", [Hit(d, s) for d, s in zip(docs[a:b].tolist(), scores[a:b].tolist(), strict=True)])
+    return StageOutput(name, role, fingerprint, builder.table())
 
 
 Comparable = FolderReport | MetricCard | ContentHashes | str | os.PathLike[str]

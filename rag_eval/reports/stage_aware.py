@@ -157,6 +157,7 @@ def evaluate_pipelines(
                 "depth": p.depth,
                 "budget": str(p.budget),
                 "stages": {s: o.role for s, o in result.stages.items()},
+                "fingerprints": {s: o.fingerprint for s, o in result.stages.items()},
                 **({"source": dict(p.source)} if p.source else {}),
             }
         )
