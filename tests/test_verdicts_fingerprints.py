@@ -252,6 +252,24 @@ def _drift() -> Any:
     return drift(before, after, {"q1": {"d1": 1}, "q2": {"d2": 1}})
 
 
+def _judged_answers() -> Any:
+    from rag_eval.ground_truth import judge_answers
+
+    answers = {"q1": "Zenda", "q2": "Paris", "q3": "blue"}
+    questions = {"q1": "capital of Freedonia?", "q2": "capital of France?", "q3": "colour of the sky?"}
+    judge = functions.judge(lambda q, text: int("Zenda" in text or "Paris" in text), name="names", version="1")
+    return judge_answers(judge, answers, questions)
+
+
+def _answer_agreement() -> Any:
+    from rag_eval.metrics.answers import grade_answers
+    from rag_eval.statistics import answer_agreement
+
+    judged = _judged_answers()
+    grades = grade_answers({"q1": "Zenda", "q2": "Paris", "q3": "blue"}, {"q1": "Zenda", "q2": "Lyon", "q3": "blue"})
+    return answer_agreement(judged, grades, resamples=100)
+
+
 def _utility_labels() -> Any:
     from rag_eval.ground_truth import utility_labels
     from rag_eval.stages.contexts import sentence_reader
@@ -348,6 +366,8 @@ CASES: dict[str, Callable[..., Any]] = {
     "AnswerPrediction": _quiet(_answer_prediction),
     "ConditionEffects": _quiet(_condition_effects),
     "Drift": _quiet(_drift),
+    "JudgedAnswers": _quiet(_judged_answers),
+    "AnswerAgreement": _quiet(_answer_agreement),
     "JudgingRun": _judging_run,
     # rag_eval.labelling
     "LabellingSession": _session,
