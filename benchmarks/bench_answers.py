@@ -162,18 +162,25 @@ class Memo:
         self.done: dict[str, tuple[str | None, str | None]] = {}
         self.calls = self.hits = self.torn = self.prompt_tokens = self.completion_tokens = 0
         self.seconds = 0.0
-        self.file = None
+        self.path: Path | None = None
         if folder is not None:
             folder.mkdir(parents=True, exist_ok=True)
             for part in sorted(folder.glob("*.jsonl")):
                 with open(part, "rb") as f:
                     for line in f:
+                        if not line.strip():
+                            continue
                         try:
                             record = json.loads(line)
                             self.done[record["key"]] = (record["answer"], record["error"])
                         except (ValueError, KeyError, TypeError):
                             self.torn += 1  # a line cut by a kill: made again
-            self.file = open(folder / f"part-{shard[0]}-of-{shard[1]}.jsonl", "ab")  # noqa: SIM115  (kept open)
+            self.path = folder / f"part-{shard[0]}-of-{shard[1]}.jsonl"
+            if self.path.exists() and self.path.stat().st_size:
+                with open(self.path, "rb+") as f:
+                    f.seek(-1, 2)
+                    if f.read(1) != b"\n":
+                        f.write(b"\n")  # end the line a kill cut, so that the next one is whole
         self.loaded = len(self.done)
 
     def key(self, question: str, chunks: list[str]) -> str:
@@ -206,11 +213,11 @@ class Memo:
             self.prompt_tokens += tokens_in or 0
             self.completion_tokens += tokens_out or 0
             self.done[key] = (answer, error)
-            if self.file is not None:
+            if self.path is not None:  # one line a call, appended whole: a kill cuts one line at most
                 record = {"key": key, "answer": answer, "error": error, "seconds": round(seconds, 3),
                           "prompt_tokens": tokens_in, "completion_tokens": tokens_out}  # fmt: skip
-                self.file.write(json.dumps(record).encode() + b"\n")
-                self.file.flush()
+                with open(self.path, "ab") as f:
+                    f.write(json.dumps(record).encode() + b"\n")
         answer, error = self.done[key]
         if answer is None:
             raise RuntimeError(error)
