@@ -253,9 +253,19 @@ def _draw(ids: Sequence[str], n: int, seed: int) -> list[str]:
     return [ordered[i] for i in pick.tolist()]
 
 
-def _generate_all(generate: Memo, drawn: list[str], queries: dict[str, str], texts: dict[str, str], runs: dict) -> None:
+def _generate_all(
+    generate: Memo,
+    drawn: list[str],
+    queries: dict[str, str],
+    texts: dict[str, str],
+    runs: dict,
+    *,
+    plan: bool = False,
+    window: int = 2048,
+) -> None:
     """Every (question, context) of every pipeline's conditions and utility labels, question by question in the
-    order drawn; a line on stderr after each question: items done, new calls, their rate and the time left."""
+    order drawn; a line on stderr after each question: items done, new calls, their rate and the time left.
+    ``plan``: only count the prompts to make and their characters (about 4 a SmolLM2 token)."""
     per_question: dict[str, dict[str, list[str]]] = {q: {} for q in drawn}
     for _report, delivered, _ranked, contexts, _few in runs.values():
         for table in contexts.conditions.values():
@@ -266,7 +276,17 @@ def _generate_all(generate: Memo, drawn: list[str], queries: dict[str, str], tex
             for c in ctx:
                 per_question[q].setdefault(generate.key(queries[q], [texts[c]]), [texts[c]])
     total = sum(len(items) for items in per_question.values())
-    left = sum(1 for items in per_question.values() for k in items if k not in generate.done and generate.mine(k))
+    todo = [(q, c) for q, items in per_question.items() for k, c in items.items() if k not in generate.done]
+    todo = [(q, c) for q, c in todo if generate.mine(generate.key(queries[q], c))]
+    left = len(todo)
+    if plan:
+        sizes = [len(generate.spec.prompt(queries[q], c)) if generate.spec.prompt else 0 for q, c in todo]
+        over = [n for n in sizes if n > window * 3.9]
+        print(f"[plan] {len(drawn)} questions, {total:,} distinct prompts, {left:,} to make, "
+              f"{sum(sizes):,} characters (mean {np.mean(sizes) if sizes else 0:.0f}, max {max(sizes, default=0):,}); "
+              f"about {len(over):,} of them ({sum(over):,} characters) over a {window:,}-token window at about 3.9 "
+              "characters a token", file=sys.stderr, flush=True)  # fmt: skip
+        return
     print(f"[gen] {len(drawn)} questions, {total:,} distinct prompts, {generate.loaded:,} read from the cache "
           f"({generate.torn} torn line(s)), {left:,} to make", file=sys.stderr, flush=True)  # fmt: skip
     done = 0
@@ -303,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=48, help="smollm2: new tokens at most")
     parser.add_argument("--n-ctx", type=int, default=2048, help="smollm2: the context window (a longer prompt fails)")
     parser.add_argument("--no-memo", action="store_true", help="keep no answers on disk under --cache")
+    parser.add_argument("--plan", action="store_true", help="count the prompts to make and their size, and stop")
     parser.add_argument("--shard", default="0/1", help="i/n: make only the i-th of n parts of the calls, no tables")
     args = parser.parse_args(argv)
 
@@ -383,7 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     # every generator call first, question by question in the order of the draw (after m questions the answers of
     # a --questions m run are all made), each kept on disk as it is made
     started = time.perf_counter()
-    _generate_all(generate, drawn, queries, texts, runs)
+    _generate_all(generate, drawn, queries, texts, runs, plan=args.plan, window=args.n_ctx - args.max_tokens)
+    if args.plan:
+        return 0
     timings["generation"] = time.perf_counter() - started
     if shard[1] > 1:
         print(f"shard {shard[0]}/{shard[1]}: done; run without --shard for the tables")
