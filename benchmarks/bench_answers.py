@@ -202,7 +202,7 @@ class Memo:
             try:
                 made = self.spec.call(question, chunks)
                 answer = getattr(made, "text", made)
-                tokens_in, tokens_out = getattr(made, "prompt_tokens", None), getattr(made, "completion_tokens", None)
+                tokens_in, tokens_out = getattr(made, "tokens_in", None), getattr(made, "tokens_out", None)
                 if not isinstance(answer, str):
                     raise TypeError(f"the generator returned a {type(answer).__name__}, not a str")
             except Exception as exc:  # noqa: BLE001 - this item's failure: kept (answer_contexts counts it)

@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from rag_eval.stages.generator import Generation
+
 from .conftest import DATASETS, ROOT, need_shared
 
 
@@ -68,6 +70,8 @@ def test_the_answers_kept_on_disk_resume_a_killed_run_with_no_call(bench, tmp_pa
             shards[owners.index(True)](q, c)
     assert sum(s.calls for s in shards) == 4 and len(made) == 7
     merged = bench.Memo(bench.Spec(generate, "fake 3"), tmp_path / "s")
+    counted = bench.Memo(bench.Spec(lambda q, c: Generation(q.upper(), 12, 3), "fake 4"), tmp_path / "g")
+    assert counted("q", ["a"]) == "Q" and (counted.prompt_tokens, counted.completion_tokens) == (12, 3)
     assert merged.loaded == 4 and [merged(q, c) for q, c in items if c] == ["q1: 2", "q1: 2", "q2: 1"]
     assert merged.calls == 0 and len(made) == 7
 
