@@ -49,6 +49,7 @@ def add_parser(commands: Any) -> None:
     shared(dr, "seed")
     option(dr, "--top", number=count(), default="10", metavar="N", help="queries most affected shown (default 10)")
     shared(dr, "format", choices=FORMATS)
+    shared(dr, "out", help="also write the drift as one self-contained HTML page to OUT (needs the html extra)")
 
 
 def _corpus(path: str | None) -> dict[str, str] | None:
@@ -132,6 +133,11 @@ def run(args: argparse.Namespace) -> int:
         test=args.test,
         seed=args.seed,
     )
+    if args.out is not None:  # before stdout: a page that cannot be written stops the command (exit 2)
+        from ..renderers.drift_html import write_drift_html
+
+        page = write_drift_html(args.out, found, title=f"drift: {args.before} -> {args.after}", top=args.top)
+        say(f"drift page -> {page} ({page.stat().st_size:,} bytes)")
     if args.format == "json":
         document = {
             "recall_before": found.recall_before,
