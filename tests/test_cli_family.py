@@ -166,6 +166,8 @@ def test_an_option_shared_by_two_commands_is_the_same_in_each():
         "--judge": ["answers", "judge"],
         "--qrels": ["drift", "merge", "pool", "traces"],
         "--run": ["answers", "drift"],
+        "--corpus-before": ["drift", "gate"],
+        "--corpus-after": ["drift", "gate"],
         "--no-plots": ["bench", "demo", "report", "traces", "tune"],
         "--generator": ["answers", "bench"],
     }

@@ -448,3 +448,51 @@ def test_the_page_escapes_ids_from_the_data():
     assert "<b>&" not in page and "&lt;b&gt;&amp;" in page
     (row,) = _table(page, "drift-items")
     assert row[:3] == ["lost", "q<1>", odd] and row[5] == "removed"
+
+
+def test_the_gate_command_names_the_drift_of_two_folders(tmp_path, capsys):
+    queries = [f"q{i}" for i in range(12)]
+    corpus = {"a": "a", "b": "b", "c": "c"}
+    grown = {**corpus, "n": "new"}
+    qrels = {q: {"a": 1} for q in queries}
+    folders = {}
+    for name, rankings, docs, version in (
+        ("base", {q: ["a", "b", "c"] for q in queries}, corpus, "v1"),
+        # q0-q5: a crowded out by the new n; q6-q9: moved by the changed stage; q10, q11 kept
+        (
+            "cand",
+            {q: ["n", "b", "a"] if i < 6 else ["b", "c", "a"] if i < 10 else ["a"] for i, q in enumerate(queries)},
+            grown,
+            "v2",
+        ),
+    ):
+        result = snapshot(rankings, docs, version, depth=3)
+        evaluate(qrels, result).save_folder(tmp_path / name, qrels=qrels, runs=result, plots=False)
+        folders[name] = result
+    Qrels.from_dict(qrels).to_trec(tmp_path / "qrels.txt")
+    corpora = ["--corpus-before", str(_corpus_file(tmp_path / "b.jsonl", corpus))]
+    corpora += ["--corpus-after", str(_corpus_file(tmp_path / "a.jsonl", grown))]
+    base, cand = str(tmp_path / "base"), str(tmp_path / "cand")
+    rule = ["--rule", "recall@budget:0.1", "--test", "t", "--allow-different", "corpus"]  # the corpus grew
+    argv = ["gate", base, cand, *rule, "--drift", str(tmp_path / "qrels.txt")]
+    assert main([*argv, *corpora]) == 1  # a regression
+    out, err = capsys.readouterr()
+    named = "10 relevant item(s) lost (crowded_out 6, stage_changed 4), 0 gained"
+    direct = drift(folders["base"], folders["cand"], qrels, corpus_before=corpus, corpus_after=grown, test="t")
+    assert direct.causes() == named
+    assert f"drift between the snapshots: {named}" in out
+    assert f"rag-eval: drift between the folders: {named}; {direct.verdict()}" in err
+    # the reverse passes: no drift named in the verdict
+    assert main(["gate", cand, base, *rule, "--drift", str(tmp_path / "qrels.txt")]) == 0
+    assert "drift between the snapshots" not in capsys.readouterr().out
+    # without corpora: the folders' TREC runs keep no text to compare, so no cause is guessed
+    assert main(argv) == 1
+    assert (
+        "drift between the snapshots: 10 relevant item(s) lost (undetermined 10), 0 gained" in capsys.readouterr().out
+    )
+    # refusals: corpora without --drift, a saved report for --drift; one line, exit 2
+    assert main(argv[:-2] + corpora) == 2
+    assert "--corpus-before and --corpus-after go with --drift QRELS" in capsys.readouterr().err
+    evaluate(qrels, folders["base"]).save(tmp_path / "base.parquet")
+    assert main(["gate", str(tmp_path / "base.parquet"), *argv[2:]]) == 2
+    assert "--drift compares result folders: BASELINE is not one" in capsys.readouterr().err
