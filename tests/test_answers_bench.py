@@ -4,11 +4,14 @@ labels, with the extractive answerer as the generator."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import re
 import sys
 
 import pytest
+
+from rag_eval.stages.generator import Generation
 
 from .conftest import DATASETS, ROOT, need_shared
 
@@ -22,11 +25,55 @@ def bench():
     return module
 
 
-def test_draw_is_seeded_and_sorted(bench):
+def test_draw_is_seeded_and_a_smaller_draw_is_its_start(bench):
     ids = [f"q{i:03d}" for i in range(100)][::-1]
     first = bench._draw(ids, 10, 3)
-    assert first == bench._draw(ids, 10, 3) and first == sorted(first) and len(set(first)) == 10
+    assert first == bench._draw(ids, 10, 3) and first != sorted(first) and len(set(first)) == 10
+    assert bench._draw(ids, 4, 3) == first[:4] and bench._draw(list(reversed(ids)), 10, 3) == first
     assert first != bench._draw(ids, 10, 4)
+
+
+def test_the_answers_kept_on_disk_resume_a_killed_run_with_no_call(bench, tmp_path):
+    made = []
+
+    def generate(question, chunks):
+        made.append((question, tuple(chunks)))
+        if not chunks:
+            raise ValueError("no context")
+        return f"{question}: {len(chunks)}"
+
+    items = [("q1", ["a", "b"]), ("q1", ["b", "a"]), ("q2", []), ("q2", ["a"])]
+    memo = bench.Memo(bench.Spec(generate, "fake 1"), tmp_path)
+    assert memo("q1", ["a", "b"]) == "q1: 2" and memo("q1", ["a", "b"]) == "q1: 2" and len(made) == 1
+    with pytest.raises(RuntimeError, match="ValueError: no context"):
+        memo("q2", [])
+    with open(memo.path, "ab") as f:
+        f.write(b'{"key": "cut by a ki')  # a kill in the middle of a line
+    again = bench.Memo(bench.Spec(generate, "fake 1"), tmp_path)
+    assert (again.loaded, again.torn) == (2, 1)
+    with pytest.raises(RuntimeError, match="no context"):  # the failure is kept: no second call
+        again("q2", [])
+    assert [again(q, c) for q, c in items[:2]] == ["q1: 2", "q1: 2"] and len(made) == 3
+    assert again.calls == 1 and again.hits == 2
+    assert (lambda m: (m.loaded, m.torn))(bench.Memo(bench.Spec(generate, "fake 1"), tmp_path)) == (3, 1)
+    # another fingerprint or another prompt is another key
+    other = bench.Memo(bench.Spec(generate, "fake 2"), tmp_path)
+    assert other.key("q1", ["a", "b"]) != again.key("q1", ["a", "b"]) != again.key("q1", ["b", "a"])
+    # two shards split the keys between them, each making only its own
+    shards = [bench.Memo(bench.Spec(generate, "fake 3"), tmp_path / "s", (i, 2)) for i in range(2)]
+    for q, c in items:
+        owners = [s.mine(s.key(q, c)) for s in shards]
+        assert sorted(owners) == [False, True]
+        with pytest.raises(bench.NotMine):
+            shards[owners.index(False)](q, c)
+        with contextlib.suppress(RuntimeError):
+            shards[owners.index(True)](q, c)
+    assert sum(s.calls for s in shards) == 4 and len(made) == 7
+    merged = bench.Memo(bench.Spec(generate, "fake 3"), tmp_path / "s")
+    counted = bench.Memo(bench.Spec(lambda q, c: Generation(q.upper(), 12, 3), "fake 4"), tmp_path / "g")
+    assert counted("q", ["a"]) == "Q" and (counted.prompt_tokens, counted.completion_tokens) == (12, 3)
+    assert merged.loaded == 4 and [merged(q, c) for q, c in items if c] == ["q1: 2", "q1: 2", "q2: 1"]
+    assert merged.calls == 0 and len(made) == 7
 
 
 @pytest.mark.slow

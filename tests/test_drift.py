@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from html.parser import HTMLParser
 
 import numpy as np
 import pytest
@@ -355,3 +356,143 @@ def test_the_command_tells_a_re_chunked_item_by_its_chunk_maps(tmp_path, capsys)
     (tmp_path / "bad.jsonl").write_text(json.dumps({"chunk_id": "c", "doc_id": "d", "start": 3}) + "\n")
     assert main([*argv, "--chunks-before", str(tmp_path / "bad.jsonl")]) == 2
     assert "bad.jsonl:1: document 'd': give both start and end, or neither" in capsys.readouterr().err
+
+
+class _Cells(HTMLParser):
+    """Each ``<tr>`` of the page: the class of its table, its attributes and its cells' text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[str, dict[str, str], list[str]]] = []
+        self._table = ""
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self._table = dict(attrs).get("class") or ""
+        elif tag == "tr":
+            self.rows.append((self._table, {k: v or "" for k, v in attrs}, []))
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1][2].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _table(page: str, name: str) -> list[list[str]]:
+    """The body rows' cells of the table of class ``name`` (its header row left out)."""
+    parser = _Cells()
+    parser.feed(page)
+    rows = [cells for table, _, cells in parser.rows if table == name]
+    return rows[1:]
+
+
+def test_the_command_writes_the_drift_as_an_html_page(tmp_path, capsys):
+    pytest.importorskip("jinja2", reason="the HTML page needs the html extra (jinja2)")
+    result_b, before = _folder(tmp_path, "before", RANK_BEFORE, BEFORE, "v1")
+    result_a, after = _folder(tmp_path, "after", RANK_AFTER, AFTER, "v2")
+    Qrels.from_dict(QRELS).to_trec(tmp_path / "qrels.txt")
+    argv = ["drift", str(before), str(after), "--qrels", str(tmp_path / "qrels.txt"), "--top", "3"]
+    argv += ["--corpus-before", str(_corpus_file(tmp_path / "b.jsonl", BEFORE))]
+    argv += ["--corpus-after", str(_corpus_file(tmp_path / "a.jsonl", AFTER))]
+    assert main([*argv, "-o", str(tmp_path / "out" / "drift.html")]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("recall@budget 0.8000 -> 0.2000")  # stdout keeps the table
+    assert f"drift page -> {tmp_path / 'out' / 'drift.html'}" in err
+    page = (tmp_path / "out" / "drift.html").read_text("utf-8")
+    found = drift(result_b, result_a, QRELS, corpus_before=BEFORE, corpus_after=AFTER)
+    causes = {(d, c): int(n) for d, c, n in _table(page, "drift-causes")}
+    assert causes == {(r["direction"], r["cause"]): r["items"] for r in found.by_cause().to_dict("records")}
+    assert causes == {
+        ("lost", "crowded_out"): 1,
+        ("lost", "content_changed"): 1,
+        ("lost", "removed"): 1,
+        ("lost", "stage_changed"): 1,
+        ("gained", "stage_changed"): 1,
+    }
+    stages = [(d, s, c, int(n)) for d, s, c, n in _table(page, "drift-stages")]
+    assert stages == [tuple(r.values()) for r in found.by_stage().to_dict("records")]
+    assert ("lost", "(none)", "removed", 1) in stages
+    queries = [[q, int(lost), int(gained), int(net)] for q, lost, gained, net in _table(page, "drift-queries")]
+    assert queries == found.queries(3).to_numpy().tolist()
+    assert [q for q, *_ in queries] == ["q1", "q2", "q3"]
+    (test,) = _table(page, "drift-test")
+    assert test == ["0.8000", "0.2000", "-0.6000", "no interval", "n/a", "5", "randomization, min n 6",
+                    "n 5 paired; none left out; fewer than 6: no interval"]  # fmt: skip
+    items = _table(page, "drift-items")
+    assert [(r[0], r[1], r[2], r[5]) for r in items] == [
+        (r["direction"], r["query_id"], r["doc_id"], r["cause"]) for r in found.to_frame().to_dict("records")
+    ]
+    assert items[0][6] == "2 new document(s) (absent from the corpus before) above it, now at rank 3, cut 2: n1, n2"
+    assert "<script" not in page and "http" not in page.split("</style>")[1]  # nothing to run, nothing fetched
+    # a folder as the page: one line, exit 2, nothing else written
+    assert main([*argv, "-o", str(tmp_path)]) == 2
+    assert "is a folder: give the HTML file to write" in capsys.readouterr().err
+
+
+def test_the_page_escapes_ids_from_the_data():
+    pytest.importorskip("jinja2", reason="the HTML page needs the html extra (jinja2)")
+    from rag_eval.renderers.drift_html import render_drift
+
+    odd = "<b>&'x"
+    corpus = {odd: "a", "b": "b"}
+    found = drift(snapshot({"q<1>": [odd, "b"]}, corpus), snapshot({"q<1>": ["b"]}, {"b": "b"}, "v2"),
+                  {"q<1>": {odd: 1}}, corpus_before=corpus, corpus_after={"b": "b"})  # fmt: skip
+    page = render_drift(found)
+    assert "<b>&" not in page and "&lt;b&gt;&amp;" in page
+    (row,) = _table(page, "drift-items")
+    assert row[:3] == ["lost", "q<1>", odd] and row[5] == "removed"
+
+
+def test_the_gate_command_names_the_drift_of_two_folders(tmp_path, capsys):
+    queries = [f"q{i}" for i in range(12)]
+    corpus = {"a": "a", "b": "b", "c": "c"}
+    grown = {**corpus, "n": "new"}
+    qrels = {q: {"a": 1} for q in queries}
+    folders = {}
+    for name, rankings, docs, version in (
+        ("base", {q: ["a", "b", "c"] for q in queries}, corpus, "v1"),
+        # q0-q5: a crowded out by the new n; q6-q9: moved by the changed stage; q10, q11 kept
+        (
+            "cand",
+            {q: ["n", "b", "a"] if i < 6 else ["b", "c", "a"] if i < 10 else ["a"] for i, q in enumerate(queries)},
+            grown,
+            "v2",
+        ),
+    ):
+        result = snapshot(rankings, docs, version, depth=3)
+        evaluate(qrels, result).save_folder(tmp_path / name, qrels=qrels, runs=result, plots=False)
+        folders[name] = result
+    Qrels.from_dict(qrels).to_trec(tmp_path / "qrels.txt")
+    corpora = ["--corpus-before", str(_corpus_file(tmp_path / "b.jsonl", corpus))]
+    corpora += ["--corpus-after", str(_corpus_file(tmp_path / "a.jsonl", grown))]
+    base, cand = str(tmp_path / "base"), str(tmp_path / "cand")
+    rule = ["--rule", "recall@budget:0.1", "--test", "t", "--allow-different", "corpus"]  # the corpus grew
+    argv = ["gate", base, cand, *rule, "--drift", str(tmp_path / "qrels.txt")]
+    assert main([*argv, *corpora]) == 1  # a regression
+    out, err = capsys.readouterr()
+    named = "10 relevant item(s) lost (crowded_out 6, stage_changed 4), 0 gained"
+    direct = drift(folders["base"], folders["cand"], qrels, corpus_before=corpus, corpus_after=grown, test="t")
+    assert direct.causes() == named
+    assert f"drift between the snapshots: {named}" in out
+    assert f"rag-eval: drift between the folders: {named}; {direct.verdict()}" in err
+    # the reverse passes: no drift named in the verdict
+    assert main(["gate", cand, base, *rule, "--drift", str(tmp_path / "qrels.txt")]) == 0
+    assert "drift between the snapshots" not in capsys.readouterr().out
+    # without corpora: the folders' TREC runs keep no text to compare, so no cause is guessed
+    assert main(argv) == 1
+    assert (
+        "drift between the snapshots: 10 relevant item(s) lost (undetermined 10), 0 gained" in capsys.readouterr().out
+    )
+    # refusals: corpora without --drift, a saved report for --drift; one line, exit 2
+    assert main(argv[:-2] + corpora) == 2
+    assert "--corpus-before and --corpus-after go with --drift QRELS" in capsys.readouterr().err
+    evaluate(qrels, folders["base"]).save(tmp_path / "base.parquet")
+    assert main(["gate", str(tmp_path / "base.parquet"), *argv[2:]]) == 2
+    assert "--drift compares result folders: BASELINE is not one" in capsys.readouterr().err

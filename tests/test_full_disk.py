@@ -68,6 +68,10 @@ WRITERS: dict[str, Callable[[Path, Path], tuple[list[str], Path]]] = {
     ),
     "demo": lambda t, d: (["demo", "-o", str(d / "demo"), "--no-plots"], d / "demo"),
     "traces": lambda t, d: (["traces", *_traces(t), "-o", str(d / "traced"), "--no-plots"], d / "traced"),
+    "drift": lambda t, d: (
+        ["drift", *[_traced_folder(t)] * 2, "--qrels", QRELS, "-o", str(d / "drift.html")],
+        d / "drift.html",
+    ),
     "answers": lambda t, d: (
         [*_answers(t, "short_answer")[:-1], str(d / "answers"), "--cache", str(t / "cache")],
         d / "answers",
@@ -90,7 +94,6 @@ STDOUT_ONLY: dict[str, Callable[[Path], list[str]]] = {
     "power": lambda t: ["power", _report_file(t), "-m", "P@10"],
     "agreement": lambda t: ["agreement", QRELS, QRELS],
     "estimate": lambda t: ["estimate", *_human_reports(t)],
-    "drift": lambda t: ["drift", *[_traced_folder(t)] * 2, "--qrels", QRELS],
 }
 SLOW = {"demo"}  # refused at its write check before encoding; marked slow all the same (it imports the models)
 OUTPUT_FLAGS = {"-o", "--out", "--junit", "--markdown"}

@@ -250,6 +250,16 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     ),
     "split": (("--split",), {"default": "test", "help": "the BEIR qrels split that names the queries (default test)"}),
     "run": (("--run",), {"metavar": "NAME", "help": "the pipeline of a result folder (when it holds several)"}),
+    # drift's two corpora (drift BEFORE AFTER; gate BASELINE CANDIDATE --drift)
+    "corpus_before": (
+        ("--corpus-before",),
+        {
+            "metavar": "FILE",
+            "help": "the corpus as it was (BEIR corpus.jsonl, or a folder holding one): which documents existed, "
+            "their content hash",
+        },
+    ),
+    "corpus_after": (("--corpus-after",), {"metavar": "FILE", "help": "the corpus as it is now (as --corpus-before)"}),
     "out": (("-o", "--out"), {"metavar": "OUT"}),
     "depth": (("--depth",), {"metavar": "N", "number": count()}),
     "budget": (

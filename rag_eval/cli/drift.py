@@ -31,13 +31,8 @@ def add_parser(commands: Any) -> None:
     dr.add_argument("after", metavar="AFTER", help="the later snapshot: a result folder or a trace export")
     shared(dr, "qrels", required=True, help="the judgements (TREC, BEIR TSV or JSONL qrels) of the relevant items")
     shared(dr, "run")
-    dr.add_argument(
-        "--corpus-before",
-        metavar="FILE",
-        help="the corpus as it was (BEIR corpus.jsonl, or a folder holding one): which documents existed, their "
-        "content hash",
-    )
-    dr.add_argument("--corpus-after", metavar="FILE", help="the corpus as it is now (as --corpus-before)")
+    shared(dr, "corpus_before")
+    shared(dr, "corpus_after")
     dr.add_argument(
         "--chunks-before",
         metavar="FILE",
@@ -49,6 +44,7 @@ def add_parser(commands: Any) -> None:
     shared(dr, "seed")
     option(dr, "--top", number=count(), default="10", metavar="N", help="queries most affected shown (default 10)")
     shared(dr, "format", choices=FORMATS)
+    shared(dr, "out", help="also write the drift as one self-contained HTML page to OUT (needs the html extra)")
 
 
 def _corpus(path: str | None) -> dict[str, str] | None:
@@ -96,8 +92,9 @@ def _chunks(path: str | None) -> dict[str, Any] | None:
     return out
 
 
-def _snapshot(path: str, run_name: str | None) -> Any:
-    """The PipelineResult of a result folder (its pipeline ``run_name``, or its only one) or of a trace export."""
+def _snapshot(path: str, run_name: str | None, several: str = "name one with --run") -> Any:
+    """The PipelineResult of a result folder (its pipeline ``run_name``, or its only one: else ``several`` says what
+    to do) or of a trace export."""
     where = Path(path)
     if not where.exists():
         raise InputError("no such folder or file", source=path)
@@ -109,7 +106,7 @@ def _snapshot(path: str, run_name: str | None) -> Any:
 
     results = load_results(where)
     if run_name is None and len(results) > 1:
-        raise InputError(f"it holds {len(results)} pipelines ({', '.join(results)}): name one with --run", source=path)
+        raise InputError(f"it holds {len(results)} pipelines ({', '.join(results)}): {several}", source=path)
     if run_name is not None and run_name not in results:
         raise InputError(f"no pipeline {run_name!r} in it (it holds {', '.join(results)})", source=path)
     return results[run_name or next(iter(results))]
@@ -132,6 +129,11 @@ def run(args: argparse.Namespace) -> int:
         test=args.test,
         seed=args.seed,
     )
+    if args.out is not None:  # before stdout: a page that cannot be written stops the command (exit 2)
+        from ..renderers.drift_html import write_drift_html
+
+        page = write_drift_html(args.out, found, title=f"drift: {args.before} -> {args.after}", top=args.top)
+        say(f"drift page -> {page} ({page.stat().st_size:,} bytes)")
     if args.format == "json":
         document = {
             "recall_before": found.recall_before,

@@ -76,6 +76,14 @@ def add_parser(commands: Any) -> None:
         "a report without them; unpaired: queries measured on one side only, left out and counted); each override "
         "is printed",
     )
+    gate.add_argument(
+        "--drift",
+        metavar="QRELS",
+        help="name the drift between BASELINE and CANDIDATE (result folders of one pipeline each) in the reason of "
+        "a rule that does not pass: the relevant items (judged by QRELS) lost and gained, by cause (docs/drift.md)",
+    )
+    shared(gate, "corpus_before")
+    shared(gate, "corpus_after")
     shared(gate, "seed")
     shared(gate, "mlflow")
 
@@ -104,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("no candidate: give a CANDIDATE folder or report, or --pipeline NAME --beir FOLDER to run one")
     elif args.beir is not None or args.out is not None or args.cache is not None:
         raise InputError("--beir, -o and --cache go with --pipeline (the candidate to run)")
+    if args.drift is None and (args.corpus_before is not None or args.corpus_after is not None):
+        raise InputError("--corpus-before and --corpus-after go with --drift QRELS")
+    found = None if args.drift is None else _drift(args, candidate)
     result = gate(
         args.baseline_path,
         candidate,
@@ -114,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         inconclusive=args.inconclusive,
         allow=set(args.allow_different),
         seed=args.seed,
+        drift=found,
     )
     if args.junit:
         result.write_junit(args.junit)
@@ -125,6 +137,32 @@ def run(args: argparse.Namespace) -> int:
 
         to_mlflow(args, functools.partial(log_gate, result), run_name=f"gate {result.candidate}")
     return result.exit_code
+
+
+def _drift(args: argparse.Namespace, candidate: str) -> Any:
+    """--drift QRELS: the drift between the baseline's and the candidate's result folders (docs/drift.md), said once
+    here; the gate names its causes in each rule that does not pass."""
+    from pathlib import Path
+
+    from ..data import Qrels
+    from ..statistics.snapshot_drift import drift
+    from .drift import _corpus, _snapshot
+
+    for path, what in ((args.baseline_path, "BASELINE"), (candidate, "CANDIDATE")):
+        if not Path(path).is_dir():
+            raise InputError(f"--drift compares result folders: {what} is not one", source=str(path))
+    several = "--drift compares one pipeline per folder"
+    found = drift(
+        _snapshot(args.baseline_path, None, several),
+        _snapshot(candidate, None, several),
+        Qrels.load(args.drift),
+        corpus_before=_corpus(args.corpus_before),
+        corpus_after=_corpus(args.corpus_after),
+        test=args.test,
+        seed=args.seed,
+    )
+    say(f"drift between the folders: {found.causes()}; {found.verdict()}")
+    return found
 
 
 def _run_candidate(args: argparse.Namespace) -> str:
