@@ -297,11 +297,11 @@ def test_bench_generate_answers_the_delivered_context_into_the_result_folder(tmp
     table = report.answers.set_index("query_id")
     assert list(table.index) == ["q1", "q2", "q3", "q4"]  # the queries with a reference
     collection = Collection.from_beir(str(beir))
-    reader = extractive_generator()
+    extractive = extractive_generator()
     for q, row in table.iterrows():
         context = list(row["context_ids"])
         assert len(context) == 2  # budget(2)
-        expected = reader.generate(render_prompt(QUERIES[q], [(d, collection.corpus[d].content) for d in context]))
+        expected = extractive.generate(render_prompt(QUERIES[q], [(d, collection.corpus[d].content) for d in context]))
         assert row["answer"] == expected and row["f1"] == token_f1(expected, ["chain", "the chain"])
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert "## Answers" in markdown and "generator 'extractive'" in markdown

@@ -52,7 +52,7 @@ def store(tmp_path):
 
 
 def _client(uri: str, monkeypatch) -> MlflowClient:
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 asks a file store's reader to opt in
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 asks a file store's user to opt in
     return MlflowClient(tracking_uri=uri)
 
 
