@@ -7,6 +7,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from .._files import atomic_write
 from ..renderers.mlflow_log import ARTIFACT_FOLDER, LoggedRun, log_values, mlflow_name
 from .gating import GateResult
 
@@ -93,8 +94,8 @@ def log_gate(
     with tempfile.TemporaryDirectory(prefix="rag-eval-mlflow-") as tmp:
         folder = Path(tmp) / ARTIFACT_FOLDER
         folder.mkdir()
-        (folder / "gate.md").write_text(result.to_markdown(), "utf-8")
-        (folder / "gate.txt").write_text(result.to_text() + "\n", "utf-8")
+        atomic_write(folder / "gate.md", result.to_markdown().encode())
+        atomic_write(folder / "gate.txt", (result.to_text() + "\n").encode())
         return log_values(
             metrics,
             params,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from .._escape import markdown_code
+from .._files import atomic_write
 from .._optional import require
 from ..errors import InputError
 
@@ -104,17 +105,17 @@ def log_report(
     with tempfile.TemporaryDirectory(prefix="rag-eval-mlflow-") as tmp:
         folder = Path(tmp) / ARTIFACT_FOLDER
         folder.mkdir()
-        (folder / "card.json").write_text(card.model_dump_json(indent=2) + "\n", "utf-8")
-        (folder / "card.md").write_text(markdown_code(card.render()), "utf-8")
-        summary.to_csv(folder / "summary.csv", index=False)
-        (folder / "names.json").write_text(json.dumps(names, indent=1, ensure_ascii=False) + "\n", "utf-8")
+        atomic_write(folder / "card.json", (card.model_dump_json(indent=2) + "\n").encode())
+        atomic_write(folder / "card.md", markdown_code(card.render()).encode())
+        atomic_write(folder / "summary.csv", summary.to_csv(index=False).encode())
+        atomic_write(folder / "names.json", (json.dumps(names, indent=1, ensure_ascii=False) + "\n").encode())
         if html is True:
             report.to_html(folder / "report.html", results=results, qrels=qrels, collection=collection)
         elif html is not False:
             source = Path(html)
             if not source.is_file():
                 raise InputError("no such HTML report to log to MLflow", source=str(html))
-            (folder / "report.html").write_bytes(source.read_bytes())
+            atomic_write(folder / "report.html", source.read_bytes())
         note = markdown_code(card.render())
         run_tags = {"rag_eval.kind": "report", "rag_eval.version": card.rag_eval_version}
         run_tags["mlflow.note.content"] = note if len(note) <= _MAX_TAG else note[: _MAX_TAG - 40] + "\n... (cut)\n"

@@ -77,13 +77,13 @@ class Drift:
 
     def by_cause(self) -> pd.DataFrame:
         """``direction, cause, items``: how many items each cause explains, most first."""
-        counts = self.items.groupby(["direction", "cause"], sort=False).size().rename("items").reset_index()
+        counts = self.items.groupby(["direction", "cause"], sort=False).size().reset_index(name="items")
         return counts.sort_values(["direction", "items"], ascending=[False, False], kind="stable", ignore_index=True)
 
     def by_stage(self) -> pd.DataFrame:
         """``direction, stage, cause, items``: where the items fell out (came in), by cause."""
         frame = self.items.assign(stage=self.items["stage"].fillna("(none)"))
-        counts = frame.groupby(["direction", "stage", "cause"], sort=False).size().rename("items").reset_index()
+        counts = frame.groupby(["direction", "stage", "cause"], sort=False).size().reset_index(name="items")
         return counts.sort_values(["direction", "items"], ascending=[False, False], kind="stable", ignore_index=True)
 
     def queries(self, top: int = 10) -> pd.DataFrame:
