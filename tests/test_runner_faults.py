@@ -382,3 +382,27 @@ def test_a_real_read_only_file_system_reads_what_is_stored_and_refuses_to_write(
     assert again.stages["perfect"].cache_hits == 2
     with pytest.raises(HarnessError, match=r"Read-only file system; the file system is read-only: pass another cache="):
         pipe.run({"q0": "text 0", "q2": "text 2"}, cache=cache)
+
+
+def test_an_abandoned_event_loop_is_closed_by_its_driver_alone():
+    # CI once failed on a race: the run's end closed an abandoned loop while its driver thread was closing it too
+    from rag_eval.stages._batch import StageJob, _Caller
+
+    release, seen = threading.Event(), []
+
+    async def search(query, k):
+        seen.append(asyncio.get_running_loop())
+        release.wait(5.0)  # blocks its event loop past the timeout
+        return ["d1"]
+
+    caller = _Caller(functions.retriever(search, name="slow", version="1"), StageJob("first", 1, timeout=0.05))
+    with pytest.raises(TimeoutError):
+        caller.one("text", None)
+    abandoned = seen[0]
+    assert abandoned not in caller.loops and not abandoned.is_closed()  # left to its driver, not to close()
+    caller.close()
+    release.set()
+    deadline = time.monotonic() + 5.0
+    while not abandoned.is_closed() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert abandoned.is_closed()

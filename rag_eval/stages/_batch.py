@@ -326,6 +326,7 @@ class _Caller:
                 abandoned.set()
         if late:
             local.loop = None  # abandoned: still busy with the overrunning call; the next call gets a new loop
+            self.loops.remove(loop)  # its driver closes it when the call ends; close() must not race it for that
             try:
                 if task_box:
                     loop.call_soon_threadsafe(task_box[0].cancel)
