@@ -443,3 +443,13 @@ def test_in_memory_qrels_have_no_source():
 
 def test_qrels_is_exported_once():
     assert rag_eval.Qrels is Qrels
+
+
+def test_rows_of_the_qrels_own_order_a_reordering_and_the_same_ids_again():
+    qrels = Qrels.from_dict({"q1": {"d": 1}, "q2": {"d": 0}, "q3": {"d": 2}})
+    assert qrels.rows_of(["q1", "q2", "q3"]).tolist() == [0, 1, 2]  # the qrels' own order
+    asked = ("q3", "x", "q1", "q3")
+    assert qrels.rows_of(asked).tolist() == [2, -1, 0, 2]
+    assert qrels.rows_of(list(asked)).tolist() == [2, -1, 0, 2]  # asked again: the same rows
+    assert qrels.rows_of(["q3", "x", "q1", "q2"]).tolist() == [2, -1, 0, 1]  # equal length, other ids
+    assert qrels.rows_of(iter(["q2"])).tolist() == [1] and qrels.rows_of([]).tolist() == []

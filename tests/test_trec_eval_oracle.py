@@ -879,6 +879,43 @@ def test_dcg_divides_by_log2_in_rank_order():
     assert ideal.tolist() == [3.0 / math.log2(2) + 3.0 / math.log2(3) + 1.0 / math.log2(4)]
 
 
+@pytest.mark.parametrize(
+    "rule,gains,rel",
+    [("exp", None, None), ("linear", None, 2), ("exp", {1: 5.0, 2: 5.0, 3: 0.5}, None), ("linear", {-1: 2.0}, None)],
+)
+def test_the_ideal_gains_counted_per_grade_are_the_sorted_ones_bit_for_bit(rule, gains, rel):
+    rng = np.random.default_rng(7)
+    n = 300
+    query_of = np.repeat(np.arange(n), rng.integers(0, 12, n))
+    grades = rng.integers(-1, 4, len(query_of))
+    counted = K.best_gains_by_grade(query_of, grades, n, rule, gains, rel)
+    assert counted is not None
+    sorted_ = K.best_gains(query_of, K.gain_of(grades, rule, gains, rel), n)
+    for a, b in zip(counted, sorted_, strict=True):
+        assert a.dtype == b.dtype and a.tolist() == b.tolist()
+    for k in (None, 1, 5, 10):
+        assert K.ideal_dcg(*counted, n, k).tolist() == K.ideal_dcg(*sorted_, n, k).tolist()
+    assert K.best_gains_by_grade(query_of, grades * 5000, n, rule, None, rel) is None  # too many grades: sort
+
+
+def test_gains_are_scaled_only_where_a_sum_could_leave_the_normal_doubles():
+    rng = np.random.default_rng(3)
+    n = 200
+    rows = np.repeat(np.arange(n), 6)
+    ranks = np.tile(np.arange(6), n)
+    gains = np.exp2(rng.integers(0, 4, len(rows)).astype(float)) - 1.0
+    assert not K.gain_exponents(rows, gains, n).any()  # ordinary gains: nothing to scale
+    top = np.zeros(n)
+    np.maximum.at(top, rows, gains)
+    exponents = np.frexp(top)[1].astype(np.int64)  # what every query's gains were scaled by before
+    scaled = K.scale_gains(gains, rows, exponents)
+    ideal = K.ideal_dcg(*K.best_gains(rows, gains, n), n, 5)
+    ideal_scaled = K.ideal_dcg(*K.best_gains(rows, scaled, n), n, 5)
+    unscaled = K.ndcg(rows, ranks, gains, 5, ideal)
+    assert unscaled.tolist() == K.ndcg(rows, ranks, scaled, 5, ideal_scaled).tolist()  # the same bits either way
+    assert K.gain_exponents(rows, gains * 2.0**1000, n).any() and K.gain_exponents(rows, gains * 2.0**-1000, n).any()
+
+
 @pytest.mark.parametrize("conventions", ["default", "trec_eval"])
 def test_a_huge_gain_table_scores_a_perfect_ranking_1(conventions):
     """Gains scaled per query by the power of two of the largest before summing: 1e308 / log2(2) + 1e308 /

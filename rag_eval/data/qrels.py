@@ -372,8 +372,21 @@ class Qrels:
     def rows_of(self, query_ids: Iterable[str]) -> np.ndarray:
         """The row of each of ``query_ids`` in :attr:`columns` (int64; -1 for a query the qrels lack), looked up in
         C in one dict kept with the qrels."""
-        ids = query_ids if isinstance(query_ids, (list, tuple)) else list(query_ids)
-        return np.fromiter(map(self._row_of.get, ids, repeat(-1)), np.int64, len(ids))
+        ids = query_ids if isinstance(query_ids, tuple) else tuple(query_ids)
+        if len(ids) == len(self._judgements) and ids == self._query_tuple:  # the qrels' own order: no lookup
+            return np.arange(len(ids), dtype=np.int64)
+        last = self.__dict__.get("_last_rows")  # the same ids asked again (a run's, by each check): looked up once
+        if last is not None and last[0] == ids:
+            rows: np.ndarray = last[1]
+            return rows
+        rows = np.fromiter(map(self._row_of.get, ids, repeat(-1)), np.int64, len(ids))
+        rows.flags.writeable = False
+        self.__dict__["_last_rows"] = (ids, rows)
+        return rows
+
+    @cached_property
+    def _query_tuple(self) -> tuple[str, ...]:
+        return tuple(self._judgements)
 
     @cached_property
     def _row_of(self) -> dict[str, int]:

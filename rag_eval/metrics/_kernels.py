@@ -176,11 +176,49 @@ def best_gains(query_of: np.ndarray, gains: np.ndarray, n: int) -> tuple[np.ndar
     return q, g, _position_among(q, n) - 1
 
 
+def best_gains_by_grade(
+    query_of: np.ndarray, grades: np.ndarray, n: int, rule: str, gains: dict[int, float] | None, rel: int | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`best_gains` of the unscaled gains of ``grades``, by counting instead of sorting: a query's gains,
+    best first, are its count of each distinct gain, placed in order. The same three arrays, bit for bit. None
+    where the grades span more than 4,096 values (then sort)."""
+    if not len(grades):
+        return None
+    lo, hi = int(grades.min()), int(grades.max())
+    if hi - lo >= 4096:
+        return None
+    table = gain_of(np.arange(lo, hi + 1), rule, gains, rel)  # the gain of each grade
+    earns = table > 0
+    best = np.unique(table[earns])[::-1]  # the distinct positive gains, best first
+    width = len(best) + 1  # one column more: the grades that earn nothing
+    level = np.full(hi - lo + 1, len(best), np.int64)
+    level[earns] = np.searchsorted(-best, -table[earns])
+    key = query_of * width
+    key += level[grades - lo]
+    counts = np.bincount(key, minlength=n * width).reshape(n, width)[:, :-1]
+    totals = counts.sum(axis=1)
+    query = np.repeat(np.arange(n), totals)
+    ranked = np.repeat(np.broadcast_to(best, counts.shape).ravel(), counts.ravel())
+    rank = np.arange(len(query)) - np.repeat(np.cumsum(totals) - totals, totals)
+    return query, ranked, rank
+
+
 def ideal_dcg(query: np.ndarray, gains: np.ndarray, rank: np.ndarray, n: int, k: Cutoff) -> np.ndarray:
     """Ideal DCG per query at cutoff k, from :func:`best_gains`: the best gains discounted by rank, added best
     first (the order trec_eval adds them in)."""
     weights = np.where(within(query, rank, k), discounted(gains, rank), 0.0)
     return np.bincount(query, weights=weights, minlength=n)
+
+
+SCALE_FREE = 2.0**900  # gains within [2^-900, 2^900]: no DCG of them leaves the normal doubles, so none is scaled
+
+
+def scale_free(magnitudes: np.ndarray) -> bool:
+    """Whether gains of these magnitudes (``abs`` of every gain that can occur) need no scaling: each nonzero one
+    within [2^-900, 2^900] (see :func:`gain_exponents`)."""
+    largest = magnitudes.max(initial=0.0)
+    smallest = magnitudes.min(initial=np.inf, where=magnitudes > 0)
+    return bool(largest < SCALE_FREE and smallest >= 1.0 / SCALE_FREE)
 
 
 def gain_exponents(query_of: np.ndarray, gains: np.ndarray, n: int) -> np.ndarray:
@@ -192,12 +230,18 @@ def gain_exponents(query_of: np.ndarray, gains: np.ndarray, n: int) -> np.ndarra
     trec_eval's wherever its sums stay finite, and stay finite where trec_eval's overflow (``gains=1:1e308``,
     where trec_eval prints 0.0000 for a perfect ranking).
     """
+    magnitude = np.abs(gains)
+    if scale_free(magnitude):  # no sum can overflow or fall below the normal doubles: scaling would change no bit
+        return np.zeros(n, np.int64)
     top = np.zeros(n)
-    np.maximum.at(top, query_of, np.abs(gains))
+    np.maximum.at(top, query_of, magnitude)
     return np.frexp(top)[1].astype(np.int64)
 
 
 def scale_gains(gains: np.ndarray, query_of: np.ndarray, exponents: np.ndarray) -> np.ndarray:
-    """``gains`` of queries ``query_of`` divided by ``2^exponents[query]`` (see :func:`gain_exponents`)."""
+    """``gains`` of queries ``query_of`` divided by ``2^exponents[query]`` (see :func:`gain_exponents`); ``gains``
+    itself where every exponent is 0."""
+    if not exponents.any():
+        return gains
     scaled: np.ndarray = np.ldexp(gains, -exponents[query_of])
     return scaled

@@ -93,19 +93,39 @@ class QrelsStats:
         """Per query, the binary exponent of its largest judged gain: its gains are scaled by ``2^-e`` before
         any sum (exact, and nDCG does not change; see :func:`~rag_eval.metrics._kernels.gain_exponents`)."""
         gain_key = (rule, tuple(sorted(gains.items())) if gains else None, rel)
-        if ("scaled", gain_key) not in self._arrays:
-            judged = K.gain_of(self.grades, rule, gains, rel)
-            exponents = K.gain_exponents(self.query_of, judged, self.n)
-            self._arrays[("exponents", gain_key)] = exponents
-            self._arrays[("scaled", gain_key)] = K.scale_gains(judged, self.query_of, exponents)
+        if ("exponents", gain_key) not in self._arrays:
+            possible = self._grade_span()  # the gain of every grade in the qrels' span, where it is narrow
+            if possible is not None and K.scale_free(np.abs(K.gain_of(possible, rule, gains, rel))):
+                self._arrays[("exponents", gain_key)] = np.zeros(self.n, np.int64)  # the judged gains: when asked
+            else:
+                judged = K.gain_of(self.grades, rule, gains, rel)
+                exponents = K.gain_exponents(self.query_of, judged, self.n)
+                self._arrays[("exponents", gain_key)] = exponents
+                self._arrays[("scaled", gain_key)] = K.scale_gains(judged, self.query_of, exponents)
         return self._arrays[("exponents", gain_key)]
+
+    def _grade_span(self) -> np.ndarray | None:
+        """Every integer from the smallest judged grade to the largest, or None when that is over 4,096 values."""
+        if not len(self.grades):
+            return None
+        lo, hi = int(self.grades.min()), int(self.grades.max())
+        return np.arange(lo, hi + 1) if hi - lo < 4096 else None
+
+    def _scaled_gains(self, rule: str, gains: dict[int, float] | None, rel: int | None) -> np.ndarray:
+        gain_key = (rule, tuple(sorted(gains.items())) if gains else None, rel)
+        if ("scaled", gain_key) not in self._arrays:  # unscaled (every exponent 0): made where first needed
+            self._arrays[("scaled", gain_key)] = K.gain_of(self.grades, rule, gains, rel)
+        return self._arrays[("scaled", gain_key)]
 
     def ideal(self, rule: str, gains: dict[int, float] | None, rel: int | None, k: K.Cutoff) -> np.ndarray:
         """Ideal DCG per query at cutoff k, of the scaled gains (see :meth:`gain_exponents`)."""
         gain_key = (rule, tuple(sorted(gains.items())) if gains else None, rel)
         if gain_key not in self._best:  # every query's positive gains, best first: once per gain rule
-            self.gain_exponents(rule, gains, rel)
-            self._best[gain_key] = K.best_gains(self.query_of, self._arrays[("scaled", gain_key)], self.n)
+            scaled = self.gain_exponents(rule, gains, rel).any()
+            best = None if scaled else K.best_gains_by_grade(self.query_of, self.grades, self.n, rule, gains, rel)
+            if best is None:
+                best = K.best_gains(self.query_of, self._scaled_gains(rule, gains, rel), self.n)
+            self._best[gain_key] = best
         if isinstance(k, np.ndarray):
             return K.ideal_dcg(*self._best[gain_key], self.n, k)
         if ("ideal", gain_key, k) not in self._arrays:
