@@ -129,6 +129,32 @@ def test_the_gate_takes_an_answer_grade_as_a_rule_paired_by_query():
     assert same.metric == "answer.contains" and same.difference == 0 and same.n == 10
 
 
+def test_an_answer_grade_takes_an_absolute_floor_resting_on_the_answers_graded():
+    from scipy import stats
+
+    result = gate(
+        REPORT, BASE, ["answer.f1 >= 0.1", "answer_f1 >= 0.3", "answer.f1 >= 0.9"], test="t", correction="none"
+    )
+    f1 = BASE.answers["f1"].to_numpy()  # five 1.0, five 0.0
+    for rule, floor, verdict in zip(result.rules, (0.1, 0.3, 0.9), ("pass", "inconclusive", "regression"), strict=True):
+        low, high = stats.ttest_1samp(f1, floor).confidence_interval(0.95)
+        assert (rule.metric, rule.n, rule.n_nan, rule.verdict) == ("answer.f1", 10, 0, verdict)
+        assert rule.ci_low + floor == pytest.approx(low, abs=1e-12) and rule.ci_high + floor == pytest.approx(high)
+        assert (
+            rule.candidate_mean == 0.5 and rule.rule.floor == floor and rule.baseline_system == f"the floor {floor:g}"
+        )
+    # the baseline (REPORT) carries no answers: a floor reads the candidate only; a failed answer is left out, said
+    with pytest.warns(DegenerateInterval, match=r"answer.f1 >= 0.5 \(pass, 9 queries, each \+0.5000\)"):
+        (failed,) = gate(REPORT, CAND, ["answer.f1 >= 0.5"], test="t").rules
+    assert (failed.n, failed.n_nan, failed.nan_ids, failed.candidate_mean) == (9, 1, ("q3",), 1.0)
+    assert (
+        "n 9 of the candidate's, against the floor 0.5; left out: 1 without a graded answer (failed or not asked) (q3)"
+        in (failed.numbers())
+    )
+    with pytest.raises(ValueError, match="the candidate carries no answers"):
+        gate(BASE, REPORT, ["answer.f1 >= 0.5"])
+
+
 def test_a_rule_on_answers_needs_answers_on_both_sides():
     with pytest.raises(ValueError, match="the baseline carries no answers"):
         gate(REPORT, CAND, ["answer.f1:0.05"])
