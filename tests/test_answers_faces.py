@@ -90,6 +90,25 @@ def test_a_report_carries_its_answers_graded_with_intervals_on_its_card():
     assert "answers: 10 queries: 9 answered, 1 failed" in text and "answer.f1 1.000 [1.000, 1.000] (n 9)" in text
 
 
+def test_the_answer_table_is_the_generators_columns_with_the_question_references_and_grades():
+    from rag_eval.builtin.generator import extractive_generator
+    from rag_eval.reports.answered import ANSWER_TABLE_COLUMNS
+    from rag_eval.stages.generator import ANSWER_COLUMNS
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        answers = generate_answers(extractive_generator(), RESULT, texts=TEXTS)
+    made, table = answers.to_frame(), REPORT.with_answers(answers, REFS, questions=QUERIES).answers
+    assert made.columns.tolist() == list(ANSWER_COLUMNS)
+    assert table.columns.tolist() == list(ANSWER_TABLE_COLUMNS) == [
+        "query_id", "question", "answer", "error", "skipped", "cached", "latency", "tokens_in", "tokens_out",
+        "context_ids", "references", "exact_match", "f1", "contains",
+    ]  # fmt: skip
+    assert table["answer"].tolist() == made["answer"].tolist() and table["latency"].equals(made["latency"])
+    assert table["context_ids"].tolist() == made["context_ids"].tolist() and table["answer"].notna().all()
+    assert table["f1"].tolist() == [token_f1(a, REFS[q]) for q, a in zip(table["query_id"], table["answer"])]
+
+
 def test_answers_survive_save_and_load(tmp_path):
     CAND.save(tmp_path / "r.parquet")
     back = rag_eval.Report.load(tmp_path / "r.parquet")

@@ -17,6 +17,7 @@ from .._escape import markdown_code
 from .._markdown import markdown_cell
 from ..errors import InputError
 from ..metrics.answers import ANSWER_METRICS, grade_answers
+from ..stages.generator import ANSWER_COLUMNS
 from .summary import summarize_values
 
 if TYPE_CHECKING:
@@ -42,18 +43,13 @@ __all__ = [
     "shown_interval",
 ]
 
-#: the columns of a report's answer table (``Report.answers``), one row per query
+#: the columns of a report's answer table (``Report.answers``), one row per query: the generator's
+#: (:data:`~rag_eval.stages.generator.ANSWER_COLUMNS`, the question after the id, the count of chunks left to the
+#: ids), the references and the grades
 ANSWER_TABLE_COLUMNS = (
-    "query_id",
+    ANSWER_COLUMNS[0],
     "question",
-    "answer",
-    "error",
-    "skipped",
-    "cached",
-    "latency",
-    "tokens_in",
-    "tokens_out",
-    "context_ids",
+    *(c for c in ANSWER_COLUMNS[1:] if c != "n_context"),
     "references",
     *ANSWER_METRICS,
 )
