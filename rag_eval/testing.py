@@ -42,9 +42,10 @@ def assert_no_regression(
     ``inconclusive="pass"``. Returns the :class:`~rag_eval.drivers.gating.GateResult` when it passes.
 
     The rules: ``metric`` with ``max_drop`` (and ``stage``), and/or ``rules`` (:class:`~rag_eval.drivers.gating.Rule`
-    objects or ``METRIC[:STAGE]:MAXDROP`` strings). Reports that are not comparable (different qrels, queries,
-    corpus, conventions or budget, not in ``allow``) raise :class:`~rag_eval.drivers.gating.NotComparable`, and a
-    side lacking queries the other measured :class:`~rag_eval.statistics.paired.UnpairedQueries` (unless
+    objects or ``METRIC[:STAGE]:MAXDROP`` / ``METRIC[:STAGE] >= FLOOR`` strings). Reports that are not comparable
+    (different qrels, queries, corpus, conventions or budget, not in ``allow``) raise
+    :class:`~rag_eval.drivers.gating.NotComparable`, and a side lacking queries the other measured
+    :class:`~rag_eval.statistics.paired.UnpairedQueries` (unless
     ``allow`` holds ``"unpaired"``), InputErrors, not AssertionErrors: that is bad input, not a regression. A rule
     below its test's minimum n is inconclusive, so it fails unless ``inconclusive="pass"``; a metric where lower is
     better fails on a rise. ``test``, ``correction``, ``alpha``, ``seed``: as in the gate.

@@ -90,6 +90,25 @@ def test_a_report_carries_its_answers_graded_with_intervals_on_its_card():
     assert "answers: 10 queries: 9 answered, 1 failed" in text and "answer.f1 1.000 [1.000, 1.000] (n 9)" in text
 
 
+def test_the_answer_table_is_the_generators_columns_with_the_question_references_and_grades():
+    from rag_eval.builtin.generator import extractive_generator
+    from rag_eval.reports.answered import ANSWER_TABLE_COLUMNS
+    from rag_eval.stages.generator import ANSWER_COLUMNS
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        answers = generate_answers(extractive_generator(), RESULT, texts=TEXTS)
+    made, table = answers.to_frame(), REPORT.with_answers(answers, REFS, questions=QUERIES).answers
+    assert made.columns.tolist() == list(ANSWER_COLUMNS)
+    assert table.columns.tolist() == list(ANSWER_TABLE_COLUMNS) == [
+        "query_id", "question", "answer", "error", "skipped", "cached", "latency", "tokens_in", "tokens_out",
+        "context_ids", "references", "exact_match", "f1", "contains",
+    ]  # fmt: skip
+    assert table["answer"].tolist() == made["answer"].tolist() and table["latency"].equals(made["latency"])
+    assert table["context_ids"].tolist() == made["context_ids"].tolist() and table["answer"].notna().all()
+    assert table["f1"].tolist() == [token_f1(a, REFS[q]) for q, a in zip(table["query_id"], table["answer"])]
+
+
 def test_answers_survive_save_and_load(tmp_path):
     CAND.save(tmp_path / "r.parquet")
     back = rag_eval.Report.load(tmp_path / "r.parquet")
@@ -127,6 +146,32 @@ def test_the_gate_takes_an_answer_grade_as_a_rule_paired_by_query():
     with pytest.warns(DegenerateInterval, match="containment max drop 0 .inconclusive, 10 queries"):
         same = gate(BASE, BASE, ["containment:0"], seed=1).rules[0]
     assert same.metric == "answer.contains" and same.difference == 0 and same.n == 10
+
+
+def test_an_answer_grade_takes_an_absolute_floor_resting_on_the_answers_graded():
+    from scipy import stats
+
+    result = gate(
+        REPORT, BASE, ["answer.f1 >= 0.1", "answer_f1 >= 0.3", "answer.f1 >= 0.9"], test="t", correction="none"
+    )
+    f1 = BASE.answers["f1"].to_numpy()  # five 1.0, five 0.0
+    for rule, floor, verdict in zip(result.rules, (0.1, 0.3, 0.9), ("pass", "inconclusive", "regression"), strict=True):
+        low, high = stats.ttest_1samp(f1, floor).confidence_interval(0.95)
+        assert (rule.metric, rule.n, rule.n_nan, rule.verdict) == ("answer.f1", 10, 0, verdict)
+        assert rule.ci_low + floor == pytest.approx(low, abs=1e-12) and rule.ci_high + floor == pytest.approx(high)
+        assert (
+            rule.candidate_mean == 0.5 and rule.rule.floor == floor and rule.baseline_system == f"the floor {floor:g}"
+        )
+    # the baseline (REPORT) carries no answers: a floor reads the candidate only; a failed answer is left out, said
+    with pytest.warns(DegenerateInterval, match=r"answer.f1 >= 0.5 \(pass, 9 queries, each \+0.5000\)"):
+        (failed,) = gate(REPORT, CAND, ["answer.f1 >= 0.5"], test="t").rules
+    assert (failed.n, failed.n_nan, failed.nan_ids, failed.candidate_mean) == (9, 1, ("q3",), 1.0)
+    assert (
+        "n 9 of the candidate's, against the floor 0.5; left out: 1 without a graded answer (failed or not asked) (q3)"
+        in (failed.numbers())
+    )
+    with pytest.raises(ValueError, match="the candidate carries no answers"):
+        gate(BASE, REPORT, ["answer.f1 >= 0.5"])
 
 
 def test_a_rule_on_answers_needs_answers_on_both_sides():
@@ -374,3 +419,123 @@ def test_bench_generate_with_failing_answers_writes_the_folder_and_exits_4(tmp_p
     assert "rag-eval: warning: generator 'no_answer' failed on 4 of the 4 queries" in err
     record = rag_eval.Report.load_folder(tmp_path / "out").card.answers
     assert (record["answered"], record["failed"]) == (0, 4) and record["summary"][1]["mean"] is None
+
+
+# ----- a judge's verdicts beside the grades ------------------------------------------------------------------------
+
+
+def _judged_base():
+    """BASE's answers (q1..q5 right, the others "no idea"), judged by a function judge that calls right every answer
+    saying "answer" except q1's, and its agreement with F1 >= 0.5."""
+    from rag_eval.ground_truth.answer_judge import judge_answers
+    from rag_eval.statistics.grader_agreement import answer_agreement
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        answers = generate_answers(_answerer({"q1", "q2", "q3", "q4", "q5"}), RESULT, texts=TEXTS)
+
+    def grade(question: str, text: str) -> int:
+        answer = text.split("\n")[0].removeprefix("Proposed answer: ")
+        return int(answer.startswith("answer") and answer != "answer q1")
+
+    judged = judge_answers(functions.judge(grade, name="wordy", version="1"), answers, QUERIES, references=REFS)
+    agreement = answer_agreement(judged, answers.grade(REFS), warn=False)
+    report = REPORT.with_answers(answers, REFS, questions=QUERIES, judged=judged, agreement=agreement)
+    return answers, judged, agreement, report
+
+
+def test_a_judges_verdicts_sit_beside_the_grades_per_query_and_its_agreement_once_on_the_card(tmp_path):
+    from sklearn.metrics import cohen_kappa_score
+
+    _, _, agreement, report = _judged_base()
+    table = report.answers.set_index("query_id")
+    expected = [0.0, 1.0, 1.0, 1.0, 1.0] + [0.0] * 5  # q1 .. q10
+    assert table["judge_grade"].tolist() == expected and table["judge_correct"].tolist() == expected
+    assert table["f1"].tolist() == [1.0] * 5 + [0.0] * 5 and set(table["judge_error"]) == {None}
+    judge = report.card.answers["judge"]
+    assert (judge["judge"], judge["scale"], judge["correct_at"], judge["judged"], judge["failed"]) == (
+        "wordy", [0, 1], 1, 10, 0
+    )  # fmt: skip
+    assert judge["correct"]["mean"] == 0.4 and judge["correct"]["n"] == 10
+    assert judge["correct"]["ci_low"] < 0.4 < judge["correct"]["ci_high"]
+    found = judge["agreement"]
+    kappa = cohen_kappa_score([1] * 5 + [0] * 5, expected)
+    assert found["statistic"] == "Cohen's kappa" and found["value"] == pytest.approx(kappa, abs=1e-12)
+    assert (found["n"], found["method"]) == (10, "bootstrap, min n 10")
+    assert (found["disagree"], found["disagree_ids"]) == (1, ["q1"])
+    assert found["ci_low"] <= found["value"] <= found["ci_high"]  # 10 answers: the bootstrap's minimum, an interval
+    assert (found["ci_low"], found["ci_high"]) == (agreement.kappa_low, agreement.kappa_high)
+    text = report.card.render()
+    assert text.count("judge 'wordy' against the reference (F1 >= 0.5) on 10 answers both graded") == 1
+    assert "judge 'wordy' (fingerprint " in text and "correct 0.400 [" in text
+    back = tmp_path / "r.parquet"
+    report.save(back)
+    loaded = rag_eval.Report.load(back)
+    assert loaded.card.answers == report.card.answers
+    assert loaded.answers["judge_grade"].tolist() == expected
+
+
+def test_report_md_and_the_html_page_show_the_judge_beside_the_reference(tmp_path):
+    from rag_eval.renderers.html_report import render_html, side_of
+    from rag_eval.reports.answered import record_markdown
+
+    from .test_html_report import data_of, rows_of
+
+    _, _, agreement, report = _judged_base()
+    lines = record_markdown(report.card.answers, file="answers.csv")
+    (row,) = [line for line in lines if "`judge.correct`" in line]
+    assert row.startswith("| judge 'wordy' says correct (on 0-1, correct at 1)") and "| 0.400 [" in row
+    assert row.endswith("| 10 | 0 |")
+    said = [line for line in lines if "judge 'wordy' against the reference (F1 &gt;= 0.5) on 10 answers" in line]
+    assert len(said) == 1 and f"kappa {agreement.kappa:.3f} \\[{agreement.kappa_low:.3f}, " in said[0]  # once
+    assert "- the judge and the reference disagree on 1 answers: q1; per query: the `judge_grade` column" in "\n".join(
+        lines
+    )
+    page = render_html([side_of(report, results=RESULT, collection=COLLECTION)], plots=False)
+    grades = {a["data-metric"]: cells for a, cells in rows_of(page, "answer-grades")}
+    assert grades["judge.correct"][1:] == [row.split(" | ")[1], "10", "0"]
+    import re
+
+    section = re.search(r'<section class="answers".*?</section>', page, re.DOTALL).group(0)
+    assert section.count("against the reference (F1 &gt;= 0.5) on 10 answers both graded") == 1  # once, summarised
+    data = data_of(page)
+    shown = {}
+    for shard in data["shards"]:
+        for a in shard.get("answers", []):
+            shown[data["ids"][shard["first"] + a["q"]]] = (a["g"][1], a["j"], a["je"])
+    assert shown["q1"] == (1.0, 0.0, None) and shown["q2"] == (1.0, 1.0, None) and shown["q7"] == (0.0, 0.0, None)
+    plain = data_of(render_html([side_of(BASE, results=RESULT, collection=COLLECTION)], plots=False))
+    assert all("j" not in a for shard in plain["shards"] for a in shard.get("answers", []))
+
+
+def test_an_agreement_without_its_verdicts_or_of_another_judge_is_refused():
+    from rag_eval.ground_truth.answer_judge import judge_answers
+
+    answers, _, agreement, _ = _judged_base()
+    with pytest.raises(rag_eval.InputError, match="needs the judge's verdicts"):
+        REPORT.with_answers(answers, REFS, agreement=agreement)
+    other = judge_answers(functions.judge(lambda q, t: 1, name="yes", version="1"), answers, QUERIES, references=REFS)
+    with pytest.raises(rag_eval.InputError, match="the agreement is of judge 'wordy', the verdicts of 'yes'"):
+        REPORT.with_answers(answers, REFS, judged=other, agreement=agreement)
+
+
+@pytest.mark.browser
+def test_a_query_opened_in_the_browser_shows_the_judges_grade_beside_the_reference_grades(tmp_path):
+    from rag_eval.renderers.html_report import side_of, write_html
+
+    from .chromium import chromium, missing_in_test
+    from .test_html_report_browser import open_page
+
+    _, _, _, report = _judged_base()
+    path = write_html(tmp_path / "p.html", [side_of(report, results=RESULT, collection=COLLECTION)], plots=False)
+    with chromium(missing_in_test) as browser:
+        context, page, problems = open_page(browser, path, "1280")
+        try:
+            page.evaluate("window.ragEvalOpenQuery('q1')")
+            table = page.locator("#query-detail .answer table.answer-grade")
+            table.wait_for()
+            assert table.locator("th").all_inner_texts() == ["exact match", "token F1", "contains", "judge"]
+            assert table.locator("td").all_inner_texts() == ["1.000", "1.000", "1.000", "0"]  # the judge disagrees
+            assert problems == []
+        finally:
+            context.close()

@@ -123,6 +123,14 @@ def test_a_judge_grades_the_answers_beside_the_reference_with_its_agreement(fold
         [int(((reference == r) & (pd.Series(expected) == j)).sum()) for j in (0, 1)] for r in (0, 1)
     ]
     assert saved["kappa_low"] is None  # 8 answers: fewer than the bootstrap's 10
+    assert frame["judge_correct"].tolist() == [float(v) for v in expected]
+    markdown = (folder / "judged" / "report.md").read_text("utf-8")
+    section = markdown.split("\n## Answers\n", 1)[1].split("\n## ", 1)[0]
+    (row,) = [line for line in section.splitlines() if "(`judge.correct`)" in line]
+    assert f"| {sum(expected) / 8:.3f} [" in row and row.endswith("| 8 | 0 |")
+    assert section.count("judge 'starts_with_b' against the reference (F1 &gt;= 0.5) on 8 answers") == 1
+    card = json.loads((folder / "judged" / "card.json").read_text("utf-8"))["answers"]["judge"]
+    assert (card["agreement"]["n"], card["agreement"]["ci_low"]) == (8, None)
     err = capsys.readouterr().err
     assert "judge 'starts_with_b' against the reference (F1 >= 0.5) on 8 answers both graded" in err
     assert "no interval: 8 answers, fewer than 10" in err

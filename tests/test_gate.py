@@ -203,6 +203,54 @@ def test_rules_parse_and_refuse_bad_ones():
     assert gate(base, same, ["p@10:0.05"]).rules[0].metric == "precision@10"  # canonical, as the report names it
 
 
+def test_floor_rules_parse_and_refuse_bad_ones():
+    assert Rule.parse("P@10 >= 0.3") == Rule("P@10", floor=0.3)
+    assert Rule.parse("recall@depth:bm25>=0.25") == Rule("recall@depth", stage="bm25", floor=0.25)
+    assert Rule.parse("ndcg(gains=1:3;2:9)@10 >= 0.1") == Rule("ndcg(gains=1:3;2:9)@10", floor=0.1)
+    assert str(Rule("ndcg@budget", stage="rerank", floor=0.3)) == "ndcg@budget [rerank] >= 0.3"
+    for bad in ("P@10 >= x", "a:b:c >= 0.1", "P@10 >= ", "P@10 >= 0.1:0.2"):
+        with pytest.raises(ValueError, match="expected METRIC >= FLOOR"):
+            Rule.parse(bad)
+    for neither_or_both in ({}, {"max_drop": 0.1, "floor": 0.2}):
+        with pytest.raises(ValueError, match=r"give max_drop .a drop from the baseline. or floor, one of them"):
+            Rule("P@10", **neither_or_both)
+    with pytest.raises(ValueError, match="floor must be a finite number"):
+        Rule("P@10", floor=math.inf)
+
+
+@pytest.mark.parametrize(("floor", "verdict"), [(0.2, "pass"), (1 / 3, "inconclusive"), (0.5, "regression")])
+def test_a_floor_rule_holds_the_candidates_mean_against_the_floor(floor, verdict):
+    base, cand = _pair(BASE30, DROP)  # the candidate's P@10: twenty 0.3, ten 0.4 (mean 1/3); the baseline unread
+    rule = gate(base, cand, [Rule("P@10", floor=floor)], test="t").rules[0]
+    values = np.array(DROP) / 10
+    low, high = _t_numbers(values - floor, 0.95)
+    assert (rule.n, rule.n_nan, rule.verdict) == (30, 0, verdict)
+    assert rule.ci_low == pytest.approx(low, abs=1e-12) and rule.ci_high == pytest.approx(high, abs=1e-12)
+    assert rule.candidate_mean == pytest.approx(1 / 3) and rule.difference == pytest.approx(1 / 3 - floor)
+    assert rule.baseline_mean == pytest.approx(floor) and rule.baseline_system == f"the floor {floor:g}"
+    assert rule.p_value == pytest.approx(stats.ttest_1samp(values, floor).pvalue, abs=1e-12)
+    assert len(rule.worse) == int((values < floor).sum())
+    shown = f"the mean's interval [{floor + low:.4f}, {floor + high:.4f}]"
+    said = {"pass": "is above the floor", "regression": "is below the floor", "inconclusive": "holds the floor"}
+    assert rule.reason().startswith(f"{shown} {said[verdict]} {floor:g}")
+    assert f"n 30 of the candidate's, against the floor {floor:g}; none left out" in rule.numbers()
+    if verdict == "regression":
+        assert rule.worst(2) == "below the floor on 30 queries: q00 0.3000, q01 0.3000, and 28 more"
+
+
+def test_a_floor_rule_on_the_command_line(tmp_path, capsys):
+    base, drop = _pair(BASE30, DROP)
+    b, d = _saved(tmp_path, "b", base), _saved(tmp_path, "d", drop)
+    assert main(["gate", b, d, "--rule", "P@10 >= 0.2", "--test", "t"]) == 0
+    assert "PASS  precision@10 [sys], >= 0.2" in capsys.readouterr().out
+    summary = tmp_path / "s.md"
+    assert main(["gate", b, d, "--rule", "P@10>=0.5", "--rule", "P@10:0.5", "--markdown", str(summary)]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION  precision@10 [sys], >= 0.5" in out and "PASS  precision@10 [sys], max drop 0.5" in out
+    text = summary.read_text("utf-8")
+    assert "30 queries below the floor (10 largest drops):" in text and "| query | floor | candidate | change |" in text
+
+
 def test_refuses_what_is_not_comparable_and_prints_the_override():
     ids = [f"q{i:02d}" for i in range(30)]
     base = _report(dict(zip(ids, BASE30, strict=True)))

@@ -122,24 +122,21 @@ def run(args: argparse.Namespace) -> int:
 
     with generator_of(args.generator, max_tokens=args.max_tokens) as generator:
         answers = generate_answers(generator, contexts, questions=questions, prompt=prompt, cache=cache)
-    answered = report.with_answers(answers, references, questions=questions, run=pipeline["run"], stage=stage)
     grades = answers.grade(references)
     judged = agreement = None
-    columns: dict[str, list[Any]] = {}
     files: dict[str, bytes] = {}
     if args.judge:
         log = cache / "answers.judgements.jsonl"
         judged, agreement = _judged(args.judge, answers, questions, references, grades, args.seed, log)
-        columns = {
-            "judge_grade": list(judged.grades),
-            "judge_error": [judged.errors.get(q, "") for q in judged.query_ids],
-        }
         if agreement is not None:
             text = json.dumps(agreement.to_dict(), indent=2, ensure_ascii=False) + "\n"
             files["judge_agreement.json"] = text.encode("utf-8")
+    answered = report.with_answers(
+        answers, references, questions=questions, run=pipeline["run"], stage=stage, judged=judged, agreement=agreement
+    )  # the judge's verdicts beside the grades, per query (answers.csv) and summarised (report.md, the card)
     from ..renderers.result_folder import ANSWERS_FILE, add_answers
 
-    path = add_answers(folder, answered, out=out, columns=columns, files=files) / ANSWERS_FILE
+    path = add_answers(folder, answered, out=out, files=files) / ANSWERS_FILE
     means = grades.mean()
     say(
         visible(

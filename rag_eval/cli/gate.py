@@ -50,7 +50,8 @@ def add_parser(commands: Any) -> None:
         "--rule",
         action="append",
         metavar="METRIC[:STAGE]:MAXDROP",
-        help="a rule of its own, repeatable (e.g. recall@depth:bm25:0.02)",
+        help="a rule of its own, repeatable (e.g. recall@depth:bm25:0.02), or a floor on the candidate's mean, "
+        "METRIC[:STAGE] >= FLOOR (e.g. 'answer.f1 >= 0.30')",
     )
     shared(gate, "test", choices=["randomization", "t", "wilcoxon", "bootstrap"])
     shared(gate, "correction")
@@ -102,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--max-drop and --stage go with --metric")
     rules += [Rule.parse(text) for text in args.rule or []]
     if not rules:
-        raise InputError("no rule: give --metric METRIC --max-drop D, or --rule METRIC[:STAGE]:MAXDROP")
+        raise InputError(
+            "no rule: give --metric METRIC --max-drop D, or --rule METRIC[:STAGE]:MAXDROP (or 'METRIC >= FLOOR')"
+        )
     candidate = args.candidate_path
     if args.pipelines:
         if candidate is not None:

@@ -44,7 +44,7 @@ def gate_metrics(result: GateResult) -> tuple[dict[str, float], dict[str, str]]:
         key = "/".join(["gate", *map(mlflow_name, rule.candidate_system.split("/")), mlflow_name(rule.metric)])
         seen[key] = seen.get(key, 0) + 1
         key += f".{seen[key]}" if seen[key] > 1 else ""
-        drop = rule.rule.max_drop
+        drop = rule.rule.drop  # 0 for a floor rule: its difference is from the floor
         values = {
             "difference": rule.difference,
             "ci_low": rule.ci_low,

@@ -1,8 +1,9 @@
 """``rag_eval.gate``: did a change make retrieval worse? A regression gate for CI, decided by intervals.
 
 Per rule, the interval of the mean paired difference (candidate - baseline) says pass, regression or inconclusive
-against ``-max_drop``, corrected across the rules; reports that are not comparable are refused. The decision rule,
-the tests, the correction and the minimum n: ``docs/gate.md``.
+against ``-max_drop``, corrected across the rules; a floor rule (``answer.f1 >= 0.30``) holds the candidate's values
+against the floor as a constant baseline with a max drop of 0; reports that are not comparable are refused. The
+decision rule, the tests, the correction and the minimum n: ``docs/gate.md``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +42,9 @@ from ..statistics.paired import (
 )
 from ..statistics.power_analysis import power as power_analysis
 from ..statistics.snapshot_drift import Drift
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "ALLOWABLE",
@@ -72,37 +76,60 @@ class NotComparable(InputError):
 @dataclass(frozen=True)
 class Rule:
     """One rule of the gate: ``metric`` (as the report names it) must not drop by more than ``max_drop`` (>= 0, in
-    the metric's units), read from ``stage`` (a stage, ``run/stage`` or a run; by default the last stage of the
-    pipeline that measures the metric, or the report's one run)."""
+    the metric's units), or, given ``floor`` instead, the candidate's mean must be at least ``floor`` (its values
+    held against the floor, the baseline unread); read from ``stage`` (a stage, ``run/stage`` or a run; by default
+    the last stage of the pipeline that measures the metric, or the report's one run)."""
 
     metric: str
-    max_drop: float
+    max_drop: float | None = None
     stage: str | None = None
+    floor: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.metric, str) or not self.metric.strip():
             raise ValueError(f"a rule's metric must be a metric name, not {self.metric!r}")
-        drop = self.max_drop
-        if isinstance(drop, bool) or not isinstance(drop, (int, float)) or not math.isfinite(drop) or drop < 0:
-            raise ValueError(f"rule {self.metric}: max_drop must be a finite number >= 0, not {drop!r}")
+        if (self.max_drop is None) == (self.floor is None):
+            raise ValueError(f"rule {self.metric}: give max_drop (a drop from the baseline) or floor, one of them")
+        for name, value in (("max_drop", self.max_drop), ("floor", self.floor)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            ):
+                raise ValueError(f"rule {self.metric}: {name} must be a finite number, not {value!r}")
+        if self.max_drop is not None and self.max_drop < 0:
+            raise ValueError(f"rule {self.metric}: max_drop must be a finite number >= 0, not {self.max_drop!r}")
         if self.stage is not None and (not isinstance(self.stage, str) or not self.stage):
             raise ValueError(f"rule {self.metric}: stage must be a stage name, not {self.stage!r}")
 
+    @property
+    def drop(self) -> float:
+        """The drop the interval is held against: ``max_drop``, or 0 from the floor."""
+        return 0.0 if self.max_drop is None else float(self.max_drop)
+
     @classmethod
     def parse(cls, text: str) -> Rule:
-        """``METRIC:MAXDROP`` or ``METRIC:STAGE:MAXDROP`` (a colon inside a metric's parentheses belongs to the
-        metric: ``ndcg(gains=1:3;2:9)@10:0.01``)."""
-        depth, cuts = 0, []
+        """``METRIC:MAXDROP``, ``METRIC:STAGE:MAXDROP``, or a floor ``METRIC >= FLOOR`` / ``METRIC:STAGE >= FLOOR``
+        (a colon inside a metric's parentheses belongs to the metric: ``ndcg(gains=1:3;2:9)@10:0.01``)."""
+        depth, cuts, at = 0, [], -1
         for i, char in enumerate(text):
             depth += {"(": 1, ")": -1}.get(char, 0)
             if char == ":" and depth == 0:
                 cuts.append(i)
-        if not cuts or len(cuts) > 2:
-            raise ValueError(f"rule {text!r}: expected METRIC:MAXDROP or METRIC:STAGE:MAXDROP")
-        metric, drop_text = text[: cuts[0]], text[cuts[-1] + 1 :]
-        stage = text[cuts[0] + 1 : cuts[1]] if len(cuts) == 2 else None
+            if text.startswith(">=", i) and depth == 0 and at < 0:
+                at = i
         from ..data.numeric import score_text
 
+        if at >= 0:  # a floor
+            cuts = [c for c in cuts if c < at]
+            number = text[at + 2 :].strip()
+            floor = score_text(number)
+            if len(cuts) > 1 or floor is None:
+                raise ValueError(f"rule {text!r}: expected METRIC >= FLOOR or METRIC:STAGE >= FLOOR, FLOOR a decimal")
+            stage = text[cuts[0] + 1 : at].strip() if cuts else None
+            return cls(text[: cuts[0] if cuts else at].strip(), stage=stage or None, floor=floor)
+        if not cuts or len(cuts) > 2:
+            raise ValueError(f"rule {text!r}: expected METRIC:MAXDROP, METRIC:STAGE:MAXDROP or METRIC[:STAGE] >= FLOOR")
+        metric, drop_text = text[: cuts[0]], text[cuts[-1] + 1 :]
+        stage = text[cuts[0] + 1 : cuts[1]] if len(cuts) == 2 else None
         drop = score_text(drop_text.strip())
         if drop is None:
             raise ValueError(f"rule {text!r}: the max drop {drop_text!r} is not a plain decimal number")
@@ -110,7 +137,9 @@ class Rule:
 
     def __str__(self) -> str:
         where = f" [{self.stage}]" if self.stage else ""
-        return f"{self.metric}{where} max drop {self.max_drop:g}"
+        return f"{self.metric}{where} " + (
+            f">= {self.floor:g}" if self.floor is not None else f"max drop {self.drop:g}"
+        )
 
 
 @dataclass(frozen=True)
@@ -170,6 +199,10 @@ class RuleResult:
 
     def left_out(self) -> str:
         """How many queries were paired and which were left out (some named): what the verdict rests on."""
+        if self.rule.floor is not None:  # the candidate's values alone
+            nan = "without a graded answer (failed or not asked)" if self.metric in ANSWER_RULES else "NaN (0/0)"
+            left = f"; left out: {self.n_nan} {nan} ({shown_ids(self.nan_ids)})" if self.nan_ids else ""
+            return f"n {self.n} of the candidate's, against the floor {self.rule.floor:g}" + (left or "; none left out")
         parts = [
             f"{len(ids)} only in the {side} ({shown_ids(ids)})"
             for ids, side in ((self.only_baseline, "baseline"), (self.only_candidate, "candidate"))
@@ -188,10 +221,12 @@ class RuleResult:
             else f"{_percent(self.confidence)} interval [{_signed(self.ci_low)}, {_signed(self.ci_high)}] "
             f"({method_label(self.test)}{'; zero width' if self.degenerate else ''})"
         )
-        return (
-            f"difference {self.difference:+.4f} ({self.baseline_mean:.4f} -> {self.candidate_mean:.4f}), "
-            f"{interval}, p {_p(self.p_value)} (corrected {_p(self.p_adjusted)}), {self.left_out()}"
+        change = (
+            f"mean {self.candidate_mean:.4f}, {self.difference:+.4f} from the floor {self.rule.floor:g}"
+            if self.rule.floor is not None
+            else f"difference {self.difference:+.4f} ({self.baseline_mean:.4f} -> {self.candidate_mean:.4f})"
         )
+        return f"{change}, {interval}, p {_p(self.p_value)} (corrected {_p(self.p_adjusted)}), {self.left_out()}"
 
     def reason(self) -> str:
         """Why the verdict, in one sentence, with the threshold (a drop, or a rise where lower is better)."""
@@ -213,15 +248,24 @@ class RuleResult:
                 f"{self.n} paired {'query is' if self.n == 1 else 'queries are'} below the {self.test} interval's "
                 f"minimum of {self.min_n}: not enough queries to tell"
             )
+        floor = self.rule.floor
+        if floor is not None:  # the interval of the difference from the floor, shown as the mean's
+            mean = f"the mean's interval [{floor + self.ci_low:.4f}, {floor + self.ci_high:.4f}]"
+            if self.verdict != "inconclusive":
+                return f"{mean} is {'above' if self.verdict == 'pass' else 'below'} the floor {floor:g}"
+            text = f"{mean} holds the floor {floor:g}: not enough queries to tell"
+            if self.minimum_detectable_difference is not None:
+                text += f"; minimum detectable difference {self.minimum_detectable_difference:.4f} at {self.n} queries"
+            return text
         if not self.higher_is_better:
-            threshold = f"+{self.rule.max_drop:g}"
+            threshold = f"+{self.rule.drop:g}"
             if self.verdict == "pass":
                 return f"lower is better: the interval's upper bound {_signed(self.ci_high)} is below {threshold}"
             if self.verdict == "regression":
                 return f"lower is better: the interval's lower bound {_signed(self.ci_low)} is above {threshold}"
             text = f"lower is better: the interval holds {threshold}: not enough queries to tell"
         else:
-            threshold = f"-{self.rule.max_drop:g}"
+            threshold = f"-{self.rule.drop:g}"
             if self.verdict == "pass":
                 return f"the interval's lower bound {_signed(self.ci_low)} is above {threshold}"
             if self.verdict == "regression":
@@ -229,20 +273,25 @@ class RuleResult:
             text = f"the interval holds {threshold}: not enough queries to tell"
         if self.minimum_detectable_difference is not None:
             text += f"; minimum detectable difference {self.minimum_detectable_difference:.4f} at {self.n} queries"
-        if self.queries_needed is not None and self.rule.max_drop > 0:
-            text += f"; about {self.queries_needed} queries needed to tell a drop of {self.rule.max_drop:g}"
+        if self.queries_needed is not None and self.rule.drop > 0:
+            text += f"; about {self.queries_needed} queries needed to tell a drop of {self.rule.drop:g}"
         return text
 
     def worst(self, k: int) -> str:
         """The ``k`` largest drops (rises where lower is better) as ``query change (baseline -> candidate)``, and how
         many more."""
+        below = self.rule.floor is not None
         if not self.worse:
-            return "no query got worse"
+            return "no query below the floor" if below else "no query got worse"
         shown = ", ".join(
-            f"{w.query_id} {w.change:+.4f} ({w.baseline:.4f} -> {w.candidate:.4f})" for w in self.worse[:k]
+            f"{w.query_id} {w.candidate:.4f}"
+            if below
+            else f"{w.query_id} {w.change:+.4f} ({w.baseline:.4f} -> {w.candidate:.4f})"
+            for w in self.worse[:k]
         )
         more = len(self.worse) - k
-        return f"worse on {len(self.worse)} queries: {shown}" + (f", and {more} more" if more > 0 else "")
+        head = "below the floor" if below else "worse"
+        return f"{head} on {len(self.worse)} queries: {shown}" + (f", and {more} more" if more > 0 else "")
 
 
 @dataclass(frozen=True)
@@ -309,10 +358,11 @@ class GateResult:
         for r in self.rules:
             where = (
                 r.candidate_system
-                if r.candidate_system == r.baseline_system
+                if r.candidate_system == r.baseline_system or r.rule.floor is not None
                 else (f"{r.baseline_system} vs {r.candidate_system}")
             )
-            lines.append(f"{r.verdict.upper():>12}  {r.metric} [{where}], max drop {r.rule.max_drop:g}")
+            limit = f">= {r.rule.floor:g}" if r.rule.floor is not None else f"max drop {r.rule.drop:g}"
+            lines.append(f"{r.verdict.upper():>12}  {r.metric} [{where}], {limit}")
             lines.append(f"              {r.numbers()}")
             if r.n_unpaired:
                 lines.append(f"              LEFT OUT (allowed, unpaired): {r.left_out()}")
@@ -384,21 +434,22 @@ class GateResult:
             out.append("")
             out.append(markdown_cell(f"Queries: {r.left_out()}; interval: {method_label(r.test)}") + ".")
             out.append("")
+            floor = r.rule.floor is not None
             if r.worse:
                 more = len(r.worse) - worst
                 out.append(
-                    f"{len(r.worse)} queries got worse"
+                    f"{len(r.worse)} queries {'below the floor' if floor else 'got worse'}"
                     + (f" ({min(worst, len(r.worse))} largest drops):" if more > 0 else ":")
                 )
                 out.append("")
-                out.append("| query | baseline | candidate | change |")
+                out.append(f"| query | {'floor' if floor else 'baseline'} | candidate | change |")
                 out.append("|---|---|---|---|")
                 out += [
                     f"| {markdown_cell(w.query_id)} | {w.baseline:.4f} | {w.candidate:.4f} | {w.change:+.4f} |"
                     for w in r.worse[:worst]
                 ]
             else:
-                out.append("No query got worse.")
+                out.append("No query below the floor." if floor else "No query got worse.")
             out.append("")
         return "\n".join(out)
 
@@ -579,15 +630,15 @@ def gate(
                 test, diff, confidence=confidence, resamples=resamples, permutations=permutations, seed=seed
             )
             worst_bound, best_bound = (low, high) if higher else (-high, -low)  # of the change, better-oriented
-            if worst_bound > -rule.max_drop:
+            if worst_bound > -rule.drop:
                 verdict = "pass"
-            elif best_bound < -rule.max_drop:
+            elif best_bound < -rule.drop:
                 verdict = "regression"
             else:
                 verdict = "inconclusive"
         if flat:
             degenerate.append(f"{rule} ({verdict}, {len(diff)} queries, each {float(diff[0]):+.4f})")
-        mdd, needed = _power(diff, ids, alpha_rule, rule.max_drop)
+        mdd, needed = _power(diff, ids, alpha_rule, rule.drop)
         order = np.lexsort((np.array(ids, dtype=object).astype(str), better))
         worse = tuple(WorseQuery(ids[i], float(y[i]), float(x[i])) for i in order if better[i] < 0)
         results.append(
@@ -663,60 +714,56 @@ def _paired(
 ) -> tuple[Rule, str, tuple[str, str], Pairing]:
     """The rule's paired values: (rule, metric name, (baseline system, candidate system), the pairing), queries
     paired by id through :func:`rag_eval.statistics.paired.pair`, as ``compare`` pairs them: a side lacking queries
-    the other measured is refused unless ``allow_unpaired``."""
-    if answer_metric(rule.metric) is not None:
-        return _paired_answers(base, cand, rule, allow_unpaired=allow_unpaired)
-    b_run, b_stage, metric = _system(base, rule, "baseline")
-    c_run, c_stage, c_metric = _system(cand, rule, "candidate")
-    if c_metric != metric:
-        raise ValueError(f"rule {rule}: the baseline measures it as {metric!r}, the candidate as {c_metric!r}")
-    bv = base.values(b_run, metric, b_stage)
-    cv = cand.values(c_run, metric, c_stage)
+    the other measured is refused unless ``allow_unpaired``. A floor rule pairs the candidate's values with the
+    floor (a NaN, or a failed answer, left out and counted)."""
+    import pandas as pd
+
+    answers = answer_metric(rule.metric) is not None
+    if rule.floor is None:
+        bv, b_system, metric = _values(base, rule, "baseline")
+        cv, c_system, c_metric = _values(cand, rule, "candidate")
+        if c_metric != metric:
+            raise ValueError(f"rule {rule}: the baseline measures it as {metric!r}, the candidate as {c_metric!r}")
+    else:
+        cv, c_system, metric = _values(cand, rule, "candidate")
+        if not _higher_is_better(metric, rule):
+            raise ValueError(f"rule {rule}: lower is better for {metric}: a floor (>=) is no rule on it")
+        bv, b_system = pd.Series(float(rule.floor), index=cv.index), f"the floor {rule.floor:g}"
+    done = "answered" if answers else "measured"
     paired = pair(
         cv,
         bv,
         allow_unpaired=allow_unpaired,
         what=f"rule {rule}",
-        hint="allow={'unpaired'}, --allow-different unpaired, to gate on the queries both measured, each left out "
+        hint=f"allow={{'unpaired'}}, --allow-different unpaired, to gate on the queries both {done}, each left out "
         "counted in the verdict",
     )
     if not paired.n:
-        raise ValueError(f"rule {rule}: no query has a value on both sides ({paired.left_out()}): nothing to decide on")
-    systems = (_name(b_run, b_stage), _name(c_run, c_stage))
-    return rule, metric, systems, paired
+        value = "a graded answer" if answers else "a value"
+        where = "in the candidate" if rule.floor is not None else "on both sides"
+        raise ValueError(f"rule {rule}: no query has {value} {where} ({paired.left_out()}): nothing to decide on")
+    return rule, metric, (b_system, c_system), paired
 
 
-def _paired_answers(
-    base: Report, cand: Report, rule: Rule, *, allow_unpaired: bool
-) -> tuple[Rule, str, tuple[str, str], Pairing]:
-    """An answer grade's rule (``answer.f1``): each side's graded answers (``Report.answers``), paired by query as
-    any rule's; a failed answer is NaN on its side (left out, counted in ``n_nan``)."""
+def _values(report: Report, rule: Rule, role: str) -> tuple[pd.Series, str, str]:
+    """One side's values of ``rule`` by query id (NaN: 0/0, or a failed answer), the system they were read from,
+    and the metric's name: an answer grade (``answer.f1``) from the side's graded answers (``Report.answers``), any
+    other metric from its run (and stage)."""
     metric = answer_metric(rule.metric)
-    assert metric is not None
-    values, systems = [], []
-    for report, role in ((base, "baseline"), (cand, "candidate")):
-        record = report.card.answers
-        if record is None:
-            raise ValueError(
-                f"rule {rule}: the {role} carries no answers (rag-eval answers FOLDER, rag-eval bench --generate, "
-                "Report.with_answers)"
-            )
-        where = _name(record["run"], record.get("stage"))
-        if rule.stage is not None and rule.stage not in (where, record.get("stage"), record["run"]):
-            raise ValueError(f"rule {rule}: the {role}'s answers are of {where!r}, not {rule.stage!r}")
-        values.append(report.answer_values(metric))
-        systems.append(f"{where}, answers by {record['generator']} ({record['fingerprint'][:12]})")
-    paired = pair(
-        values[1],
-        values[0],
-        allow_unpaired=allow_unpaired,
-        what=f"rule {rule}",
-        hint="allow={'unpaired'}, --allow-different unpaired, to gate on the queries both answered, each left out "
-        "counted in the verdict",
-    )
-    if not paired.n:
-        raise ValueError(f"rule {rule}: no query has a graded answer on both sides ({paired.left_out()})")
-    return rule, metric, (systems[0], systems[1]), paired
+    if metric is None:
+        run, stage, metric = _system(report, rule, role)
+        return report.values(run, metric, stage), _name(run, stage), metric
+    record = report.card.answers
+    if record is None:
+        raise ValueError(
+            f"rule {rule}: the {role} carries no answers (rag-eval answers FOLDER, rag-eval bench --generate, "
+            "Report.with_answers)"
+        )
+    where = _name(record["run"], record.get("stage"))
+    if rule.stage is not None and rule.stage not in (where, record.get("stage"), record["run"]):
+        raise ValueError(f"rule {rule}: the {role}'s answers are of {where!r}, not {rule.stage!r}")
+    system = f"{where}, answers by {record['generator']} ({record['fingerprint'][:12]})"
+    return report.answer_values(metric), system, metric
 
 
 def _higher_is_better(metric: str, rule: Rule) -> bool:

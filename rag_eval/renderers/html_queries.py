@@ -412,8 +412,9 @@ def _shards(
 def _answers(sides: Sequence[HtmlSide], index: pd.Index) -> list[dict[str, Any]]:
     """Each side's answers (``Report.answers``), one JSON row per answered query, by query position: the side
     (``s``), the query (``q``), the answer (``a``) or the error (``e``), the references (``r``), the grades
-    exact match, F1, containment (``g``, None where NaN), the context as delivered (``c``: chunk ids) and each
-    chunk's grade in the side's qrels (``cg``: None where unjudged)."""
+    exact match, F1, containment (``g``, None where NaN), the context as delivered (``c``: chunk ids), each
+    chunk's grade in the side's qrels (``cg``: None where unjudged) and, where a judge graded the answers, its
+    grade (``j``: None without a verdict) and its failure (``je``)."""
     rows: list[dict[str, Any]] = []
     for s, side in enumerate(sides):
         if side.report.card.answers is None:
@@ -421,11 +422,18 @@ def _answers(sides: Sequence[HtmlSide], index: pd.Index) -> list[dict[str, Any]]
         table = side.report.answers
         at = _positions(index, table["query_id"].astype(str).to_numpy(dtype=object))
         grades = table[["exact_match", "f1", "contains"]].to_numpy(dtype=np.float64)
+        judged = "judge_grade" in table.columns
+        verdicts = table["judge_grade"].to_numpy(dtype=np.float64) if judged else None
         qrels = side.qrels
         for i, r in enumerate(table.to_dict("records")):
             qid = str(r["query_id"])
-            judged = qrels[qid] if qrels is not None and qid in qrels else {}
+            labels = qrels[qid] if qrels is not None and qid in qrels else {}
             context = [str(d) for d in r["context_ids"]]
+            row: dict[str, Any] = {}
+            if verdicts is not None:
+                verdict = float(verdicts[i])
+                row["j"] = None if verdict != verdict else verdict
+                row["je"] = r["judge_error"] if isinstance(r["judge_error"], str) else None
             rows.append(
                 {
                     "s": s,
@@ -435,7 +443,8 @@ def _answers(sides: Sequence[HtmlSide], index: pd.Index) -> list[dict[str, Any]]
                     "r": [str(x) for x in r["references"]],
                     "g": [None if v != v else float(v) for v in grades[i].tolist()],
                     "c": context,
-                    "cg": [None if judged.get(d) is None else int(judged[d]) for d in context],
+                    "cg": [None if labels.get(d) is None else int(labels[d]) for d in context],
+                    **row,
                 }
             )
     rows.sort(key=lambda row: (row["q"], row["s"]))

@@ -166,6 +166,20 @@ def answers_section(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
         }
         for g in record["summary"]
     ]
+    judge = record.get("judge")
+    if judge:  # the judge's share called correct, as a row beside the grades; its agreement said once below
+        from ..reports.answered import judge_lines
+
+        c = judge["correct"]
+        grades.append(
+            {
+                "metric": "judge.correct",
+                "words": f"judge {judge['judge']!r} says correct",
+                "shown": shown_interval(c["mean"], c["ci_low"], c["ci_high"]),
+                "n": c["n"],
+                "n_failed": c["n_failed"],
+            }
+        )
     found = record.get("predictors")
     predictors = None
     if found:
@@ -180,4 +194,5 @@ def answers_section(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
             for r in found["table"]
         ]
         predictors = {"rows": rows, "describe": found["describe"]}
-    return {**record, "grades": grades, "predictors": predictors}
+    lines = judge_lines(judge) if judge else []
+    return {**record, "grades": grades, "predictors": predictors, "judge_lines": lines}

@@ -17,6 +17,7 @@ from .._escape import markdown_code
 from .._markdown import markdown_cell
 from ..errors import InputError
 from ..metrics.answers import ANSWER_METRICS, grade_answers
+from ..stages.generator import ANSWER_COLUMNS
 from .summary import summarize_values
 
 if TYPE_CHECKING:
@@ -28,32 +29,33 @@ __all__ = [
     "ANSWER_RULES",
     "ANSWER_TABLE_COLUMNS",
     "GRADE_WORDS",
+    "JUDGE_COLUMNS",
     "answer_metric",
     "answer_record",
     "answer_table",
     "answer_values",
     "attached",
+    "judge_lines",
+    "judge_record",
     "record_html",
     "record_lines",
     "record_markdown",
     "shown_interval",
 ]
 
-#: the columns of a report's answer table (``Report.answers``), one row per query
+#: the columns of a report's answer table (``Report.answers``), one row per query: the generator's
+#: (:data:`~rag_eval.stages.generator.ANSWER_COLUMNS`, the question after the id, the count of chunks left to the
+#: ids), the references and the grades
 ANSWER_TABLE_COLUMNS = (
-    "query_id",
+    ANSWER_COLUMNS[0],
     "question",
-    "answer",
-    "error",
-    "skipped",
-    "cached",
-    "latency",
-    "tokens_in",
-    "tokens_out",
-    "context_ids",
+    *(c for c in ANSWER_COLUMNS[1:] if c != "n_context"),
     "references",
     *ANSWER_METRICS,
 )
+#: the columns a judge's verdicts add to the answer table (``Report.with_answers(judged=...)``): its grade on its
+#: scale, 1.0/0.0 correct (NaN without a verdict) and its failure
+JUDGE_COLUMNS = ("judge_grade", "judge_correct", "judge_error")
 #: each grade in words (report.md's, the HTML page's)
 GRADE_WORDS = {"answer.exact_match": "exact match", "answer.f1": "token F1", "answer.contains": "contains the answer"}
 #: the answer grades the gate takes as rules, by their rule names
@@ -165,10 +167,13 @@ def attached(
     run: str | None,
     stage: str | None,
     predictors: Any,
+    judged: Any = None,
+    agreement: Any = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """What :meth:`Report.with_answers <rag_eval.Report.with_answers>` attaches to ``report``: the answer table and
     the card's record, after checking that ``run`` (by default the one run) and ``stage`` (by default the last)
-    measured every query answered."""
+    measured every query answered; with ``judged`` the judge's verdicts beside the grades (:data:`JUDGE_COLUMNS`)
+    and the record's ``judge`` (:func:`judge_record`)."""
     run = run or (report.runs[0] if len(report.runs) == 1 else None)
     if run is None or run not in report.runs:
         raise InputError(f"name the run the answers came from (run=...): the report has {report.runs}")
@@ -180,7 +185,74 @@ def attached(
     table = answer_table(answers, references, questions=questions)
     source = getattr(references, "source", None)
     where = getattr(source, "path", None) or "in memory"
-    return table, answer_record(table, answers, run=run, stage=stage, references=where, predictors=predictors)
+    record = answer_record(table, answers, run=run, stage=stage, references=where, predictors=predictors)
+    if judged is None:
+        if agreement is not None:
+            raise InputError("an agreement needs the judge's verdicts it was measured on: give judged= too")
+        return table, record
+    verdicts = judged.to_frame()
+    alien = ~verdicts["query_id"].isin(table["query_id"])
+    if alien.any():
+        first = verdicts["query_id"][alien].iloc[0]
+        raise InputError(f"query {first!r} has a judge's verdict but no answer here ({int(alien.sum())} such)")
+    table = table.merge(verdicts, on="query_id", how="left")
+    table["judge_error"] = table["judge_error"].astype(object).where(table["judge_error"].notna(), None)
+    record["judge"] = judge_record(table, judged, agreement)
+    return table, record
+
+
+def judge_record(table: pd.DataFrame, judged: Any, agreement: Any = None) -> dict[str, Any]:
+    """The card's record of a judge's verdicts on the answers of ``table`` (with :data:`JUDGE_COLUMNS`): who judged
+    on what scale, the share it calls correct with its interval (as the grades'), the counts, and ``agreement``
+    (an :class:`~rag_eval.statistics.grader_agreement.AnswerAgreement` of the same judge) summarised: Cohen's kappa
+    against the reference-based verdict with its interval, n, the method, the queries left out and where the two
+    disagree."""
+    correct = table["judge_correct"].to_numpy(dtype=np.float64)[:, None]
+    stats = summarize_values(correct, resamples=RESAMPLES, confidence=CONFIDENCE, seed=SEED)
+    low, high = judged.scale
+    record: dict[str, Any] = {
+        "judge": judged.judge,
+        "fingerprint": judged.fingerprint,
+        "scale": [int(low), int(high)],
+        "correct_at": int(judged.correct_at),
+        "correct": {
+            "metric": "judge.correct",
+            "mean": _number(stats["mean"][0]),
+            "ci_low": _number(stats["ci_low"][0]),
+            "ci_high": _number(stats["ci_high"][0]),
+            "n": int(stats["n"][0]),
+            "n_failed": int(stats["n_nan"][0]),
+        },
+        "judged": int(np.isfinite(correct).sum()),
+        "failed": int(judged.failed),
+        "unanswered": len(judged.unanswered),
+        "calls": int(judged.calls),
+        "from_log": int(judged.from_log),
+        "agreement": None,
+    }
+    if agreement is None:
+        return record
+    if agreement.judge != judged.judge:
+        raise InputError(f"the agreement is of judge {agreement.judge!r}, the verdicts of {judged.judge!r}")
+    found = agreement.to_dict()
+    frame = agreement.frame[agreement.frame["paired"]]
+    differ = frame["query_id"][(frame["reference"] != frame["judge"]).to_numpy()].astype(str).tolist()
+    record["agreement"] = {
+        "statistic": "Cohen's kappa",
+        "value": found["kappa"],
+        "ci_low": found["kappa_low"],
+        "ci_high": found["kappa_high"],
+        "n": found["n"],
+        "method": found["method"],
+        "confidence": found["confidence"],
+        "rule": found["rule"],
+        "observed": found["agreement"].get("observed"),
+        "left_out": found["left_out"],
+        "disagree": len(differ),
+        "disagree_ids": differ[:10],
+        "describe": agreement.describe(),
+    }
+    return record
 
 
 def answer_values(table: pd.DataFrame, record: Mapping[str, Any], metric: str) -> pd.Series:
@@ -206,7 +278,28 @@ def record_lines(record: Mapping[str, Any]) -> list[str]:
         f"not asked (retrieval failed); {record['calls']} generator calls, {record['cache_hits']} from the cache; "
         f"references {record['references']}",
         f"{grades}; {record['interval']}; a failed answer is left out and counted, never graded wrong",
+        *judge_lines(record.get("judge")),
     ]
+
+
+def judge_lines(judge: Mapping[str, Any] | None) -> list[str]:
+    """A judge's verdicts in words, a line each (none without a judge): who judged, the share called correct
+    with its interval and the counts; its agreement with the reference-based verdict, once."""
+    if not judge:
+        return []
+    lines = [
+        f"judge {judge['judge']!r} (fingerprint {judge['fingerprint']}) graded the answers {_judge_rule(judge)}: "
+        f"correct {_ci(judge['correct'])} (n {judge['judged']}); it failed on {judge['failed']}, "
+        f"{judge['unanswered']} had no answer; {judge['calls']} judge calls, {judge['from_log']} verdicts from its log"
+    ]
+    agreement = judge.get("agreement")
+    lines.append(agreement["describe"] if agreement else "no agreement with the reference-based grade measured")
+    return lines
+
+
+def _judge_rule(judge: Mapping[str, Any]) -> str:
+    low, high = judge["scale"]
+    return f"on {low}-{high}, correct at {judge['correct_at']}"
 
 
 def record_markdown(record: Mapping[str, Any], *, level: int = 2, file: str | None = None) -> list[str]:
@@ -220,7 +313,25 @@ def record_markdown(record: Mapping[str, Any], *, level: int = 2, file: str | No
         shown = shown_interval(row["mean"], row["ci_low"], row["ci_high"])
         words = GRADE_WORDS.get(row["metric"], row["metric"])
         lines.append(f"| {words} (`{row['metric']}`) | {shown} | {row['n']} | {row['n_failed']} |")
+    judge = record.get("judge")
+    if judge:
+        c = judge["correct"]
+        words = markdown_cell(f"judge {judge['judge']!r} says correct ({_judge_rule(judge)})")
+        shown = shown_interval(c["mean"], c["ci_low"], c["ci_high"])
+        lines.append(f"| {words} (`judge.correct`) | {shown} | {c['n']} | {c['n_failed']} |")
     lines += ["", f"Intervals: {record['interval']}. A failed answer is left out and counted, never graded wrong.", ""]
+    if judge:
+        lines += [f"- {markdown_cell(line)}" for line in judge_lines(judge)]
+        agreement = judge.get("agreement")
+        if agreement and agreement["disagree"]:
+            shown_ids = ", ".join(markdown_cell(q) for q in agreement["disagree_ids"])
+            more = agreement["disagree"] - len(agreement["disagree_ids"])
+            lines.append(
+                f"- the judge and the reference disagree on {agreement['disagree']} answers: {shown_ids}"
+                + (f" and {more} more" if more > 0 else "")
+                + (f"; per query: the `judge_grade` column of `{file}`" if file else "")
+            )
+        lines.append("")
     found = record.get("predictors")
     if found:
         lines += [
@@ -244,7 +355,8 @@ def record_html(record: Mapping[str, Any]) -> str:
     interval, every text escaped."""
     import html
 
-    lines = "".join(f"<li>{html.escape(line)}</li>" for line in record_lines(record)[:2])
+    judge = judge_lines(record.get("judge"))
+    lines = "".join(f"<li>{html.escape(line)}</li>" for line in [*record_lines(record)[:2], *judge])
     rows = "".join(
         f"<tr><td>{html.escape(GRADE_WORDS.get(g['metric'], g['metric']))} <code>{html.escape(g['metric'])}</code></td>"
         f"<td>{shown_interval(g['mean'], g['ci_low'], g['ci_high'])}</td><td>{g['n']}</td><td>{g['n_failed']}</td></tr>"

@@ -479,15 +479,19 @@ class Report:
         run: str | None = None,
         stage: str | None = None,
         predictors: Any = None,
+        judged: Any = None,
+        agreement: Any = None,
     ) -> Report:
         """The same report with ``answers`` (:func:`rag_eval.stages.generator.generate_answers`' Answers, made from
         ``run``'s ``stage``: by default the one run and its last stage) graded against ``references`` and attached:
         :attr:`answers` per query, ``card.answers`` (the generator, prompt, counts, means with intervals and
-        ``predictors``, an AnswerPrediction, when given). A query answered that the run did not measure is an
-        InputError. See docs/answers.md."""
+        ``predictors``, an AnswerPrediction, when given). ``judged``: a judge's verdicts on the same answers
+        (:func:`~rag_eval.ground_truth.judge_answers`), set beside the grades per query, with ``agreement``
+        (:func:`~rag_eval.statistics.answer_agreement`) summarised once on the card. A query answered that the run
+        did not measure is an InputError. See docs/answers.md."""
         from .answered import attached
 
-        table, record = attached(self, answers, references, questions, run, stage, predictors)
+        table, record = attached(self, answers, references, questions, run, stage, predictors, judged, agreement)
         card = self.card.model_copy(update={"answers": record})
         return Report(self._blocks, list(self._metrics), card, {**self._table_of, ANSWERS: table}, self._weights)
 

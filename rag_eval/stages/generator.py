@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ..metrics.answers import AnswerGrades
 
 __all__ = [
+    "ANSWER_COLUMNS",
     "DEFAULT_CHUNK",
     "DEFAULT_PROMPT",
     "Answer",
@@ -47,6 +48,21 @@ __all__ = [
     "generate_answers",
     "render_prompt",
 ]
+
+#: the columns of :meth:`Answers.to_frame`, one row per query (a report's answer table,
+#: :data:`rag_eval.reports.answered.ANSWER_TABLE_COLUMNS`, is built from them)
+ANSWER_COLUMNS = (
+    "query_id",
+    "answer",
+    "error",
+    "skipped",
+    "cached",
+    "latency",
+    "tokens_in",
+    "tokens_out",
+    "n_context",
+    "context_ids",
+)
 
 #: The default prompt: the question and the numbered chunks, asking for a short answer taken from them.
 DEFAULT_PROMPT = """\
@@ -280,19 +296,7 @@ class Answers(Mapping[str, Answer]):
             )
             for a in self._answers.values()
         ]
-        columns = [
-            "query_id",
-            "answer",
-            "error",
-            "skipped",
-            "cached",
-            "latency",
-            "tokens_in",
-            "tokens_out",
-            "n_context",
-            "context_ids",
-        ]
-        frame = pd.DataFrame(rows, columns=columns)
+        frame = pd.DataFrame(rows, columns=list(ANSWER_COLUMNS))
         for name in ("tokens_in", "tokens_out"):
             frame[name] = frame[name].astype("Int64")
         return frame
