@@ -49,7 +49,7 @@ OWN = {
     "-o": {"help"},
     "--out": {"help"},
     "--depth": {"help"},
-    # traces and drift: what their qrels are for (not pool); traces: its budget defaults to the one recorded
+    # traces, drift and report: what their qrels are for (not pool); traces: its budget defaults to the one recorded
     "--qrels": {"help"},
     "--budget": {"default", "help"},
     "--judge": {"help"},  # answers: a judge of answers, not of (query, chunk) pairs
@@ -164,10 +164,12 @@ def test_an_option_shared_by_two_commands_is_the_same_in_each():
         ],
         "--scale": ["agreement", "judge", "label"],
         "--judge": ["answers", "judge"],
-        "--qrels": ["drift", "merge", "pool", "traces"],
+        "--qrels": ["drift", "merge", "pool", "report", "traces"],
         "--run": ["answers", "drift"],
-        "--corpus-before": ["drift", "gate"],
-        "--corpus-after": ["drift", "gate"],
+        "--corpus-before": ["drift", "gate", "report"],
+        "--corpus-after": ["drift", "gate", "report"],
+        "--chunks-before": ["drift", "gate", "report"],
+        "--chunks-after": ["drift", "gate", "report"],
         "--no-plots": ["bench", "demo", "report", "traces", "tune"],
         "--generator": ["answers", "bench"],
     }

@@ -492,7 +492,9 @@ def test_the_gate_command_names_the_drift_of_two_folders(tmp_path, capsys):
     )
     # refusals: corpora without --drift, a saved report for --drift; one line, exit 2
     assert main(argv[:-2] + corpora) == 2
-    assert "--corpus-before and --corpus-after go with --drift QRELS" in capsys.readouterr().err
+    assert "--corpus-before/--corpus-after and --chunks-before/--chunks-after go with --drift QRELS" in (
+        capsys.readouterr().err
+    )
     evaluate(qrels, folders["base"]).save(tmp_path / "base.parquet")
     assert main(["gate", str(tmp_path / "base.parquet"), *argv[2:]]) == 2
     assert "--drift compares result folders: BASELINE is not one" in capsys.readouterr().err

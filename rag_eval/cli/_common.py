@@ -112,9 +112,9 @@ def read_numbers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
 # Every option that two or more commands have, declared once: flags, then argparse's keywords (and ``number``: how a
 # numeric one is read, :class:`Number`). A command may set only ``required`` and, for ``--format`` and ``--test``,
 # ``choices`` (which formats, which tests apply: gate adds bootstrap), and, for ``-o/--out`` and ``--depth``,
-# ``help`` (what it writes, what it cuts); traces says what its --qrels are for, and its --budget defaults to the
-# budget recorded (set_defaults): tests/test_cli_family.py checks every other keyword is the same in every
-# command that has the option.
+# ``help`` (what it writes, what it cuts); traces, drift and report say what their --qrels are for, and traces'
+# --budget defaults to the budget recorded (set_defaults): tests/test_cli_family.py checks every other keyword is
+# the same in every command that has the option.
 SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "metric": (
         ("-m", "--metric"),
@@ -250,7 +250,7 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     ),
     "split": (("--split",), {"default": "test", "help": "the BEIR qrels split that names the queries (default test)"}),
     "run": (("--run",), {"metavar": "NAME", "help": "the pipeline of a result folder (when it holds several)"}),
-    # drift's two corpora (drift BEFORE AFTER; gate BASELINE CANDIDATE --drift)
+    # drift's two corpora and chunk maps (drift BEFORE AFTER; gate BASELINE CANDIDATE --drift; report A B --qrels)
     "corpus_before": (
         ("--corpus-before",),
         {
@@ -260,6 +260,18 @@ SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         },
     ),
     "corpus_after": (("--corpus-after",), {"metavar": "FILE", "help": "the corpus as it is now (as --corpus-before)"}),
+    "chunks_before": (
+        ("--chunks-before",),
+        {
+            "metavar": "FILE",
+            "help": "where each chunk came from, as it was: JSON lines with chunk_id, doc_id and optional start, end "
+            "(character offsets in the document): tells a re-chunked item from a removed one",
+        },
+    ),
+    "chunks_after": (
+        ("--chunks-after",),
+        {"metavar": "FILE", "help": "where each chunk comes from now (as --chunks-before)"},
+    ),
     "out": (("-o", "--out"), {"metavar": "OUT"}),
     "depth": (("--depth",), {"metavar": "N", "number": count()}),
     "budget": (

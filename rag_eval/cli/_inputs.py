@@ -1,5 +1,6 @@
 """How the commands read what they are given: run files and their names, ``--baseline``, the conventions and the
-metrics of the measuring options, saved reports (see docs/cli.md)."""
+metrics of the measuring options, saved reports, the snapshots and corpora drift compares (see docs/cli.md and
+docs/drift.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,19 @@ if TYPE_CHECKING:
     from ..metrics import Conventions
     from ..metrics.grammar import Metric
 
-__all__ = ["baseline", "conventions", "load_report", "named_runs", "resolve_metrics", "run_names", "stem"]
+__all__ = [
+    "baseline",
+    "chunk_refs",
+    "conventions",
+    "corpus_texts",
+    "drift_inputs",
+    "load_report",
+    "named_runs",
+    "resolve_metrics",
+    "run_names",
+    "snapshot",
+    "stem",
+]
 
 
 def run_names(paths: Sequence[str]) -> list[str]:
@@ -135,3 +148,82 @@ def load_report(given: str, flag: str | None = None) -> Any:
     if not where.exists():
         raise InputError(f"no such report file or result folder{f' ({flag})' if flag else ''}", source=given)
     return Report.load_folder(where) if where.is_dir() else Report.load(where)
+
+
+# ----- drift's inputs (drift, gate --drift, report --qrels) -----------------------------------------------------
+
+
+def corpus_texts(path: str | None) -> dict[str, str] | None:
+    """``{doc_id: content}`` of a BEIR corpus (title and text joined as the collections index them)."""
+    if path is None:
+        return None
+    from ..data.collection import Chunk
+    from ..data.input_files import read_input
+
+    where = Path(path)
+    file = read_input(where / "corpus.jsonl" if where.is_dir() else where)
+    out: dict[str, str] = {}
+    for number, record in file.json_objects():
+        doc, text = record.get("_id", record.get("id")), record.get("text")
+        if not isinstance(doc, (str, int)) or isinstance(doc, bool) or not isinstance(text, str):
+            raise file.error("a document needs an _id (or id) and a text", number)
+        if str(doc) in out:
+            raise file.error(f"document id {doc!r} twice", number)
+        out[str(doc)] = Chunk(str(record.get("title") or ""), text).content
+    return out
+
+
+def chunk_refs(path: str | None) -> dict[str, Any] | None:
+    """``{chunk_id: ChunkRef}`` from JSON lines ``{"chunk_id", "doc_id", "start", "end"}`` (offsets optional)."""
+    if path is None:
+        return None
+    from ..data.input_files import read_input
+    from ..data.spans import ChunkRef
+
+    file = read_input(path)
+    out: dict[str, Any] = {}
+    for number, record in file.json_objects():
+        chunk, doc = record.get("chunk_id"), record.get("doc_id")
+        start, end = record.get("start"), record.get("end")
+        if not isinstance(chunk, str) or not chunk or not isinstance(doc, str) or not doc:
+            raise file.error("a chunk needs a chunk_id and a doc_id (non-empty strings)", number)
+        if any(v is not None and (isinstance(v, bool) or not isinstance(v, int)) for v in (start, end)):
+            raise file.error("start and end are whole numbers (character offsets) or absent", number)
+        if chunk in out:
+            raise file.error(f"chunk id {chunk!r} twice", number)
+        try:
+            out[chunk] = ChunkRef(doc, start, end)
+        except InputError as exc:
+            raise file.error(exc.problem, number) from None
+    return out
+
+
+def snapshot(path: str, run_name: str | None, several: str = "name one with --run") -> Any:
+    """The PipelineResult of a result folder (its pipeline ``run_name``, or its only one: else ``several`` says what
+    to do) or of a trace export."""
+    where = Path(path)
+    if not where.exists():
+        raise InputError("no such folder or file", source=path)
+    if where.is_file():
+        from ..stages.traced import from_traces
+
+        return from_traces(where)
+    from ..renderers.result_folder import load_results
+
+    results = load_results(where)
+    if run_name is None and len(results) > 1:
+        raise InputError(f"it holds {len(results)} pipelines ({', '.join(results)}): {several}", source=path)
+    if run_name is not None and run_name not in results:
+        raise InputError(f"no pipeline {run_name!r} in it (it holds {', '.join(results)})", source=path)
+    return results[run_name or next(iter(results))]
+
+
+def drift_inputs(args: argparse.Namespace) -> dict[str, Any]:
+    """drift()'s corpora and chunk maps from ``--corpus-before/--corpus-after`` and ``--chunks-before/--chunks-after``
+    (each read once; absent ones None)."""
+    return {
+        "corpus_before": corpus_texts(args.corpus_before),
+        "corpus_after": corpus_texts(args.corpus_after),
+        "chunks_before": chunk_refs(args.chunks_before),
+        "chunks_after": chunk_refs(args.chunks_after),
+    }

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import InputError
 from ._common import DECIMAL, option, say, shared, show, to_mlflow
-from ._inputs import load_report
+from ._inputs import drift_inputs, load_report, snapshot
 
 __all__ = ["add_parser", "run"]
 
@@ -85,6 +85,8 @@ def add_parser(commands: Any) -> None:
     )
     shared(gate, "corpus_before")
     shared(gate, "corpus_after")
+    shared(gate, "chunks_before")
+    shared(gate, "chunks_after")
     shared(gate, "seed")
     shared(gate, "mlflow")
 
@@ -115,8 +117,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("no candidate: give a CANDIDATE folder or report, or --pipeline NAME --beir FOLDER to run one")
     elif args.beir is not None or args.out is not None or args.cache is not None:
         raise InputError("--beir, -o and --cache go with --pipeline (the candidate to run)")
-    if args.drift is None and (args.corpus_before is not None or args.corpus_after is not None):
-        raise InputError("--corpus-before and --corpus-after go with --drift QRELS")
+    given = [args.corpus_before, args.corpus_after, args.chunks_before, args.chunks_after]
+    if args.drift is None and any(path is not None for path in given):
+        raise InputError("--corpus-before/--corpus-after and --chunks-before/--chunks-after go with --drift QRELS")
     found = None if args.drift is None else _drift(args, candidate)
     result = gate(
         args.baseline_path,
@@ -149,18 +152,16 @@ def _drift(args: argparse.Namespace, candidate: str) -> Any:
 
     from ..data import Qrels
     from ..statistics.snapshot_drift import drift
-    from .drift import _corpus, _snapshot
 
     for path, what in ((args.baseline_path, "BASELINE"), (candidate, "CANDIDATE")):
         if not Path(path).is_dir():
             raise InputError(f"--drift compares result folders: {what} is not one", source=str(path))
     several = "--drift compares one pipeline per folder"
     found = drift(
-        _snapshot(args.baseline_path, None, several),
-        _snapshot(candidate, None, several),
+        snapshot(args.baseline_path, None, several),
+        snapshot(candidate, None, several),
         Qrels.load(args.drift),
-        corpus_before=_corpus(args.corpus_before),
-        corpus_after=_corpus(args.corpus_after),
+        **drift_inputs(args),
         test=args.test,
         seed=args.seed,
     )

@@ -6,7 +6,8 @@ screen answers: for a diff, the verdict (which differences are significant after
 each metric's direction); for each pipeline, the funnel of its relevant items (:mod:`rag_eval.reports.funnel`) beside
 its stages' headline numbers (:mod:`.html_summary`). Then a stage x metric pivot (the flat table one click away, and
 as CSV), latency and failures, the plots, the metric card, the Queries view (:mod:`.html_queries`: a virtual list,
-filters by fate, a per-query drill-down) and the Diff view (per stage and per query).
+filters by fate, a per-query drill-down), the Diff view (per stage and per query) and, when drifts are given, the
+Drift view (each drift as the drift page shows it: :mod:`.drift_html`).
 
 Size: the page holds the list; the drill-down comes in shards of queries, inline while the page stays under
 :data:`~rag_eval.renderers.html_queries.INLINE_BYTES`, else in small scripts beside it (``<page>.drill/``): 100,000
@@ -35,6 +36,7 @@ from ..errors import InputError
 from ..reports.funnel import funnel, pipelines_of
 from ..reports.report import Report
 from ..statistics.paired import correct, min_n, paired_bootstrap_ci, t_test
+from ._jinja import environment
 from .html_queries import INLINE_BYTES, MAIN, budget_chunks, dumps, query_data
 from .html_summary import answers_section, csv_rows, funnel_blocks, pivots
 from .plots import svg_plots as _plots
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from ..data.qrels import Qrels
     from ..data.run import Run
     from ..stages.result import PipelineResult
+    from ..statistics.snapshot_drift import Drift
 
 __all__ = [
     "DRILL_EXTRA",
@@ -67,6 +70,7 @@ _MAIN = MAIN  # per stage, the metric the query list and the diff show first
 TEST, CORRECTION, CORRECTION_WORDS, ALPHA = "t", "holm", "Holm's correction", 0.05
 VERDICT_ROWS = 6  # significant differences named on the first screen (the Diff tab lists every row)
 REGRESSED_ROWS = 100  # queries listed as regressed (and as improved) in the Diff tab, worst first
+DRIFT_QUERIES = 10  # queries most affected shown in each drift of the Drift view (as rag-eval drift's --top)
 
 
 @dataclass
@@ -415,33 +419,50 @@ def _latency(side: HtmlSide) -> list[dict[str, Any]]:
 
 
 def render_html(
-    sides: Sequence[HtmlSide], *, drill_depth: int | None = None, title: str | None = None, plots: bool = True
+    sides: Sequence[HtmlSide],
+    *,
+    drill_depth: int | None = None,
+    title: str | None = None,
+    plots: bool = True,
+    drifts: Mapping[str, Drift] | None = None,
 ) -> str:
     """The page for ``sides`` (the first is the baseline of the diff views), as a str, its drill-down inline
     (:func:`write_html` puts a large one beside the page)."""
-    page, _ = _page(sides, drill_depth=drill_depth, title=title, plots=plots, beside=None)
+    page, _ = _page(sides, drill_depth=drill_depth, title=title, plots=plots, beside=None, drifts=drifts)
     return page
 
 
+def _drift_views(drifts: Mapping[str, Drift] | None) -> list[dict[str, Any]]:
+    """The Drift view's sections: each drift's heading and what drift_body.html.j2 shows of it."""
+    if not drifts:
+        return []
+    from ..statistics.snapshot_drift import Drift
+    from .drift_html import drift_context
+
+    views = []
+    for heading, found in drifts.items():
+        if not isinstance(found, Drift):
+            raise TypeError(f"drifts[{heading!r}] must be a Drift (rag_eval.statistics.drift), not {type(found)}")
+        views.append({"heading": str(heading), "drift": drift_context(found, top=DRIFT_QUERIES)})
+    return views
+
+
 def _page(
-    sides: Sequence[HtmlSide], *, drill_depth: int | None, title: str | None, plots: bool, beside: str | None
+    sides: Sequence[HtmlSide],
+    *,
+    drill_depth: int | None,
+    title: str | None,
+    plots: bool,
+    beside: str | None,
+    drifts: Mapping[str, Drift] | None = None,
 ) -> tuple[str, list[str]]:
     """The page, and the drill-down's shard scripts to write in the folder ``beside`` (a name relative to the
     page) when the page would grow past :data:`~rag_eval.renderers.html_queries.INLINE_BYTES` with them inline
     (none when ``beside`` is None: then they are inline whatever their size)."""
-    from .._optional import require
-
-    jinja2 = require("jinja2", extra="html", feature=_FEATURE)
+    env = environment(_FEATURE)
     if not sides:
         raise InputError("no report to show")
     depth = _drill_depth(sides, drill_depth)
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("rag_eval.renderers", "."),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
     template = env.get_template("report.html.j2")
     svgs = _plots(sides) if plots else {}
     from markupsafe import Markup  # jinja2's own dependency
@@ -475,6 +496,7 @@ def _page(
                 for s, f in zip(sides, funnels, strict=True)
             ],
             diffs=diffs,
+            drifts=_drift_views(drifts),
             notes=_notes(sides),
             plots={k: Markup(v) for k, v in svgs.items()},  # matplotlib's SVG writer escapes the texts it draws
             listing=Markup(dumps(listing)),  # escaped as |tojson escapes: no text closes its <script>
@@ -534,15 +556,18 @@ def write_html(
     drill_depth: int | None = None,
     title: str | None = None,
     plots: bool = True,
+    drifts: Mapping[str, Drift] | None = None,
 ) -> Path:
     """Write the page to ``path`` (whole or not at all); returns the path. A drill-down too large for the page
     (past :data:`~rag_eval.renderers.html_queries.INLINE_BYTES`) goes into ``<name>.drill/`` beside it, one small
-    script a shard, written before the page."""
+    script a shard, written before the page. ``drifts``: ``{heading: Drift}``, each computed by the caller
+    (:func:`rag_eval.statistics.drift`, e.g. between the first side's pipeline and another's), shown in a Drift
+    view as the drift page shows it (docs/drift.md)."""
     out = Path(path)
     if out.is_dir():
         raise InputError("is a folder: give the HTML file to write", source=str(out))
     folder = out.with_name(out.name + ".drill")
-    page, shards = _page(sides, drill_depth=drill_depth, title=title, plots=plots, beside=folder.name)
+    page, shards = _page(sides, drill_depth=drill_depth, title=title, plots=plots, beside=folder.name, drifts=drifts)
     out.parent.mkdir(parents=True, exist_ok=True)
     if shards:
         folder.mkdir(exist_ok=True)
