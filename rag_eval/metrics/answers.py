@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "ANSWER_COLUMNS",
     "ANSWER_METRICS",
     "AnswerGrades",
     "contains_answer",
@@ -31,6 +32,21 @@ __all__ = [
     "normalize_answer",
     "token_f1",
 ]
+
+#: the columns of a generator's answers, one row per query (:meth:`rag_eval.stages.generator.Answers.to_frame`; a
+#: report's answer table, :data:`rag_eval.reports.answered.ANSWER_TABLE_COLUMNS`, is built from them)
+ANSWER_COLUMNS = (
+    "query_id",
+    "answer",
+    "error",
+    "skipped",
+    "cached",
+    "latency",
+    "tokens_in",
+    "tokens_out",
+    "n_context",
+    "context_ids",
+)
 
 #: the grades :func:`grade_answers` gives, in the order of its columns
 ANSWER_METRICS = ("exact_match", "f1", "contains")

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from .._checks import check_choice
 from .._escape import csv_text
 from .._markdown import markdown_table
-from ..reports.answered import record_lines, record_markdown
 from ..reports.report import Report
 
 if TYPE_CHECKING:  # pandas is imported on use: import rag_eval stays light
@@ -73,12 +72,17 @@ def format_report(
         if per_query:
             text += "\n" + markdown_table(_per_query_table(report).reset_index())
         if report.card.answers is not None:
+            from ..reports.answered import record_markdown  # loaded only where a report carries answers
+
             text += "\n" + "\n".join(record_markdown(report.card.answers, level=3))
         return text
     table = _per_query_table(report).to_string(float_format=_four) + "\n\n" if per_query else ""
     first = funnel_text(found) + "\n" if found else ""
-    answers = report.card.answers
-    last = "".join(f"answers: {line}\n" for line in record_lines(answers)) if answers is not None else ""
+    answers, last = report.card.answers, ""
+    if answers is not None:
+        from ..reports.answered import record_lines
+
+        last = "".join(f"answers: {line}\n" for line in record_lines(answers))
     return first + table + shown.to_string(index=False, float_format=_four) + "\n" + last
 
 

@@ -16,8 +16,7 @@ import numpy as np
 from .._escape import markdown_code
 from .._markdown import markdown_cell
 from ..errors import InputError
-from ..metrics.answers import ANSWER_METRICS, grade_answers
-from ..stages.generator import ANSWER_COLUMNS
+from ..metrics.answers import ANSWER_COLUMNS, ANSWER_METRICS, grade_answers
 from .summary import summarize_values
 
 if TYPE_CHECKING:
@@ -44,7 +43,7 @@ __all__ = [
 ]
 
 #: the columns of a report's answer table (``Report.answers``), one row per query: the generator's
-#: (:data:`~rag_eval.stages.generator.ANSWER_COLUMNS`, the question after the id, the count of chunks left to the
+#: (:data:`~rag_eval.metrics.answers.ANSWER_COLUMNS`, the question after the id, the count of chunks left to the
 #: ids), the references and the grades
 ANSWER_TABLE_COLUMNS = (
     ANSWER_COLUMNS[0],

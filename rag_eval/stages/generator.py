@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from .._checks import check_int
 from .._files import append, file_lock
 from ..errors import FailingGenerator, HarnessError, InputError, TornLine
+from ..metrics.answers import ANSWER_COLUMNS
 from .hits import Hit
 from .result import PipelineResult
 
@@ -48,21 +49,6 @@ __all__ = [
     "generate_answers",
     "render_prompt",
 ]
-
-#: the columns of :meth:`Answers.to_frame`, one row per query (a report's answer table,
-#: :data:`rag_eval.reports.answered.ANSWER_TABLE_COLUMNS`, is built from them)
-ANSWER_COLUMNS = (
-    "query_id",
-    "answer",
-    "error",
-    "skipped",
-    "cached",
-    "latency",
-    "tokens_in",
-    "tokens_out",
-    "n_context",
-    "context_ids",
-)
 
 #: The default prompt: the question and the numbered chunks, asking for a short answer taken from them.
 DEFAULT_PROMPT = """\
