@@ -36,6 +36,7 @@ import functools
 import hashlib
 import importlib
 import json
+import os
 import platform
 import re
 import string
@@ -488,8 +489,11 @@ def main(argv: list[str] | None = None) -> int:
             + f"{best['predictor']} (AUC {best['auc']:.3f}) | {int(failed.sum()):,} |"
         )
     wall = time.perf_counter() - started_all
-    command = "nice -n 19 .venv/bin/python benchmarks/bench_answers.py" + "".join(
-        f" {a}" for a in (argv if argv is not None else sys.argv[1:])
+    niceness = os.nice(0)  # the command as it ran: with its nice level, if any
+    command = (
+        (f"nice -n {niceness} " if niceness else "")
+        + ".venv/bin/python benchmarks/bench_answers.py"
+        + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
     )
     text = "\n".join(
         [
