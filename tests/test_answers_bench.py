@@ -93,3 +93,14 @@ def test_the_benchmark_runs_end_to_end_on_a_few_questions(bench, tmp_path):
     assert "| answer gap (n 12) |" in text and "ranked by auc" in text
     assert re.search(r"^\| 10 \| 12 \| ", text, re.M)  # the budget curve's last k
     assert "Utility labels (eRAG) of the 36 delivered chunks" in text
+    assert "correct: F1 >= 0.5" in text
+    # correct as containment: a reference inside the answer (from the cache: no generator call)
+    contained = tmp_path / "contained.md"
+    again = ["--correct", "contains", "--cache", str(tmp_path / "cache"), "--write", str(contained)]
+    assert bench.main([*args, *again]) == 0
+    other = contained.read_text("utf-8")
+    assert "correct: a reference answer contained in the answer" in other and "F1 >= 0.5;" not in other
+    assert re.search(r"^\| bm25 \| 0\.000 \| ", other, re.M)  # an empty answer contains nothing
+    f1_rows = re.findall(r"^\| (?:none|oracle|delivered) \| 12 \| 0 \| [^|]+ \| ([^|]+) \|$", text, re.M)
+    assert len(f1_rows) >= 3  # F1 does not depend on what counts as correct
+    assert re.findall(r"^\| (?:none|oracle|delivered) \| 12 \| 0 \| [^|]+ \| ([^|]+) \|$", other, re.M) == f1_rows
