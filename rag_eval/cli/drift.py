@@ -67,13 +67,7 @@ def run(args: argparse.Namespace) -> int:
             "diff": found.diff,
             "ci": list(found.ci),
             "p": found.p,
-            "n": found.n,
-            "left_out": found.left_out,
-            "method": found.method,
-            "inputs": list(found.inputs),
-            "by_cause": found.by_cause().to_dict("records"),
-            "by_stage": found.by_stage().to_dict("records"),
-            "queries": found.queries(args.top).to_dict("records"),
+            **found.tables(args.top),
             "items": found.to_frame().to_dict("records"),
         }
         show(json.dumps(document, indent=2, default=_plain, allow_nan=True) + "\n", data=True)

@@ -100,6 +100,20 @@ class Drift:
             top
         )
 
+    def tables(self, top: int = 10) -> dict[str, Any]:
+        """What the change rests on (n paired, left out, method, the inputs compared) and its tables as records
+        (counts per cause and per stage, the ``top`` queries most affected): what the JSON output and the pages
+        show beside the numbers, each formatting those its own way."""
+        return {
+            "n": self.n,
+            "left_out": self.left_out,
+            "method": self.method,
+            "inputs": list(self.inputs),
+            "by_cause": self.by_cause().to_dict("records"),
+            "by_stage": self.by_stage().to_dict("records"),
+            "queries": self.queries(top).to_dict("records"),
+        }
+
     def causes(self) -> str:
         """One phrase: how many relevant items were lost, by cause, and how many gained (what a gate's failed rule
         names as its drift)."""
