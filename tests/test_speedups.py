@@ -361,3 +361,40 @@ def test_ranking_columns_equal_the_python_path(monkeypatch, ranking, declined):
     assert fast == slow
     if not isinstance(fast, str):
         assert fast.notes == slow.notes and fast.to_dict() == slow.to_dict()
+
+
+@needs_c
+@pytest.mark.parametrize(("seed", "layout"), [(0, "shuffled"), (1, "shuffled"), (2, "grouped"), (3, "grouped, unique")])
+def test_grouped_judgements_equal_their_twin(monkeypatch, tmp_path, seed, layout):
+    """A qrels file's rows grouped in C (group_judgements) give the twin's dicts, columns and duplicate warning: the
+    same first grade kept for a doc judged twice, the same count and the same first conflict named."""
+    rng = np.random.default_rng(seed)
+    n = 400
+    qids = [f"q{i}" for i in rng.permutation(40)]
+    rows = [(qids[rng.integers(40)], f"d{rng.integers(30)}", int(rng.integers(-1, 4))) for _ in range(n)]
+    if layout != "shuffled":  # each query's lines together, as most files hold them
+        rows.sort(key=lambda row: row[0])
+    if layout == "grouped, unique":
+        rows = list({row[:2]: row for row in rows}.values())
+    lines = [f"{q} 0 {d} {g}" for q, d, g in rows] + ["q-extra 0 only 2"]
+
+    def read(path):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            qrels = rag_eval.Qrels.from_trec(path)
+        return qrels, [str(w.message) for w in caught]
+
+    path = tmp_path / "a.qrels"
+    path.write_text("\n".join(lines) + "\n")
+    fast, fast_warned = read(path)
+    monkeypatch.setattr(_accel, "speedups", None)
+    slow, slow_warned = read(path)
+    assert fast == slow and list(fast) == list(slow)
+    assert [list(fast[q]) for q in fast] == [list(slow[q]) for q in slow]  # the same doc order within each query
+    assert fast_warned == slow_warned
+    assert ("with conflicting grades, e.g. query" in "".join(fast_warned)) == (layout != "grouped, unique")
+    assert fast.columns[0] == slow.columns[0]
+    for a, b in zip(fast.columns[1:], slow.columns[1:], strict=True):
+        assert np.array_equal(a, b) and not a.flags.writeable and not b.flags.writeable
+    assert fast.doc_column.tolist() == slow.doc_column.tolist() and not fast.doc_column.flags.writeable
+    assert (fast.num_judgements < len(lines)) == (layout != "grouped, unique")  # duplicates were dropped
