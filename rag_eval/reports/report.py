@@ -221,8 +221,14 @@ class Report:
             where="the queries evaluated",
             consequence="its traffic-weighted means are over those evaluated only",
         )
-        card = self.card.model_copy(update={"query_set": query_set.card.to_dict()})
+        card = self._card_updated({"query_set": query_set.card.to_dict()})
         return Report(self._blocks, list(self._metrics), card, self._table_of, weights)
+
+    def _card_updated(self, update: dict[str, Any]) -> MetricCard | Callable[[], MetricCard]:
+        """The card with ``update``: now if it is built, else when first read (its content hashes wait as well)."""
+        if self._card_built is not None:
+            return self._card_built.model_copy(update=update)
+        return lambda: self.card.model_copy(update=update)
 
     def with_judge_agreement(self, *agreements: Any) -> Report:
         """The same values with a model judge's agreement with people on the card (``card.judge_agreement``, shown
