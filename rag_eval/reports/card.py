@@ -118,6 +118,10 @@ class MetricCard(BaseModel):
     # a generator's answers graded (Report.with_answers): the generator, prompt, counts, means with intervals and
     # the predictor table; see rag_eval.reports.answered
     answers: dict[str, Any] | None = None
+    # the answers of several runs (with_answers once per run): every run's record by run name, the first being
+    # ``answers``, each later one with its paired difference from the first ("paired"); None for one run answered.
+    # See rag_eval.reports.answer_runs
+    answers_by_run: dict[str, dict[str, Any]] | None = None
 
     @property
     def budget(self) -> str | None:
@@ -215,9 +219,9 @@ class MetricCard(BaseModel):
 
             lines.extend(card_lines(self.judge_agreement))
         if self.answers:
-            from .answered import record_lines
+            from .answer_runs import answers_lines
 
-            lines.extend("  answers: " + line for line in record_lines(self.answers))
+            lines.extend("  answers: " + line for line in answers_lines(self))
         if self.comparison:
             c = self.comparison
             lines.append(

@@ -463,18 +463,18 @@ class Report:
     @property
     def answers(self) -> pd.DataFrame:
         """The generator's answer per query and their grades (:func:`with_answers`; columns
-        :data:`~rag_eval.reports.answered.ANSWER_TABLE_COLUMNS`); empty when the report carries none. What made
-        them, and the grades' means with intervals: ``card.answers``."""
+        :data:`~rag_eval.reports.answered.ANSWER_TABLE_COLUMNS`, after ``run`` when several runs answered); empty
+        without. What made them, and the grades' means with intervals: ``card.answers`` (``card.answers_by_run``)."""
         return self._table(ANSWERS)
 
-    def answer_values(self, metric: str) -> pd.Series:
+    def answer_values(self, metric: str, run: str | None = None) -> pd.Series:
         """One answer grade per query (``answer.f1``, ``answer.exact_match``, ``answer.contains``), indexed by query
-        id, NaN where the answer failed; a KeyError when the report carries no answers."""
+        id, NaN where the answer failed; ``run``: whose, when several runs' are attached. A KeyError without answers."""
         from .answered import answer_values
 
         if self.card.answers is None or ANSWERS not in self._tables:
             raise KeyError("the report carries no answers (Report.with_answers, rag-eval answers)")
-        return answer_values(self._tables[ANSWERS], self.card.answers, metric)
+        return answer_values(self._tables[ANSWERS], self.card.answers, metric, run=run)
 
     def with_answers(
         self,
@@ -487,6 +487,7 @@ class Report:
         predictors: Any = None,
         judged: Any = None,
         agreement: Any = None,
+        replace: bool = False,
     ) -> Report:
         """The same report with ``answers`` (:func:`rag_eval.stages.generator.generate_answers`' Answers, made from
         ``run``'s ``stage``: by default the one run and its last stage) graded against ``references`` and attached:
@@ -494,11 +495,14 @@ class Report:
         ``predictors``, an AnswerPrediction, when given). ``judged``: a judge's verdicts on the same answers
         (:func:`~rag_eval.ground_truth.judge_answers`), set beside the grades per query, with ``agreement``
         (:func:`~rag_eval.statistics.answer_agreement`) summarised once on the card. A query answered that the run
-        did not measure is an InputError. See docs/answers.md."""
+        did not measure is an InputError. Once per run: each run's kept, with its paired difference from the first
+        (:mod:`~rag_eval.reports.answer_runs`); a run answered again is an InputError unless ``replace``."""
+        from .answer_runs import accumulated
         from .answered import attached
 
         table, record = attached(self, answers, references, questions, run, stage, predictors, judged, agreement)
-        card = self.card.model_copy(update={"answers": record})
+        table, first, by_run = accumulated(self, table, record, replace=replace)
+        card = self.card.model_copy(update={"answers": first, "answers_by_run": by_run})
         return Report(self._blocks, list(self._metrics), card, {**self._table_of, ANSWERS: table}, self._weights)
 
     def with_card(self, card: MetricCard) -> Report:
@@ -531,9 +535,9 @@ class Report:
 
         found = funnel_of(self)
         text = (funnel_html(found) if found else "") + html_table(self._shown(), heading=self._heading())
-        from .answered import record_html
+        from .answer_runs import answers_html
 
-        return text + ("" if self.card.answers is None else record_html(self.card.answers))
+        return text + answers_html(self.card)
 
     def _repr_markdown_(self) -> str:
         """A pipeline's funnel first, then the summary as a Markdown table, cells escaped (``<``, ``&``, ``|``:
@@ -544,10 +548,10 @@ class Report:
         text = (funnel_markdown(found, level=3) + "\n" if found else "") + markdown_table(
             self._shown(), heading=self._heading()
         )
-        from .answered import record_markdown
+        from .answer_runs import answers_markdown
 
-        answers = self.card.answers
-        return text + ("" if answers is None else "\n" + "\n".join(record_markdown(answers, level=3)))
+        shown = answers_markdown(self.card, level=3)
+        return text + ("\n" + "\n".join(shown) if shown else "")
 
     # ----- persistence --------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
