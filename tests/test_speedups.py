@@ -398,3 +398,21 @@ def test_grouped_judgements_equal_their_twin(monkeypatch, tmp_path, seed, layout
         assert np.array_equal(a, b) and not a.flags.writeable and not b.flags.writeable
     assert fast.doc_column.tolist() == slow.doc_column.tolist() and not fast.doc_column.flags.writeable
     assert (fast.num_judgements < len(lines)) == (layout != "grouped, unique")  # duplicates were dropped
+
+
+def test_a_runs_grades_are_looked_up_once_per_qrels_and_never_reused_for_others():
+    """The grade lookup is kept with the run for the last qrels asked (a stage's metrics, judged share and recall
+    ask it again): evaluating the same run against other qrels, then the first again, gives each its own values."""
+    scores = {"q1": {"a": 3.0, "b": 2.0, "c": 1.0}, "q2": {"d": 1.0, "e": 0.5}}
+    first = rag_eval.Qrels.from_dict({"q1": {"a": 1, "c": 2}, "q2": {"e": 1}})
+    second = rag_eval.Qrels.from_dict({"q1": {"b": 3}, "q2": {"d": 1, "e": 2}})
+    run = rag_eval.Run.from_scores(scores)
+
+    def values(qrels, given):
+        return rag_eval.evaluate(qrels, given, ["ndcg@3", "recall@1"]).per_query["value"].tolist()
+
+    fresh = [values(q, rag_eval.Run.from_scores(scores)) for q in (first, second)]
+    assert fresh[0] != fresh[1]
+    assert [values(first, run), values(second, run), values(first, run)] == [fresh[0], fresh[1], fresh[0]]
+    held = run._memo["grades"]
+    assert held[0] is first and not held[2].flags.writeable
