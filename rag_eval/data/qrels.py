@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
-from itertools import chain, repeat
+from itertools import chain, pairwise, repeat
 from operator import methodcaller
 from types import MappingProxyType
 from typing import TYPE_CHECKING, TypeVar
@@ -383,6 +383,21 @@ class Qrels:
             self.__dict__[key] = compute()
         value: T = self.__dict__[key]
         return value
+
+    @cached_property
+    def _positions(self) -> list[dict[str, int]]:
+        """Per query, in :attr:`columns`' order: ``{doc_id: its index in doc_column}``, the tables a grade lookup
+        reads to name each judgement a result matches (one C pass, ``group_judgements``, where it is built)."""
+        _, offsets, _ = self.columns
+        n, total = len(offsets) - 1, int(offsets[-1])
+        if _accel.speedups is not None:
+            codes = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+            found = _accel.speedups.group_judgements(n, codes, self.doc_column, np.arange(total, dtype=np.int64))
+            tables: list[dict[str, int]] = found[0]
+            return tables
+        bounds = offsets.tolist()
+        docs = self.doc_column.tolist()
+        return [dict(zip(docs[a:b], range(a, b), strict=True)) for a, b in pairwise(bounds)]
 
     @cached_property
     def doc_column(self) -> np.ndarray:

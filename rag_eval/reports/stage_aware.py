@@ -387,9 +387,6 @@ class _PipelineJudge:
         values = dict(zip(result.account.counted, result.values[0], strict=True))
         return np.array([values.get(q, 0.0) for q in counted], dtype=np.float64)
 
-    def _grades(self, query: str) -> Mapping[str, int]:
-        return self.qrels[query] if query in self.qrels else {}  # noqa: SIM401 (Qrels has no .get)
-
     def _gains(self, grades: np.ndarray) -> np.ndarray:
         return gain_of(np.asarray(grades, dtype=np.int64), self.conv.gain, None, None)
 
@@ -467,19 +464,19 @@ class _PipelineJudge:
         final = self.result.stages[self.result.final_stage]
         t = self.conv.relevance_threshold
         n = len(counted)
-        item_query: list[int] = []
-        item_doc: list[str] = []
-        item_grade: list[int] = []
-        numbered: dict[str, dict[str, int]] = {}
-        for i, q in enumerate(counted):
-            relevant = {d: g for d, g in self._grades(q).items() if g >= t}
-            if relevant:
-                numbered[q] = {d: len(item_doc) + k for k, d in enumerate(relevant)}
-                item_query.extend([i] * len(relevant))
-                item_doc.extend(relevant)
-                item_grade.extend(relevant.values())
-        m = len(item_doc)
-        owner = np.array(item_query, np.int64)
+        # the relevant judgements of the counted queries, query by query in the qrels' order: the items
+        _, offsets, grade_column = self.qrels.columns
+        rows = self.qrels.rows_of(counted)  # -1: a query the qrels lack, read as the appended empty row
+        lengths = np.append(np.diff(offsets), 0)[rows]
+        starts = np.append(offsets[:-1], 0)[rows]
+        judgement = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+        owner = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        relevant = grade_column[judgement] >= t
+        judgement, owner = judgement[relevant], owner[relevant]
+        m = len(judgement)
+        item_of = np.full(len(grade_column), -1, np.int64)  # each judgement's item number, -1 if none
+        item_of[judgement] = np.arange(m)
+        positions = [*self.qrels._positions, None]
         head_rows = _rows_of(first, counted)
         tail_rows = _rows_of(final, counted)
         head_failed = (head_rows >= 0) & np.where(head_rows >= 0, first.failed[np.maximum(head_rows, 0)], False)
@@ -487,14 +484,15 @@ class _PipelineJudge:
 
         def found(out: StageOutput, ids: PackedIds, offsets: np.ndarray, limit: np.ndarray | None = None) -> np.ndarray:
             """Which items the stage's ids name (``limit``: only the first ``limit[row]`` hits of each row)."""
-            tables: list[dict[str, int] | None] = [numbered.get(q) for q in out.query_ids]
-            codes = _lookup_rows(ids, offsets, tables)
+            tables = list(map(positions.__getitem__, self.qrels.rows_of(out.query_ids).tolist()))
+            codes = _lookup_rows(ids, offsets, tables)  # the judgement each hit names
             cells = np.flatnonzero(codes != UNJUDGED)
-            if limit is not None:  # the rank of the few relevant hits only (no rank array over every hit)
+            if limit is not None:  # the rank of the few judged hits only (no rank array over every hit)
                 rows = np.searchsorted(offsets, cells, side="right") - 1
                 cells = cells[cells - offsets[rows] < limit[rows]]
+            items = item_of[codes[cells]]
             mask = np.zeros(m, bool)
-            mask[codes[cells]] = True
+            mask[items[items >= 0]] = True
             return mask
 
         head_off, _ = first.hit_columns()
@@ -533,10 +531,10 @@ class _PipelineJudge:
                 shares[name] = np.where(totals > 0, counts / np.where(totals > 0, totals, 1.0), np.nan)
         self.loss_items = pd.DataFrame(
             {
-                "query_id": [counted[i] for i in item_query],
-                "doc_id": item_doc,
-                "grade": item_grade,
-                "fate": [FATES[k] for k in fate.tolist()],
+                "query_id": np.array(counted, dtype=object)[owner],
+                "doc_id": self.qrels.doc_column[judgement],
+                "grade": grade_column[judgement],
+                "fate": np.array(FATES, dtype=object)[fate],
                 "cut_by": cut_by,
             },
             columns=["query_id", "doc_id", "grade", "fate", "cut_by"],
