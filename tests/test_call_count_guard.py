@@ -1,12 +1,13 @@
-"""``evaluate`` from Python dicts or TREC files makes no Python function call per query or per id (issue 28).
+"""``evaluate`` from Python dicts, TREC files or a pipeline's result makes no Python function call per query or per
+id (issue 28).
 
 Checks added one query at a time made rag_eval slower than pytrec_eval from the same dicts; this guard keeps every
 check on whole columns (NumPy, or the C twins of ``rag_eval._speedups``) without a timed test: it counts the Python
 function calls (``sys.setprofile``'s ``call`` events: a function, a method, a lambda, each resumption of a
-generator; and its ``c_call`` events: a builtin called from Python, as a loop over queries calling ``dict`` or
-``tolist`` makes) that one evaluation makes at 1,000 and at 10,000 queries, and fails when the count grows with the
-number of queries by more than a small constant per block of queries. Deterministic: the same inputs make the same
-calls, whatever the machine's load.
+generator; and its ``c_call`` events: a builtin function or method called from Python, such as ``tolist`` or
+``dict.get`` in a loop over queries; a type called, ``dict(...)``, makes none) that one evaluation makes at 1,000
+and at 10,000 queries, and fails when the count grows with the number of queries by more than a small constant per
+block of queries. Deterministic: the same inputs make the same calls, whatever the machine's load.
 """
 
 from __future__ import annotations
@@ -59,13 +60,33 @@ def _files(queries: int, folder: Path) -> tuple[Path, Path]:
     return qrels_path, run_path
 
 
+def _pipeline_result(queries: int) -> tuple[rag_eval.Qrels, rag_eval.PipelineResult]:
+    """The dicts of :func:`_dicts` as a two-stage pipeline's result (a retriever of each query's run, in order, and
+    a reranker reversing its candidates; depth 20, budget 5), run untimed."""
+    from rag_eval import Pipeline
+    from rag_eval.adapters import functions
+
+    qrels, run = _dicts(queries)
+    ranked = {q: list(scores) for q, scores in run.items()}
+    stages = (
+        functions.retriever(lambda query, k: ranked[query][:k], name="first"),
+        functions.reranker(lambda query, hits: [h.doc_id for h in hits][::-1], name="flip"),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = Pipeline(*stages, depth=20, budget=5).run({q: q for q in run}, progress=False)
+    return rag_eval.Qrels.from_dict(qrels), result
+
+
 def _calls(queries: int, source: str, folder: Path) -> tuple[int, Counter[str]]:
-    """The Python function calls one ``evaluate`` from dicts or files makes (with the constructors and the per-query
-    table), in total and by function."""
+    """The Python function calls one ``evaluate`` from dicts, files or a pipeline's result makes (with the
+    constructors and the per-query table), in total and by function."""
     if source == "dicts":
         qrels, run = _dicts(queries)
-    else:
+    elif source == "files":
         qrels_path, run_path = _files(queries, folder)
+    else:
+        judged, result = _pipeline_result(queries)
     where: Counter[str] = Counter()
 
     def profile(frame, event, arg):
@@ -79,19 +100,25 @@ def _calls(queries: int, source: str, folder: Path) -> tuple[int, Counter[str]]:
         warnings.simplefilter("ignore")
         sys.setprofile(profile)
         try:
-            if source == "dicts":
-                inputs = rag_eval.Qrels.from_dict(qrels), rag_eval.Run.from_scores(run)
+            if source == "pipeline":  # the stage-aware metrics, the fates of the relevant items, judged shares
+                report = rag_eval.evaluate(judged, result)
             else:
-                inputs = rag_eval.Qrels.from_trec(qrels_path), rag_eval.Run.from_trec(run_path)
-            report = rag_eval.evaluate(*inputs, METRICS)
+                if source == "dicts":
+                    inputs = rag_eval.Qrels.from_dict(qrels), rag_eval.Run.from_scores(run)
+                else:
+                    inputs = rag_eval.Qrels.from_trec(qrels_path), rag_eval.Run.from_trec(run_path)
+                report = rag_eval.evaluate(*inputs, METRICS)
             report.per_query  # noqa: B018  (built on first use: included)
         finally:
             sys.setprofile(None)
-    assert len(report.per_query) == len(METRICS) * queries
+    if source == "pipeline":
+        assert report.staged and report.per_query["query_id"].nunique() == queries
+    else:
+        assert len(report.per_query) == len(METRICS) * queries
     return sum(where.values()), where
 
 
-@pytest.mark.parametrize("source", ["dicts", "files"])
+@pytest.mark.parametrize("source", ["dicts", "files", "pipeline"])
 def test_evaluate_makes_no_python_call_per_query(source, tmp_path):
     if source == "files" and _accel.speedups is None:
         pytest.skip("the pure-Python TREC reader (the C reader's twin) reads line by line by design")

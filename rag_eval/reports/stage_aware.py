@@ -385,7 +385,7 @@ class _PipelineJudge:
             cutoffs=[None if isinstance(k, int) else k],
         )
         values = dict(zip(result.account.counted, result.values[0], strict=True))
-        return np.array([values.get(q, 0.0) for q in counted], dtype=np.float64)
+        return np.fromiter(map(values.get, counted, repeat(0.0)), np.float64, len(counted))
 
     def _gains(self, grades: np.ndarray) -> np.ndarray:
         return gain_of(np.asarray(grades, dtype=np.int64), self.conv.gain, None, None)
@@ -395,7 +395,7 @@ class _PipelineJudge:
         over the packed doc ids; the other hits, gain 0, add nothing to a DCG."""
         offsets, _ = out.hit_columns()
         judgements = self.qrels._tables()  # the dicts themselves: the C lookup takes dicts
-        tables: list[dict[str, int] | None] = [judgements.get(q) for q in out.query_ids]
+        tables: list[dict[str, int] | None] = list(map(judgements.get, out.query_ids))
         grades = _lookup_rows(out.doc_ids(), offsets, tables)
         cells = np.flatnonzero(grades > 0)  # UNJUDGED is negative; a gain is positive only for a grade > 0
         gains = self._gains(grades[cells])
@@ -411,7 +411,11 @@ class _PipelineJudge:
         cut = self._cut(out, "budget")
         n = len(counted)
         values = np.full(n, np.nan)
-        budgets = np.full(n, cut, np.int64) if isinstance(cut, int) else np.array([cut.get(q, 0) for q in counted])
+        budgets = (
+            np.full(n, cut, np.int64)
+            if isinstance(cut, int)
+            else np.fromiter(map(cut.get, counted, repeat(0)), np.int64, n)
+        )
         given_rows, mine_rows = _rows_of(given, counted), _rows_of(out, counted)
         g_len, m_len = np.diff(given.hit_columns()[0]), np.diff(out.hit_columns()[0])
         ok = given_rows >= 0

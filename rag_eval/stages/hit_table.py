@@ -391,10 +391,7 @@ def _column_values(array: pa.Array) -> list[Any]:
 def row_index(table: pa.Table) -> dict[str, int]:
     """``{query_id: row}`` of a table (the first row of a query id that appears twice)."""
     ids = table.column("query_id").to_pylist()
-    index: dict[str, int] = {}
-    for i, q in enumerate(ids):
-        index.setdefault(q, i)
-    return index
+    return dict(zip(reversed(ids), range(len(ids) - 1, -1, -1), strict=True))  # the first row written last: kept
 
 
 def to_mapping(value: str | None) -> Mapping[str, Any]:
