@@ -44,11 +44,13 @@ class QrelsStats:
             if (rows < 0).any():
                 raise KeyError(query_ids[int(np.flatnonzero(rows < 0)[0])])
         lengths = offsets[rows + 1] - offsets[rows]
-        shift = offsets[rows] - (np.cumsum(lengths) - lengths)
-        entries = np.repeat(shift, lengths) + np.arange(int(lengths.sum()))
         self.n = len(query_ids)
         self.query_ids = query_ids
-        self.grades = grades[entries]
+        if len(rows) == len(offsets) - 1 and np.array_equal(rows, np.arange(len(rows))):  # every query, in order
+            self.grades = grades  # read-only: the qrels' own column, not a copy of it
+        else:
+            shift = offsets[rows] - (np.cumsum(lengths) - lengths)
+            self.grades = grades[np.repeat(shift, lengths) + np.arange(int(lengths.sum()))]
         self.query_of = np.repeat(np.arange(self.n), lengths)
         if conventions.negative_grades == "unjudged":  # in the pool but not judged: not counted anywhere
             judged = self.grades >= 0
