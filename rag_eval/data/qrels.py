@@ -345,6 +345,26 @@ class Qrels:
         offsets.flags.writeable = grades.flags.writeable = False
         return tuple(self._judgements), offsets, grades
 
+    @cached_property
+    def _judgement_rows(self) -> np.ndarray:
+        """The row in :attr:`columns` of each judgement's query (read-only int64, one per grade)."""
+        offsets = self.columns[1]
+        rows = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
+        rows.flags.writeable = False
+        return rows
+
+    def _num_relevant(self, threshold: int) -> np.ndarray:
+        """How many judgements of each query in :attr:`columns` reach ``threshold`` (read-only int64, kept)."""
+
+        def count() -> np.ndarray:
+            grades = self.columns[2]
+            counts = np.bincount(self._judgement_rows, weights=grades >= threshold, minlength=len(self.columns[0]))
+            counts = counts.astype(np.int64)
+            counts.flags.writeable = False
+            return counts
+
+        return self._derived(f"num_relevant@{threshold}", count)
+
     def num_judged(self, query_ids: Iterable[str]) -> np.ndarray:
         """How many documents the qrels judge for each of ``query_ids`` (0 for a query they lack): one pass in C
         over the row index kept with the qrels (:meth:`rows_of`)."""

@@ -65,7 +65,7 @@ def account_queries(qrels: Qrels, run: Run, conventions: Conventions, exclude: C
     if not len(qrels):
         where = qrels.source.path if qrels.source else "qrels"
         raise InputError("the qrels judge no query: there is nothing to measure", source=where)
-    all_ids, offsets, grades = qrels.columns
+    all_ids = qrels.columns[0]
     n = len(all_ids)
     ids = np.empty(n, object)
     ids[:] = all_ids
@@ -92,9 +92,7 @@ def account_queries(qrels: Qrels, run: Run, conventions: Conventions, exclude: C
             keep &= in_run
         else:
             zeroed["missing_run"] = listed
-    query_of = np.repeat(np.arange(n), np.diff(offsets))
-    relevant = np.bincount(query_of, weights=grades >= conventions.relevance_threshold, minlength=n)
-    empty = keep & (relevant == 0)
+    empty = keep & (qrels._num_relevant(conventions.relevance_threshold) == 0)
     if empty.any():
         listed = ids[order[empty[order]]].tolist()
         if conventions.no_relevant == "skip":

@@ -46,15 +46,18 @@ class QrelsStats:
         lengths = offsets[rows + 1] - offsets[rows]
         self.n = len(query_ids)
         self.query_ids = query_ids
-        if len(rows) == len(offsets) - 1 and np.array_equal(rows, np.arange(len(rows))):  # every query, in order
-            self.grades = grades  # read-only: the qrels' own column, not a copy of it
+        # every query, in order: the qrels' own columns (read-only), not copies of them
+        self._whole = len(rows) == len(offsets) - 1 and np.array_equal(rows, np.arange(len(rows)))
+        if self._whole:
+            self.grades, self.query_of = grades, qrels._judgement_rows
         else:
             shift = offsets[rows] - (np.cumsum(lengths) - lengths)
             self.grades = grades[np.repeat(shift, lengths) + np.arange(int(lengths.sum()))]
-        self.query_of = np.repeat(np.arange(self.n), lengths)
+            self.query_of = np.repeat(np.arange(self.n), lengths)
         if conventions.negative_grades == "unjudged":  # in the pool but not judged: not counted anywhere
             judged = self.grades >= 0
-            self.grades, self.query_of = self.grades[judged], self.query_of[judged]
+            if not judged.all():
+                self.grades, self.query_of = self.grades[judged], self.query_of[judged]
         self._arrays: dict[object, np.ndarray] = {}  # per-query statistics, computed once per key
         self._best: dict[object, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # K.best_gains per gain rule
         self._max_grade: int | None = None
@@ -64,6 +67,8 @@ class QrelsStats:
 
     def num_relevant(self, t: int) -> np.ndarray:
         key = ("R", t)
+        if key not in self._arrays and self._whole and t > 0:  # a negative grade counts below any positive t
+            self._arrays[key] = self._qrels._num_relevant(t)
         if key not in self._arrays:
             self._arrays[key] = np.bincount(self.query_of, weights=self.grades >= t, minlength=self.n).astype(np.int64)
         return self._arrays[key]
