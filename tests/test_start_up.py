@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-from rag_eval import Qrels, Report, Run, evaluate
+from rag_eval import Conventions, MetricCard, Qrels, Report, Run, evaluate
 from rag_eval.renderers import format_report
 from rag_eval.renderers.formats import format_summary_table
 
@@ -21,6 +21,8 @@ EXAMPLES = ROOT / "rag_eval" / "examples"
 EXAMPLE = [str(EXAMPLES / "qrels.txt"), str(EXAMPLES / "bm25.trec"), str(EXAMPLES / "bm25_rerank.trec")]
 NOT_FOR_RUNS = ("pandas", "pyarrow", "rag_eval.ground_truth", "rag_eval.stages", "rag_eval.statistics")
 NOT_FOR_TEXT = ("rag_eval.renderers.html_report", "rag_eval.renderers.result_folder")
+# the table and its card are printed without pydantic (the card's model is made where it is read): issue 28
+NOT_FOR_TABLE = ("pydantic", "pydantic_core", "annotated_types", "rag_eval.reports.card")
 
 
 def _loaded_by(code: str) -> list[str]:
@@ -43,8 +45,33 @@ def test_the_evaluate_command_loads_no_pandas_nor_tools_it_does_not_use(format):
         f"    assert main({argv!r}) == 0"
     )
     assert "rag_eval.reports.evaluation" in loaded and "numpy" in loaded
-    # json prints the summary through pandas (and pandas 3 its str columns through pyarrow); the table without it
-    assert _heavy(loaded, (NOT_FOR_RUNS[2:] if format == "json" else NOT_FOR_RUNS) + NOT_FOR_TEXT) == []
+    # json prints the summary through pandas (and pandas 3 its str columns through pyarrow), and the card's JSON
+    # through pydantic; the table (and the card printed to stderr) without either
+    if format == "json":
+        assert _heavy(loaded, NOT_FOR_RUNS[2:] + NOT_FOR_TEXT) == [] and "pydantic" in loaded
+    else:
+        assert _heavy(loaded, NOT_FOR_RUNS + NOT_FOR_TEXT + NOT_FOR_TABLE) == []
+
+
+def test_the_table_s_card_is_printed_without_pydantic_and_is_the_card_s_render():
+    """``rag-eval evaluate --format table`` prints the card's text without making its pydantic model: the same
+    text as ``report.card.render()``, character for character."""
+    code = (
+        "import contextlib, io, sys\nfrom rag_eval.cli import main\nerr = io.StringIO()\n"
+        f"with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):\n"
+        f"    assert main({['evaluate', *EXAMPLE, '-m', 'ndcg@5', '-m', 'err@5'] + ['--format', 'table']!r}) == 0\n"
+        "assert 'pydantic' not in sys.modules\nimport json\nprint(json.dumps(err.getvalue()))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/").stdout
+    printed = json.loads(out.splitlines()[-1])
+    report = evaluate(
+        Qrels.load(EXAMPLE[0]),
+        {"bm25": Run.load(EXAMPLE[1]), "bm25_rerank": Run.load(EXAMPLE[2])},
+        ["ndcg@5", "err@5"],
+    )
+    card = report.card.render()
+    assert "metric err@5: max_grade not given: the qrels' largest grade, 3" in card
+    assert printed.endswith(card + "\n") and printed.startswith("rag-eval: warning: judged share below 0.9")
 
 
 def test_a_face_loads_its_modules_on_first_use():
@@ -94,6 +121,31 @@ def _weighted_by_a_query_set() -> Report:
 def _text_metrics_only() -> Report:
     qrels = Qrels.from_dict({"q1": {"d1": 1}})
     return evaluate(qrels, Run.from_ranking({"q1": ["d1", "d2"]}, name="r"), ["relstring@3"])
+
+
+def _condensed() -> Report:
+    qrels = Qrels.from_dict({"q1": {"d1": 1, "d2": -1}, "q2": {"d3": 2}})
+    run = Run.from_scores({"q1": {"d1": 1.0, "d5": 2.0}, "q2": {"d3": 1.0}, "q3": {"d1": 1.0}}, name="r")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return evaluate(qrels, run, ["ndcg@5", "err@5", "gm_map"], conventions=Conventions(unjudged="remove"))
+
+
+@pytest.mark.parametrize("make", [_example, _nan_and_odd_names, _trec_eval_conventions, _text_metrics_only, _condensed])
+def test_a_report_s_card_is_its_draft_validated(make):
+    """A report of runs holds its card as plain data (printed without pydantic) until it is read: the card made
+    of it holds the same values (pydantic changed none) and prints the same text; what it rests on reads the same."""
+    report = make()
+    draft = report._draft
+    assert draft is not None and report.render_card() == draft.render() and report._draft is draft
+    fields = draft.fields()
+    card = report.card
+    assert report._draft is None and card.model_dump() == fields
+    assert card.render() == report.render_card() == draft.render()
+    assert card.conventions == draft.conventions and card.preset == fields["preset"]
+    assert card.hashes is not None and card.hashes.model_dump() == fields["hashes"]
+    saved = card.model_dump_json()  # as a saved report keeps it (NaN shares as null): read back, the same JSON
+    assert MetricCard.model_validate_json(saved).model_dump_json() == saved
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,7 @@ from ..errors import InputError
 from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import follows_trec_eval
 from ..metrics.grammar import Metric, parse_metric
-from .card import CARD_KEY, MetricCard
+from .card_text import CARD_KEY, CardDraft
 from .summary import STAGE_SUMMARY_COLUMNS, SUMMARY_COLUMNS, summarize_geometric, summarize_values
 from .weighted import TRAFFIC_COLUMNS, QueryWeights, hajek_bootstrap, hajek_geometric
 
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ..data.qrels import Qrels
     from ..data.run import Run
     from ..stages.result import PipelineResult
+    from .card import MetricCard
 
 __all__ = ["Report"]
 
@@ -106,7 +107,7 @@ class Report:
         self,
         blocks: list[RunScores],
         metrics: list[Metric | str],
-        card: MetricCard | Callable[[], MetricCard],
+        card: MetricCard | Callable[[], MetricCard] | CardDraft,
         tables: Mapping[str, pd.DataFrame | Callable[[], pd.DataFrame]] | None = None,
         weights: QueryWeights | None = None,
     ) -> None:
@@ -121,8 +122,10 @@ class Report:
         ]
         self._metrics = names
         # a card may come as a function that builds it (its content hashes read every judgement): built on first use
+        # or as a CardDraft, its fields as plain data: printed (render_card) without making its pydantic model
+        self._draft = card if isinstance(card, CardDraft) else None
         self._card_of = card if callable(card) else None
-        self._card_built = None if callable(card) else card
+        self._card_built = None if callable(card) or isinstance(card, CardDraft) else card
         # a table may come as a function that builds it (pandas loads where a table is read): built on first use
         self._table_of = dict(tables or {})
         self._weights = weights
@@ -191,10 +194,19 @@ class Report:
     @property
     def card(self) -> MetricCard:
         if self._card_built is None:
-            assert self._card_of is not None
-            self._card_built = self._card_of()
-            self._card_of = None
+            if self._draft is not None:
+                from .card import MetricCard  # pydantic: loaded where a card is read (start-up, issue 28)
+
+                self._card_built, self._draft = MetricCard.model_validate(self._draft.fields()), None
+            else:
+                assert self._card_of is not None
+                self._card_built, self._card_of = self._card_of(), None
         return self._card_built
+
+    def render_card(self) -> str:
+        """``card.render()``: the card's text, made without its pydantic model where that is not made yet (what the
+        command line prints; start-up, issue 28)."""
+        return self._draft.render() if self._draft is not None else self.card.render()
 
     @property
     def query_weights(self) -> dict[str, float] | None:
@@ -296,7 +308,8 @@ class Report:
         if self._weights is not None:  # the traffic-weighted mean beside the per-query mean (see weighted.py)
             at = columns.index("ci_high") + 1
             columns[at:at] = TRAFFIC_COLUMNS
-        sequential = follows_trec_eval(self.card.conventions)  # trec_eval's mean, in its order of operations
+        conventions = self._draft.conventions if self._draft is not None else self.card.conventions
+        sequential = follows_trec_eval(conventions)  # trec_eval's mean, in its order of operations
         rows = []
         for b in self._blocks:
             stats = summarize_values(
@@ -648,6 +661,8 @@ class Report:
         import pyarrow as pa
         import pyarrow.parquet as pq
         from pydantic import ValidationError
+
+        from .card import MetricCard
 
         where = os.fspath(path)
         try:
