@@ -1,6 +1,6 @@
 """Start-up (issue 28): ``rag-eval evaluate`` on runs loads what it uses only (no pandas, pyarrow, ground-truth tools,
-stages, HTML or folder writers), and the summary it prints without pandas is ``format_report``'s table, character
-for character."""
+stages, HTML or folder writers; with the table, no pydantic), and the summary it prints without pandas is
+``format_report``'s table, and the card it prints without pydantic the card's ``render()``, character for character."""
 
 from __future__ import annotations
 
@@ -47,10 +47,8 @@ def test_the_evaluate_command_loads_no_pandas_nor_tools_it_does_not_use(format):
     assert "rag_eval.reports.evaluation" in loaded and "numpy" in loaded
     # json prints the summary through pandas (and pandas 3 its str columns through pyarrow), and the card's JSON
     # through pydantic; the table (and the card printed to stderr) without either
-    if format == "json":
-        assert _heavy(loaded, NOT_FOR_RUNS[2:] + NOT_FOR_TEXT) == [] and "pydantic" in loaded
-    else:
-        assert _heavy(loaded, NOT_FOR_RUNS + NOT_FOR_TEXT + NOT_FOR_TABLE) == []
+    heavy = NOT_FOR_RUNS[2:] + NOT_FOR_TEXT if format == "json" else NOT_FOR_RUNS + NOT_FOR_TEXT + NOT_FOR_TABLE
+    assert _heavy(loaded, heavy) == []
 
 
 def test_the_table_s_card_is_printed_without_pydantic_and_is_the_card_s_render():
@@ -59,7 +57,7 @@ def test_the_table_s_card_is_printed_without_pydantic_and_is_the_card_s_render()
     code = (
         "import contextlib, io, sys\nfrom rag_eval.cli import main\nerr = io.StringIO()\n"
         f"with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):\n"
-        f"    assert main({['evaluate', *EXAMPLE, '-m', 'ndcg@5', '-m', 'err@5'] + ['--format', 'table']!r}) == 0\n"
+        f"    assert main({['evaluate', *EXAMPLE, '-m', 'ndcg@5', '-m', 'err@5', '--format', 'table']!r}) == 0\n"
         "assert 'pydantic' not in sys.modules\nimport json\nprint(json.dumps(err.getvalue()))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/").stdout

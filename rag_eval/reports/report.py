@@ -121,8 +121,8 @@ class Report:
             for b in blocks
         ]
         self._metrics = names
-        # a card may come as a function that builds it (its content hashes read every judgement): built on first use
-        # or as a CardDraft, its fields as plain data: printed (render_card) without making its pydantic model
+        # a card may come as a function that builds it (its content hashes read every judgement), or as a CardDraft
+        # (its fields as plain data, printed by render_card without pydantic): built on first use
         self._draft = card if isinstance(card, CardDraft) else None
         self._card_of = card if callable(card) else None
         self._card_built = None if callable(card) or isinstance(card, CardDraft) else card
@@ -194,8 +194,8 @@ class Report:
     @property
     def card(self) -> MetricCard:
         if self._card_built is None:
-            if self._draft is not None:
-                from .card import MetricCard  # pydantic: loaded where a card is read (start-up, issue 28)
+            if self._draft is not None:  # pydantic loads where a card is read (start-up, issue 28)
+                from .card import MetricCard
 
                 self._card_built, self._draft = MetricCard.model_validate(self._draft.fields()), None
             else:
@@ -204,8 +204,7 @@ class Report:
         return self._card_built
 
     def render_card(self) -> str:
-        """``card.render()``: the card's text, made without its pydantic model where that is not made yet (what the
-        command line prints; start-up, issue 28)."""
+        """``card.render()``, without making the card's pydantic model if not made yet (the command line's card)."""
         return self._draft.render() if self._draft is not None else self.card.render()
 
     @property
@@ -308,8 +307,8 @@ class Report:
         if self._weights is not None:  # the traffic-weighted mean beside the per-query mean (see weighted.py)
             at = columns.index("ci_high") + 1
             columns[at:at] = TRAFFIC_COLUMNS
-        conventions = self._draft.conventions if self._draft is not None else self.card.conventions
-        sequential = follows_trec_eval(conventions)  # trec_eval's mean, in its order of operations
+        # trec_eval's mean, in its order of operations
+        sequential = follows_trec_eval(self._draft.conventions if self._draft is not None else self.card.conventions)
         rows = []
         for b in self._blocks:
             stats = summarize_values(
