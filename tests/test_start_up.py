@@ -9,6 +9,7 @@ import subprocess
 import sys
 import warnings
 
+import numpy as np
 import pytest
 
 from rag_eval import Conventions, MetricCard, Qrels, Report, Run, evaluate
@@ -165,3 +166,38 @@ def test_the_summary_table_shows_nan_and_escapes_names_as_pandas_does():
     assert judged.split()[2:] == ["NaN", "NaN", "NaN", "NaN", "0", "2"]  # both queries counted, each 0/0
     assert any(line.lstrip().startswith("line\\nbreak\\rreturn ") for line in lines)
     assert len({len(line) for line in lines}) == 1  # every column right-aligned to one width
+
+
+def test_conventions_keep_the_pydantic_model_s_face():
+    """Conventions is a frozen dataclass (no pydantic on the evaluate path): its fields, text, dump, JSON on a card
+    and refusals are the pydantic model's (the messages: tests/test_bad_input_values.py)."""
+    import pickle
+
+    conv = Conventions(max_depth=np.int64(7), ties="doc_id")
+    assert conv.model_dump() == {
+        "ties": "doc_id",
+        "relevance_threshold": 1,
+        "gain": "exp",
+        "no_relevant": "zero",
+        "missing_run": "zero",
+        "unjudged": "keep",
+        "negative_grades": "nonrelevant",
+        "failed": "zero",
+        "max_depth": 7,
+    }
+    assert conv.model_dump(mode="json") == conv.model_dump() and type(conv.max_depth) is int
+    assert conv.model_dump_json().startswith('{"ties":"doc_id","relevance_threshold":1,"gain":"exp",')
+    assert str(conv).startswith("ties='doc_id' relevance_threshold=1 gain='exp' ") and str(conv).endswith("max_depth=7")
+    assert repr(conv).startswith("Conventions(ties='doc_id', relevance_threshold=1, gain='exp', ")
+    assert conv == Conventions(ties="doc_id", max_depth=7) != Conventions() and hash(conv) == hash(conv.replace())
+    assert pickle.loads(pickle.dumps(conv)) == conv and Conventions.preset("trec_eval") == Conventions(
+        gain="linear", missing_run="skip", negative_grades="unjudged"
+    )
+    with pytest.raises(AttributeError):
+        conv.ties = "trec_eval"  # type: ignore[misc]
+    # on a card: written as its fields, read back from them, checked as it is made
+    card = _condensed().card
+    assert json.loads(card.model_dump_json())["conventions"] == Conventions(unjudged="remove").model_dump()
+    assert MetricCard.model_validate_json(card.model_dump_json()).conventions == Conventions(unjudged="remove")
+    with pytest.raises(ValueError, match="Conventions: gain='log': Input should be 'exp' or 'linear'"):
+        MetricCard.model_validate({**card.model_dump(), "conventions": {"gain": "log"}})
