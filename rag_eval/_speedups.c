@@ -13,8 +13,9 @@
  *     rankings that repeat a doc id (rag_eval.data.run);
  *   - judgement_dicts: a {query: {doc: grade}} mapping copied, with its columns (rag_eval.data.qrels);
  *   - parse_columns: a whitespace-separated TREC run or qrels file into columns (rag_eval.data._columns);
- * - six loops over arrays rag_eval has built itself, which raise TypeError or ValueError on arrays that do not fit
+ * - seven loops over arrays rag_eval has built itself, which raise TypeError or ValueError on arrays that do not fit
  *   (a bug of the caller, never the user's data):
+ *   - group_judgements: a qrels file's rows grouped into one {doc: grade} dict per query (rag_eval.data.qrels);
  *   - lookup: the grade of every result in per-query judgement dicts (rag_eval.metrics._grades, as the next two);
  *   - lookup_packed: the same for doc ids packed as UTF-8 bytes (what parse_columns and a stage's Arrow table give);
  *   - rank_cells: each judged result's rank in its query's ranking by score, ties broken by the evaluation's rule;
@@ -290,6 +291,80 @@ unusual:
     Py_RETURN_NONE;
 fail:
     Py_XDECREF(copies); Py_XDECREF(lengths); Py_XDECREF(docs); Py_XDECREF(grades);
+    return NULL;
+}
+
+/* ---- group_judgements(nq, codes, doc_ids, grades) -> (dicts, kept, duplicates, conflicts, first) ---------
+   A qrels file's rows grouped into one {doc: grade} dict per query code, in row order: a doc judged twice for a
+   query keeps its first grade. Also which rows were kept, how many were dropped, how many of those with another
+   grade, and the first such row in query order, then row order (-1 if none). */
+
+static PyObject *
+group_judgements(PyObject *self, PyObject *args)
+{
+    Py_ssize_t nq;
+    PyArrayObject *codes, *docs, *grades;
+    if (!PyArg_ParseTuple(args, "nO!O!O!", &nq, &PyArray_Type, &codes, &PyArray_Type, &docs, &PyArray_Type,
+                          &grades))
+        return NULL;
+    if (PyArray_TYPE(codes) != NPY_INT64 || PyArray_NDIM(codes) != 1 || !PyArray_IS_C_CONTIGUOUS(codes) ||
+        PyArray_TYPE(docs) != NPY_OBJECT || PyArray_NDIM(docs) != 1 || !PyArray_IS_C_CONTIGUOUS(docs) ||
+        PyArray_TYPE(grades) != NPY_INT64 || PyArray_NDIM(grades) != 1 || !PyArray_IS_C_CONTIGUOUS(grades)) {
+        PyErr_SetString(PyExc_TypeError, "group_judgements: expected int64 codes, object doc ids, int64 grades");
+        return NULL;
+    }
+    npy_intp n = PyArray_DIM(codes, 0);
+    if (nq < 0 || PyArray_DIM(docs, 0) != n || PyArray_DIM(grades, 0) != n) {
+        PyErr_SetString(PyExc_ValueError, "group_judgements: columns of different lengths");
+        return NULL;
+    }
+    const npy_int64 *c = (const npy_int64 *)PyArray_DATA(codes), *g = (const npy_int64 *)PyArray_DATA(grades);
+    PyObject **d = (PyObject **)PyArray_DATA(docs);
+    PyObject *dicts = PyList_New(nq);
+    PyArrayObject *kept = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_BOOL);
+    if (!dicts || !kept)
+        goto fail;
+    for (Py_ssize_t q = 0; q < nq; q++) {
+        PyObject *empty = PyDict_New();
+        if (!empty)
+            goto fail;
+        PyList_SET_ITEM(dicts, q, empty);
+    }
+    npy_bool *k = (npy_bool *)PyArray_DATA(kept);
+    Py_ssize_t duplicates = 0, conflicts = 0, first = -1;
+    npy_int64 first_code = 0;
+    for (npy_intp i = 0; i < n; i++) {
+        if (c[i] < 0 || c[i] >= nq || d[i] == NULL) {
+            PyErr_SetString(PyExc_ValueError, "group_judgements: a query code out of range or a missing doc id");
+            goto fail;
+        }
+        PyObject *judged = PyList_GET_ITEM(dicts, c[i]);
+        Py_ssize_t before = PyDict_GET_SIZE(judged);
+        PyObject *grade = PyLong_FromLongLong(g[i]);
+        if (!grade)
+            goto fail;
+        PyObject *held = PyDict_SetDefault(judged, d[i], grade); /* borrowed: the first grade, or this one */
+        Py_DECREF(grade);
+        if (!held)
+            goto fail;
+        k[i] = PyDict_GET_SIZE(judged) > before;
+        if (!k[i]) {
+            duplicates++;
+            long long was = PyLong_AsLongLong(held);
+            if (was == -1 && PyErr_Occurred())
+                goto fail;
+            if (was != g[i]) {
+                conflicts++;
+                if (first < 0 || c[i] < first_code) {
+                    first = i;
+                    first_code = c[i];
+                }
+            }
+        }
+    }
+    return Py_BuildValue("(NNnnn)", dicts, kept, duplicates, conflicts, first);
+fail:
+    Py_XDECREF(dicts); Py_XDECREF(kept);
     return NULL;
 }
 
@@ -1258,6 +1333,8 @@ static PyMethodDef methods[] = {
      "ranking_columns(rankings) -> (lengths, doc_ids, scores or None, repeats), or None when they are unusual."},
     {"judgement_dicts", judgement_dicts, METH_O,
      "judgement_dicts(mapping) -> (copies, lengths, doc_ids, grades), or None when the mapping is unusual."},
+    {"group_judgements", group_judgements, METH_VARARGS,
+     "group_judgements(nq, codes, doc_ids, grades) -> (dicts, kept, duplicates, conflicts, first row in conflict)."},
     {"json_lines", json_lines, METH_VARARGS,
      "json_lines(columns, rows) -> bytes of one compact JSON array per row, or None where a str needs escaping."},
     {"sort_within", sort_within, METH_VARARGS,

@@ -1,11 +1,12 @@
-"""``evaluate`` from Python dicts makes no Python function call per query or per id (issue 28).
+"""``evaluate`` from Python dicts or TREC files makes no Python function call per query or per id (issue 28).
 
 Checks added one query at a time made rag_eval slower than pytrec_eval from the same dicts; this guard keeps every
 check on whole columns (NumPy, or the C twins of ``rag_eval._speedups``) without a timed test: it counts the Python
 function calls (``sys.setprofile``'s ``call`` events: a function, a method, a lambda, each resumption of a
-generator) that one evaluation from dicts makes at 1,000 and at 10,000 queries, and fails when the count grows with
-the number of queries by more than a small constant per block of queries. Deterministic: the same inputs make the
-same calls, whatever the machine's load.
+generator; and its ``c_call`` events: a builtin called from Python, as a loop over queries calling ``dict`` or
+``tolist`` makes) that one evaluation makes at 1,000 and at 10,000 queries, and fails when the count grows with the
+number of queries by more than a small constant per block of queries. Deterministic: the same inputs make the same
+calls, whatever the machine's load.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from __future__ import annotations
 import sys
 import warnings
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 import rag_eval
+from rag_eval import _accel
 
 METRICS = ["ndcg@10", "recall@10", "recall@100", "P@10", "mrr@10", "ap", "judged@10", "bpref"]
 SMALL, LARGE = 1_000, 10_000
@@ -40,22 +44,46 @@ def _dicts(queries: int) -> tuple[dict[str, dict[str, int]], dict[str, dict[str,
     return qrels, run
 
 
-def _calls(queries: int) -> tuple[int, Counter[str]]:
-    """The Python function calls one ``evaluate`` from dicts makes (with the dicts' constructors and the
-    per-query table), in total and by function."""
+def _files(queries: int, folder: Path) -> tuple[Path, Path]:
+    """The dicts of :func:`_dicts` written as a TREC qrels file and a TREC run file."""
     qrels, run = _dicts(queries)
+    qrels_path, run_path = folder / f"{queries}.qrels", folder / f"{queries}.run"
+    qrels_path.write_text("".join(f"{q} 0 {d} {g}\n" for q, judged in qrels.items() for d, g in judged.items()))
+    run_path.write_text(
+        "".join(
+            f"{q} Q0 {d} {rank} {score} guard\n"
+            for q, scores in run.items()
+            for rank, (d, score) in enumerate(scores.items(), 1)
+        )
+    )
+    return qrels_path, run_path
+
+
+def _calls(queries: int, source: str, folder: Path) -> tuple[int, Counter[str]]:
+    """The Python function calls one ``evaluate`` from dicts or files makes (with the constructors and the per-query
+    table), in total and by function."""
+    if source == "dicts":
+        qrels, run = _dicts(queries)
+    else:
+        qrels_path, run_path = _files(queries, folder)
     where: Counter[str] = Counter()
 
     def profile(frame, event, arg):
         if event == "call":
             code = frame.f_code
             where[f"{code.co_filename}:{code.co_firstlineno}({code.co_name})"] += 1
+        elif event == "c_call":
+            where[f"{getattr(arg, '__qualname__', arg)} from {frame.f_code.co_name}"] += 1
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         sys.setprofile(profile)
         try:
-            report = rag_eval.evaluate(rag_eval.Qrels.from_dict(qrels), rag_eval.Run.from_scores(run), METRICS)
+            if source == "dicts":
+                inputs = rag_eval.Qrels.from_dict(qrels), rag_eval.Run.from_scores(run)
+            else:
+                inputs = rag_eval.Qrels.from_trec(qrels_path), rag_eval.Run.from_trec(run_path)
+            report = rag_eval.evaluate(*inputs, METRICS)
             report.per_query  # noqa: B018  (built on first use: included)
         finally:
             sys.setprofile(None)
@@ -63,14 +91,17 @@ def _calls(queries: int) -> tuple[int, Counter[str]]:
     return sum(where.values()), where
 
 
-def test_evaluate_from_dicts_makes_no_python_call_per_query():
-    _calls(200)  # imports and first-use set-up, made once, are not what is counted
-    small, small_where = _calls(SMALL)
-    large, large_where = _calls(LARGE)
+@pytest.mark.parametrize("source", ["dicts", "files"])
+def test_evaluate_makes_no_python_call_per_query(source, tmp_path):
+    if source == "files" and _accel.speedups is None:
+        pytest.skip("the pure-Python TREC reader (the C reader's twin) reads line by line by design")
+    _calls(200, source, tmp_path)  # imports and first-use set-up, made once, are not what is counted
+    small, small_where = _calls(SMALL, source, tmp_path)
+    large, large_where = _calls(LARGE, source, tmp_path)
     allowed = PER_BLOCK * (LARGE - SMALL) // 1_000
     growth = {name: large_where[name] - small_where.get(name, 0) for name in large_where}
     worst = sorted(((g, name) for name, g in growth.items() if g > 0), reverse=True)[:5]
     assert large - small <= allowed, (
-        f"evaluate from dicts made {small} Python calls at {SMALL} queries and {large} at {LARGE}: it grows with "
-        f"the number of queries (allowed: {allowed} more). Most grown: {worst}"
+        f"evaluate from {source} made {small} Python calls at {SMALL} queries and {large} at {LARGE}: it grows "
+        f"with the number of queries (allowed: {allowed} more). Most grown: {worst}"
     )

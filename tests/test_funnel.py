@@ -199,3 +199,23 @@ def test_a_fusion_funnel_starts_at_the_fused_first_stage():
         (2, "delivered within budget(2)", "budget", 4),
     ]
     assert {(r.fate, r.items) for r in f.losses.itertuples()} == {("never_retrieved", 3), ("cut_by_budget", 2)}
+
+
+def test_the_stage_aware_card_and_its_corpus_fingerprint_are_made_when_first_read(three_stages, monkeypatch):
+    """The corpus fingerprint sorts every hit's id (issue 28: 5 s of a 9 s evaluate at 20M hits): evaluate leaves
+    it to the card's first reader, and a report given a query set waits as well."""
+    from rag_eval import QuerySet
+    from rag_eval.reports import stage_aware
+
+    result, eager = three_stages
+    expected = eager.card.hashes
+    made = []
+    real = stage_aware.content_hashes
+    monkeypatch.setattr(stage_aware, "content_hashes", lambda *a, **k: made.append(1) or real(*a, **k))
+    report = _evaluate(result)
+    weighted = report.with_query_set(QuerySet.from_dict(QUERIES))
+    assert made == []
+    assert report.card.hashes == expected and expected.corpus_basis == "hits"
+    assert made == [1]
+    assert weighted.card.hashes == expected and weighted.card.query_set is not None
+    assert made == [1]  # the weighted report reads the card its source built

@@ -361,3 +361,58 @@ def test_ranking_columns_equal_the_python_path(monkeypatch, ranking, declined):
     assert fast == slow
     if not isinstance(fast, str):
         assert fast.notes == slow.notes and fast.to_dict() == slow.to_dict()
+
+
+@needs_c
+@pytest.mark.parametrize(("seed", "layout"), [(0, "shuffled"), (1, "shuffled"), (2, "grouped"), (3, "grouped, unique")])
+def test_grouped_judgements_equal_their_twin(monkeypatch, tmp_path, seed, layout):
+    """A qrels file's rows grouped in C (group_judgements) give the twin's dicts, columns and duplicate warning: the
+    same first grade kept for a doc judged twice, the same count and the same first conflict named."""
+    rng = np.random.default_rng(seed)
+    n = 400
+    qids = [f"q{i}" for i in rng.permutation(40)]
+    rows = [(qids[rng.integers(40)], f"d{rng.integers(30)}", int(rng.integers(-1, 4))) for _ in range(n)]
+    if layout != "shuffled":  # each query's lines together, as most files hold them
+        rows.sort(key=lambda row: row[0])
+    if layout == "grouped, unique":
+        rows = list({row[:2]: row for row in rows}.values())
+    lines = [f"{q} 0 {d} {g}" for q, d, g in rows] + ["q-extra 0 only 2"]
+
+    def read(path):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            qrels = rag_eval.Qrels.from_trec(path)
+        return qrels, [str(w.message) for w in caught]
+
+    path = tmp_path / "a.qrels"
+    path.write_text("\n".join(lines) + "\n")
+    fast, fast_warned = read(path)
+    monkeypatch.setattr(_accel, "speedups", None)
+    slow, slow_warned = read(path)
+    assert fast == slow and list(fast) == list(slow)
+    assert [list(fast[q]) for q in fast] == [list(slow[q]) for q in slow]  # the same doc order within each query
+    assert fast_warned == slow_warned
+    assert ("with conflicting grades, e.g. query" in "".join(fast_warned)) == (layout != "grouped, unique")
+    assert fast.columns[0] == slow.columns[0]
+    for a, b in zip(fast.columns[1:], slow.columns[1:], strict=True):
+        assert np.array_equal(a, b) and not a.flags.writeable and not b.flags.writeable
+    assert fast.doc_column.tolist() == slow.doc_column.tolist() and not fast.doc_column.flags.writeable
+    assert (fast.num_judgements < len(lines)) == (layout != "grouped, unique")  # duplicates were dropped
+
+
+def test_a_runs_grades_are_looked_up_once_per_qrels_and_never_reused_for_others():
+    """The grade lookup is kept with the run for the last qrels asked (a stage's metrics, judged share and recall
+    ask it again): evaluating the same run against other qrels, then the first again, gives each its own values."""
+    scores = {"q1": {"a": 3.0, "b": 2.0, "c": 1.0}, "q2": {"d": 1.0, "e": 0.5}}
+    first = rag_eval.Qrels.from_dict({"q1": {"a": 1, "c": 2}, "q2": {"e": 1}})
+    second = rag_eval.Qrels.from_dict({"q1": {"b": 3}, "q2": {"d": 1, "e": 2}})
+    run = rag_eval.Run.from_scores(scores)
+
+    def values(qrels, given):
+        return rag_eval.evaluate(qrels, given, ["ndcg@3", "recall@1"]).per_query["value"].tolist()
+
+    fresh = [values(q, rag_eval.Run.from_scores(scores)) for q in (first, second)]
+    assert fresh[0] != fresh[1]
+    assert [values(first, run), values(second, run), values(first, run)] == [fresh[0], fresh[1], fresh[0]]
+    held = run._memo["grades"]
+    assert held[0] is first and not held[2].flags.writeable

@@ -132,7 +132,14 @@ def run(args: argparse.Namespace) -> int:
             text = json.dumps(agreement.to_dict(), indent=2, ensure_ascii=False) + "\n"
             files["judge_agreement.json"] = text.encode("utf-8")
     answered = report.with_answers(
-        answers, references, questions=questions, run=pipeline["run"], stage=stage, judged=judged, agreement=agreement
+        answers,
+        references,
+        questions=questions,
+        run=pipeline["run"],
+        stage=stage,
+        judged=judged,
+        agreement=agreement,
+        replace=True,  # a pipeline answered again: its new answers replace its old ones, those of others are kept
     )  # the judge's verdicts beside the grades, per query (answers.csv) and summarised (report.md, the card)
     from ..renderers.result_folder import ANSWERS_FILE, add_answers
 

@@ -230,27 +230,10 @@ class Qrels:
         *,
         where: str | None = None,
     ) -> Qrels:
-        order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(len(query_ids) + 1))
-        docs = docs[order]
-        grades_list = grades[order].tolist()
-        judgements: dict[str, dict[str, int]] = {}
-        duplicates = 0
-        conflicts: list[str] = []
-        for i, qid in enumerate(query_ids):
-            a, b = bounds[i], bounds[i + 1]
-            per_query = dict(zip(docs[a:b].tolist(), grades_list[a:b], strict=True))
-            if len(per_query) < b - a:  # a document judged twice: the first judgement wins, in its place
-                duplicates += (b - a) - len(per_query)
-                per_query = {}
-                for doc, grade in zip(docs[a:b].tolist(), grades_list[a:b], strict=True):
-                    kept = per_query.setdefault(doc, grade)
-                    if kept != grade:
-                        conflicts.append(f"query {qid!r} doc {doc!r}: {kept} kept, {grade} dropped")
-            judgements[qid] = per_query
+        judgements, duplicates, conflicts, derived = _grouped(query_ids, codes, docs, grades)
         where = where or (file.path if file else "DataFrame")
         if duplicates:
-            detail = f"; {len(conflicts)} with conflicting grades, e.g. {conflicts[0]}" if conflicts else ""
+            detail = f"; {conflicts[0]} with conflicting grades, e.g. {conflicts[1]}" if conflicts[0] else ""
             warn(
                 f"{where}: {duplicates} duplicate judgement(s) of the same document for a query; "
                 f"kept the first{detail}",
@@ -258,6 +241,7 @@ class Qrels:
             )
         qrels = cls.__new__(cls)
         object.__setattr__(qrels, "_judgements", judgements)
+        qrels.__dict__.update(derived)  # the columns and doc ids, made on the way (cached properties)
         object.__setattr__(qrels, "source", Source.of(file) if file else None)
         # a graded-by record beside the file, written by write_qrels for these very bytes (graded_by.py)
         object.__setattr__(qrels, "graded_by", read_sidecar(file.path, file.sha256) if file else None)
@@ -406,6 +390,57 @@ class Qrels:
         docs = np.fromiter(chain.from_iterable(self._judgements.values()), object, int(self.columns[1][-1]))
         docs.flags.writeable = False
         return docs
+
+
+def _grouped(
+    query_ids: list[str], codes: np.ndarray, docs: np.ndarray, grades: np.ndarray
+) -> tuple[dict[str, dict[str, int]], int, tuple[int, str], dict[str, object]]:
+    """Rows grouped into ``{query_id: {doc_id: grade}}`` in row order (a doc judged twice for a query keeps its first
+    grade): the judgements, how many rows were dropped, ``(how many of those had another grade, the first, named)``
+    and the columns made on the way (cached properties). One pass in C (``_speedups.group_judgements``), or its
+    twin below."""
+    codes = np.ascontiguousarray(codes, np.int64)
+    grades = np.ascontiguousarray(grades, np.int64)
+    native = _accel.speedups
+    if native is not None and docs.dtype == object:
+        dicts, kept, duplicates, conflicts, first = native.group_judgements(len(query_ids), codes, docs, grades)
+        judgements = dict(zip(query_ids, dicts, strict=True))
+        if len(codes) < 2 or bool((codes[1:] >= codes[:-1]).all()):  # a file's queries in their first order
+            order = slice(None) if duplicates == 0 else np.flatnonzero(kept)
+        else:
+            order = np.argsort(codes, kind="stable")
+            order = order[kept[order]]
+        example = ""
+        if conflicts:
+            qid, doc = query_ids[codes[first]], docs[first]
+            example = f"query {qid!r} doc {doc!r}: {judgements[qid][doc]} kept, {grades[first]} dropped"
+        lengths = np.bincount(codes if duplicates == 0 else codes[kept], minlength=len(query_ids)).astype(np.int64)
+        offsets = np.zeros(len(query_ids) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        doc_column, grade_column = docs[order], grades[order]
+        for array in (offsets, doc_column, grade_column):
+            array.flags.writeable = False
+        derived = {"columns": (tuple(query_ids), offsets, grade_column), "doc_column": doc_column}
+        return judgements, int(duplicates), (int(conflicts), example), derived
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(query_ids) + 1))
+    docs = docs[order]
+    grades_list = grades[order].tolist()
+    judgements = {}
+    duplicates = 0
+    examples: list[str] = []
+    for i, qid in enumerate(query_ids):
+        a, b = bounds[i], bounds[i + 1]
+        per_query = dict(zip(docs[a:b].tolist(), grades_list[a:b], strict=True))
+        if len(per_query) < b - a:  # a document judged twice: the first judgement wins, in its place
+            duplicates += (b - a) - len(per_query)
+            per_query = {}
+            for doc, grade in zip(docs[a:b].tolist(), grades_list[a:b], strict=True):
+                kept_grade = per_query.setdefault(doc, grade)
+                if kept_grade != grade:
+                    examples.append(f"query {qid!r} doc {doc!r}: {kept_grade} kept, {grade} dropped")
+        judgements[qid] = per_query
+    return judgements, duplicates, (len(examples), examples[0] if examples else ""), {}
 
 
 def _check_grades(file: InputFile, grades: np.ndarray, first_row: int = 0) -> None:

@@ -67,7 +67,7 @@ class Run:
     _doc_ids: npt.NDArray[np.object_] | PackedIds
     _scores: npt.NDArray[np.float64] | None
     _by_score: bool
-    _memo: dict[str | tuple[str, str], Any]  # derived columns, computed once: "doc_ids", "index", ("ranked", ties)
+    _memo: dict[str | tuple[str, str], Any]  # derived, computed once: "doc_ids", "index", ("ranked", ties), "grades"
 
     def __init__(self) -> None:
         raise TypeError("build a Run with Run.from_scores, Run.from_ranking, Run.from_trec, ... (see help(Run))")

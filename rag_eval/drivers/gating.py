@@ -759,11 +759,18 @@ def _values(report: Report, rule: Rule, role: str) -> tuple[pd.Series, str, str]
             f"rule {rule}: the {role} carries no answers (rag-eval answers FOLDER, rag-eval bench --generate, "
             "Report.with_answers)"
         )
+    found = list((report.card.answers_by_run or {record["run"]: record}).values())  # each answered run's
+    names = [_name(r["run"], r.get("stage")) for r in found]
+    if rule.stage is not None:
+        found = [r for r, n in zip(found, names, strict=True) if rule.stage in (n, r.get("stage"), r["run"])]
+    if not found:
+        raise ValueError(f"rule {rule}: the {role}'s answers are of {', '.join(names)}, not {rule.stage!r}")
+    if len(found) > 1:
+        raise ValueError(f"rule {rule}: the {role} carries the answers of several runs ({names}): name one (run/stage)")
+    record = found[0]
     where = _name(record["run"], record.get("stage"))
-    if rule.stage is not None and rule.stage not in (where, record.get("stage"), record["run"]):
-        raise ValueError(f"rule {rule}: the {role}'s answers are of {where!r}, not {rule.stage!r}")
     system = f"{where}, answers by {record['generator']} ({record['fingerprint'][:12]})"
-    return report.answer_values(metric), system, metric
+    return report.answer_values(metric, run=record["run"] if len(names) > 1 else None), system, metric
 
 
 def _higher_is_better(metric: str, rule: Rule) -> bool:

@@ -131,13 +131,21 @@ def _run_grades(run: Run, qrels: Qrels, table_of: np.ndarray) -> np.ndarray:
     """Grade of every result of ``run`` (``UNJUDGED`` where the qrels do not judge it, or where its query is not
     counted): ``table_of`` holds each run query's row in the qrels' columns, -1 where it is not counted. See
     :func:`_lookup`; without the C extension, one join over the qrels' columns."""
+    last = run._memo.get("grades")  # the same lookup again (a stage's metrics, its judged share, its recall): once
+    if last is not None and last[0] is qrels and np.array_equal(last[1], table_of):
+        held: np.ndarray = last[2]
+        return held
     doc_ids, offsets = run.doc_id_column, run.offsets
     if _accel.speedups is not None:
         tables = [*qrels._tables().values(), None]  # the dicts themselves (the C lookup takes dicts); -1: None
-        return _lookup(doc_ids, offsets, list(map(tables.__getitem__, table_of.tolist())))
-    _, judged_offsets, judged_grades = qrels.columns
-    ids = run.doc_ids if isinstance(doc_ids, PackedIds) else doc_ids
-    return _join(ids, offsets, table_of, qrels.doc_column, judged_offsets, judged_grades)
+        grades = _lookup(doc_ids, offsets, list(map(tables.__getitem__, table_of.tolist())))
+    else:
+        _, judged_offsets, judged_grades = qrels.columns
+        ids = run.doc_ids if isinstance(doc_ids, PackedIds) else doc_ids
+        grades = _join(ids, offsets, table_of, qrels.doc_column, judged_offsets, judged_grades)
+    grades.flags.writeable = False
+    run._memo["grades"] = (qrels, table_of.copy(), grades)  # one entry: the last qrels asked (4 bytes a result)
+    return grades
 
 
 def _lookup(

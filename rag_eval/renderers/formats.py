@@ -72,17 +72,17 @@ def format_report(
         if per_query:
             text += "\n" + markdown_table(_per_query_table(report).reset_index())
         if report.card.answers is not None:
-            from ..reports.answered import record_markdown  # loaded only where a report carries answers
+            from ..reports.answer_runs import answers_markdown  # loaded only where a report carries answers
 
-            text += "\n" + "\n".join(record_markdown(report.card.answers, level=3))
+            text += "\n" + "\n".join(answers_markdown(report.card, level=3))
         return text
     table = _per_query_table(report).to_string(float_format=_four) + "\n\n" if per_query else ""
     first = funnel_text(found) + "\n" if found else ""
-    answers, last = report.card.answers, ""
-    if answers is not None:
-        from ..reports.answered import record_lines
+    last = ""
+    if report.card.answers is not None:
+        from ..reports.answer_runs import answers_lines
 
-        last = "".join(f"answers: {line}\n" for line in record_lines(answers))
+        last = "".join(f"answers: {line}\n" for line in answers_lines(report.card))
     return first + table + shown.to_string(index=False, float_format=_four) + "\n" + last
 
 

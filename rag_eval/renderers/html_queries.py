@@ -414,7 +414,8 @@ def _answers(sides: Sequence[HtmlSide], index: pd.Index) -> list[dict[str, Any]]
     (``s``), the query (``q``), the answer (``a``) or the error (``e``), the references (``r``), the grades
     exact match, F1, containment (``g``, None where NaN), the context as delivered (``c``: chunk ids), each
     chunk's grade in the side's qrels (``cg``: None where unjudged) and, where a judge graded the answers, its
-    grade (``j``: None without a verdict) and its failure (``je``)."""
+    grade (``j``: None without a verdict) and its failure (``je``); where a side answered several runs, whose
+    answer it is (``n``, the run), the runs in the order answered."""
     rows: list[dict[str, Any]] = []
     for s, side in enumerate(sides):
         if side.report.card.answers is None:
@@ -424,13 +425,18 @@ def _answers(sides: Sequence[HtmlSide], index: pd.Index) -> list[dict[str, Any]]
         grades = table[["exact_match", "f1", "contains"]].to_numpy(dtype=np.float64)
         judged = "judge_grade" in table.columns
         verdicts = table["judge_grade"].to_numpy(dtype=np.float64) if judged else None
+        runs = table["run"].tolist() if "run" in table.columns else None
+        order = {r: k for k, r in enumerate(table["run"].unique().tolist())} if runs is not None else {}
+        by_run = side.report.card.answers_by_run or {}
         qrels = side.qrels
         for i, r in enumerate(table.to_dict("records")):
             qid = str(r["query_id"])
             labels = qrels[qid] if qrels is not None and qid in qrels else {}
             context = [str(d) for d in r["context_ids"]]
             row: dict[str, Any] = {}
-            if verdicts is not None:
+            if runs is not None:  # several runs answered: whose answer, and a judge's grade only where it judged
+                row["n"], row["k"] = runs[i], order[runs[i]]
+            if verdicts is not None and (runs is None or by_run.get(runs[i], {}).get("judge")):
                 verdict = float(verdicts[i])
                 row["j"] = None if verdict != verdict else verdict
                 row["je"] = r["judge_error"] if isinstance(r["judge_error"], str) else None
@@ -447,7 +453,7 @@ def _answers(sides: Sequence[HtmlSide], index: pd.Index) -> list[dict[str, Any]]
                     **row,
                 }
             )
-    rows.sort(key=lambda row: (row["q"], row["s"]))
+    rows.sort(key=lambda row: (row["q"], row["s"], row.pop("k", 0)))
     return rows
 
 

@@ -38,7 +38,7 @@ from ..reports.report import Report
 from ..statistics.paired import correct, min_n, paired_bootstrap_ci, t_test
 from ._jinja import environment
 from .html_queries import INLINE_BYTES, MAIN, budget_chunks, dumps, query_data
-from .html_summary import answers_section, csv_rows, funnel_blocks, pivots
+from .html_summary import answers_sections, csv_rows, funnel_blocks, pivots
 from .plots import svg_plots as _plots
 
 if TYPE_CHECKING:
@@ -491,7 +491,7 @@ def _page(
                     "card": s.report.card.render(),
                     "pipelines": pipelines_of(s.report),
                     "note": s.note,
-                    "answers": answers_section(s.report.card.answers),
+                    "answers": answers_sections(s.report.card),
                 }
                 for s, f in zip(sides, funnels, strict=True)
             ],

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..reports.funnel import Funnel, pipelines_of
 
 if TYPE_CHECKING:
+    from ..reports.card import MetricCard
     from .html_report import HtmlSide
 
 
@@ -196,3 +197,16 @@ def answers_section(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
         predictors = {"rows": rows, "describe": found["describe"]}
     lines = judge_lines(judge) if judge else []
     return {**record, "grades": grades, "predictors": predictors, "judge_lines": lines}
+
+
+def answers_sections(card: MetricCard) -> dict[str, Any] | None:
+    """A side's answers (None without): ``runs``, each answered run's section (:func:`answers_section`, named by its
+    run when there are several), and ``compare``, several runs side by side with their paired differences
+    (:func:`rag_eval.reports.answer_runs.side_by_side`; None for one run)."""
+    from ..reports.answer_runs import answer_records, side_by_side
+
+    records = answer_records(card)
+    if not records:
+        return None
+    runs = [{**(answers_section(r) or {}), "name": r["run"] if len(records) > 1 else None} for r in records]
+    return {"runs": runs, "compare": side_by_side(card)}

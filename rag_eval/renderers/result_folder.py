@@ -27,7 +27,7 @@ from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import InputError
 from ..metrics.conventions import Conventions
-from ..reports.answered import record_markdown
+from ..reports.answer_runs import answers_markdown
 from ..reports.card import CARD_KEY, ContentHashes, MetricCard
 from ..reports.hashes import FIELDS, content_hashes, corpus_sha256, qrels_sha256
 from ..reports.report import Report
@@ -665,7 +665,7 @@ def _markdown(
             lines.append(f"| {run} | {metric} | {_ci(row)} | {int(row['n'])} | {int(row['n_nan'])} |")
         lines.append("")
     if report.card.answers is not None:
-        lines += record_markdown(report.card.answers, file=ANSWERS_FILE)
+        lines += answers_markdown(report.card, file=ANSWERS_FILE)
     if pictures:
         lines += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in pictures] + [""]
     lines += ["## Metric card", "", markdown_code(report.card.render())]
@@ -784,7 +784,7 @@ def _with_answers_section(markdown: str, report: Report) -> str:
     assert report.card.answers is not None
     text = re.sub(r"\n## Answers\n.*?(?=\n## )", "", markdown, flags=re.DOTALL)
     head = text.split("\n## Metric card\n", 1)[0]
-    section = "\n".join(record_markdown(report.card.answers, file=ANSWERS_FILE))
+    section = "\n".join(answers_markdown(report.card, file=ANSWERS_FILE))
     at = head.find("\n## Plots\n")
     head = head + "\n" + section if at < 0 else head[: at + 1] + section + "\n" + head[at + 1 :]
     return head.rstrip("\n") + "\n\n" + "\n".join(["## Metric card", "", markdown_code(report.card.render())])

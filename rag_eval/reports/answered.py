@@ -176,7 +176,7 @@ def attached(
     run = run or (report.runs[0] if len(report.runs) == 1 else None)
     if run is None or run not in report.runs:
         raise InputError(f"name the run the answers came from (run=...): the report has {report.runs}")
-    stage = stage or (report.stages[-1] if report.staged else None)
+    stage = stage or next((b.stage for b in reversed(report.blocks) if b.run == run and b.stage), None)  # its last
     measured = set(report.query_ids(run, stage))
     alien = [q for q in answers if q not in measured]
     if alien:
@@ -254,14 +254,21 @@ def judge_record(table: pd.DataFrame, judged: Any, agreement: Any = None) -> dic
     return record
 
 
-def answer_values(table: pd.DataFrame, record: Mapping[str, Any], metric: str) -> pd.Series:
+def answer_values(table: pd.DataFrame, record: Mapping[str, Any], metric: str, *, run: str | None = None) -> pd.Series:
     """One grade per query of an answer ``table``, indexed by query id and named by the rule name (NaN where the
-    answer failed or was not asked)."""
+    answer failed or was not asked); ``run``: whose, when the table holds several runs' (its ``run`` column)."""
     import pandas as pd
 
     name = answer_metric(metric)
     if name is None:
         raise InputError(f"{metric!r} is not an answer grade (one of {sorted(ANSWER_RULES)})")
+    runs = table["run"].unique().tolist() if "run" in table.columns else [record["run"]]
+    if run is None and len(runs) > 1:
+        raise InputError(f"the report carries the answers of several runs ({runs}): name one (run=...)")
+    if run is not None and run not in runs:
+        raise InputError(f"no answers of run {run!r} in the report (answered: {runs})")
+    if "run" in table.columns:
+        table = table[(table["run"] == (run or runs[0])).to_numpy()]
     column = ANSWER_RULES[name]
     return pd.Series(table[column].to_numpy(dtype=np.float64), index=pd.Index(table["query_id"].astype(str)), name=name)
 
@@ -301,11 +308,13 @@ def _judge_rule(judge: Mapping[str, Any]) -> str:
     return f"on {low}-{high}, correct at {judge['correct_at']}"
 
 
-def record_markdown(record: Mapping[str, Any], *, level: int = 2, file: str | None = None) -> list[str]:
+def record_markdown(
+    record: Mapping[str, Any], *, level: int = 2, file: str | None = None, title: str = "Answers"
+) -> list[str]:
     """The answers as Markdown lines (report.md's Answers section, a notebook's): who answered from what, the
     counts, each grade with its interval, the predictor table when computed, the prompt, and where the per-query
     ``file`` is."""
-    lines = ["#" * level + " Answers", ""]
+    lines = ["#" * level + f" {markdown_cell(title)}", ""]
     lines += [f"- {markdown_cell(line)}" for line in record_lines(record)[:2]]
     lines += ["", "| grade | mean [95% CI] | n | failed |", "|---|---:|---:|---:|"]
     for row in record["summary"]:
@@ -349,7 +358,7 @@ def record_markdown(record: Mapping[str, Any], *, level: int = 2, file: str | No
     return lines
 
 
-def record_html(record: Mapping[str, Any]) -> str:
+def record_html(record: Mapping[str, Any], *, title: str = "Answers") -> str:
     """The answers as HTML (a Report in a notebook): the lines of :func:`record_lines` and each grade with its
     interval, every text escaped."""
     import html
@@ -362,8 +371,9 @@ def record_html(record: Mapping[str, Any]) -> str:
         for g in record["summary"]
     )
     return (
-        f"<p><strong>Answers</strong></p><ul>{lines}</ul><table><thead><tr><th>grade</th><th>mean [95% CI]</th>"
-        f"<th>n</th><th>failed</th></tr></thead><tbody>{rows}</tbody></table><p>{html.escape(record['interval'])}</p>"
+        f"<p><strong>{html.escape(title)}</strong></p><ul>{lines}</ul><table><thead><tr><th>grade</th>"
+        f"<th>mean [95% CI]</th><th>n</th><th>failed</th></tr></thead><tbody>{rows}</tbody></table>"
+        f"<p>{html.escape(record['interval'])}</p>"
     )
 
 

@@ -105,6 +105,10 @@ class MetricCard(BaseModel):
     # a generator's answers graded (Report.with_answers): the generator, prompt, counts, means with intervals and
     # the predictor table; see rag_eval.reports.answered
     answers: dict[str, Any] | None = None
+    # the answers of several runs (with_answers once per run): every run's record by run name, the first being
+    # ``answers``, each later one with its paired difference from the first ("paired"); None for one run answered.
+    # See rag_eval.reports.answer_runs
+    answers_by_run: dict[str, dict[str, Any]] | None = None
 
     @property
     def budget(self) -> str | None:
@@ -157,4 +161,9 @@ class MetricCard(BaseModel):
     def render(self) -> str:
         """A short human-readable text (what the CLI prints to stderr)."""
         others = (self.comparison or {}).get("other_reports") or []
-        return render_card(self.model_dump(), [MetricCard.model_validate(o).model_dump() for o in others])
+        answers: list[str] = []
+        if self.answers:
+            from .answer_runs import answers_lines
+
+            answers = answers_lines(self)
+        return render_card(self.model_dump(), [MetricCard.model_validate(o).model_dump() for o in others], answers)

@@ -8,17 +8,24 @@ the card's fields as a dict (what ``MetricCard.model_dump()`` returns), so that 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
+from ..errors import InputError
 from ..metrics.conventions import PRESETS, Conventions
 from ..metrics.engine import REASONS
+
+if TYPE_CHECKING:
+    from .card import MetricCard
+    from .report import RunScores
 
 __all__ = [
     "CARD_KEY",
     "STAGE_METRIC_NOTES",
     "CardDraft",
     "card_fields",
+    "check_counted",
+    "counted_of",
     "metric_notes_of",
     "render_card",
     "render_hashes",
@@ -101,6 +108,7 @@ def card_fields(
         "query_set": None,
         "judge_agreement": None,
         "answers": None,
+        "answers_by_run": None,
     }
 
 
@@ -127,6 +135,25 @@ class CardDraft:
         return render_card(self.fields())
 
 
+def counted_of(card: MetricCard, run: str, stage: str | None = None) -> int | None:
+    """The number of queries the card says were counted for ``run`` (and ``stage``): what ``n + n_nan`` of every
+    summary row of that run (stage) adds up to. None when the card has no record of it."""
+    records = {q.run: q.counted for q in card.queries}
+    labels = [run] if stage is None else [f"{run} / {stage}", stage]
+    return next((records[label] for label in labels if label in records), None)
+
+
+def check_counted(card: MetricCard, blocks: list[RunScores], where: str) -> None:
+    """Each block (of a saved report) holds as many queries as the card says were counted for it."""
+    for b in blocks:
+        counted = counted_of(card, b.run, b.stage)
+        if counted is not None and counted != len(b.query_ids):
+            who = f"run {b.run!r}" + (f", stage {b.stage!r}" if b.stage is not None else "")
+            raise InputError(
+                f"{who} holds {len(b.query_ids)} queries but its metric card says {counted} were counted", source=where
+            )
+
+
 def render_hashes(hashes: Mapping[str, Any]) -> str:
     """One line: each hash's first 12 hex digits, with what it covers (``ContentHashes.render``)."""
     parts = [f"qrels {_short(hashes['qrels'])}"]
@@ -144,9 +171,12 @@ def _short(value: str | None) -> str:
     return "unknown" if value is None else f"sha256:{value[:12]}"
 
 
-def render_card(card: Mapping[str, Any], others: list[Mapping[str, Any]] | None = None) -> str:
+def render_card(
+    card: Mapping[str, Any], others: list[Mapping[str, Any]] | None = None, answers: list[str] | None = None
+) -> str:
     """A card's short human-readable text (what the CLI prints to stderr), from its fields (``model_dump()``);
-    ``others``: the fields of the other reports of a comparison (``comparison["other_reports"]``, validated)."""
+    ``others``: the fields of the other reports of a comparison (``comparison["other_reports"]``, validated);
+    ``answers``: the lines of its answers (``answer_runs.answers_lines``)."""
     conv = card["conventions"]
     lines = [
         f"rag_eval {card['rag_eval_version']} metric card",
@@ -188,9 +218,7 @@ def render_card(card: Mapping[str, Any], others: list[Mapping[str, Any]] | None 
 
         lines.extend(card_lines(card["judge_agreement"]))
     if card["answers"]:
-        from .answered import record_lines
-
-        lines.extend("  answers: " + line for line in record_lines(card["answers"]))
+        lines.extend("  answers: " + line for line in answers or [])
     if card["comparison"]:
         lines += _comparison_lines(card["comparison"])
     if card["pipeline"]:

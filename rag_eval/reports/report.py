@@ -30,7 +30,7 @@ from ..errors import InputError
 from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import follows_trec_eval
 from ..metrics.grammar import Metric, parse_metric
-from .card_text import CARD_KEY, CardDraft
+from .card_text import CARD_KEY, CardDraft, check_counted, counted_of
 from .summary import STAGE_SUMMARY_COLUMNS, SUMMARY_COLUMNS, summarize_geometric, summarize_values
 from .weighted import TRAFFIC_COLUMNS, QueryWeights, hajek_bootstrap, hajek_geometric
 
@@ -232,8 +232,14 @@ class Report:
             where="the queries evaluated",
             consequence="its traffic-weighted means are over those evaluated only",
         )
-        card = self.card.model_copy(update={"query_set": query_set.card.to_dict()})
+        card = self._card_updated({"query_set": query_set.card.to_dict()})
         return Report(self._blocks, list(self._metrics), card, self._table_of, weights)
+
+    def _card_updated(self, update: dict[str, Any]) -> MetricCard | Callable[[], MetricCard]:
+        """The card with ``update``: now if it is built, else when first read (its content hashes wait as well)."""
+        if self._card_built is not None:
+            return self._card_built.model_copy(update=update)
+        return lambda: self.card.model_copy(update=update)
 
     def with_judge_agreement(self, *agreements: Any) -> Report:
         """The same values with a model judge's agreement with people on the card (``card.judge_agreement``, shown
@@ -469,18 +475,18 @@ class Report:
     @property
     def answers(self) -> pd.DataFrame:
         """The generator's answer per query and their grades (:func:`with_answers`; columns
-        :data:`~rag_eval.reports.answered.ANSWER_TABLE_COLUMNS`); empty when the report carries none. What made
-        them, and the grades' means with intervals: ``card.answers``."""
+        :data:`~rag_eval.reports.answered.ANSWER_TABLE_COLUMNS`, after ``run`` when several runs answered); empty
+        without. What made them, and the grades' means with intervals: ``card.answers`` (``card.answers_by_run``)."""
         return self._table(ANSWERS)
 
-    def answer_values(self, metric: str) -> pd.Series:
+    def answer_values(self, metric: str, run: str | None = None) -> pd.Series:
         """One answer grade per query (``answer.f1``, ``answer.exact_match``, ``answer.contains``), indexed by query
-        id, NaN where the answer failed; a KeyError when the report carries no answers."""
+        id, NaN where the answer failed; ``run``: whose, when several runs' are attached. A KeyError without answers."""
         from .answered import answer_values
 
         if self.card.answers is None or ANSWERS not in self._tables:
             raise KeyError("the report carries no answers (Report.with_answers, rag-eval answers)")
-        return answer_values(self._tables[ANSWERS], self.card.answers, metric)
+        return answer_values(self._tables[ANSWERS], self.card.answers, metric, run=run)
 
     def with_answers(
         self,
@@ -493,6 +499,7 @@ class Report:
         predictors: Any = None,
         judged: Any = None,
         agreement: Any = None,
+        replace: bool = False,
     ) -> Report:
         """The same report with ``answers`` (:func:`rag_eval.stages.generator.generate_answers`' Answers, made from
         ``run``'s ``stage``: by default the one run and its last stage) graded against ``references`` and attached:
@@ -500,11 +507,14 @@ class Report:
         ``predictors``, an AnswerPrediction, when given). ``judged``: a judge's verdicts on the same answers
         (:func:`~rag_eval.ground_truth.judge_answers`), set beside the grades per query, with ``agreement``
         (:func:`~rag_eval.statistics.answer_agreement`) summarised once on the card. A query answered that the run
-        did not measure is an InputError. See docs/answers.md."""
+        did not measure is an InputError. Once per run: each run's kept, with its paired difference from the first
+        (:mod:`~rag_eval.reports.answer_runs`); a run answered again is an InputError unless ``replace``."""
+        from .answer_runs import accumulated
         from .answered import attached
 
         table, record = attached(self, answers, references, questions, run, stage, predictors, judged, agreement)
-        card = self.card.model_copy(update={"answers": record})
+        table, first, by_run = accumulated(self, table, record, replace=replace)
+        card = self.card.model_copy(update={"answers": first, "answers_by_run": by_run})
         return Report(self._blocks, list(self._metrics), card, {**self._table_of, ANSWERS: table}, self._weights)
 
     def with_card(self, card: MetricCard) -> Report:
@@ -537,9 +547,9 @@ class Report:
 
         found = funnel_of(self)
         text = (funnel_html(found) if found else "") + html_table(self._shown(), heading=self._heading())
-        from .answered import record_html
+        from .answer_runs import answers_html
 
-        return text + ("" if self.card.answers is None else record_html(self.card.answers))
+        return text + answers_html(self.card)
 
     def _repr_markdown_(self) -> str:
         """A pipeline's funnel first, then the summary as a Markdown table, cells escaped (``<``, ``&``, ``|``:
@@ -550,10 +560,10 @@ class Report:
         text = (funnel_markdown(found, level=3) + "\n" if found else "") + markdown_table(
             self._shown(), heading=self._heading()
         )
-        from .answered import record_markdown
+        from .answer_runs import answers_markdown
 
-        answers = self.card.answers
-        return text + ("" if answers is None else "\n" + "\n".join(record_markdown(answers, level=3)))
+        shown = answers_markdown(self.card, level=3)
+        return text + ("\n" + "\n".join(shown) if shown else "")
 
     # ----- persistence --------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -684,7 +694,7 @@ class Report:
             RunScores(values=v, texts=texts.get((d["run"], d["stage"]), {}), **d)
             for d, v in zip(described, values, strict=True)
         ]
-        _check_counted(card, blocks, where)
+        check_counted(card, blocks, where)
         try:
             tables = {
                 k: pd.read_json(io.StringIO(v), orient="split")
@@ -707,14 +717,6 @@ def _renderers(module: str) -> Any:
     import importlib
 
     return importlib.import_module(f"rag_eval.renderers.{module}")
-
-
-def counted_of(card: MetricCard, run: str, stage: str | None = None) -> int | None:
-    """The number of queries the card says were counted for ``run`` (and ``stage``): what ``n + n_nan`` of every
-    summary row of that run (stage) adds up to. None when the card has no record of it."""
-    records = {q.run: q.counted for q in card.queries}
-    labels = [run] if stage is None else [f"{run} / {stage}", stage]
-    return next((records[label] for label in labels if label in records), None)
 
 
 def _metadata_list(raw: bytes, problem: str, where: str) -> list[Any]:
@@ -873,17 +875,6 @@ def _values_by_key(table: pa.Table, described: list[dict[str, Any]], where: str)
             if query not in queries:
                 raise InputError(f"a row of an unknown query ({shown((run, stage, query, metric))})", source=where)
     return out
-
-
-def _check_counted(card: MetricCard, blocks: list[RunScores], where: str) -> None:
-    """Each block holds as many queries as the card says were counted for it."""
-    for b in blocks:
-        counted = counted_of(card, b.run, b.stage)
-        if counted is not None and counted != len(b.query_ids):
-            who = f"run {b.run!r}" + (f", stage {b.stage!r}" if b.stage is not None else "")
-            raise InputError(
-                f"{who} holds {len(b.query_ids)} queries but its metric card says {counted} were counted", source=where
-            )
 
 
 def _str_column(values: Sequence[str | None], index: np.ndarray) -> Any:

@@ -19,41 +19,19 @@ from .._checks import check_choice
 from ..data.joins import user_stacklevel
 from ..data.near_miss import near_miss_line, near_misses
 from ..errors import DegenerateInterval, InputError, NearMissIds
+from ..reports.summary import MIN_N as MIN_N
 from ..reports.summary import chunk_rows
+from ..reports.summary import method_label as method_label
+from ..reports.summary import min_n as min_n
 
 if TYPE_CHECKING:
     import pandas as pd
 
+# MIN_N, min_n and method_label (the fewest values each interval method is trusted on) live a floor below, in
+# rag_eval.reports.summary, where the reports' paired intervals read them too; every verdict here takes them as above
 TESTS = ("randomization", "t", "wilcoxon")
 INTERVAL_TESTS = (*TESTS, "bootstrap")  # the tests with an interval of the mean difference: rag_eval.gate's
 CORRECTIONS = ("holm", "bh", "none")
-
-# The fewest values (paired queries; human-graded queries for a normal interval) each interval method is trusted
-# on; below it a gate's rule is inconclusive and an estimate refuses (docs/gate.md, "Minimum n"). Why each:
-# - t: 2, the fewest with a spread (n - 1 degrees of freedom); Student's interval is exact for normal differences
-#   at any n >= 2 and as wide as t(n - 1) makes it (12.7 sd / sqrt(2) at n = 2 and 95%).
-# - randomization: 6, the fewest at which any result can be significant at 0.05: the exact test's smallest p is
-#   2 / 2^n (0.0625 at n = 5); below it the inverted interval is infinite.
-# - bootstrap: 10. The percentile interval of a mean resamples n values: about sqrt((n-1)/n) z / t(n-1) as wide as
-#   Student's, so it covers about P(|t(n-1)| < z sqrt((n-1)/n)) of the time for normal differences: 90.4% at
-#   n = 10 for a nominal 95% (89.8% at 9, 86% at 5; at n = 1 it is a point).
-# - wilcoxon: 10: the gate decides on the bootstrap interval of the mean (its own exact test needs 6, as above).
-# - normal (PPI, PPI++, human-only, judge-only): 10. z with a standard error estimated from n values covers
-#   P(|t(n-1)| < z): 91.8% at n = 10 for a nominal 95% (89.3% at 6); PPI++ also tunes lam on the same n.
-MIN_N = {"t": 2, "randomization": 6, "bootstrap": 10, "wilcoxon": 10, "normal": 10}
-
-
-def min_n(method: str) -> int:
-    """The fewest values the interval of ``method`` is trusted on (:data:`MIN_N`; PPI's methods are "normal")."""
-    key = "normal" if method in ("ppi", "ppi++", "human", "judge") else method
-    if key not in MIN_N:
-        check_choice(method, "interval method", sorted(MIN_N))
-    return MIN_N[key]
-
-
-def method_label(method: str) -> str:
-    """``"bootstrap, min n 10"``: the method and its minimum, as every verdict shows them."""
-    return f"{method}, min n {min_n(method)}"
 
 
 def all_equal(values: np.ndarray) -> bool:
