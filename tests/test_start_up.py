@@ -201,3 +201,6 @@ def test_conventions_keep_the_pydantic_model_s_face():
     assert MetricCard.model_validate_json(card.model_dump_json()).conventions == Conventions(unjudged="remove")
     with pytest.raises(ValueError, match="Conventions: gain='log': Input should be 'exp' or 'linear'"):
         MetricCard.model_validate({**card.model_dump(), "conventions": {"gain": "log"}})
+    schema = MetricCard.model_json_schema()["$defs"]["Conventions"]  # the card's JSON schema describes it still
+    assert schema["properties"]["gain"]["enum"] == ["exp", "linear"] and schema["additionalProperties"] is False
+    assert schema["properties"]["max_depth"]["description"].startswith("Only the top N of each ranking")

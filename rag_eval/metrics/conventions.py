@@ -7,7 +7,8 @@ Two presets: ``"default"`` (what a RAG evaluation wants) and ``"trec_eval"`` (re
 Every field is checked when a Conventions is made: an int field takes an int (or a NumPy integer) and nothing
 else, so ``max_depth=True``, ``2.5``, ``2.0`` or ``"5"`` is an :class:`~rag_eval.errors.InputError` naming the field,
 never read as 1, 2 or 5; ``max_depth`` is at most :data:`~rag_eval.metrics.grammar.MAX_CUTOFF` (10^9) and
-``relevance_threshold`` below the grade limit (2^29).
+``relevance_threshold`` below the grade limit (2^29). A frozen dataclass, not a pydantic model (``rag-eval evaluate``
+starts without pydantic, issue 28): the same checks and messages; ``model_dump`` and ``model_dump_json`` as before.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import numbers
 from dataclasses import dataclass, fields
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from .._checks import check_choice
 from ..errors import InputError
@@ -41,10 +42,7 @@ _BOUNDS: dict[str, tuple[int, int | None, int | None, bool]] = {
 
 @dataclass(frozen=True, init=False)
 class Conventions:
-    """How metric values are decided where the metric's name leaves it open. Every field has a default.
-
-    A plain frozen dataclass (no pydantic: ``rag-eval evaluate`` starts without it, issue 28) that checks its
-    fields as pydantic did, with the same messages; ``model_dump`` and ``model_dump_json`` give its fields."""
+    """How metric values are decided where the metric's name leaves it open. Every field has a default."""
 
     ties: Literal["trec_eval", "doc_id", "input_order"] = "trec_eval"
     """How results with equal scores are ordered in a run ranked by score: 'trec_eval' = doc id descending as
@@ -71,6 +69,9 @@ class Conventions:
     every summary row of a pipeline report shows n_failed."""
     max_depth: int | None = None
     """Only the top N of each ranking are evaluated, after ranking (trec_eval -M N)."""
+
+    # pydantic's reading of it (the card's JSON schema): each field's docstring its description, no other field
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"use_attribute_docstrings": True, "extra": "forbid"}
 
     def __init__(self, **given: Any) -> None:
         for name in _FIELDS:  # in the fields' order: the first problem said is that of the first field
@@ -107,8 +108,9 @@ class Conventions:
         as that dict."""
         from pydantic_core import core_schema
 
-        return core_schema.no_info_plain_validator_function(
+        return core_schema.no_info_before_validator_function(  # made here, then passed as the instance it is
             _from_fields,
+            handler(source),  # its fields as pydantic reads a dataclass: the card's JSON schema
             serialization=core_schema.plain_serializer_function_ser_schema(lambda c: c.model_dump()),
         )
 
