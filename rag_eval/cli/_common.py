@@ -356,10 +356,11 @@ def show(text: str, *, data: bool = False) -> None:
     sys.stdout.flush()
 
 
-def show_card(card: Any, args: argparse.Namespace) -> None:
-    """The metric card on stderr, unless --no-card or --format json (where it is the ``card`` key)."""
+def show_card(render: Callable[[], str], args: argparse.Namespace) -> None:
+    """The metric card (``render``: its text) on stderr, unless --no-card or --format json (where it is the
+    ``card`` key)."""
     if args.format != "json" and not args.no_card:
-        print(terminal(card.render()), file=sys.stderr)
+        print(terminal(render()), file=sys.stderr)
 
 
 def to_mlflow(args: argparse.Namespace, log: Callable[..., Any], **options: Any) -> None:

@@ -146,7 +146,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     else:
         text = format_report(report, args.format, per_query=args.per_query, resamples=args.resamples, seed=args.seed)
     show(text, data=args.format in ("csv", "json"))
-    show_card(report.card, args)
+    show_card(report.render_card, args)  # without the card's pydantic model (start-up, issue 28)
     if args.mlflow is not None:  # the summary's numbers as printed: the same resamples and seed
         to_mlflow(args, report.log_to_mlflow, resamples=args.resamples, seed=args.seed)
     return 0
@@ -169,7 +169,7 @@ def _compare(args: argparse.Namespace) -> int:
         margin=args.margin,
     )
     show(format_comparison(result, args.format), data=args.format in ("csv", "json"))
-    show_card(result.card, args)
+    show_card(result.card.render, args)
     return 0
 
 

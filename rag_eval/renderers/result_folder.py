@@ -28,8 +28,8 @@ from ..data.run import Run
 from ..errors import InputError
 from ..metrics.conventions import Conventions
 from ..reports.answer_runs import answers_markdown
-from ..reports.card import CARD_KEY, MetricCard
-from ..reports.hashes import FIELDS, ContentHashes, content_hashes, corpus_sha256, qrels_sha256
+from ..reports.card import CARD_KEY, ContentHashes, MetricCard
+from ..reports.hashes import FIELDS, content_hashes, corpus_sha256, qrels_sha256
 from ..reports.report import Report
 from ..stages.result import PipelineResult
 

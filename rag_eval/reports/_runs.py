@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -17,8 +18,8 @@ from ..metrics.engine import evaluate_run
 from ..metrics.grammar import Metric
 from ._judged import JudgedShare, ceiling, cutoffs_of, judged_metrics, mean_share, shares_frame, warn_low
 from ._systematic import announce_overlap, issue_rows, query_overlap
-from .card import InputRecord, MetricCard, QueryRecord, metric_notes_of
-from .hashes import content_hashes
+from .card_text import CardDraft, card_fields, metric_notes_of
+from .hashes import content_hash_fields
 from .report import Report, RunScores
 
 __all__ = ["evaluate_runs", "named_runs"]
@@ -38,7 +39,7 @@ def evaluate_runs(
     if not metric_list:
         raise ValueError("no metrics requested")
     blocks: list[RunScores] = []
-    records: list[QueryRecord] = []
+    records: list[dict[str, Any]] = []  # the card's QueryRecords' fields
     shares: list[JudgedShare] = []
     cutoffs = cutoffs_of(metric_list)
     extra = judged_metrics(cutoffs) + [Metric("num_ret")]  # num_ret: how many results the ceiling may count
@@ -79,9 +80,12 @@ def evaluate_runs(
         )
         account = result.account
         records.append(
-            QueryRecord(
-                run=name, counted=len(account.counted), left_out=account.left_out, counted_as_zero=account.zeroed
-            )
+            {
+                "run": name,
+                "counted": len(account.counted),
+                "left_out": account.left_out,
+                "counted_as_zero": account.zeroed,
+            }
         )
     name = Path(qrels.source.path).name if qrels.source else "qrels"
     inputs = [_record("qrels", name, qrels.source, notes=graded_by_notes(qrels))]
@@ -94,8 +98,8 @@ def evaluate_runs(
     notes += warn_low(shares, judged_threshold, stacklevel=user_frame + 2)
     names = [str(m) for m in metric_list]
 
-    def card() -> MetricCard:  # built when first read: its content hashes read every judgement
-        return MetricCard.build(
+    def card() -> dict[str, Any]:  # made when first read: its content hashes read every judgement
+        return card_fields(
             conv,
             names,
             inputs,
@@ -104,7 +108,7 @@ def evaluate_runs(
             judged_threshold=judged_threshold,
             notes=notes,
             metric_notes=metric_notes_of(names, max_grade=_largest_grade(qrels, metric_list)),
-            hashes=content_hashes(qrels, conventions=conv),
+            hashes=content_hash_fields(qrels, conventions=conv),
         )
 
     shown: list[Metric | str] = [*metric_list]
@@ -112,7 +116,7 @@ def evaluate_runs(
         "judged": lambda: shares_frame(shares),
         "issues": lambda: issue_rows(notes, ["run", "query_id", "issue"]),
     }
-    return Report(blocks, shown, card, tables)
+    return Report(blocks, shown, CardDraft(card), tables)  # the card's pydantic model made where it is read
 
 
 def _largest_grade(qrels: Qrels, metrics: list[Metric]) -> int | None:
@@ -166,13 +170,14 @@ def _record(
     notes: list[str] | None = None,
     *,
     tag: str | None = None,
-) -> InputRecord:
-    return InputRecord(
-        role=role,
-        name=name,
-        path=source.path if source else None,
-        sha256=source.sha256 if source else None,
-        ranked_by=ranked_by,
-        tag=tag,
-        notes=notes or [],
-    )
+) -> dict[str, Any]:
+    """The fields of the card's InputRecord of an input."""
+    return {
+        "role": role,
+        "name": name,
+        "path": source.path if source else None,
+        "sha256": source.sha256 if source else None,
+        "ranked_by": ranked_by,
+        "tag": tag,
+        "notes": notes or [],
+    }

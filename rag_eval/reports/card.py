@@ -15,50 +15,37 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._escape import markdown_code
 from .._version import __version__
-from ..metrics.conventions import PRESETS, Conventions
-from ..metrics.engine import REASONS
-from .hashes import ContentHashes
+from ..metrics.conventions import Conventions
+from .card_text import CARD_KEY, STAGE_METRIC_NOTES, metric_notes_of, preset_of, render_card, render_hashes
 
-CARD_KEY = b"rag_eval.card"  # where a saved report (Parquet) keeps its card, in the file's metadata
+__all__ = [
+    "CARD_KEY",
+    "STAGE_METRIC_NOTES",
+    "ContentHashes",
+    "InputRecord",
+    "MetricCard",
+    "QueryRecord",
+    "metric_notes_of",
+]
 
 
-#: what the stage-aware metrics whose name does not say it are a gain or a share of (rag_eval.reports.stage_aware)
-STAGE_METRIC_NOTES = {
-    "rerank_gain@budget": "a gain in recall: the reranker's recall@budget minus the recall@budget of the same "
-    "candidates in the previous stage's order (after − before)",
-    "cand_ndcg@budget": "the reranker's nDCG@budget over the best nDCG@budget the candidates it was given allow",
-}
+class ContentHashes(BaseModel):
+    """The hashes of what a report was computed on (see :mod:`rag_eval.reports.hashes`). Each hash is 64 hex
+    digits."""
 
+    model_config = ConfigDict(frozen=True)
 
-def metric_notes_of(metrics: list[str], *, max_grade: int | None = None) -> list[str]:
-    """What the card says about metrics whose name does not tell how they are aggregated or parameterised:
-    the geometric families (gm_map, gm_bpref), the text ones (relstring, runid), and err/nerr without
-    ``max_grade`` (``max_grade``: the qrels' largest grade they then use, when known)."""
-    from ..metrics.catalogue import FAMILIES
-    from ..metrics.grammar import parse_metric
+    qrels: str | None = None
+    queries: str | None = None
+    queries_basis: str | None = None  # "ids and texts" or "ids"
+    corpus: str | None = None
+    corpus_basis: str | None = None  # "collection" or "hits"
+    conventions: str | None = None
+    budget: str | None = None
 
-    notes = []
-    for name in metrics:
-        if name in STAGE_METRIC_NOTES:
-            notes.append(f"{name}: {STAGE_METRIC_NOTES[name]}")
-            continue
-        try:
-            metric = parse_metric(name)
-        except (ValueError, TypeError):  # a stage's ndcg@budget and the like
-            continue
-        family = FAMILIES[metric.family]
-        if family.aggregate == "geometric":
-            notes.append(
-                f"{name}: averaged over queries by the geometric mean of the per-query values, each floored "
-                "at 1e-5 (trec_eval's MIN_GEO_MEAN); the summary's interval is the mean log's, exponentiated, "
-                "and its sum is NaN"
-            )
-        elif family.kind == "text":
-            notes.append(f"{name}: one string per query (Report.texts), not averaged")
-        elif metric.family in ("err", "nerr") and "max_grade" not in metric.param:
-            largest = f", {max_grade}" if max_grade is not None else ""
-            notes.append(f"{name}: max_grade not given: the qrels' largest grade{largest}")
-    return notes
+    def render(self) -> str:
+        """One line: each hash's first 12 hex digits, with what it covers."""
+        return render_hashes(self.model_dump())
 
 
 class InputRecord(BaseModel):
@@ -142,10 +129,9 @@ class MetricCard(BaseModel):
         metric_notes: list[str] | None = None,
         hashes: ContentHashes | None = None,
     ) -> MetricCard:
-        preset = next((name for name, c in PRESETS.items() if c == conventions), None)
         return cls(
             conventions=conventions,
-            preset=preset,
+            preset=preset_of(conventions),
             metrics=metrics,
             inputs=inputs,
             queries=queries,
@@ -174,128 +160,10 @@ class MetricCard(BaseModel):
 
     def render(self) -> str:
         """A short human-readable text (what the CLI prints to stderr)."""
-        conv = self.conventions
-        lines = [
-            f"rag_eval {self.rag_eval_version} metric card",
-            f"  conventions: {self.preset or 'custom'} ("
-            + ", ".join(f"{k}={v}" for k, v in conv.model_dump().items())
-            + ")",
-            f"  metrics: {', '.join(self.metrics)}",
-        ]
-        if self.hashes is not None:
-            lines.append(f"  content hashes: {self.hashes.render()}")
-        lines.extend(f"  metric {n}" for n in self.metric_notes)
-        if conv.unjudged == "remove":
-            lines.append(
-                "  condensed lists (Sakai 2007): unjudged items are removed from each ranking before measuring"
-            )
-        if self.judged:
-            low = self.judged_threshold
-            shown = []
-            for j in self.judged:
-                who = j["run"] + (f" / {j['stage']}" if j.get("stage") else "")
-                share = j["share"]
-                if share != share:  # NaN: no counted query has anything in its top k
-                    shown.append(f"{who} {j['metric']} - (no results)")
-                    continue
-                flag = ", below threshold: lower bound" if low is not None and share < low else ""
-                shown.append(f"{who} {j['metric']} {share:.1%} (n={j['n']}{flag})")  # the summary's mean and n
-            lines.append(
-                f"  judged share (threshold {low:g}): " + "; ".join(shown)
-                if low is not None
-                else "  judged share: " + "; ".join(shown)
-            )
-        lines.extend(f"  warning: {n}" for n in self.notes)
-        if self.query_set is not None:
-            from ..data.queryset import QuerySetCard
-
-            lines.append(
-                "  queries: a query set; the summary's traffic_mean is the traffic-weighted (Hajek) mean, "
-                "weights frequency / inclusion probability, with a stratified bootstrap interval"
-            )
-            lines.extend("  " + line for line in QuerySetCard.from_dict(self.query_set).render().splitlines())
-        if self.judge_agreement:
-            from ..ground_truth.agreement_text import card_lines
-
-            lines.extend(card_lines(self.judge_agreement))
+        others = (self.comparison or {}).get("other_reports") or []
+        answers: list[str] = []
         if self.answers:
             from .answer_runs import answers_lines
 
-            lines.extend("  answers: " + line for line in answers_lines(self))
-        if self.comparison:
-            c = self.comparison
-            lines.append(
-                f"  comparison: against {c['baseline']!r}, {c['test']} test"
-                + (f" ({c['permutations']} permutations)" if c.get("permutations") else "")
-                + f", {c['correction']} correction over {c['hypotheses']} hypotheses, alpha {c['alpha']}, "
-                f"{c['bootstrap_resamples']} bootstrap resamples, seed {c['seed']}"
-            )
-            detectable = c.get("minimum_detectable") or {}
-            found = [r for r in detectable.get("pairs", []) if r.get("difference") is not None]
-            if found:
-                geometric = set(c.get("geometric") or [])
-                lines.append(
-                    f"  minimum detectable difference (paired t, power {detectable['power']:g}, alpha "
-                    f"{detectable['alpha_per_test']:.4g} per test): "
-                    + ", ".join(
-                        f"{r['system']} {r['metric']} {r['difference']:.4g}"
-                        + (" (of the mean log)" if r["metric"] in geometric else "")
-                        + f" (n={r['n']}, sd {r['sd']:.4g})"
-                        for r in found
-                    )
-                )
-            if c.get("margin") is not None:
-                lines.append(
-                    f"  margin {c['margin']:g}: a difference that is not significant is ruled out where its "
-                    f"{c['confidence']:.0%} interval lies within (-{c['margin']:g}, {c['margin']:g})"
-                )
-            shares = {k: v for k, v in c.get("unjudged_share", {}).items() if v is not None}
-            at = c.get("unjudged_at") or {}
-            if shares:
-                lines.append(
-                    "  unjudged share: "
-                    + ", ".join(f"{k} {v:.1%}" + (f" (1 - {at[k]})" if at.get(k) else "") for k, v in shares.items())
-                )
-        if self.pipeline:
-            every = self.pipeline.get("all") or [self.pipeline]
-            for p in every:
-                who = f" {p['run']!r}" if len(every) > 1 else ""
-                lines.append(f"  pipeline{who}: {p['structure']} (depth {p['depth']}, {p['budget']})")
-                lines.extend(_source_lines(p.get("source")))
-        lines += self._sources("  ")
-        for i, other in enumerate((self.comparison or {}).get("other_reports") or [], start=2):
-            card = MetricCard.model_validate(other)
-            lines.append(f"  report {i} of the comparison ({card.preset or 'custom'} conventions):")
-            lines += card._sources("    ")
-        return "\n".join(lines)
-
-    def _sources(self, indent: str) -> list[str]:
-        """The inputs, and the queries counted and left out of each run (stage)."""
-        lines = []
-        for record in self.inputs:
-            where = f"{record.path} sha256:{record.sha256}" if record.path else "in memory"
-            extra = f", ranked by {record.ranked_by}" if record.ranked_by else ""
-            extra += f", TREC tag {record.tag!r}" if record.tag else ""
-            lines.append(f"{indent}{record.role} {record.name!r}: {where}{extra}")
-            lines.extend(f"{indent}  note: {n}" for n in record.notes)
-        for q in self.queries:
-            lines.append(f"{indent}{'stage' if self.pipeline else 'run'} {q.run!r}: {q.counted} queries counted")
-            for label, groups in (("left out", q.left_out), ("counted as 0", q.counted_as_zero)):
-                for reason, ids in groups.items():
-                    shown = ", ".join(ids[:10]) + (f", ... ({len(ids) - 10} more)" if len(ids) > 10 else "")
-                    lines.append(f"{indent}  {label}, {REASONS.get(reason, reason)}: {len(ids)} ({shown})")
-        return lines
-
-
-def _source_lines(source: dict[str, Any] | None) -> list[str]:
-    """A pipeline read from recorded traces (rag_eval.stages.traced): the file, window and span counts."""
-    if not source or source.get("kind") != "traces":
-        return []
-    start, end = source.get("window") or (None, None)
-    kinds = ", ".join(f"{n} {k}" for k, n in (source.get("kinds") or {}).items())
-    lines = [
-        f"    source: traces, {source.get('path')} ({source.get('format')}), {source.get('spans')} spans ({kinds}); "
-        f"{source.get('spans_used')} stage spans used for {source.get('queries')} queries; window {start} to {end}"
-    ]
-    lines.extend(f"    traces: {line}" for line in source.get("problems") or [])
-    return lines
+            answers = answers_lines(self)
+        return render_card(self.model_dump(), [MetricCard.model_validate(o).model_dump() for o in others], answers)

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict
 
 from ..data.collection import Collection
 from ..data.qrels import Qrels
@@ -21,9 +20,11 @@ from ..metrics.conventions import Conventions
 
 if TYPE_CHECKING:
     from ..stages.result import PipelineResult
+    from .card import ContentHashes  # a pydantic model: imported where one is made (start-up, issue 28)
 
 __all__ = [
     "ContentHashes",
+    "content_hash_fields",
     "content_hashes",
     "conventions_sha256",
     "corpus_sha256",
@@ -35,32 +36,13 @@ __all__ = [
 FIELDS = ("qrels", "queries", "corpus", "conventions", "budget")  # what comparable() compares
 
 
-class ContentHashes(BaseModel):
-    """The hashes of what a report was computed on (see the module's docstring). Each hash is 64 hex digits."""
+def __getattr__(name: str) -> Any:
+    """``ContentHashes``, where it was defined before (now :mod:`rag_eval.reports.card`, with pydantic)."""
+    if name == "ContentHashes":
+        from .card import ContentHashes
 
-    model_config = ConfigDict(frozen=True)
-
-    qrels: str | None = None
-    queries: str | None = None
-    queries_basis: str | None = None  # "ids and texts" or "ids"
-    corpus: str | None = None
-    corpus_basis: str | None = None  # "collection" or "hits"
-    conventions: str | None = None
-    budget: str | None = None
-
-    def render(self) -> str:
-        """One line: each hash's first 12 hex digits, with what it covers."""
-        parts = [f"qrels {_short(self.qrels)}"]
-        parts.append(f"queries {_short(self.queries)}" + (f" ({self.queries_basis})" if self.queries_basis else ""))
-        parts.append(f"corpus {_short(self.corpus)}" + (f" ({self.corpus_basis})" if self.corpus_basis else ""))
-        parts.append(f"conventions {_short(self.conventions)}")
-        if self.budget is not None:
-            parts.append(f"budget {self.budget}")
-        return ", ".join(parts)
-
-
-def _short(value: str | None) -> str:
-    return "unknown" if value is None else f"sha256:{value[:12]}"
+        return ContentHashes
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _digest(lines: Iterable[list[Any]], kind: str) -> str:
@@ -439,6 +421,19 @@ def content_hashes(
 ) -> ContentHashes:
     """The hashes of one evaluation: its qrels and conventions, and for pipelines (``results``) their queries (ids
     and texts), chunks and budget; ``collection`` fingerprints the whole corpus (and its queries) instead."""
+    from .card import ContentHashes
+
+    return ContentHashes(**content_hash_fields(qrels, conventions=conventions, results=results, collection=collection))
+
+
+def content_hash_fields(
+    qrels: Qrels | Mapping[str, Mapping[str, int]],
+    *,
+    conventions: Conventions,
+    results: Mapping[str, PipelineResult] | None = None,
+    collection: Collection | None = None,
+) -> dict[str, str | None]:
+    """:func:`content_hashes`' fields, as a dict (without pydantic)."""
     queries: tuple[str, str]
     corpus: tuple[str, str] | tuple[None, None] = (None, None)
     budget = None
@@ -455,21 +450,23 @@ def content_hashes(
         queries = queries_sha256(qrels.query_ids if isinstance(qrels, Qrels) else list(qrels))
     if results:
         budget = ", ".join(dict.fromkeys(str(r.pipeline.budget) for r in results.values()))
-    return ContentHashes(
-        qrels=qrels_sha256(qrels),
-        queries=queries[0],
-        queries_basis=queries[1],
-        corpus=corpus[0],
-        corpus_basis=corpus[1],
-        conventions=conventions_sha256(conventions),
-        budget=budget,
-    )
+    return {
+        "qrels": qrels_sha256(qrels),
+        "queries": queries[0],
+        "queries_basis": queries[1],
+        "corpus": corpus[0],
+        "corpus_basis": corpus[1],
+        "conventions": conventions_sha256(conventions),
+        "budget": budget,
+    }
 
 
 def merged_hashes(named: Mapping[str, ContentHashes | None]) -> ContentHashes | None:
     """The hashes of a report merged from reports of one run each, every run measured against qrels of its own (the
     projections of span labels): ``qrels`` and ``queries`` hash the sorted ``[run, hash]`` pairs, so that they
     change when any run's qrels do; the conventions and budget are the runs' (None where they differ)."""
+    from .card import ContentHashes
+
     if not named or any(h is None for h in named.values()):
         return None
     every = {name: h for name, h in named.items() if h is not None}

@@ -30,7 +30,7 @@ from ..errors import InputError
 from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import follows_trec_eval
 from ..metrics.grammar import Metric, parse_metric
-from .card import CARD_KEY, MetricCard
+from .card_text import CARD_KEY, CardDraft, check_counted, counted_of
 from .summary import STAGE_SUMMARY_COLUMNS, SUMMARY_COLUMNS, summarize_geometric, summarize_values
 from .weighted import TRAFFIC_COLUMNS, QueryWeights, hajek_bootstrap, hajek_geometric
 
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ..data.qrels import Qrels
     from ..data.run import Run
     from ..stages.result import PipelineResult
+    from .card import MetricCard
 
 __all__ = ["Report"]
 
@@ -106,7 +107,7 @@ class Report:
         self,
         blocks: list[RunScores],
         metrics: list[Metric | str],
-        card: MetricCard | Callable[[], MetricCard],
+        card: MetricCard | Callable[[], MetricCard] | CardDraft,
         tables: Mapping[str, pd.DataFrame | Callable[[], pd.DataFrame]] | None = None,
         weights: QueryWeights | None = None,
     ) -> None:
@@ -120,9 +121,11 @@ class Report:
             for b in blocks
         ]
         self._metrics = names
-        # a card may come as a function that builds it (its content hashes read every judgement): built on first use
+        # a card may come as a function that builds it (its content hashes read every judgement), or as a CardDraft
+        # (its fields as plain data, printed by render_card without pydantic): built on first use
+        self._draft = card if isinstance(card, CardDraft) else None
         self._card_of = card if callable(card) else None
-        self._card_built = None if callable(card) else card
+        self._card_built = None if callable(card) or isinstance(card, CardDraft) else card
         # a table may come as a function that builds it (pandas loads where a table is read): built on first use
         self._table_of = dict(tables or {})
         self._weights = weights
@@ -191,10 +194,18 @@ class Report:
     @property
     def card(self) -> MetricCard:
         if self._card_built is None:
-            assert self._card_of is not None
-            self._card_built = self._card_of()
-            self._card_of = None
+            if self._draft is not None:  # pydantic loads where a card is read (start-up, issue 28)
+                from .card import MetricCard
+
+                self._card_built, self._draft = MetricCard.model_validate(self._draft.fields()), None
+            else:
+                assert self._card_of is not None
+                self._card_built, self._card_of = self._card_of(), None
         return self._card_built
+
+    def render_card(self) -> str:
+        """``card.render()``, without making the card's pydantic model if not made yet (the command line's card)."""
+        return self._draft.render() if self._draft is not None else self.card.render()
 
     @property
     def query_weights(self) -> dict[str, float] | None:
@@ -302,7 +313,8 @@ class Report:
         if self._weights is not None:  # the traffic-weighted mean beside the per-query mean (see weighted.py)
             at = columns.index("ci_high") + 1
             columns[at:at] = TRAFFIC_COLUMNS
-        sequential = follows_trec_eval(self.card.conventions)  # trec_eval's mean, in its order of operations
+        # trec_eval's mean, in its order of operations
+        sequential = follows_trec_eval(self._draft.conventions if self._draft is not None else self.card.conventions)
         rows = []
         for b in self._blocks:
             stats = summarize_values(
@@ -659,6 +671,8 @@ class Report:
         import pyarrow.parquet as pq
         from pydantic import ValidationError
 
+        from .card import MetricCard
+
         where = os.fspath(path)
         try:
             table = pq.read_table(path)
@@ -680,7 +694,7 @@ class Report:
             RunScores(values=v, texts=texts.get((d["run"], d["stage"]), {}), **d)
             for d, v in zip(described, values, strict=True)
         ]
-        _check_counted(card, blocks, where)
+        check_counted(card, blocks, where)
         try:
             tables = {
                 k: pd.read_json(io.StringIO(v), orient="split")
@@ -703,14 +717,6 @@ def _renderers(module: str) -> Any:
     import importlib
 
     return importlib.import_module(f"rag_eval.renderers.{module}")
-
-
-def counted_of(card: MetricCard, run: str, stage: str | None = None) -> int | None:
-    """The number of queries the card says were counted for ``run`` (and ``stage``): what ``n + n_nan`` of every
-    summary row of that run (stage) adds up to. None when the card has no record of it."""
-    records = {q.run: q.counted for q in card.queries}
-    labels = [run] if stage is None else [f"{run} / {stage}", stage]
-    return next((records[label] for label in labels if label in records), None)
 
 
 def _metadata_list(raw: bytes, problem: str, where: str) -> list[Any]:
@@ -869,17 +875,6 @@ def _values_by_key(table: pa.Table, described: list[dict[str, Any]], where: str)
             if query not in queries:
                 raise InputError(f"a row of an unknown query ({shown((run, stage, query, metric))})", source=where)
     return out
-
-
-def _check_counted(card: MetricCard, blocks: list[RunScores], where: str) -> None:
-    """Each block holds as many queries as the card says were counted for it."""
-    for b in blocks:
-        counted = counted_of(card, b.run, b.stage)
-        if counted is not None and counted != len(b.query_ids):
-            who = f"run {b.run!r}" + (f", stage {b.stage!r}" if b.stage is not None else "")
-            raise InputError(
-                f"{who} holds {len(b.query_ids)} queries but its metric card says {counted} were counted", source=where
-            )
 
 
 def _str_column(values: Sequence[str | None], index: np.ndarray) -> Any:
