@@ -368,6 +368,8 @@ fail:
     return NULL;
 }
 
+#define PREFETCH_AHEAD 16 /* doc id objects fetched this many results ahead of their lookup */
+
 /* ---- lookup(doc_ids, offsets, judgements, missing) -> int32 grades ------------------------------------- */
 
 static PyObject *
@@ -420,6 +422,8 @@ lookup(PyObject *self, PyObject *args)
         }
         for (npy_int64 j = a; j < b; j++) {
             PyObject *doc = d[j];
+            if (j + PREFETCH_AHEAD < n && d[j + PREFETCH_AHEAD])
+                __builtin_prefetch(d[j + PREFETCH_AHEAD]); /* its hash, read by the dict lookup: a cache miss */
             PyObject *grade = doc ? PyDict_GetItemWithError(judged, doc) : NULL;
             if (!grade) {
                 if (PyErr_Occurred()) {
