@@ -231,6 +231,18 @@ fail:
     return NULL;
 }
 
+/* A dict sized for n keys at once (no rehash as a million queries go in), where CPython still exports the call. */
+static PyObject *
+new_dict_sized(Py_ssize_t n)
+{
+#if PY_VERSION_HEX < 0x030D0000
+    return _PyDict_NewPresized(n);
+#else
+    (void)n;
+    return PyDict_New();
+#endif
+}
+
 /* ---- judgement_dicts(mapping) -> (copies, lengths, doc_ids, grades) | None -------------------------------
    A copy of {query: {doc: grade}} when every id is a str and every grade an int (not a bool) within +-GRADE_LIMIT,
    with each query's judgement count, every doc id and every grade in order: the qrels' lookup tables and columns
@@ -249,7 +261,7 @@ judgement_dicts(PyObject *self, PyObject *mapping)
         total += PyDict_GET_SIZE(inner);
     }
     npy_intp n = total, q = PyDict_GET_SIZE(mapping);
-    PyObject *copies = PyDict_New();
+    PyObject *copies = new_dict_sized(q);
     PyArrayObject *lengths = (PyArrayObject *)PyArray_SimpleNew(1, &q, NPY_INT64);
     PyArrayObject *grades = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
     PyArrayObject *docs = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_OBJECT); /* zero-filled: NULLs */
