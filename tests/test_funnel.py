@@ -203,7 +203,7 @@ def test_a_fusion_funnel_starts_at_the_fused_first_stage():
 
 def test_the_stage_aware_card_and_its_corpus_fingerprint_are_made_when_first_read(three_stages, monkeypatch):
     """The corpus fingerprint sorts every hit's id (issue 28: 5 s of a 9 s evaluate at 20M hits): evaluate leaves
-    it to the card's first reader, and a report given a query set waits as well."""
+    it until the card is first read, and a report given a query set waits as well."""
     from rag_eval import QuerySet
     from rag_eval.reports import stage_aware
 
