@@ -411,8 +411,8 @@ class Qrels:
         _, offsets, _ = self.columns
         n, total = len(offsets) - 1, int(offsets[-1])
         if _accel.speedups is not None:
-            codes = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
-            found = _accel.speedups.group_judgements(n, codes, self.doc_column, np.arange(total, dtype=np.int64))
+            rows = np.ascontiguousarray(self._judgement_rows)
+            found = _accel.speedups.group_judgements(n, rows, self.doc_column, np.arange(total, dtype=np.int64))
             tables: list[dict[str, int]] = found[0]
             return tables
         bounds = offsets.tolist()
