@@ -13,7 +13,7 @@ then the median of --repeat calls is reported. Variants:
   c                  everything as built;
   pure               RAG_EVAL_PURE_PYTHON=1 (every pure-Python twin);
   -NAME              one C function replaced by its best alternative, the others kept:
-    -score_columns, -judgement_dicts   the Python path of Run.from_scores / Qrels (the reader then declines);
+    -score_columns, -judgement_columns   the Python path of Run.from_scores / Qrels (the reader then declines);
     -lookup            the per-query ``map(dict.get, ...)`` of rag_eval.metrics._grades (its Python twin);
     -lookup_packed     the packed ids unpacked to str objects (PackedIds.to_objects, by pyarrow), then looked up
                        as -lookup does (until 0.3.0 removed it, by the C ``lookup``: the measurement in RESULTS.md);
@@ -43,11 +43,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 # the functions measured; since 0.3.0 the extension has only parse_columns and lookup_packed (the others were removed
 # for gaining < 1.5x end to end: their variants now measure the build against itself)
-FUNCTIONS = ("score_columns", "judgement_dicts", "parse_columns", "lookup", "lookup_packed", "search_segments")
+FUNCTIONS = ("score_columns", "judgement_columns", "parse_columns", "lookup", "lookup_packed", "search_segments")
 RELEVANT = {  # the functions each workload calls (measured: "inside C" of the c variant), and the arrow reader
-    "dicts": ("-score_columns", "-judgement_dicts", "-lookup", "-search_segments"),
+    "dicts": ("-score_columns", "-judgement_columns", "-lookup", "-search_segments"),
     "trec": ("-parse_columns", "-lookup_packed", "-search_segments", "arrow"),
-    "harness": ("-lookup_packed", "-judgement_dicts", "-lookup", "-search_segments"),
+    "harness": ("-lookup_packed", "-judgement_columns", "-lookup", "-search_segments"),
 }
 METRICS = ["ap", "ndcg@10", "precision@10", "recall@100", "mrr"]
 
@@ -61,16 +61,16 @@ class _Without:
     def __getattr__(self, attr: str) -> Any:
         if attr != self._name:
             return getattr(self._real, attr)
-        if attr in ("score_columns", "judgement_dicts", "parse_columns"):
+        if attr in ("score_columns", "judgement_columns", "parse_columns"):
             return lambda *args: None  # the reader declines: the caller's Python path runs
         if attr == "lookup":
-            return _lookup_python
+            return lambda docs, hashes, offsets, rows, *judged: _lookup_python(docs, offsets, rows, *judged)
         if attr == "lookup_packed":
 
-            def unpacked(blob: Any, starts: Any, offsets: Any, judgements: Any, missing: int) -> Any:
+            def unpacked(blob: Any, starts: Any, offsets: Any, rows: Any, *judged: Any) -> Any:
                 from rag_eval.data.packed import PackedIds
 
-                return _lookup_python(PackedIds(blob, starts).to_objects(), offsets, judgements, missing)
+                return _lookup_python(PackedIds(blob, starts).to_objects(), offsets, rows, *judged)
 
             return unpacked
         if attr == "search_segments":
@@ -78,15 +78,19 @@ class _Without:
         raise AttributeError(attr)
 
 
-def _lookup_python(doc_ids: Any, offsets: Any, judgements: Any, missing: int) -> Any:
+def _lookup_python(
+    doc_ids: Any, offsets: Any, rows: Any, judged: Any, judged_offsets: Any, values: Any, missing: int
+) -> Any:
+    """The grade lookup as a ``map(dict.get, ...)`` per query over dicts made from the judged columns."""
     import numpy as np
 
     out = np.full(len(doc_ids), missing, np.int32)
-    o = offsets.tolist()
-    for i, judged in enumerate(judgements):
+    o, jo, docs, grades = offsets.tolist(), judged_offsets.tolist(), judged.tolist(), values.tolist()
+    for i, row in enumerate(rows.tolist()):
         a, b = o[i], o[i + 1]
-        if judged and b > a:
-            out[a:b] = np.fromiter(map(judged.get, doc_ids[a:b], repeat(missing)), np.int32, b - a)
+        if row >= 0 and b > a:
+            table = dict(zip(docs[jo[row] : jo[row + 1]], grades[jo[row] : jo[row + 1]], strict=True))
+            out[a:b] = np.fromiter(map(table.get, doc_ids[a:b], repeat(missing)), np.int32, b - a)
     return out
 
 

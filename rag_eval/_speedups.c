@@ -11,12 +11,15 @@
  *   - score_columns: a {query: {doc: score}} mapping into columns (rag_eval.data.run);
  *   - ranking_columns: the rankings of {query: [doc, ...]} (or of (doc, score) pairs) into columns, with the
  *     rankings that repeat a doc id (rag_eval.data.run);
- *   - judgement_dicts: a {query: {doc: grade}} mapping copied, with its columns (rag_eval.data.qrels);
+ *   - judgement_columns: a {query: {doc: grade}} mapping into columns, with the doc ids' str hashes (no dict is
+ *     copied: the qrels keep columns, and make dicts only where asked; rag_eval.data.qrels);
  *   - parse_columns: a whitespace-separated TREC run or qrels file into columns (rag_eval.data._columns);
- * - seven loops over arrays rag_eval has built itself, which raise TypeError or ValueError on arrays that do not fit
+ * - eight loops over arrays rag_eval has built itself, which raise TypeError or ValueError on arrays that do not fit
  *   (a bug of the caller, never the user's data):
- *   - group_judgements: a qrels file's rows grouped into one {doc: grade} dict per query (rag_eval.data.qrels);
- *   - lookup: the grade of every result in per-query judgement dicts (rag_eval.metrics._grades, as the next two);
+ *   - dedupe_judgements: a qrels file's rows, in query order, with a doc judged twice kept once (rag_eval.data.qrels);
+ *   - group_judgements: the qrels' columns grouped into one {doc: grade} dict per query, where the dicts are asked;
+ *   - lookup: the grade of every result among its query's judged columns, by a small table of str hashes per query
+ *     (rag_eval.metrics._grades, as the next two);
  *   - lookup_packed: the same for doc ids packed as UTF-8 bytes (what parse_columns and a stage's Arrow table give);
  *   - rank_cells: each judged result's rank in its query's ranking by score, ties broken by the evaluation's rule;
  *   - sort_within: each segment of an array of strs sorted by code point (the qrels' canonical order for their
@@ -53,10 +56,12 @@ score_columns(PyObject *self, PyObject *mapping)
     PyArrayObject *lengths = (PyArrayObject *)PyArray_SimpleNew(1, &q, NPY_INT64);
     PyArrayObject *docs = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_OBJECT); /* zero-filled: NULLs */
     PyArrayObject *scores = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_FLOAT64);
-    if (!qids || !lengths || !docs || !scores)
+    PyArrayObject *hashes = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
+    if (!qids || !lengths || !docs || !scores || !hashes)
         goto fail;
     PyObject **d = (PyObject **)PyArray_DATA(docs);
     double *s = (double *)PyArray_DATA(scores);
+    npy_int64 *h = (npy_int64 *)PyArray_DATA(hashes);
     npy_int64 *len = (npy_int64 *)PyArray_DATA(lengths);
     Py_ssize_t i = 0, k = 0;
     pos = 0;
@@ -65,10 +70,12 @@ score_columns(PyObject *self, PyObject *mapping)
         PyList_SET_ITEM(qids, i, qid);
         Py_ssize_t ipos = 0;
         PyObject *doc, *value;
+        Py_hash_t hash;
         len[i] = PyDict_GET_SIZE(inner);
-        while (PyDict_Next(inner, &ipos, &doc, &value)) {
+        while (_PyDict_Next(inner, &ipos, &doc, &value, &hash)) {
             if (!PyUnicode_CheckExact(doc))
                 goto unusual;
+            h[k] = hash; /* the dict holds it: the grade lookup then reads no doc id object */
             if (PyFloat_Check(value))
                 s[k] = PyFloat_AS_DOUBLE(value);
             else if (PyLong_Check(value) && !PyBool_Check(value)) { /* a boolean is not a score */
@@ -85,12 +92,12 @@ score_columns(PyObject *self, PyObject *mapping)
         }
         i++;
     }
-    return Py_BuildValue("(NNNN)", qids, lengths, docs, scores);
+    return Py_BuildValue("(NNNNN)", qids, lengths, docs, scores, hashes);
 unusual:
-    Py_DECREF(qids); Py_DECREF(lengths); Py_DECREF(docs); Py_DECREF(scores);
+    Py_DECREF(qids); Py_DECREF(lengths); Py_DECREF(docs); Py_DECREF(scores); Py_DECREF(hashes);
     Py_RETURN_NONE;
 fail:
-    Py_XDECREF(qids); Py_XDECREF(lengths); Py_XDECREF(docs); Py_XDECREF(scores);
+    Py_XDECREF(qids); Py_XDECREF(lengths); Py_XDECREF(docs); Py_XDECREF(scores); Py_XDECREF(hashes);
     return NULL;
 }
 
@@ -231,25 +238,13 @@ fail:
     return NULL;
 }
 
-/* A dict sized for n keys at once (no rehash as a million queries go in), where CPython still exports the call. */
-static PyObject *
-new_dict_sized(Py_ssize_t n)
-{
-#if PY_VERSION_HEX < 0x030D0000
-    return _PyDict_NewPresized(n);
-#else
-    (void)n;
-    return PyDict_New();
-#endif
-}
-
-/* ---- judgement_dicts(mapping) -> (copies, lengths, doc_ids, grades) | None -------------------------------
-   A copy of {query: {doc: grade}} when every id is a str and every grade an int (not a bool) within +-GRADE_LIMIT,
-   with each query's judgement count, every doc id and every grade in order: the qrels' lookup tables and columns
-   in one pass. */
+/* ---- judgement_columns(mapping) -> (lengths, doc_ids, grades, hashes) | None --------------------------------
+   The columns of {query: {doc: grade}} when every id is a str and every grade an int (not a bool) within
+   +-GRADE_LIMIT: each query's judgement count, every doc id, grade and doc id's str hash in order (the hash as the
+   dict holds it: the grade lookup then reads no doc id object). Nothing is copied but the references. */
 
 static PyObject *
-judgement_dicts(PyObject *self, PyObject *mapping)
+judgement_columns(PyObject *self, PyObject *mapping)
 {
     if (!PyDict_Check(mapping))
         Py_RETURN_NONE;
@@ -261,20 +256,22 @@ judgement_dicts(PyObject *self, PyObject *mapping)
         total += PyDict_GET_SIZE(inner);
     }
     npy_intp n = total, q = PyDict_GET_SIZE(mapping);
-    PyObject *copies = new_dict_sized(q);
     PyArrayObject *lengths = (PyArrayObject *)PyArray_SimpleNew(1, &q, NPY_INT64);
     PyArrayObject *grades = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
     PyArrayObject *docs = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_OBJECT); /* zero-filled: NULLs */
-    if (!copies || !lengths || !grades || !docs)
+    PyArrayObject *hashes = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
+    if (!lengths || !grades || !docs || !hashes)
         goto fail;
     npy_int64 *len = (npy_int64 *)PyArray_DATA(lengths), *g = (npy_int64 *)PyArray_DATA(grades);
+    npy_int64 *h = (npy_int64 *)PyArray_DATA(hashes);
     PyObject **d = (PyObject **)PyArray_DATA(docs);
     Py_ssize_t i = 0, k = 0;
     pos = 0;
     while (PyDict_Next(mapping, &pos, &qid, &inner)) {
         Py_ssize_t ipos = 0;
         PyObject *doc, *grade;
-        while (PyDict_Next(inner, &ipos, &doc, &grade)) {
+        Py_hash_t hash;
+        while (_PyDict_Next(inner, &ipos, &doc, &grade, &hash)) {
             if (!PyUnicode_CheckExact(doc) || !PyLong_CheckExact(grade))
                 goto unusual;
             int overflow;
@@ -287,29 +284,24 @@ judgement_dicts(PyObject *self, PyObject *mapping)
                 goto unusual; /* out of range: the Python path names it */
             Py_INCREF(doc);
             d[k] = doc;
+            h[k] = hash;
             g[k++] = value;
         }
-        PyObject *copy = PyDict_Copy(inner); /* a plain dict, whatever the input's class */
-        if (!copy || PyDict_SetItem(copies, qid, copy) < 0) {
-            Py_XDECREF(copy);
-            goto fail;
-        }
-        Py_DECREF(copy);
         len[i++] = PyDict_GET_SIZE(inner);
     }
-    return Py_BuildValue("(NNNN)", copies, lengths, docs, grades);
+    return Py_BuildValue("(NNNN)", lengths, docs, grades, hashes);
 unusual:
-    Py_DECREF(copies); Py_DECREF(lengths); Py_DECREF(docs); Py_DECREF(grades);
+    Py_DECREF(lengths); Py_DECREF(docs); Py_DECREF(grades); Py_DECREF(hashes);
     Py_RETURN_NONE;
 fail:
-    Py_XDECREF(copies); Py_XDECREF(lengths); Py_XDECREF(docs); Py_XDECREF(grades);
+    Py_XDECREF(lengths); Py_XDECREF(docs); Py_XDECREF(grades); Py_XDECREF(hashes);
     return NULL;
 }
 
-/* ---- group_judgements(nq, codes, doc_ids, grades) -> (dicts, kept, duplicates, conflicts, first) ---------
+/* ---- group_judgements(nq, codes, doc_ids, grades) -> (dicts, kept, duplicates, conflicts, first, hashes) ---
    A qrels file's rows grouped into one {doc: grade} dict per query code, in row order: a doc judged twice for a
    query keeps its first grade. Also which rows were kept, how many were dropped, how many of those with another
-   grade, and the first such row in query order, then row order (-1 if none). */
+   grade, the first such row in query order, then row order (-1 if none), and each row's doc id str hash. */
 
 static PyObject *
 group_judgements(PyObject *self, PyObject *args)
@@ -334,8 +326,10 @@ group_judgements(PyObject *self, PyObject *args)
     PyObject **d = (PyObject **)PyArray_DATA(docs);
     PyObject *dicts = PyList_New(nq);
     PyArrayObject *kept = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_BOOL);
-    if (!dicts || !kept)
+    PyArrayObject *hashes = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
+    if (!dicts || !kept || !hashes)
         goto fail;
+    npy_int64 *h = (npy_int64 *)PyArray_DATA(hashes);
     for (Py_ssize_t q = 0; q < nq; q++) {
         PyObject *empty = PyDict_New();
         if (!empty)
@@ -352,6 +346,9 @@ group_judgements(PyObject *self, PyObject *args)
         }
         PyObject *judged = PyList_GET_ITEM(dicts, c[i]);
         Py_ssize_t before = PyDict_GET_SIZE(judged);
+        h[i] = PyObject_Hash(d[i]); /* kept in the str: the dict below reads it again for free */
+        if (h[i] == -1)
+            goto fail;
         PyObject *grade = PyLong_FromLongLong(g[i]);
         if (!grade)
             goto fail;
@@ -374,88 +371,269 @@ group_judgements(PyObject *self, PyObject *args)
             }
         }
     }
-    return Py_BuildValue("(NNnnn)", dicts, kept, duplicates, conflicts, first);
+    return Py_BuildValue("(NNnnnN)", dicts, kept, duplicates, conflicts, first, hashes);
 fail:
-    Py_XDECREF(dicts); Py_XDECREF(kept);
+    Py_XDECREF(dicts); Py_XDECREF(kept); Py_XDECREF(hashes);
     return NULL;
 }
 
 #define PREFETCH_AHEAD 16 /* doc id objects fetched this many results ahead of their lookup */
 
-/* ---- lookup(doc_ids, offsets, judgements, missing) -> int32 grades ------------------------------------- */
+/* ---- lookup(doc_ids, hashes, offsets, rows, judged_ids, judged_hashes, judged_offsets, values, missing) -> int32
+   For every result, the value (a grade, or a judgement's position) of its query's judgement that names its doc id,
+   else missing. Query i's results doc_ids[offsets[i]:offsets[i+1]] are looked up among judgement row rows[i] (none
+   where -1): judged_ids[judged_offsets[r]:judged_offsets[r+1]], with values[...] alike. Per query, a small
+   open-addressed table of the judged ids' str hashes; hashes and judged_hashes are the ids' str hashes where the
+   caller kept them (else None: read from the objects). A doc id object is read only where its hash matches. */
+
+typedef struct {
+    Py_hash_t hash;
+    npy_int64 index; /* -1: an empty slot */
+} Slot;
+
+static int
+same_str(PyObject *a, PyObject *b)
+{
+    if (a == b)
+        return 1;
+    if (!PyUnicode_Check(a) || !PyUnicode_Check(b) || PyUnicode_READY(a) < 0 || PyUnicode_READY(b) < 0)
+        return -1;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    int kind = PyUnicode_KIND(a); /* a str is stored in the narrowest kind its code points fit: equal strs, one kind */
+    if (n != PyUnicode_GET_LENGTH(b) || kind != (int)PyUnicode_KIND(b))
+        return 0;
+    return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * kind) == 0;
+}
+
+static int
+int64_column(PyObject *array, npy_intp length, const npy_int64 **out)
+{
+    /* 1 with *out set for a contiguous 1-D int64 array of the length (any length where length < 0), 0 for None */
+    if (array == Py_None) {
+        *out = NULL;
+        return 0;
+    }
+    PyArrayObject *a = (PyArrayObject *)array;
+    if (!PyArray_Check(array) || PyArray_TYPE(a) != NPY_INT64 || PyArray_NDIM(a) != 1 || !PyArray_IS_C_CONTIGUOUS(a) ||
+        (length >= 0 && PyArray_DIM(a, 0) != length))
+        return -1;
+    *out = (const npy_int64 *)PyArray_DATA(a);
+    return 1;
+}
+
+static int
+object_column(PyObject *array, PyObject ***out, npy_intp *length)
+{
+    PyArrayObject *a = (PyArrayObject *)array;
+    if (!PyArray_Check(array) || PyArray_TYPE(a) != NPY_OBJECT || PyArray_NDIM(a) != 1 || !PyArray_IS_C_CONTIGUOUS(a))
+        return -1;
+    *out = (PyObject **)PyArray_DATA(a);
+    *length = PyArray_DIM(a, 0);
+    return 0;
+}
+
+static Slot *
+slots_for(Slot *table, Py_ssize_t *capacity, Py_ssize_t size, Py_ssize_t *mask)
+{
+    /* a table of at least 2 * size empty slots (a power of two), grown where needed */
+    Py_ssize_t need = 8;
+    while (need < 2 * size)
+        need *= 2;
+    if (need > *capacity) {
+        PyMem_Free(table);
+        *capacity = need;
+        if (!(table = PyMem_Malloc(need * sizeof(Slot)))) {
+            *capacity = 0;
+            PyErr_NoMemory();
+            return NULL;
+        }
+    }
+    memset(table, 0xff, need * sizeof(Slot)); /* every index -1 */
+    *mask = need - 1;
+    return table;
+}
 
 static PyObject *
 lookup(PyObject *self, PyObject *args)
 {
-    PyArrayObject *docs, *offsets;
-    PyObject *judgements;
+    PyObject *docs_in, *hashes_in, *offsets_in, *rows_in, *jdocs_in, *jhashes_in, *joffsets_in, *values_in;
     int missing;
-    if (!PyArg_ParseTuple(args, "O!O!O!i", &PyArray_Type, &docs, &PyArray_Type, &offsets, &PyList_Type,
-                          &judgements, &missing))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOi", &docs_in, &hashes_in, &offsets_in, &rows_in, &jdocs_in, &jhashes_in,
+                          &joffsets_in, &values_in, &missing))
         return NULL;
-    if (PyArray_TYPE(docs) != NPY_OBJECT || PyArray_NDIM(docs) != 1 || !PyArray_IS_C_CONTIGUOUS(docs) ||
-        PyArray_TYPE(offsets) != NPY_INT64 || PyArray_NDIM(offsets) != 1 || !PyArray_IS_C_CONTIGUOUS(offsets)) {
-        PyErr_SetString(PyExc_TypeError, "lookup: expected a contiguous object array and int64 offsets");
+    PyObject **d, **jd;
+    npy_intp n, m;
+    const npy_int64 *h, *o, *r, *jh, *jo, *v;
+    if (object_column(docs_in, &d, &n) < 0 || object_column(jdocs_in, &jd, &m) < 0 ||
+        int64_column(hashes_in, n, &h) < 0 || int64_column(jhashes_in, m, &jh) < 0 ||
+        int64_column(offsets_in, -1, &o) != 1 || int64_column(joffsets_in, -1, &jo) != 1 ||
+        int64_column(values_in, m, &v) != 1) {
+        PyErr_SetString(PyExc_TypeError, "lookup: expected object arrays of ids, int64 offsets, rows and values, "
+                                         "and int64 hashes (or None) as long as their ids");
         return NULL;
     }
-    Py_ssize_t nq = PyList_GET_SIZE(judgements);
-    if (PyArray_DIM(offsets, 0) != nq + 1) {
-        PyErr_SetString(PyExc_ValueError, "lookup: offsets must have one more entry than judgements");
-        return NULL;
-    }
-    const npy_int64 *o = (const npy_int64 *)PyArray_DATA(offsets);
-    npy_intp n = PyArray_DIM(docs, 0);
-    if (o[0] != 0 || o[nq] != n) {
-        PyErr_SetString(PyExc_ValueError, "lookup: offsets do not cover the doc ids");
+    npy_intp nq = PyArray_DIM((PyArrayObject *)offsets_in, 0) - 1;
+    npy_intp nt = PyArray_DIM((PyArrayObject *)joffsets_in, 0) - 1;
+    if (nq < 0 || nt < 0 || int64_column(rows_in, nq, &r) != 1 || o[0] != 0 || o[nq] != n || jo[0] != 0 ||
+        jo[nt] != m) {
+        PyErr_SetString(PyExc_ValueError, "lookup: offsets do not cover the ids, or rows do not fit the offsets");
         return NULL;
     }
     PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT32);
     if (!out)
         return NULL;
     npy_int32 *g = (npy_int32 *)PyArray_DATA(out);
-    PyObject **d = (PyObject **)PyArray_DATA(docs);
-    for (Py_ssize_t i = 0; i < nq; i++) {
-        PyObject *judged = PyList_GET_ITEM(judgements, i);
-        npy_int64 a = o[i], b = o[i + 1];
-        if (a > b || b > n) {
-            Py_DECREF(out);
-            PyErr_SetString(PyExc_ValueError, "lookup: offsets must not decrease");
-            return NULL;
+    Slot *table = NULL;
+    Py_ssize_t capacity = 0, mask = 0;
+    for (npy_intp i = 0; i < nq; i++) {
+        npy_int64 a = o[i], b = o[i + 1], row = r[i];
+        if (a > b || b > n || row < -1 || row >= nt || (row >= 0 && (jo[row] > jo[row + 1] || jo[row + 1] > m))) {
+            PyErr_SetString(PyExc_ValueError, "lookup: offsets must not decrease, rows must lie within the judgements");
+            goto fail;
         }
-        if (judged == Py_None || !PyDict_CheckExact(judged) || PyDict_GET_SIZE(judged) == 0) {
-            if (judged != Py_None && !PyDict_CheckExact(judged)) {
-                Py_DECREF(out);
-                PyErr_SetString(PyExc_TypeError, "lookup: judgements must be dicts or None");
-                return NULL;
-            }
+        if (row < 0 || jo[row] == jo[row + 1]) {
             for (npy_int64 j = a; j < b; j++)
                 g[j] = missing;
             continue;
         }
+        if (a == b)
+            continue;
+        if (!(table = slots_for(table, &capacity, (Py_ssize_t)(jo[row + 1] - jo[row]), &mask)))
+            goto fail;
+        for (npy_int64 t = jo[row]; t < jo[row + 1]; t++) {
+            Py_hash_t hash = jh ? (Py_hash_t)jh[t] : (jd[t] ? PyObject_Hash(jd[t]) : -1);
+            if (hash == -1) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "lookup: a judged id is missing");
+                goto fail;
+            }
+            Py_ssize_t k = (Py_ssize_t)((npy_uint64)hash & mask);
+            while (table[k].index >= 0)
+                k = (k + 1) & mask;
+            table[k] = (Slot){hash, t};
+        }
         for (npy_int64 j = a; j < b; j++) {
             PyObject *doc = d[j];
-            if (j + PREFETCH_AHEAD < n && d[j + PREFETCH_AHEAD])
-                __builtin_prefetch(d[j + PREFETCH_AHEAD]); /* its hash, read by the dict lookup: a cache miss */
-            PyObject *grade = doc ? PyDict_GetItemWithError(judged, doc) : NULL;
-            if (!grade) {
-                if (PyErr_Occurred()) {
-                    Py_DECREF(out);
-                    return NULL;
-                }
-                g[j] = missing;
+            g[j] = missing;
+            if (!doc)
                 continue;
+            Py_hash_t hash;
+            if (h)
+                hash = (Py_hash_t)h[j]; /* the object is not read unless a judged id has this hash */
+            else {
+                if (j + PREFETCH_AHEAD < n && d[j + PREFETCH_AHEAD])
+                    __builtin_prefetch(d[j + PREFETCH_AHEAD]); /* its hash, read next: a cache miss */
+                if ((hash = PyObject_Hash(doc)) == -1)
+                    goto fail;
             }
-            long value = PyLong_AsLong(grade);
-            if ((value == -1 && PyErr_Occurred()) || value < INT32_MIN || value > INT32_MAX) {
-                Py_DECREF(out);
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_OverflowError, "lookup: a grade does not fit in 32 bits");
-                return NULL;
+            for (Py_ssize_t k = (Py_ssize_t)((npy_uint64)hash & mask); table[k].index >= 0; k = (k + 1) & mask) {
+                if (table[k].hash != hash)
+                    continue;
+                int same = same_str(doc, jd[table[k].index]);
+                if (same < 0) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_TypeError, "lookup: ids must be strs");
+                    goto fail;
+                }
+                if (same) {
+                    npy_int64 value = v[table[k].index];
+                    if (value < INT32_MIN || value > INT32_MAX) {
+                        PyErr_SetString(PyExc_OverflowError, "lookup: a value does not fit in 32 bits");
+                        goto fail;
+                    }
+                    g[j] = (npy_int32)value;
+                    break;
+                }
             }
-            g[j] = (npy_int32)value;
         }
     }
+    PyMem_Free(table);
     return (PyObject *)out;
+fail:
+    PyMem_Free(table);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* ---- dedupe_judgements(codes, doc_ids, grades) -> (kept, duplicates, conflicts, first, first_kept, hashes) -----
+   A qrels file's rows in query order (codes ascending; within a query, row order), no dict made: which rows are
+   kept (a doc judged twice for a query keeps its first grade), how many were dropped, how many of those with
+   another grade, the first such row and the row it repeats (-1, -1 if none), and each row's doc id str hash. */
+
+static PyObject *
+dedupe_judgements(PyObject *self, PyObject *args)
+{
+    PyObject *codes_in, *docs_in, *grades_in;
+    if (!PyArg_ParseTuple(args, "OOO", &codes_in, &docs_in, &grades_in))
+        return NULL;
+    PyObject **d;
+    npy_intp n;
+    const npy_int64 *c, *g;
+    if (object_column(docs_in, &d, &n) < 0 || int64_column(codes_in, n, &c) != 1 ||
+        int64_column(grades_in, n, &g) != 1) {
+        PyErr_SetString(PyExc_TypeError, "dedupe_judgements: expected int64 codes, object doc ids, int64 grades");
+        return NULL;
+    }
+    PyArrayObject *kept = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_BOOL);
+    PyArrayObject *hashes = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
+    Slot *table = NULL;
+    Py_ssize_t capacity = 0, mask = 0, duplicates = 0, conflicts = 0, first = -1, first_kept = -1;
+    if (!kept || !hashes)
+        goto fail;
+    npy_bool *k = (npy_bool *)PyArray_DATA(kept);
+    npy_int64 *h = (npy_int64 *)PyArray_DATA(hashes);
+    for (npy_intp i = 0, j; i < n; i = j) {
+        for (j = i + 1; j < n && c[j] == c[i]; j++)
+            ;
+        if (j < n && c[j] < c[i]) {
+            PyErr_SetString(PyExc_ValueError, "dedupe_judgements: codes must ascend");
+            goto fail;
+        }
+        if (!(table = slots_for(table, &capacity, (Py_ssize_t)(j - i), &mask)))
+            goto fail;
+        for (npy_intp r = i; r < j; r++) {
+            if (!d[r]) {
+                PyErr_SetString(PyExc_ValueError, "dedupe_judgements: a missing doc id");
+                goto fail;
+            }
+            Py_hash_t hash = PyObject_Hash(d[r]);
+            if (hash == -1)
+                goto fail;
+            h[r] = hash;
+            Py_ssize_t slot = (Py_ssize_t)((npy_uint64)hash & mask);
+            npy_int64 seen = -1;
+            for (; table[slot].index >= 0; slot = (slot + 1) & mask) {
+                if (table[slot].hash != hash)
+                    continue;
+                int same = same_str(d[r], d[table[slot].index]);
+                if (same < 0) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_TypeError, "dedupe_judgements: doc ids must be strs");
+                    goto fail;
+                }
+                if (same) {
+                    seen = table[slot].index;
+                    break;
+                }
+            }
+            k[r] = seen < 0;
+            if (seen < 0) {
+                table[slot] = (Slot){hash, r};
+                continue;
+            }
+            duplicates++;
+            if (g[seen] != g[r] && conflicts++ == 0) {
+                first = r;
+                first_kept = seen;
+            }
+        }
+    }
+    PyMem_Free(table);
+    return Py_BuildValue("(NnnnnN)", kept, duplicates, conflicts, first, first_kept, hashes);
+fail:
+    PyMem_Free(table);
+    Py_XDECREF(kept); Py_XDECREF(hashes);
+    return NULL;
 }
 
 /* ---- rank_cells(offsets, scores, cells, rows, rule, ids) -> int64 ranks ----------------------------------
@@ -801,15 +979,15 @@ fail:
     return result;
 }
 
-/* ---- lookup_packed(blob, starts, offsets, judgements, missing) -> int32 grades ----------------------------
-   The same as lookup, for doc ids packed as UTF-8 bytes: each query's judgements go into a small C table
-   keyed by the bytes of their doc ids, and the run's ids are looked up there without making Python objects. */
+/* ---- lookup_packed(blob, starts, offsets, rows, judged_ids, judged_offsets, values, missing) -> int32 -------
+   The same as lookup, for doc ids packed as UTF-8 bytes: each query's judgements go into a small C table keyed by
+   the bytes of their doc ids, and the run's ids are looked up there without making Python objects. */
 
 typedef struct {
     const char *ptr;
     Py_ssize_t len;
     npy_uint64 hash;
-    npy_int32 grade;
+    npy_int32 value;
 } Judged;
 
 static npy_uint64 span_hash(const char *p, Py_ssize_t len);
@@ -818,24 +996,28 @@ static PyObject *
 lookup_packed(PyObject *self, PyObject *args)
 {
     Py_buffer blob;
-    PyArrayObject *starts, *offsets;
-    PyObject *judgements;
+    PyObject *starts_in, *offsets_in, *rows_in, *jdocs_in, *joffsets_in, *values_in;
     int missing;
-    if (!PyArg_ParseTuple(args, "y*O!O!O!i", &blob, &PyArray_Type, &starts, &PyArray_Type, &offsets, &PyList_Type,
-                          &judgements, &missing))
+    if (!PyArg_ParseTuple(args, "y*OOOOOOi", &blob, &starts_in, &offsets_in, &rows_in, &jdocs_in, &joffsets_in,
+                          &values_in, &missing))
         return NULL;
     PyObject *result = NULL;
     Judged *table = NULL;
     Py_ssize_t capacity = 0;
-    if (PyArray_TYPE(starts) != NPY_INT64 || PyArray_NDIM(starts) != 1 || !PyArray_IS_C_CONTIGUOUS(starts) ||
-        PyArray_TYPE(offsets) != NPY_INT64 || PyArray_NDIM(offsets) != 1 || !PyArray_IS_C_CONTIGUOUS(offsets)) {
-        PyErr_SetString(PyExc_TypeError, "lookup_packed: expected contiguous int64 arrays");
+    PyObject **jd;
+    npy_intp m;
+    const npy_int64 *st, *o, *r, *jo, *v;
+    if (object_column(jdocs_in, &jd, &m) < 0 || int64_column(starts_in, -1, &st) != 1 ||
+        int64_column(offsets_in, -1, &o) != 1 || int64_column(joffsets_in, -1, &jo) != 1 ||
+        int64_column(values_in, m, &v) != 1) {
+        PyErr_SetString(PyExc_TypeError, "lookup_packed: expected contiguous int64 arrays and an object array of ids");
         goto done;
     }
-    Py_ssize_t nq = PyList_GET_SIZE(judgements);
-    npy_intp n = PyArray_DIM(starts, 0) - 1;
-    const npy_int64 *o = (const npy_int64 *)PyArray_DATA(offsets), *st = (const npy_int64 *)PyArray_DATA(starts);
-    if (n < 0 || PyArray_DIM(offsets, 0) != nq + 1 || o[0] != 0 || o[nq] != n || st[0] != 0 || st[n] > blob.len) {
+    npy_intp n = PyArray_DIM((PyArrayObject *)starts_in, 0) - 1;
+    npy_intp nq = PyArray_DIM((PyArrayObject *)offsets_in, 0) - 1;
+    npy_intp nt = PyArray_DIM((PyArrayObject *)joffsets_in, 0) - 1;
+    if (n < 0 || nq < 0 || nt < 0 || int64_column(rows_in, nq, &r) != 1 || o[0] != 0 || o[nq] != n || st[0] != 0 ||
+        st[n] > blob.len || jo[0] != 0 || jo[nt] != m) {
         PyErr_SetString(PyExc_ValueError, "lookup_packed: offsets do not fit the doc ids");
         goto done;
     }
@@ -846,13 +1028,12 @@ lookup_packed(PyObject *self, PyObject *args)
     npy_int32 *g = (npy_int32 *)PyArray_DATA(out);
     const char *bytes = (const char *)blob.buf;
     for (Py_ssize_t i = 0; i < nq; i++) {
-        PyObject *judged = PyList_GET_ITEM(judgements, i);
-        npy_int64 a = o[i], b = o[i + 1];
-        if (a > b || b > n || (judged != Py_None && !PyDict_CheckExact(judged))) {
-            PyErr_SetString(PyExc_ValueError, "lookup_packed: bad offsets or judgements");
+        npy_int64 a = o[i], b = o[i + 1], row = r[i];
+        if (a > b || b > n || row < -1 || row >= nt || (row >= 0 && (jo[row] > jo[row + 1] || jo[row + 1] > m))) {
+            PyErr_SetString(PyExc_ValueError, "lookup_packed: bad offsets or rows");
             goto fail;
         }
-        Py_ssize_t size = judged == Py_None ? 0 : PyDict_GET_SIZE(judged);
+        Py_ssize_t size = row < 0 ? 0 : (Py_ssize_t)(jo[row + 1] - jo[row]);
         if (size == 0) {
             for (npy_int64 j = a; j < b; j++)
                 g[j] = missing;
@@ -869,23 +1050,22 @@ lookup_packed(PyObject *self, PyObject *args)
                 goto fail;
             }
         }
-        Py_ssize_t mask = need - 1, pos = 0;
+        Py_ssize_t mask = need - 1;
         memset(table, 0, need * sizeof(Judged));
-        PyObject *doc, *grade;
-        while (PyDict_Next(judged, &pos, &doc, &grade)) {
+        for (npy_int64 t = jo[row]; t < jo[row + 1]; t++) {
             Py_ssize_t len;
-            const char *utf8 = PyUnicode_Check(doc) ? PyUnicode_AsUTF8AndSize(doc, &len) : NULL;
-            long value = PyLong_AsLong(grade);
-            if (!utf8 || (value == -1 && PyErr_Occurred()) || value < INT32_MIN || value > INT32_MAX) {
+            PyObject *doc = jd[t];
+            const char *utf8 = doc && PyUnicode_Check(doc) ? PyUnicode_AsUTF8AndSize(doc, &len) : NULL;
+            if (!utf8 || v[t] < INT32_MIN || v[t] > INT32_MAX) {
                 if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_ValueError, "lookup_packed: judgements must map str to a 32-bit int");
+                    PyErr_SetString(PyExc_ValueError, "lookup_packed: judged ids must be strs, values 32-bit ints");
                 goto fail;
             }
             npy_uint64 h = span_hash(utf8, len);
             Py_ssize_t k = h & mask;
             while (table[k].ptr)
                 k = (k + 1) & mask;
-            table[k] = (Judged){utf8, len, h, (npy_int32)value};
+            table[k] = (Judged){utf8, len, h, (npy_int32)v[t]};
         }
         for (npy_int64 j = a; j < b; j++) {
             const char *p = bytes + st[j];
@@ -895,7 +1075,7 @@ lookup_packed(PyObject *self, PyObject *args)
             g[j] = missing;
             for (; table[k].ptr; k = (k + 1) & mask) {
                 if (table[k].hash == h && table[k].len == len && memcmp(table[k].ptr, p, len) == 0) {
-                    g[j] = table[k].grade;
+                    g[j] = table[k].value;
                     break;
                 }
             }
@@ -1344,22 +1524,28 @@ done:
 
 static PyMethodDef methods[] = {
     {"score_columns", score_columns, METH_O,
-     "score_columns(mapping) -> (query_ids, lengths, doc_ids, scores), or None when the mapping is unusual."},
+     "score_columns(mapping) -> (query_ids, lengths, doc_ids, scores, hashes), or None when the mapping is unusual."},
     {"ranking_columns", ranking_columns, METH_O,
      "ranking_columns(rankings) -> (lengths, doc_ids, scores or None, repeats), or None when they are unusual."},
-    {"judgement_dicts", judgement_dicts, METH_O,
-     "judgement_dicts(mapping) -> (copies, lengths, doc_ids, grades), or None when the mapping is unusual."},
+    {"judgement_columns", judgement_columns, METH_O,
+     "judgement_columns(mapping) -> (lengths, doc_ids, grades, hashes), or None when the mapping is unusual."},
     {"group_judgements", group_judgements, METH_VARARGS,
-     "group_judgements(nq, codes, doc_ids, grades) -> (dicts, kept, duplicates, conflicts, first row in conflict)."},
+     "group_judgements(nq, codes, doc_ids, grades) -> (dicts, kept, duplicates, conflicts, first row in conflict, "
+     "hashes)."},
+    {"dedupe_judgements", dedupe_judgements, METH_VARARGS,
+     "dedupe_judgements(codes, doc_ids, grades) -> (kept, duplicates, conflicts, first, first_kept, hashes)."},
     {"json_lines", json_lines, METH_VARARGS,
      "json_lines(columns, rows) -> bytes of one compact JSON array per row, or None where a str needs escaping."},
     {"sort_within", sort_within, METH_VARARGS,
      "sort_within(ids, offsets) -> int64 permutation sorting each segment of strs by code point."},
-    {"lookup", lookup, METH_VARARGS, "lookup(doc_ids, offsets, judgements, missing) -> int32 grade per doc id."},
+    {"lookup", lookup, METH_VARARGS,
+     "lookup(doc_ids, hashes, offsets, rows, judged_ids, judged_hashes, judged_offsets, values, missing) -> int32 "
+     "value per doc id."},
     {"rank_cells", rank_cells, METH_VARARGS,
      "rank_cells(offsets, scores, cells, rows, rule, ids) -> int64 rank of each cell in its query by score."},
     {"lookup_packed", lookup_packed, METH_VARARGS,
-     "lookup_packed(blob, starts, offsets, judgements, missing) -> int32 grade per packed doc id."},
+     "lookup_packed(blob, starts, offsets, rows, judged_ids, judged_offsets, values, missing) -> int32 value per "
+     "packed doc id."},
     {"parse_columns", parse_columns, METH_VARARGS,
      "parse_columns(data, kind, ascii, packed) -> (query_ids, codes, doc_ids, values, n, tag, repeats, "
      "interleaved) or None; with packed, doc_ids is (utf8 bytes, int64 starts)."},

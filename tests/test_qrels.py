@@ -7,6 +7,7 @@ import hashlib
 import json
 import warnings
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -453,3 +454,37 @@ def test_rows_of_the_qrels_own_order_a_reordering_and_the_same_ids_again():
     assert qrels.rows_of(list(asked)).tolist() == [2, -1, 0, 2]  # asked again: the same rows
     assert qrels.rows_of(["q3", "x", "q1", "q2"]).tolist() == [2, -1, 0, 1]  # equal length, other ids
     assert qrels.rows_of(iter(["q2"])).tolist() == [1] and qrels.rows_of([]).tolist() == []
+
+
+def test_an_evaluation_reads_the_columns_and_makes_no_per_query_dict(tmp_path):
+    """Qrels keep columns: the per-query dicts are made only where asked (``qrels[q]`` makes that query's alone),
+    and hold what the columns hold, from dicts, from a file (a doc judged twice kept once) and after a pickle."""
+    import pickle
+
+    from rag_eval import _accel
+
+    judged = {"q1": {"a": 2, "b": 0, "c": 1}, "q2": {"b": 1}, "q3": {}}
+    path = tmp_path / "judged.qrels"
+    path.write_text("q1 0 a 2\nq2 0 b 1\nq1 0 b 0\nq1 0 c 1\nq1 0 a 1\nq3 0 z -1\n")
+    run = rag_eval.Run.from_scores({"q1": {"a": 1.0, "c": 3.0, "x": 2.0}, "q2": {"b": 0.5, "a": 0.1}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from_file = Qrels.from_trec(path)
+        given = Qrels.from_dict(judged)
+        reports = [rag_eval.evaluate(q, run, ["ndcg@3", "P@2"]) for q in (given, from_file)]
+    assert "_judgements" not in given.__dict__  # from dicts: columns only, in C or in its twin
+    assert ("_judgements" in from_file.__dict__) == (_accel.speedups is None)  # the twin groups files into dicts
+    values = [r.per_query.set_index(["query_id", "metric"])["value"] for r in reports]
+    ndcg = values[0]["q1", "ndcg@3"]
+    assert ndcg == pytest.approx((1 / np.log2(2) + 3 / np.log2(4)) / (3 + 1 / np.log2(3)))  # c (1), x, a (2)
+    assert values[0]["q2", "precision@2"] == 0.5 and values[0]["q3", "ndcg@3"] == 0.0
+    assert values[0].to_dict() == values[1].to_dict()  # the same judgements, from dicts and from the file
+    assert dict(given["q1"]) == judged["q1"] and list(given["q1"]) == ["a", "b", "c"] and dict(given["q3"]) == {}
+    assert "_judgements" not in given.__dict__  # one query asked: one dict made
+    assert given.to_dict() == judged and "_judgements" in given.__dict__
+    assert from_file.to_dict() == {"q1": {"a": 2, "b": 0, "c": 1}, "q2": {"b": 1}, "q3": {"z": -1}}
+    assert len(given) == 3 and list(given) == ["q1", "q2", "q3"] and "q3" in given and "q4" not in given
+    assert given.num_judgements == 4 and from_file.num_judgements == 5
+    again = pickle.loads(pickle.dumps(Qrels.from_dict(judged)))
+    assert again == given and again.columns[0] == given.columns[0]
+    assert again.doc_column.tolist() == given.doc_column.tolist()

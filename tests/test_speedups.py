@@ -118,18 +118,40 @@ def test_packed_lookup_equals_lookup():
     packed = PackedIds(blob, starts)
     assert packed.to_objects().tolist() == ids and packed.take(np.array([4, 0])).tolist() == [ids[4], ids[0]]
     offsets = np.array([0, 100, 100, 250, 300], np.int64)
-    judgements = [{f"d{d}": d % 3 for d in range(0, 60, 2)} | {"dé5": 7}, {}, None, {"d1": -1, "dé10": 2}]
-    fast = speedups.lookup_packed(blob, starts, offsets, judgements, grades_module.UNJUDGED)
-    plain = speedups.lookup(np.array(ids, dtype=object), offsets, judgements, grades_module.UNJUDGED)
+    judgements = [{f"d{d}": d % 3 for d in range(0, 60, 2)} | {"dé5": 7}, {}, {"d1": -1, "dé10": 2}]
+    rows = np.array([0, 1, -1, 2], np.int64)  # query 2 has no judgements
+    judged = np.array([d for j in judgements for d in j], dtype=object)
+    values = np.array([g for j in judgements for g in j.values()], np.int64)
+    judged_offsets = np.cumsum([0, *map(len, judgements)]).astype(np.int64)
+    hashes = np.array(list(map(hash, judged)), np.int64)
+    objects = np.array(ids, dtype=object)
+    fast = speedups.lookup_packed(blob, starts, offsets, rows, judged, judged_offsets, values, grades_module.UNJUDGED)
+    plain = speedups.lookup(objects, None, offsets, rows, judged, None, judged_offsets, values, grades_module.UNJUDGED)
+    known = speedups.lookup(
+        objects,
+        np.array(list(map(hash, ids)), np.int64),
+        offsets,
+        rows,
+        judged,
+        hashes,
+        judged_offsets,
+        values,
+        grades_module.UNJUDGED,
+    )
     by_hand = [
-        (judgements[q] or {}).get(ids[j], grades_module.UNJUDGED)
+        (judgements[rows[q]] if rows[q] >= 0 else {}).get(ids[j], grades_module.UNJUDGED)
         for q in range(4)
         for j in range(offsets[q], offsets[q + 1])
     ]
-    assert np.array_equal(fast, plain) and plain.tolist() == by_hand and (fast != grades_module.UNJUDGED).any()
+    assert np.array_equal(fast, plain) and np.array_equal(known, plain) and plain.tolist() == by_hand
+    assert (fast != grades_module.UNJUDGED).sum() > 30
     assert fast.tolist()[:3] == [judgements[0].get(i, grades_module.UNJUDGED) for i in ids[:3]]
+    wrong = np.full(len(ids), 7, np.int64)  # hashes that are not the ids': nothing matches, nothing is guessed
+    assert (speedups.lookup(objects, wrong, offsets, rows, judged, hashes, judged_offsets, values, -1) == -1).all()
     with pytest.raises(ValueError):
-        speedups.lookup_packed(blob, starts, np.array([0, 3], np.int64), [{}], -1)
+        speedups.lookup_packed(blob, starts, np.array([0, 3], np.int64), rows[:1], judged, judged_offsets, values, -1)
+    with pytest.raises(ValueError):  # a row beyond the judgements
+        speedups.lookup(objects, None, offsets, np.array([0, 1, 3, 2]), judged, None, judged_offsets, values, -1)
 
 
 @needs_c
@@ -262,7 +284,7 @@ def _dicts_with_edges(seed: int) -> tuple[dict, dict]:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_dict_readers_and_the_grade_matrix_equal_their_twins(monkeypatch, seed):
-    """score_columns, judgement_dicts, lookup and rank_cells give exactly what their whole-column twins give: the
+    """score_columns, judgement_columns, lookup and rank_cells give exactly what their whole-column twins give: the
     same columns, the same grade matrix under every tie rule, the same values."""
     from rag_eval.metrics._grades import build_grade_matrix
 
@@ -288,6 +310,8 @@ def test_dict_readers_and_the_grade_matrix_equal_their_twins(monkeypatch, seed):
     for a, b in zip(fast[1].columns[1:], slow[1].columns[1:], strict=True):
         assert np.array_equal(a, b) and not a.flags.writeable and not b.flags.writeable
     assert fast[1].doc_column.tolist() == slow[1].doc_column.tolist()
+    assert fast[1]._doc_hashes.tolist() == list(map(hash, fast[1].doc_column)) and slow[1]._doc_hashes is None
+    assert fast[0]._memo["hashes"].tolist() == list(map(hash, fast[0].doc_ids)) and "hashes" not in slow[0]._memo
     for a, b in zip(fast[2], slow[2], strict=True):
         for name in ("lengths", "rows", "ranks", "grades", "pooled_rows", "pooled_ranks", "pooled_grades"):
             assert np.array_equal(getattr(a, name), getattr(b, name)), name
@@ -325,10 +349,10 @@ def test_dict_readers_decline_the_unusual():
     ):
         assert speedups.score_columns(mapping) is None, mapping
     for mapping in ({"q": {"d": 1.0}}, {"q": {"d": True}}, {"q": {"d": 2**29}}, {"q": {"d": -(2**29)}}, {"q": {1: 1}}):
-        assert speedups.judgement_dicts(mapping) is None, mapping
-    copies, lengths, docs, grades = speedups.judgement_dicts({"q": {"d": 2**29 - 1, "e": -1}, "r": {}})
-    assert copies == {"q": {"d": 2**29 - 1, "e": -1}, "r": {}} and lengths.tolist() == [2, 0]
-    assert docs.tolist() == ["d", "e"] and grades.tolist() == [2**29 - 1, -1]
+        assert speedups.judgement_columns(mapping) is None, mapping
+    lengths, docs, grades, hashes = speedups.judgement_columns({"q": {"d": 2**29 - 1, "e": -1}, "r": {}})
+    assert lengths.tolist() == [2, 0] and docs.tolist() == ["d", "e"] and grades.tolist() == [2**29 - 1, -1]
+    assert hashes.tolist() == [hash("d"), hash("e")]
 
 
 @pytest.mark.parametrize(
@@ -397,6 +421,7 @@ def test_grouped_judgements_equal_their_twin(monkeypatch, tmp_path, seed, layout
     for a, b in zip(fast.columns[1:], slow.columns[1:], strict=True):
         assert np.array_equal(a, b) and not a.flags.writeable and not b.flags.writeable
     assert fast.doc_column.tolist() == slow.doc_column.tolist() and not fast.doc_column.flags.writeable
+    assert fast._doc_hashes.tolist() == list(map(hash, fast.doc_column)) and slow._doc_hashes is None
     assert (fast.num_judgements < len(lines)) == (layout != "grouped, unique")  # duplicates were dropped
 
 

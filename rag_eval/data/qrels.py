@@ -44,8 +44,7 @@ class Qrels:
     """Graded judgements per query. Immutable (attributes cannot be set, every view is read-only: what a cache key
     or a content hash computed once stays true); build it with one of the ``from_*`` constructors."""
 
-    __slots__ = ("__dict__", "_judgements", "graded_by", "source")
-    _judgements: dict[str, dict[str, int]]  # set once, by object.__setattr__ (Qrels refuse setattr)
+    __slots__ = ("__dict__", "graded_by", "source")
     source: Source | None
     graded_by: GradedBy | None
 
@@ -60,9 +59,7 @@ class Qrels:
         ``graded_by``: how many judgements people and each model judge decided (:mod:`rag_eval.data.graded_by`),
         where known; a merge of logs holding a judge's grades sets it, and every card made with these qrels says
         so."""
-        validated, derived = _validated(judgements, "qrels")
-        object.__setattr__(self, "_judgements", validated)
-        self.__dict__.update(derived)  # the columns and doc ids, made on the way (cached properties)
+        self.__dict__.update(_validated(judgements, "qrels"))  # the columns (cached properties): no dict is copied
         object.__setattr__(self, "source", source)
         object.__setattr__(self, "graded_by", graded_by)
 
@@ -240,8 +237,9 @@ class Qrels:
                 DuplicateJudgement,
             )
         qrels = cls.__new__(cls)
-        object.__setattr__(qrels, "_judgements", judgements)
-        qrels.__dict__.update(derived)  # the columns and doc ids, made on the way (cached properties)
+        qrels.__dict__.update(derived)  # the columns (cached properties), made on the way
+        if judgements is not None:  # the dicts too, where the twin made them
+            qrels.__dict__["_judgements"] = judgements
         object.__setattr__(qrels, "source", Source.of(file) if file else None)
         # a graded-by record beside the file, written by write_qrels for these very bytes (graded_by.py)
         object.__setattr__(qrels, "graded_by", read_sidecar(file.path, file.sha256) if file else None)
@@ -250,19 +248,22 @@ class Qrels:
     # ----- reading ------------------------------------------------------------------------------------------
     @property
     def query_ids(self) -> tuple[str, ...]:
-        return tuple(self._judgements)
+        return self.columns[0]
 
     def __len__(self) -> int:
-        return len(self._judgements)
+        return len(self.columns[0])
 
     def __contains__(self, query_id: object) -> bool:
-        return query_id in self._judgements
+        return query_id in self._row_of
 
     def __getitem__(self, query_id: str) -> Mapping[str, int]:
-        return MappingProxyType(self._judgements[query_id])
+        if "_judgements" in self.__dict__:
+            return MappingProxyType(self._judgements[query_id])
+        a, b = self.columns[1][self._row_of[query_id] : self._row_of[query_id] + 2].tolist()  # one query: its slice
+        return MappingProxyType(dict(zip(self.doc_column[a:b].tolist(), self.columns[2][a:b].tolist(), strict=True)))
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._judgements)
+        return iter(self.columns[0])
 
     def __repr__(self) -> str:
         origin = f" from {self.source.path!r}" if self.source and self.source.path else ""
@@ -273,9 +274,9 @@ class Qrels:
 
     __hash__ = None  # type: ignore[assignment]
 
-    @cached_property
+    @property
     def num_judgements(self) -> int:
-        return sum(map(len, self._judgements.values()))
+        return int(self.columns[1][-1])
 
     def to_dict(self) -> dict[str, dict[str, int]]:
         """``{query_id: {doc_id: grade}}``, a copy (the form pytrec_eval takes)."""
@@ -329,9 +330,23 @@ class Qrels:
         """``{query_id: {doc_id: grade}}``, read-only at both levels (a write is a TypeError)."""
         return MappingProxyType({q: MappingProxyType(j) for q, j in self._judgements.items()})
 
-    def _tables(self) -> Mapping[str, dict[str, int]]:
-        """The per-query judgement dicts themselves, for the C grade lookup (which takes dicts): never written."""
-        return MappingProxyType(self._judgements)
+    @cached_property
+    def _judgements(self) -> dict[str, dict[str, int]]:
+        """``{query_id: {doc_id: grade}}``, made from the columns where first asked (an evaluation reads the columns
+        only): one C pass (``group_judgements``), or its twin. Never written."""
+        queries, offsets, grades = self.columns
+        if _accel.speedups is not None:
+            rows = np.ascontiguousarray(self._judgement_rows)
+            found = _accel.speedups.group_judgements(len(queries), rows, self.doc_column, grades)
+            return dict(zip(queries, found[0], strict=True))
+        docs, values, bounds = self.doc_column.tolist(), grades.tolist(), pairwise(offsets.tolist())
+        return {q: dict(zip(docs[a:b], values[a:b], strict=True)) for q, (a, b) in zip(queries, bounds, strict=True)}
+
+    @cached_property
+    def _doc_hashes(self) -> np.ndarray | None:
+        """Each judged doc id's str hash, in :attr:`doc_column`'s order, where a constructor had them on the way
+        (the C grade lookup then reads no doc id object); None otherwise (it reads them)."""
+        return None
 
     @cached_property
     def columns(self) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
@@ -377,7 +392,7 @@ class Qrels:
         """The row of each of ``query_ids`` in :attr:`columns` (int64; -1 for a query the qrels lack), looked up in
         C in one dict kept with the qrels."""
         ids = query_ids if isinstance(query_ids, tuple) else tuple(query_ids)
-        if len(ids) == len(self._judgements) and ids == self._query_tuple:  # the qrels' own order: no lookup
+        if len(ids) == len(self) and ids == self._query_tuple:  # the qrels' own order: no lookup
             return np.arange(len(ids), dtype=np.int64)
         last = self.__dict__.get("_last_rows")  # the same ids asked again (a run's, by each check): looked up once
         if last is not None and last[0] == ids:
@@ -388,13 +403,13 @@ class Qrels:
         self.__dict__["_last_rows"] = (ids, rows)
         return rows
 
-    @cached_property
+    @property
     def _query_tuple(self) -> tuple[str, ...]:
-        return tuple(self._judgements)
+        return self.columns[0]
 
     @cached_property
     def _row_of(self) -> dict[str, int]:
-        return dict(zip(self._judgements, range(len(self._judgements)), strict=True))
+        return dict(zip(self.columns[0], range(len(self.columns[0])), strict=True))
 
     def _derived(self, key: str, compute: Callable[[], T]) -> T:
         """``compute()``, kept with these qrels under ``key`` (they cannot change): a derived fact made once, such
@@ -403,21 +418,6 @@ class Qrels:
             self.__dict__[key] = compute()
         value: T = self.__dict__[key]
         return value
-
-    @cached_property
-    def _positions(self) -> list[dict[str, int]]:
-        """Per query, in :attr:`columns`' order: ``{doc_id: its index in doc_column}``, the tables a grade lookup
-        reads to name each judgement a result matches (one C pass, ``group_judgements``, where it is built)."""
-        _, offsets, _ = self.columns
-        n, total = len(offsets) - 1, int(offsets[-1])
-        if _accel.speedups is not None:
-            rows = np.ascontiguousarray(self._judgement_rows)
-            found = _accel.speedups.group_judgements(n, rows, self.doc_column, np.arange(total, dtype=np.int64))
-            tables: list[dict[str, int]] = found[0]
-            return tables
-        bounds = offsets.tolist()
-        docs = self.doc_column.tolist()
-        return [dict(zip(docs[a:b], range(a, b), strict=True)) for a, b in pairwise(bounds)]
 
     @cached_property
     def doc_column(self) -> np.ndarray:
@@ -429,34 +429,34 @@ class Qrels:
 
 def _grouped(
     query_ids: list[str], codes: np.ndarray, docs: np.ndarray, grades: np.ndarray
-) -> tuple[dict[str, dict[str, int]], int, tuple[int, str], dict[str, object]]:
-    """Rows grouped into ``{query_id: {doc_id: grade}}`` in row order (a doc judged twice for a query keeps its first
-    grade): the judgements, how many rows were dropped, ``(how many of those had another grade, the first, named)``
-    and the columns made on the way (cached properties). One pass in C (``_speedups.group_judgements``), or its
-    twin below."""
+) -> tuple[dict[str, dict[str, int]] | None, int, tuple[int, str], dict[str, object]]:
+    """Rows grouped by query in row order (a doc judged twice for a query keeps its first grade): the judgements
+    ``{query_id: {doc_id: grade}}`` (None where only the columns were made), how many rows were dropped, ``(how many
+    of those had another grade, the first, named)`` and the columns (cached properties). One pass in C
+    (``_speedups.dedupe_judgements``: no dict made), or its twin below."""
     codes = np.ascontiguousarray(codes, np.int64)
     grades = np.ascontiguousarray(grades, np.int64)
     native = _accel.speedups
     if native is not None and docs.dtype == object:
-        dicts, kept, duplicates, conflicts, first = native.group_judgements(len(query_ids), codes, docs, grades)
-        judgements = dict(zip(query_ids, dicts, strict=True))
-        if len(codes) < 2 or bool((codes[1:] >= codes[:-1]).all()):  # a file's queries in their first order
-            order = slice(None) if duplicates == 0 else np.flatnonzero(kept)
-        else:
+        if len(codes) > 1 and not bool((codes[1:] >= codes[:-1]).all()):  # not in a file's first order: sorted
             order = np.argsort(codes, kind="stable")
-            order = order[kept[order]]
+            codes, docs, grades = codes[order], docs[order], grades[order]
+        kept, duplicates, conflicts, first, first_kept, hashes = native.dedupe_judgements(
+            codes, np.ascontiguousarray(docs), grades
+        )
         example = ""
         if conflicts:
             qid, doc = query_ids[codes[first]], docs[first]
-            example = f"query {qid!r} doc {doc!r}: {judgements[qid][doc]} kept, {grades[first]} dropped"
-        lengths = np.bincount(codes if duplicates == 0 else codes[kept], minlength=len(query_ids)).astype(np.int64)
+            example = f"query {qid!r} doc {doc!r}: {grades[first_kept]} kept, {grades[first]} dropped"
+        if duplicates:
+            codes, docs, grades, hashes = codes[kept], docs[kept], grades[kept], hashes[kept]
+        lengths = np.bincount(codes, minlength=len(query_ids)).astype(np.int64)
         offsets = np.zeros(len(query_ids) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        doc_column, grade_column = docs[order], grades[order]
-        for array in (offsets, doc_column, grade_column):
+        for array in (offsets, docs, grades, hashes):
             array.flags.writeable = False
-        derived = {"columns": (tuple(query_ids), offsets, grade_column), "doc_column": doc_column}
-        return judgements, int(duplicates), (int(conflicts), example), derived
+        derived = {"columns": (tuple(query_ids), offsets, grades), "doc_column": docs, "_doc_hashes": hashes}
+        return None, int(duplicates), (int(conflicts), example), derived
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(query_ids) + 1))
     docs = docs[order]
@@ -497,30 +497,31 @@ def _parse_grade(text: str, file: InputFile, number: int) -> int:
     return grade
 
 
-def _validated(
-    judgements: Mapping[str, Mapping[str, int]], where: str
-) -> tuple[dict[str, dict[str, int]], dict[str, object]]:
-    """The judgements copied, ids as strs and grades as ints, checked on whole columns (in C where the mapping is
-    plain: every id a str, every grade an int within range), and the cached properties made on the way."""
+def _validated(judgements: Mapping[str, Mapping[str, int]], where: str) -> dict[str, object]:
+    """The judgements as columns (the cached properties of :class:`Qrels`), ids as strs and grades as ints,
+    checked on whole columns (in C where the mapping is plain: every id a str, every grade an int within range)."""
     if not isinstance(judgements, Mapping):
         raise TypeError(f"qrels must be a mapping {{query_id: {{doc_id: grade}}}}, not {type(judgements).__name__}")
-    native = _accel.speedups.judgement_dicts(judgements) if _accel.speedups is not None else None
+    native = _accel.speedups.judgement_columns(judgements) if _accel.speedups is not None else None
     if native is not None:
-        out, lengths, docs, grades = native
+        lengths, docs, grades, hashes = native
+        query_ids = tuple(judgements)
     else:
-        out, lengths, docs, grades = _judgement_columns(judgements, where)
+        query_ids, lengths, docs, grades = _judgement_columns(judgements, where)
+        hashes = None
     offsets = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    for array in (offsets, docs, grades):
-        array.flags.writeable = False
-    return out, {"columns": (tuple(out), offsets, grades), "doc_column": docs}
+    for array in (offsets, docs, grades, hashes):
+        if array is not None:
+            array.flags.writeable = False
+    return {"columns": (query_ids, offsets, grades), "doc_column": docs, "_doc_hashes": hashes}
 
 
 def _judgement_columns(
     judgements: Mapping[str, Mapping[str, int]], where: str
-) -> tuple[dict[str, dict[str, int]], np.ndarray, np.ndarray, np.ndarray]:
-    """The pure-Python twin of ``_speedups.judgement_dicts``: ``(copies, lengths, doc_ids, grades)``, every check
-    on whole columns (a query at a time only for keys that are neither str nor int)."""
+) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
+    """The pure-Python twin of ``_speedups.judgement_columns``: ``(query_ids, lengths, doc_ids, grades)`` (no
+    hashes), every check on whole columns (a query at a time only for keys that are neither str nor int)."""
     per_query = list(judgements.values())
     with IdCheck(where) as ids:
         qids = ids.keys(judgements.keys(), "query id")
@@ -559,11 +560,7 @@ def _judgement_columns(
             f"must lie within +-{GRADE_LIMIT})",
             source=where,
         )
-    ends = np.cumsum(lengths).tolist()
-    doc_list, grade_list = docs.tolist(), grades.tolist()
-    starts = [0, *ends][:-1]
-    copies = [dict(zip(doc_list[a:b], grade_list[a:b], strict=True)) for a, b in zip(starts, ends, strict=True)]
-    return dict(zip(qids, copies, strict=True)), lengths, docs, grades
+    return tuple(qids), lengths, docs, grades
 
 
 def _objects(values: Sequence[object]) -> np.ndarray:

@@ -67,7 +67,8 @@ class Run:
     _doc_ids: npt.NDArray[np.object_] | PackedIds
     _scores: npt.NDArray[np.float64] | None
     _by_score: bool
-    _memo: dict[str | tuple[str, str], Any]  # derived, computed once: "doc_ids", "index", ("ranked", ties), "grades"
+    _memo: dict[str | tuple[str, str], Any]  # derived, computed once: "doc_ids", "index", ("ranked", ties), "grades",
+    # and "hashes" (the doc ids' str hashes, where from_scores had them)
 
     def __init__(self) -> None:
         raise TypeError("build a Run with Run.from_scores, Run.from_ranking, Run.from_trec, ... (see help(Run))")
@@ -91,11 +92,14 @@ class Run:
         if not isinstance(scores, Mapping):
             raise TypeError(f"scores must be a mapping {{query_id: {{doc_id: score}}}}, not {type(scores).__name__}")
         native = _accel.speedups.score_columns(scores) if _accel.speedups is not None else None
-        if native is not None:  # every id a str, every score a float or an int: one pass in C
-            query_ids, lengths, docs, values = native
-        else:
+        if native is None:
             query_ids, lengths, docs, values = _score_columns(scores, name)
-        return cls._build(name, query_ids, lengths, docs, values, by_score=True, source=None, dedupe=False)
+            return cls._build(name, query_ids, lengths, docs, values, by_score=True, source=None, dedupe=False)
+        query_ids, lengths, docs, values, hashes = native  # every id a str, every score a number: one pass in C
+        run = cls._build(name, query_ids, lengths, docs, values, by_score=True, source=None, dedupe=False)
+        hashes.flags.writeable = False
+        run._memo["hashes"] = hashes  # the doc ids' str hashes, as the dicts held them: for the grade lookup
+        return run
 
     @classmethod
     def from_ranking(

@@ -12,10 +12,9 @@ it is not a judged cell, but it is kept apart as a *pooled* cell (``pooled_rows`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import chain, repeat
-from operator import is_not, methodcaller
+from itertools import repeat
 
 import numpy as np
 
@@ -130,49 +129,46 @@ def build_grade_matrix(
 def _run_grades(run: Run, qrels: Qrels, table_of: np.ndarray) -> np.ndarray:
     """Grade of every result of ``run`` (``UNJUDGED`` where the qrels do not judge it, or where its query is not
     counted): ``table_of`` holds each run query's row in the qrels' columns, -1 where it is not counted. See
-    :func:`_lookup`; without the C extension, one join over the qrels' columns."""
+    :func:`lookup_values`."""
     last = run._memo.get("grades")  # the same lookup again (a stage's metrics, its judged share, its recall): once
     if last is not None and last[0] is qrels and np.array_equal(last[1], table_of):
         held: np.ndarray = last[2]
         return held
-    doc_ids, offsets = run.doc_id_column, run.offsets
-    if _accel.speedups is not None:
-        tables = [*qrels._tables().values(), None]  # the dicts themselves (the C lookup takes dicts); -1: None
-        grades = _lookup(doc_ids, offsets, list(map(tables.__getitem__, table_of.tolist())))
-    else:
-        _, judged_offsets, judged_grades = qrels.columns
-        ids = run.doc_ids if isinstance(doc_ids, PackedIds) else doc_ids
-        grades = _join(ids, offsets, table_of, qrels.doc_column, judged_offsets, judged_grades)
+    grades = lookup_values(run.doc_id_column, run.offsets, table_of, qrels, hashes=run._memo.get("hashes"))
     grades.flags.writeable = False
     run._memo["grades"] = (qrels, table_of.copy(), grades)  # one entry: the last qrels asked (4 bytes a result)
     return grades
 
 
-def _lookup(
-    doc_ids: np.ndarray | PackedIds, offsets: np.ndarray, judgements: list[Mapping[str, int] | None]
+def lookup_values(
+    doc_ids: np.ndarray | PackedIds,
+    offsets: np.ndarray,
+    rows: np.ndarray,
+    qrels: Qrels,
+    values: np.ndarray | None = None,
+    hashes: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Grade of every entry (UNJUDGED where the query's judgements do not name the doc, or are None): in C, a dict
-    lookup per result in its query's judgements (``_speedups.lookup``, ``lookup_packed`` for packed ids); else
-    the judgements are flattened into columns and joined with the run's at once (:func:`_join`)."""
+    """For every result, the value of its query's judgement of its doc id (int32; ``values``: one per judgement
+    in the qrels' columns, their grades by default), ``UNJUDGED`` where there is none: query ``i``'s results
+    (``doc_ids[offsets[i]:offsets[i+1]]``) are looked up in the qrels' row ``rows[i]`` (none where -1).
+    ``hashes``: the doc ids' str hashes, where the caller kept them. In C, a small table of hashes per query
+    (``_speedups.lookup``, ``lookup_packed`` for packed ids); else one join over the columns (:func:`_join`)."""
+    _, judged_offsets, grades = qrels.columns
+    values = grades if values is None else values
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    rows = np.ascontiguousarray(rows, np.int64)
     speedups = _accel.speedups
-    grades: np.ndarray
+    out: np.ndarray
     if speedups is not None:
+        args = (rows, qrels.doc_column)
         if isinstance(doc_ids, PackedIds):
-            grades = speedups.lookup_packed(doc_ids.blob, doc_ids.starts, offsets, judgements, UNJUDGED)
+            out = speedups.lookup_packed(doc_ids.blob, doc_ids.starts, offsets, *args, judged_offsets, values, UNJUDGED)
         else:
-            grades = speedups.lookup(doc_ids, offsets, judgements, UNJUDGED)
-        return grades
+            out = speedups.lookup(doc_ids, hashes, offsets, *args, qrels._doc_hashes, judged_offsets, values, UNJUDGED)
+        return out
     if isinstance(doc_ids, PackedIds):
         doc_ids = doc_ids.to_objects()
-    tables = [j if j is not None else {} for j in judgements]
-    lengths = np.fromiter(map(len, tables), np.int64, len(tables))
-    judged_offsets = np.zeros(len(tables) + 1, np.int64)
-    np.cumsum(lengths, out=judged_offsets[1:])
-    total = int(judged_offsets[-1])
-    judged_docs = np.fromiter(chain.from_iterable(tables), object, total)
-    judged_grades = np.fromiter(chain.from_iterable(map(methodcaller("values"), tables)), np.int64, total)
-    rows = np.where(np.fromiter(map(is_not, judgements, repeat(None)), bool, len(tables)), np.arange(len(tables)), -1)
-    return _join(doc_ids, offsets, rows, judged_docs, judged_offsets, judged_grades)
+    return _join(doc_ids, offsets, rows, qrels.doc_column, judged_offsets, values)
 
 
 def _join(

@@ -5,8 +5,7 @@ the canonical form of an id. Renderers use none of it: they read what the Report
 from __future__ import annotations
 
 from ._engine import REASONS, QueryAccount, evaluate_run
-from ._grades import UNJUDGED
-from ._grades import _lookup as lookup_grades
+from ._grades import UNJUDGED, lookup_values
 from ._id_mismatch import canonical
 from ._kernels import discounted, gain_of
 from ._kernels_gain import default_max_grade
@@ -20,5 +19,5 @@ __all__ = [
     "discounted",
     "evaluate_run",
     "gain_of",
-    "lookup_grades",
+    "lookup_values",
 ]

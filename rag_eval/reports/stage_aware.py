@@ -16,14 +16,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from .. import _accel
 from ..data.packed import PackedIds
 from ..data.qrels import Qrels
 from ..data.run import Run
 from ..errors import InputError, StarvedBudget
 from ..metrics.catalogue import FAMILIES
 from ..metrics.conventions import Conventions
-from ..metrics.engine import UNJUDGED, QueryAccount, discounted, evaluate_run, gain_of, lookup_grades
+from ..metrics.engine import UNJUDGED, QueryAccount, discounted, evaluate_run, gain_of, lookup_values
 from ..metrics.grammar import Metric, parse_metric
 from ..stages.result import ArrowIds, Finding, PipelineResult, StageOutput, announce
 from ._judged import JUDGED_THRESHOLD, JudgedShare, judged_share, shares_frame, warn_low
@@ -394,9 +393,7 @@ class _PipelineJudge:
         """``(rows, ranks, gains)`` of the stage's hits with a positive gain (by row, then rank): one grade lookup
         over the packed doc ids; the other hits, gain 0, add nothing to a DCG."""
         offsets, _ = out.hit_columns()
-        judgements = self.qrels._tables()  # the dicts themselves: the C lookup takes dicts
-        tables: list[dict[str, int] | None] = list(map(judgements.get, out.query_ids))
-        grades = _lookup_rows(out.doc_ids(), offsets, tables)
+        grades = lookup_values(out.doc_ids(), offsets, self.qrels.rows_of(out.query_ids), self.qrels)
         cells = np.flatnonzero(grades > 0)  # UNJUDGED is negative; a gain is positive only for a grade > 0
         gains = self._gains(grades[cells])
         del grades
@@ -480,7 +477,7 @@ class _PipelineJudge:
         m = len(judgement)
         item_of = np.full(len(grade_column), -1, np.int64)  # each judgement's item number, -1 if none
         item_of[judgement] = np.arange(m)
-        positions = [*self.qrels._positions, None]
+        positions = np.arange(len(grade_column), dtype=np.int64)  # each judgement's own index: the lookup names it
         head_rows = _rows_of(first, counted)
         tail_rows = _rows_of(final, counted)
         head_failed = (head_rows >= 0) & np.where(head_rows >= 0, first.failed[np.maximum(head_rows, 0)], False)
@@ -488,8 +485,8 @@ class _PipelineJudge:
 
         def found(out: StageOutput, ids: PackedIds, offsets: np.ndarray, limit: np.ndarray | None = None) -> np.ndarray:
             """Which items the stage's ids name (``limit``: only the first ``limit[row]`` hits of each row)."""
-            tables = list(map(positions.__getitem__, self.qrels.rows_of(out.query_ids).tolist()))
-            codes = _lookup_rows(ids, offsets, tables)  # the judgement each hit names
+            rows = self.qrels.rows_of(out.query_ids)
+            codes = lookup_values(ids, offsets, rows, self.qrels, positions)  # the judgement each hit names
             cells = np.flatnonzero(codes != UNJUDGED)
             if limit is not None:  # the rank of the few judged hits only (no rank array over every hit)
                 rows = np.searchsorted(offsets, cells, side="right") - 1
@@ -556,18 +553,6 @@ def _rows_of(out: StageOutput, queries: list[str]) -> npt.NDArray[np.int64]:
     """The row of each query in the stage's table (-1: absent)."""
     index = out.rows
     return np.fromiter(map(index.get, queries, repeat(-1)), np.int64, len(queries))
-
-
-def _lookup_rows(
-    ids: PackedIds | np.ndarray, offsets: np.ndarray, tables: list[dict[str, int] | None]
-) -> npt.NDArray[np.int32]:
-    """:func:`rag_eval.metrics.engine.lookup_grades` over packed ids (unpacked when the C extension is absent): the
-    value of each hit's doc id in its row's table, ``UNJUDGED`` where it has none."""
-    if isinstance(ids, PackedIds) and _accel.speedups is None:
-        ids = ids.to_objects()
-    judged: list[Mapping[str, int] | None] = list(tables)
-    grades: npt.NDArray[np.int32] = lookup_grades(ids, np.ascontiguousarray(offsets, np.int64), judged)
-    return grades
 
 
 def _beyond(out: StageOutput) -> tuple[npt.NDArray[np.int64], PackedIds]:
