@@ -300,6 +300,7 @@ def test_dict_readers_and_the_grade_matrix_equal_their_twins(monkeypatch, seed):
         report = rag_eval.evaluate(qrels, run, ["ap", "ndcg@10", "P@5", "bpref"], conventions="trec_eval")
         return run, qrels, matrices, report
 
+    native = _accel.speedups is not None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fast = build()
@@ -310,8 +311,10 @@ def test_dict_readers_and_the_grade_matrix_equal_their_twins(monkeypatch, seed):
     for a, b in zip(fast[1].columns[1:], slow[1].columns[1:], strict=True):
         assert np.array_equal(a, b) and not a.flags.writeable and not b.flags.writeable
     assert fast[1].doc_column.tolist() == slow[1].doc_column.tolist()
-    assert fast[1]._doc_hashes.tolist() == list(map(hash, fast[1].doc_column)) and slow[1]._doc_hashes is None
-    assert fast[0]._memo["hashes"].tolist() == list(map(hash, fast[0].doc_ids)) and "hashes" not in slow[0]._memo
+    if native:  # the str hashes kept on the way, for the C lookup; the twins keep none
+        assert fast[1]._doc_hashes.tolist() == list(map(hash, fast[1].doc_column))
+        assert fast[0]._memo["hashes"].tolist() == list(map(hash, fast[0].doc_ids))
+    assert slow[1]._doc_hashes is None and "hashes" not in slow[0]._memo
     for a, b in zip(fast[2], slow[2], strict=True):
         for name in ("lengths", "rows", "ranks", "grades", "pooled_rows", "pooled_ranks", "pooled_grades"):
             assert np.array_equal(getattr(a, name), getattr(b, name)), name
