@@ -432,25 +432,51 @@ object_column(PyObject *array, PyObject ***out, npy_intp *length)
     return 0;
 }
 
-static Slot *
-slots_for(Slot *table, Py_ssize_t *capacity, Py_ssize_t size, Py_ssize_t *mask)
+typedef struct {
+    Slot *slots;        /* every slot empty (index -1) between two queries */
+    npy_int64 *used;    /* the slots the current query filled, emptied again by the next table_ready */
+    Py_ssize_t capacity, mask, filled;
+} Table;
+
+static int
+table_ready(Table *t, Py_ssize_t size)
 {
-    /* a table of at least 2 * size empty slots (a power of two), grown where needed */
-    Py_ssize_t need = 8;
-    while (need < 2 * size)
+    /* room for size ids at a load of 1/4 or less (a probe then rarely meets another id), every slot empty */
+    Py_ssize_t need = 16;
+    while (need < 4 * size)
         need *= 2;
-    if (need > *capacity) {
-        PyMem_Free(table);
-        *capacity = need;
-        if (!(table = PyMem_Malloc(need * sizeof(Slot)))) {
-            *capacity = 0;
+    for (Py_ssize_t i = 0; i < t->filled; i++)
+        t->slots[t->used[i]].index = -1;
+    t->filled = 0;
+    if (need > t->capacity) {
+        PyMem_Free(t->slots);
+        PyMem_Free(t->used);
+        t->slots = PyMem_Malloc(need * sizeof(Slot));
+        t->used = PyMem_Malloc((need / 4) * sizeof(npy_int64));
+        if (!t->slots || !t->used) {
+            t->capacity = 0;
             PyErr_NoMemory();
-            return NULL;
+            return -1;
         }
+        memset(t->slots, 0xff, need * sizeof(Slot)); /* every index -1 */
+        t->capacity = need;
     }
-    memset(table, 0xff, need * sizeof(Slot)); /* every index -1 */
-    *mask = need - 1;
-    return table;
+    t->mask = need - 1;
+    return 0;
+}
+
+static void
+table_put(Table *t, Py_ssize_t slot, Py_hash_t hash, npy_int64 index)
+{
+    t->slots[slot] = (Slot){hash, index};
+    t->used[t->filled++] = slot;
+}
+
+static void
+table_free(Table *t)
+{
+    PyMem_Free(t->slots);
+    PyMem_Free(t->used);
 }
 
 static PyObject *
@@ -483,8 +509,7 @@ lookup(PyObject *self, PyObject *args)
     if (!out)
         return NULL;
     npy_int32 *g = (npy_int32 *)PyArray_DATA(out);
-    Slot *table = NULL;
-    Py_ssize_t capacity = 0, mask = 0;
+    Table table = {0};
     for (npy_intp i = 0; i < nq; i++) {
         npy_int64 a = o[i], b = o[i + 1], row = r[i];
         if (a > b || b > n || row < -1 || row >= nt || (row >= 0 && (jo[row] > jo[row + 1] || jo[row + 1] > m))) {
@@ -498,8 +523,10 @@ lookup(PyObject *self, PyObject *args)
         }
         if (a == b)
             continue;
-        if (!(table = slots_for(table, &capacity, (Py_ssize_t)(jo[row + 1] - jo[row]), &mask)))
+        if (table_ready(&table, (Py_ssize_t)(jo[row + 1] - jo[row])) < 0)
             goto fail;
+        Slot *slots = table.slots;
+        Py_ssize_t mask = table.mask;
         for (npy_int64 t = jo[row]; t < jo[row + 1]; t++) {
             Py_hash_t hash = jh ? (Py_hash_t)jh[t] : (jd[t] ? PyObject_Hash(jd[t]) : -1);
             if (hash == -1) {
@@ -508,9 +535,9 @@ lookup(PyObject *self, PyObject *args)
                 goto fail;
             }
             Py_ssize_t k = (Py_ssize_t)((npy_uint64)hash & mask);
-            while (table[k].index >= 0)
+            while (slots[k].index >= 0)
                 k = (k + 1) & mask;
-            table[k] = (Slot){hash, t};
+            table_put(&table, k, hash, t);
         }
         for (npy_int64 j = a; j < b; j++) {
             PyObject *doc = d[j];
@@ -526,17 +553,17 @@ lookup(PyObject *self, PyObject *args)
                 if ((hash = PyObject_Hash(doc)) == -1)
                     goto fail;
             }
-            for (Py_ssize_t k = (Py_ssize_t)((npy_uint64)hash & mask); table[k].index >= 0; k = (k + 1) & mask) {
-                if (table[k].hash != hash)
+            for (Py_ssize_t k = (Py_ssize_t)((npy_uint64)hash & mask); slots[k].index >= 0; k = (k + 1) & mask) {
+                if (slots[k].hash != hash)
                     continue;
-                int same = same_str(doc, jd[table[k].index]);
+                int same = same_str(doc, jd[slots[k].index]);
                 if (same < 0) {
                     if (!PyErr_Occurred())
                         PyErr_SetString(PyExc_TypeError, "lookup: ids must be strs");
                     goto fail;
                 }
                 if (same) {
-                    npy_int64 value = v[table[k].index];
+                    npy_int64 value = v[slots[k].index];
                     if (value < INT32_MIN || value > INT32_MAX) {
                         PyErr_SetString(PyExc_OverflowError, "lookup: a value does not fit in 32 bits");
                         goto fail;
@@ -547,10 +574,10 @@ lookup(PyObject *self, PyObject *args)
             }
         }
     }
-    PyMem_Free(table);
+    table_free(&table);
     return (PyObject *)out;
 fail:
-    PyMem_Free(table);
+    table_free(&table);
     Py_DECREF(out);
     return NULL;
 }
@@ -576,8 +603,8 @@ dedupe_judgements(PyObject *self, PyObject *args)
     }
     PyArrayObject *kept = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_BOOL);
     PyArrayObject *hashes = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
-    Slot *table = NULL;
-    Py_ssize_t capacity = 0, mask = 0, duplicates = 0, conflicts = 0, first = -1, first_kept = -1;
+    Table table = {0};
+    Py_ssize_t duplicates = 0, conflicts = 0, first = -1, first_kept = -1;
     if (!kept || !hashes)
         goto fail;
     npy_bool *k = (npy_bool *)PyArray_DATA(kept);
@@ -589,8 +616,10 @@ dedupe_judgements(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "dedupe_judgements: codes must ascend");
             goto fail;
         }
-        if (!(table = slots_for(table, &capacity, (Py_ssize_t)(j - i), &mask)))
+        if (table_ready(&table, (Py_ssize_t)(j - i)) < 0)
             goto fail;
+        Slot *slots = table.slots;
+        Py_ssize_t mask = table.mask;
         for (npy_intp r = i; r < j; r++) {
             if (!d[r]) {
                 PyErr_SetString(PyExc_ValueError, "dedupe_judgements: a missing doc id");
@@ -602,23 +631,23 @@ dedupe_judgements(PyObject *self, PyObject *args)
             h[r] = hash;
             Py_ssize_t slot = (Py_ssize_t)((npy_uint64)hash & mask);
             npy_int64 seen = -1;
-            for (; table[slot].index >= 0; slot = (slot + 1) & mask) {
-                if (table[slot].hash != hash)
+            for (; slots[slot].index >= 0; slot = (slot + 1) & mask) {
+                if (slots[slot].hash != hash)
                     continue;
-                int same = same_str(d[r], d[table[slot].index]);
+                int same = same_str(d[r], d[slots[slot].index]);
                 if (same < 0) {
                     if (!PyErr_Occurred())
                         PyErr_SetString(PyExc_TypeError, "dedupe_judgements: doc ids must be strs");
                     goto fail;
                 }
                 if (same) {
-                    seen = table[slot].index;
+                    seen = slots[slot].index;
                     break;
                 }
             }
             k[r] = seen < 0;
             if (seen < 0) {
-                table[slot] = (Slot){hash, r};
+                table_put(&table, slot, hash, r);
                 continue;
             }
             duplicates++;
@@ -628,10 +657,10 @@ dedupe_judgements(PyObject *self, PyObject *args)
             }
         }
     }
-    PyMem_Free(table);
+    table_free(&table);
     return Py_BuildValue("(NnnnnN)", kept, duplicates, conflicts, first, first_kept, hashes);
 fail:
-    PyMem_Free(table);
+    table_free(&table);
     Py_XDECREF(kept); Py_XDECREF(hashes);
     return NULL;
 }
