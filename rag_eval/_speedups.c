@@ -1032,7 +1032,7 @@ lookup_packed(PyObject *self, PyObject *args)
         return NULL;
     PyObject *result = NULL;
     Judged *table = NULL;
-    Py_ssize_t capacity = 0;
+    Py_ssize_t *used = NULL, capacity = 0, filled = 0;
     PyObject **jd;
     npy_intp m;
     const npy_int64 *st, *o, *r, *jo, *v;
@@ -1068,19 +1068,24 @@ lookup_packed(PyObject *self, PyObject *args)
                 g[j] = missing;
             continue;
         }
-        Py_ssize_t need = 8;
-        while (need < 2 * size)
+        Py_ssize_t need = 16; /* a load of 1/4 or less, as lookup's; emptied slot by slot */
+        while (need < 4 * size)
             need *= 2;
+        for (Py_ssize_t u = 0; u < filled; u++)
+            table[used[u]].ptr = NULL;
+        filled = 0;
         if (need > capacity) {
             PyMem_Free(table);
+            PyMem_Free(used);
             capacity = need;
-            if (!(table = PyMem_Malloc(capacity * sizeof(Judged)))) {
+            table = PyMem_Calloc(capacity, sizeof(Judged));
+            used = PyMem_Malloc((capacity / 4) * sizeof(Py_ssize_t));
+            if (!table || !used) {
                 PyErr_NoMemory();
                 goto fail;
             }
         }
         Py_ssize_t mask = need - 1;
-        memset(table, 0, need * sizeof(Judged));
         for (npy_int64 t = jo[row]; t < jo[row + 1]; t++) {
             Py_ssize_t len;
             PyObject *doc = jd[t];
@@ -1095,6 +1100,7 @@ lookup_packed(PyObject *self, PyObject *args)
             while (table[k].ptr)
                 k = (k + 1) & mask;
             table[k] = (Judged){utf8, len, h, (npy_int32)v[t]};
+            used[filled++] = k;
         }
         for (npy_int64 j = a; j < b; j++) {
             const char *p = bytes + st[j];
@@ -1115,6 +1121,7 @@ fail:
     Py_CLEAR(result);
 done:
     PyMem_Free(table);
+    PyMem_Free(used);
     PyBuffer_Release(&blob);
     return result;
 }
