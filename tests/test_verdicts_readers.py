@@ -436,13 +436,27 @@ def test_doc_ids_that_differ_only_in_normalisation_or_case_are_announced(run_doc
 
 def test_near_miss_check_looks_only_at_unmatched_ids(monkeypatch):
     calls = []
-    real = _near_miss.loose
-    monkeypatch.setattr(_near_miss, "loose", lambda text: calls.append(text) or real(text))
+    real = _near_miss.loose_forms
+    monkeypatch.setattr(_near_miss, "loose_forms", lambda ids: calls.extend(ids) or real(ids))
     qrels = {f"q{i}": {"d1": 1} for i in range(2000)}
     run = Run.from_scores({**{f"q{i}": {"d1": 1.0} for i in range(1999)}, "Q1999": {"d1": 1.0}})
     with pytest.warns(NearMissIds, match=r"1 query id\(s\) differ from a qrels id only in case"):
         evaluate(qrels, run, ["P@1"])
     assert sorted(calls) == ["Q1999", "q1999"]  # the 1999 matched ids are never looked at
+
+
+def test_loose_forms_of_many_ids_at_once_equal_each_ids_own():
+    """The ids joined by line breaks and made loose in whole-text passes give each id's :func:`loose` form: edge
+    whitespace of every kind, NFD, compatibility forms, case, zeros; an id holding a line break goes id by id."""
+    import random
+
+    rng = random.Random(7)
+    pieces = [*"0 \t\r\x0b\x0c\x1cAaZz9éÉﬁ１Ｄıİßς", "e\u0301", "\u00a0", "\u3000", "\u2028", "\u0085", "00"]
+    for _ in range(2000):
+        ids = ["".join(rng.choices(pieces, k=rng.randint(0, 6))) for _ in range(rng.randint(1, 8))]
+        assert _near_miss.loose_forms(ids) == [_near_miss.loose(i) for i in ids], ids
+    assert _near_miss.loose_forms([" 007 ", "a\nb", "０"]) == ["7", "a\nb", "0"]  # id by id: a line break
+    assert _near_miss.loose_forms([]) == []
 
 
 def test_merging_a_log_into_qrels_announces_ids_written_alike(tmp_path):

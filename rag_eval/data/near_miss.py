@@ -18,6 +18,7 @@ ones: the check costs nothing where ids line up) and :func:`near_miss_line` for 
 
 from __future__ import annotations
 
+import re
 import unicodedata
 import warnings
 from collections import Counter
@@ -55,11 +56,30 @@ STEPS: tuple[tuple[str, Callable[[str], str]], ...] = (
 
 
 def loose(identifier: str) -> str:
-    """``identifier`` with every difference of :data:`STEPS` removed (``" Ｄ007 "`` -> ``"d7"``): equal loose forms
+    """``identifier`` with every difference of :data:`STEPS` removed (``" Ｄ7 "`` -> ``"d7"``): equal loose forms
     mark a near miss, never a match."""
     for _, step in STEPS:
         identifier = step(identifier)
     return identifier
+
+
+_EDGES = re.compile(r"^[^\S\n]+|[^\S\n]+$", re.MULTILINE)  # what str.strip removes, line by line
+_ZEROS = re.compile(r"^0+(?=[^\n])", re.MULTILINE)  # leading zeros, one kept where the id is all zeros
+
+
+def loose_forms(identifiers: Sequence[str]) -> list[str]:
+    """:func:`loose` of each id, computed on the ids joined by line breaks in a few whole-text passes (every step
+    of :data:`STEPS` works line by line alike), or id by id where an id holds a line break itself."""
+    joined = "\n".join(identifiers)
+    if not identifiers or joined.count("\n") != len(identifiers) - 1:
+        return [loose(i) for i in identifiers]
+    text = _EDGES.sub("", joined)
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", unicodedata.normalize("NFC", text))
+    text = text.casefold()
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    return _ZEROS.sub("", text).split("\n")
 
 
 def _form(text: str) -> str:
@@ -93,14 +113,18 @@ def near_misses(left: Iterable[str], right: Iterable[str]) -> list[tuple[str, st
     """``(left id, right id, how they differ)`` for each ``left`` id that equals a ``right`` id after :func:`loose`
     (the first such right id). Give it the ids each side holds that the other does not: the matched ids are never
     looked at."""
-    by_form: dict[str, str] = {}
-    for r in right:
-        by_form.setdefault(loose(r), r)
-    if not by_form:
+    rights = right if isinstance(right, Sequence) else list(right)
+    if not rights:
+        return []
+    forms = loose_forms(rights)
+    by_form = dict(zip(reversed(forms), reversed(rights), strict=True))  # the first right id of each form
+    lefts = left if isinstance(left, Sequence) else list(left)
+    left_forms = loose_forms(lefts)
+    if by_form.keys().isdisjoint(left_forms):  # the common case: no near miss, no loop over the ids
         return []
     out = []
-    for a in left:
-        b = by_form.get(loose(a))
+    for a, form in zip(lefts, left_forms, strict=True):
+        b = by_form.get(form)
         if b is not None and b != a:
             kind = difference(a, b)
             if kind is not None:

@@ -55,7 +55,7 @@ class Qrels:
         source: Source | None = None,
         graded_by: GradedBy | None = None,
     ) -> None:
-        """Judgements as ``{query_id: {doc_id: grade}}`` (the form pytrec_eval takes); validated and copied.
+        """Judgements as ``{query_id: {doc_id: grade}}`` (the form pytrec_eval takes); validated, kept as columns.
         ``graded_by``: how many judgements people and each model judge decided (:mod:`rag_eval.data.graded_by`),
         where known; a merge of logs holding a judge's grades sets it, and every card made with these qrels says
         so."""
