@@ -165,7 +165,8 @@ def _warn_id_mismatches(qrels: Qrels, run: Run, account: QueryAccount, matrix: G
             positions: list[int] | None = run_index[at].tolist()
         else:
             positions = None
-        warn_near_misses(run, qrels, account.left_out.get("run_only", []), missing, unjudged, positions)
+        judged_rows = rows[at].tolist()
+        warn_near_misses(run, qrels, account.left_out.get("run_only", []), missing, unjudged, positions, judged_rows)
 
 
 def _compute(

@@ -35,20 +35,26 @@ def query_near_misses(run_only: list[str], unmatched_qrels: list[str]) -> list[t
 
 
 def doc_near_misses(
-    run: Run, qrels: Qrels, unjudged_queries: list[str], positions: list[int] | None = None
+    run: Run,
+    qrels: Qrels,
+    unjudged_queries: list[str],
+    positions: list[int] | None = None,
+    qrels_rows: list[int] | None = None,
 ) -> list[tuple[str, str, str, str]]:
     """``(query, run doc id, judged doc id, how they differ)`` for queries whose results are all unjudged but would
-    match a judgement written alike; at most :data:`DOC_QUERIES_CHECKED` queries are looked at. ``positions``:
-    each query's index in the run, where the caller knows it."""
+    match a judgement written alike; at most :data:`DOC_QUERIES_CHECKED` queries are looked at. ``positions`` and
+    ``qrels_rows``: each query's index in the run and its row in the qrels' columns, where the caller knows them."""
     out = []
     checked = unjudged_queries[:DOC_QUERIES_CHECKED]
     if positions is None:
         index = dict(zip(run.query_ids, range(len(run.query_ids)), strict=True))
         positions = [index[q] for q in checked]
-    offsets = run.offsets
-    for qid, i in zip(checked, positions, strict=True):
+    if qrels_rows is None:
+        qrels_rows = qrels.rows_of(checked).tolist()
+    offsets, judged_offsets = run.offsets, qrels.columns[1]
+    for qid, i, r in zip(checked, positions, qrels_rows, strict=True):
         docs = run.doc_ids_at(np.arange(offsets[i], offsets[i + 1])).tolist()
-        found = near_misses(docs, list(qrels[qid]))
+        found = near_misses(docs, qrels.doc_column[judged_offsets[r] : judged_offsets[r + 1]].tolist())
         if found:
             out.append((qid, *found[0]))
     return out
@@ -61,6 +67,7 @@ def warn_near_misses(
     missing: list[str],
     unjudged: list[str],
     positions: list[int] | None = None,
+    qrels_rows: list[int] | None = None,
 ) -> None:
     """One warning for query ids, one for doc ids, each with the kind of difference and an example; nothing when
     ids line up."""
@@ -75,7 +82,7 @@ def warn_near_misses(
     )
     if line:
         warnings.warn(line, NearMissIds, stacklevel=5)
-    docs = doc_near_misses(run, qrels, unjudged, positions) if unjudged else []
+    docs = doc_near_misses(run, qrels, unjudged, positions, qrels_rows) if unjudged else []
     if docs:
         q, a, b, kind = docs[0]
         kinds = sorted({k for *_, k in docs})
