@@ -457,8 +457,8 @@ def test_rows_of_the_qrels_own_order_a_reordering_and_the_same_ids_again():
 
 
 def test_an_evaluation_reads_the_columns_and_makes_no_per_query_dict(tmp_path):
-    """Qrels keep columns: the per-query dicts are made only where asked (``qrels[q]`` makes that query's alone),
-    and hold what the columns hold, from dicts, from a file (a doc judged twice kept once) and after a pickle."""
+    """Qrels keep columns: the per-query dicts are made only where asked (all at once, in one pass), and hold what
+    the columns hold, from dicts, from a file (a doc judged twice kept once) and after a pickle."""
     import pickle
 
     from rag_eval import _accel
@@ -479,9 +479,8 @@ def test_an_evaluation_reads_the_columns_and_makes_no_per_query_dict(tmp_path):
     assert ndcg == pytest.approx((1 / np.log2(2) + 3 / np.log2(4)) / (3 + 1 / np.log2(3)))  # c (1), x, a (2)
     assert values[0]["q2", "precision@2"] == 0.5 and values[0]["q3", "ndcg@3"] == 0.0
     assert values[0].to_dict() == values[1].to_dict()  # the same judgements, from dicts and from the file
+    assert given.to_dict() == judged and "_judgements" in given.__dict__  # made where asked, all at once
     assert dict(given["q1"]) == judged["q1"] and list(given["q1"]) == ["a", "b", "c"] and dict(given["q3"]) == {}
-    assert "_judgements" not in given.__dict__  # one query asked: one dict made
-    assert given.to_dict() == judged and "_judgements" in given.__dict__
     assert from_file.to_dict() == {"q1": {"a": 2, "b": 0, "c": 1}, "q2": {"b": 1}, "q3": {"z": -1}}
     assert len(given) == 3 and list(given) == ["q1", "q2", "q3"] and "q3" in given and "q4" not in given
     assert given.num_judgements == 4 and from_file.num_judgements == 5

@@ -257,10 +257,7 @@ class Qrels:
         return query_id in self._row_of
 
     def __getitem__(self, query_id: str) -> Mapping[str, int]:
-        if "_judgements" in self.__dict__:
-            return MappingProxyType(self._judgements[query_id])
-        a, b = self.columns[1][self._row_of[query_id] : self._row_of[query_id] + 2].tolist()  # one query: its slice
-        return MappingProxyType(dict(zip(self.doc_column[a:b].tolist(), self.columns[2][a:b].tolist(), strict=True)))
+        return MappingProxyType(self._judgements[query_id])  # every query's dict, made at the first ask (one C pass)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.columns[0])
