@@ -389,14 +389,27 @@ class _PipelineJudge:
     def _gains(self, grades: np.ndarray) -> np.ndarray:
         return gain_of(np.asarray(grades, dtype=np.int64), self.conv.gain, None, None)
 
+    def _judgements_named(self, out: StageOutput) -> np.ndarray:
+        """For each of the stage's hits, the index of the judgement it names in the qrels' columns (``UNJUDGED``
+        where none): one lookup over the packed doc ids per stage and qrels, read for grades and lost items alike."""
+        held = out._memo.get("judgements_named")
+        if held is None or held[0] is not self.qrels:
+            offsets, _ = out.hit_columns()
+            every = np.arange(self.qrels.num_judgements, dtype=np.int64)
+            named = lookup_values(out.doc_ids(), offsets, self.qrels.rows_of(out.query_ids), self.qrels, every)
+            held = out._memo["judgements_named"] = (self.qrels, named)
+        codes: np.ndarray = held[1]
+        return codes
+
     def _positive_cells(self, out: StageOutput) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(rows, ranks, gains)`` of the stage's hits with a positive gain (by row, then rank): one grade lookup
-        over the packed doc ids; the other hits, gain 0, add nothing to a DCG."""
+        """``(rows, ranks, gains)`` of the stage's hits with a positive gain (by row, then rank), from the judgements
+        they name; the other hits, gain 0, add nothing to a DCG."""
         offsets, _ = out.hit_columns()
-        grades = lookup_values(out.doc_ids(), offsets, self.qrels.rows_of(out.query_ids), self.qrels)
-        cells = np.flatnonzero(grades > 0)  # UNJUDGED is negative; a gain is positive only for a grade > 0
-        gains = self._gains(grades[cells])
-        del grades
+        codes = self._judgements_named(out)
+        judged = np.flatnonzero(codes != UNJUDGED)
+        grades = self.qrels.columns[2][codes[judged]]
+        positive = grades > 0  # a gain is positive only for a grade > 0
+        cells, gains = judged[positive], self._gains(grades[positive])
         rows = np.searchsorted(offsets, cells, side="right") - 1
         keep = gains > 0
         return rows[keep], (cells - offsets[rows])[keep], gains[keep]
@@ -483,10 +496,9 @@ class _PipelineJudge:
         head_failed = (head_rows >= 0) & np.where(head_rows >= 0, first.failed[np.maximum(head_rows, 0)], False)
         tail_failed = (tail_rows >= 0) & np.where(tail_rows >= 0, final.failed[np.maximum(tail_rows, 0)], False)
 
-        def found(out: StageOutput, ids: PackedIds, offsets: np.ndarray, limit: np.ndarray | None = None) -> np.ndarray:
-            """Which items the stage's ids name (``limit``: only the first ``limit[row]`` hits of each row)."""
-            rows = self.qrels.rows_of(out.query_ids)
-            codes = lookup_values(ids, offsets, rows, self.qrels, positions)  # the judgement each hit names
+        def found(codes: np.ndarray, offsets: np.ndarray, limit: np.ndarray | None = None) -> np.ndarray:
+            """Which items ids name, given the judgement each names (``limit``: only the first ``limit[row]`` ids
+            of each row)."""
             cells = np.flatnonzero(codes != UNJUDGED)
             if limit is not None:  # the rank of the few judged hits only (no rank array over every hit)
                 rows = np.searchsorted(offsets, cells, side="right") - 1
@@ -497,11 +509,12 @@ class _PipelineJudge:
             return mask
 
         head_off, _ = first.hit_columns()
-        candidates = found(first, first.doc_ids(), head_off)
+        candidates = found(self._judgements_named(first), head_off)
         beyond_off, beyond_ids = _beyond(first)
-        below = found(first, beyond_ids, beyond_off)
+        beyond_rows = self.qrels.rows_of(first.query_ids)
+        below = found(lookup_values(beyond_ids, beyond_off, beyond_rows, self.qrels, positions), beyond_off)
         tail_off, _ = final.hit_columns()
-        delivered = found(final, final.doc_ids(), tail_off, self._delivered_counts(final))
+        delivered = found(self._judgements_named(final), tail_off, self._delivered_counts(final))
         # a failed stage's rows hold no hits, so a failed first stage leaves candidates and below empty
         fate = np.full(m, FATES.index("never_retrieved"), np.int64)
         fate[below] = FATES.index("below_depth")
@@ -520,7 +533,7 @@ class _PipelineJudge:
                 if out.role != "reranker" or name == self.result.final_stage or not open_.any():
                     continue
                 offsets, _ = out.hit_columns()
-                lacks = open_ & ~found(out, out.doc_ids(), offsets)
+                lacks = open_ & ~found(self._judgements_named(out), offsets)
                 cut_by[lacks] = name
                 open_ &= ~lacks
             cut_by[open_] = self.result.final_stage
