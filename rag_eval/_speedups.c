@@ -298,10 +298,10 @@ fail:
     return NULL;
 }
 
-/* ---- group_judgements(nq, codes, doc_ids, grades) -> (dicts, kept, duplicates, conflicts, first, hashes) ---
+/* ---- group_judgements(nq, codes, doc_ids, grades) -> (dicts, kept, duplicates, conflicts, first) ---------
    A qrels file's rows grouped into one {doc: grade} dict per query code, in row order: a doc judged twice for a
    query keeps its first grade. Also which rows were kept, how many were dropped, how many of those with another
-   grade, the first such row in query order, then row order (-1 if none), and each row's doc id str hash. */
+   grade, and the first such row in query order, then row order (-1 if none). */
 
 static PyObject *
 group_judgements(PyObject *self, PyObject *args)
@@ -326,10 +326,8 @@ group_judgements(PyObject *self, PyObject *args)
     PyObject **d = (PyObject **)PyArray_DATA(docs);
     PyObject *dicts = PyList_New(nq);
     PyArrayObject *kept = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_BOOL);
-    PyArrayObject *hashes = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_INT64);
-    if (!dicts || !kept || !hashes)
+    if (!dicts || !kept)
         goto fail;
-    npy_int64 *h = (npy_int64 *)PyArray_DATA(hashes);
     for (Py_ssize_t q = 0; q < nq; q++) {
         PyObject *empty = PyDict_New();
         if (!empty)
@@ -346,9 +344,6 @@ group_judgements(PyObject *self, PyObject *args)
         }
         PyObject *judged = PyList_GET_ITEM(dicts, c[i]);
         Py_ssize_t before = PyDict_GET_SIZE(judged);
-        h[i] = PyObject_Hash(d[i]); /* kept in the str: the dict below reads it again for free */
-        if (h[i] == -1)
-            goto fail;
         PyObject *grade = PyLong_FromLongLong(g[i]);
         if (!grade)
             goto fail;
@@ -371,9 +366,9 @@ group_judgements(PyObject *self, PyObject *args)
             }
         }
     }
-    return Py_BuildValue("(NNnnnN)", dicts, kept, duplicates, conflicts, first, hashes);
+    return Py_BuildValue("(NNnnn)", dicts, kept, duplicates, conflicts, first);
 fail:
-    Py_XDECREF(dicts); Py_XDECREF(kept); Py_XDECREF(hashes);
+    Py_XDECREF(dicts); Py_XDECREF(kept);
     return NULL;
 }
 
@@ -1566,8 +1561,7 @@ static PyMethodDef methods[] = {
     {"judgement_columns", judgement_columns, METH_O,
      "judgement_columns(mapping) -> (lengths, doc_ids, grades, hashes), or None when the mapping is unusual."},
     {"group_judgements", group_judgements, METH_VARARGS,
-     "group_judgements(nq, codes, doc_ids, grades) -> (dicts, kept, duplicates, conflicts, first row in conflict, "
-     "hashes)."},
+     "group_judgements(nq, codes, doc_ids, grades) -> (dicts, kept, duplicates, conflicts, first row in conflict)."},
     {"dedupe_judgements", dedupe_judgements, METH_VARARGS,
      "dedupe_judgements(codes, doc_ids, grades) -> (kept, duplicates, conflicts, first, first_kept, hashes)."},
     {"json_lines", json_lines, METH_VARARGS,
