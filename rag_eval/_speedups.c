@@ -14,7 +14,7 @@
  *   - judgement_columns: a {query: {doc: grade}} mapping into columns, with the doc ids' str hashes (no dict is
  *     copied: the qrels keep columns, and make dicts only where asked; rag_eval.data.qrels);
  *   - parse_columns: a whitespace-separated TREC run or qrels file into columns (rag_eval.data._columns);
- * - eight loops over arrays rag_eval has built itself, which raise TypeError or ValueError on arrays that do not fit
+ * - nine loops over arrays rag_eval has built itself, which raise TypeError or ValueError on arrays that do not fit
  *   (a bug of the caller, never the user's data):
  *   - dedupe_judgements: a qrels file's rows, in query order, with a doc judged twice kept once (rag_eval.data.qrels);
  *   - group_judgements: the qrels' columns grouped into one {doc: grade} dict per query, where the dicts are asked;
@@ -25,7 +25,9 @@
  *   - sort_within: each segment of an array of strs sorted by code point (the qrels' canonical order for their
  *     content hash; rag_eval.reports.hashes);
  *   - json_lines: rows of str and int columns as compact JSON lines, the bytes that content hash reads (the same
- *     module; None where a str needs escaping, which json.dumps then writes).
+ *     module; None where a str needs escaping, which json.dumps then writes);
+ *   - entry_keys: the stage cache's key of each query's entry, sha256 of its text and (a reranker) its given ids,
+ *     one hash call per query (rag_eval.stages._batch).
  *
  * Issue 28 measured them side by side with their twins in one run (benchmarks/RESULTS.md): from dicts, the pure-Python
  * twins cost a pass over every id and value that these loops do once. */
@@ -1553,6 +1555,134 @@ done:
     return result;
 }
 
+/* ---- entry_keys(sha256, texts, valid, rows, starts, data) -> list of str ------------------------------------ */
+
+static void
+put_le64(unsigned char *at, npy_int64 value)
+{
+    unsigned long long v = (unsigned long long)value;
+    for (int b = 0; b < 8; b++)
+        at[b] = (unsigned char)(v >> (8 * b));
+}
+
+static PyObject *
+entry_keys(PyObject *self, PyObject *args)
+{
+    /* The cache key of each query's entry (rag_eval.stages._batch.entry_hash, whose pure-Python path gives the same
+     * strs): the first 16 hex digits of sha256 (``sha256``: hashlib's constructor) of the text's UTF-8 alone (rows is
+     * None: a first stage), or of b"rerank\0", the text's byte length (int64 little-endian) and bytes, the number of
+     * ids, each id's byte length and the ids' bytes (a reranker: query i's ids are ids rows[i]..rows[i+1], id j the
+     * bytes data[starts[j]:starts[j + 1]]); "" where valid[i] is 0. One bytes object and one hash call per query. */
+    PyObject *sha256, *texts, *rows_in, *starts_in;
+    Py_buffer valid, data;
+    if (!PyArg_ParseTuple(args, "OO!y*Oy*O", &sha256, &PyList_Type, &texts, &valid, &rows_in, &data, &starts_in))
+        return NULL;
+    PyObject *result = NULL, *digest_name = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(texts);
+    const npy_int64 *r = NULL, *st = NULL;
+    int reranker = rows_in != Py_None;
+    if (reranker) {
+        if (int64_column(rows_in, n + 1, &r) != 1 || int64_column(starts_in, -1, &st) != 1 || valid.len != n) {
+            PyErr_SetString(PyExc_TypeError, "entry_keys: expected int64 rows (n + 1), int64 starts, n valid bytes");
+            goto done;
+        }
+        npy_intp m = PyArray_DIM((PyArrayObject *)starts_in, 0) - 1;
+        if (n && (r[0] < 0 || r[n] > m || m < 0 || st[0] < 0 || st[m] > data.len)) {
+            PyErr_SetString(PyExc_ValueError, "entry_keys: rows or starts do not fit the ids");
+            goto done;
+        }
+    }
+    digest_name = PyUnicode_InternFromString("digest");
+    result = PyList_New(n);
+    if (!digest_name || !result)
+        goto fail;
+    static const char hex[] = "0123456789abcdef";
+    static const char tag[] = "rerank";
+    const unsigned char *ok = (const unsigned char *)valid.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *text = PyList_GET_ITEM(texts, i);
+        if (reranker && !ok[i]) {
+            PyObject *empty = PyUnicode_FromStringAndSize("", 0);
+            if (!empty)
+                goto fail;
+            PyList_SET_ITEM(result, i, empty);
+            continue;
+        }
+        if (!PyUnicode_Check(text)) {
+            PyErr_Format(PyExc_TypeError, "entry_keys: text %zd is not a str", i);
+            goto fail;
+        }
+        Py_ssize_t size;
+        const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
+        if (!utf8)
+            goto fail;
+        PyObject *payload;
+        if (!reranker) {
+            payload = PyBytes_FromStringAndSize(utf8, size);
+        } else {
+            npy_int64 lo = r[i], hi = r[i + 1];
+            if (lo < 0 || lo > hi || hi > r[n]) {
+                PyErr_SetString(PyExc_ValueError, "entry_keys: rows do not ascend");
+                goto fail;
+            }
+            npy_int64 count = hi - lo, span = st[hi] - st[lo];
+            if (span < 0 || st[lo] < 0 || st[hi] > data.len) {
+                PyErr_SetString(PyExc_ValueError, "entry_keys: starts do not ascend within the ids' bytes");
+                goto fail;
+            }
+            payload = PyBytes_FromStringAndSize(NULL, 7 + 8 + size + 8 + 8 * count + span);
+            if (payload) {
+                unsigned char *at = (unsigned char *)PyBytes_AS_STRING(payload);
+                memcpy(at, tag, 7); /* with its NUL */
+                at += 7;
+                put_le64(at, size);
+                at += 8;
+                memcpy(at, utf8, size);
+                at += size;
+                put_le64(at, count);
+                at += 8;
+                for (npy_int64 j = lo; j < hi; j++, at += 8)
+                    put_le64(at, st[j + 1] - st[j]);
+                memcpy(at, (const char *)data.buf + st[lo], span);
+            }
+        }
+        if (!payload)
+            goto fail;
+        PyObject *hash = PyObject_CallOneArg(sha256, payload);
+        Py_DECREF(payload);
+        if (!hash)
+            goto fail;
+        PyObject *digest = PyObject_CallMethodNoArgs(hash, digest_name);
+        Py_DECREF(hash);
+        if (!digest)
+            goto fail;
+        if (!PyBytes_Check(digest) || PyBytes_GET_SIZE(digest) < 8) {
+            Py_DECREF(digest);
+            PyErr_SetString(PyExc_TypeError, "entry_keys: the hash's digest() is not 8 bytes or more");
+            goto fail;
+        }
+        char key[16];
+        const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(digest);
+        for (int b = 0; b < 8; b++) {
+            key[2 * b] = hex[d[b] >> 4];
+            key[2 * b + 1] = hex[d[b] & 15];
+        }
+        Py_DECREF(digest);
+        PyObject *str = PyUnicode_FromStringAndSize(key, 16);
+        if (!str)
+            goto fail;
+        PyList_SET_ITEM(result, i, str);
+    }
+    goto done;
+fail:
+    Py_CLEAR(result);
+done:
+    Py_XDECREF(digest_name);
+    PyBuffer_Release(&valid);
+    PyBuffer_Release(&data);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"score_columns", score_columns, METH_O,
      "score_columns(mapping) -> (query_ids, lengths, doc_ids, scores, hashes), or None when the mapping is unusual."},
@@ -1576,6 +1706,8 @@ static PyMethodDef methods[] = {
     {"lookup_packed", lookup_packed, METH_VARARGS,
      "lookup_packed(blob, starts, offsets, rows, judged_ids, judged_offsets, values, missing) -> int32 value per "
      "packed doc id."},
+    {"entry_keys", entry_keys, METH_VARARGS,
+     "entry_keys(sha256, texts, valid, rows, data, starts) -> the cache key (16 hex digits) of each query's entry."},
     {"parse_columns", parse_columns, METH_VARARGS,
      "parse_columns(data, kind, ascii, packed) -> (query_ids, codes, doc_ids, values, n, tag, repeats, "
      "interleaved) or None; with packed, doc_ids is (utf8 bytes, int64 starts)."},

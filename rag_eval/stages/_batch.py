@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from .. import _accel
 from ..errors import HarnessError
 from . import hit_table as ht
 from ._cache import json_metadata
@@ -80,22 +81,44 @@ def entry_hash(texts: Sequence[str], hits: pa.Array | pa.ChunkedArray | None = N
     the hits it is given (``hits``: a list-of-struct column of the previous stage's rows, one per text; a null row,
     a failed query, gets ""). The ids are hashed straight from the Arrow buffers (their lengths, then their bytes),
     never as Python strs, and unambiguously whatever they hold: sha256 of the text's length and bytes, the number of
-    ids, their byte lengths and their bytes; a first stage's key is the sha256 of the text alone."""
+    ids, their byte lengths and their bytes; a first stage's key is the sha256 of the text alone. In C where built
+    (``_speedups.entry_keys``: one hash call per query), else in Python; the same keys."""
+    speedups = _accel.speedups
     if hits is None:
+        if speedups is not None:
+            keys: list[str] = speedups.entry_keys(hashlib.sha256, list(texts), b"", None, b"", None)
+            return keys
         return [hashlib.sha256(text.encode()).hexdigest()[:16] for text in texts]
     column = hits.combine_chunks() if isinstance(hits, pa.ChunkedArray) else hits
     if len(column) != len(texts):
         raise ValueError(f"entry_hash: {len(texts)} texts but {len(column)} rows of hits")
     if not len(column):
         return []
-    valid = column.is_valid().to_numpy(zero_copy_only=False).tolist()
-    rows = column.offsets.to_numpy().tolist()
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    rows = column.offsets.to_numpy()
     ids = column.values.field("doc_id")  # every row's hits (of the whole array: offsets index into it)
     if ids.type != pa.large_string():
         ids = ids.cast(pa.large_string())
     buffers = ids.buffers()
     id_offsets = np.frombuffer(buffers[1], np.int64)[ids.offset : ids.offset + len(ids) + 1]
     data = memoryview(buffers[2]) if buffers[2] is not None else memoryview(b"")
+    if speedups is not None:
+        keys = speedups.entry_keys(
+            hashlib.sha256,
+            list(texts),
+            np.ascontiguousarray(valid, np.uint8),
+            np.ascontiguousarray(rows, np.int64),
+            data,
+            np.ascontiguousarray(id_offsets, np.int64),
+        )
+        return keys
+    return _entry_keys(texts, valid.tolist(), rows.tolist(), id_offsets, data)
+
+
+def _entry_keys(
+    texts: Sequence[str], valid: list[bool], rows: list[int], id_offsets: np.ndarray, data: memoryview
+) -> list[str]:
+    """:func:`entry_hash` of a reranker in Python (the twin of ``_speedups.entry_keys``)."""
     lengths = memoryview(np.diff(id_offsets).astype("<i8").tobytes())  # each id's length in bytes, 8 bytes each
     starts = id_offsets.tolist()
     pack = struct.Struct("<q").pack
