@@ -429,18 +429,63 @@ def test_grouped_judgements_equal_their_twin(monkeypatch, tmp_path, seed, layout
 
 
 def test_a_runs_grades_are_looked_up_once_per_qrels_and_never_reused_for_others():
-    """The grade lookup is kept with the run for the last qrels asked (a stage's metrics, judged share and recall
-    ask it again): evaluating the same run against other qrels, then the first again, gives each its own values."""
+    """The grade lookup is kept with the run for the last qrels asked, and a stage's ranking (its memo holds
+    "matrices") keeps its last few grade matrices (its report asks them again): evaluating the same run against
+    other qrels, then the first again, gives each its own values."""
     scores = {"q1": {"a": 3.0, "b": 2.0, "c": 1.0}, "q2": {"d": 1.0, "e": 0.5}}
     first = rag_eval.Qrels.from_dict({"q1": {"a": 1, "c": 2}, "q2": {"e": 1}})
     second = rag_eval.Qrels.from_dict({"q1": {"b": 3}, "q2": {"d": 1, "e": 2}})
     run = rag_eval.Run.from_scores(scores)
+    kept = rag_eval.Run.from_scores(scores)
+    kept._memo["matrices"] = []
 
     def values(qrels, given):
         return rag_eval.evaluate(qrels, given, ["ndcg@3", "recall@1"]).per_query["value"].tolist()
 
     fresh = [values(q, rag_eval.Run.from_scores(scores)) for q in (first, second)]
     assert fresh[0] != fresh[1]
-    assert [values(first, run), values(second, run), values(first, run)] == [fresh[0], fresh[1], fresh[0]]
+    for given in (run, kept):
+        assert [values(first, given), values(second, given), values(first, given)] == [fresh[0], fresh[1], fresh[0]]
     held = run._memo["grades"]
-    assert held[0] is first and not held[2].flags.writeable
+    assert held[0] is first and not held[2].flags.writeable and "matrices" not in run._memo
+    assert kept._memo["grades"][0] is second  # the third evaluation read its matrix, kept: no lookup
+    matrices = kept._memo["matrices"]
+    assert [entry[0] for entry in matrices] == [first, second]
+    assert not any(entry[4].grades.flags.writeable or entry[4].rows.flags.writeable for entry in matrices)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_entry_keys_equal_the_python_keys_and_the_documented_hash(monkeypatch, seed):
+    """The stage cache's keys (``stages._batch.entry_hash``) are the same strs in C and in Python, over null rows,
+    empty rows, non-ASCII texts and ids, a slice and a chunked column; one key is the sha256 its docstring names."""
+    import hashlib
+    import struct
+
+    import pyarrow as pa
+
+    from rag_eval.stages._batch import entry_hash
+
+    rng = np.random.default_rng(seed)
+    n = 300
+    texts = [f"q{i} é" * int(rng.integers(0, 4)) for i in range(n)]
+    rows = [
+        None
+        if rng.random() < 0.1
+        else [{"doc_id": f"d{int(rng.integers(10**6))}€" * int(rng.integers(0, 3))} for _ in range(rng.integers(0, 9))]
+        for _ in range(n)
+    ]
+    column = pa.array(rows)
+    cases = [(texts, column), (texts[5:205], column.slice(5, 200)), (texts, pa.chunked_array([column[:9], column[9:]]))]
+    assert _accel.speedups is not None or os.environ.get("CI") != "true"
+    fast = [entry_hash(t, c) for t, c in cases] + [entry_hash(texts)]
+    monkeypatch.setattr(_accel, "speedups", None)
+    slow = [entry_hash(t, c) for t, c in cases] + [entry_hash(texts)]
+    assert fast == slow and fast[0][5:205] == fast[1] and fast[0] == fast[2]
+    assert [k == "" for k in fast[0]] == [r is None for r in rows] and "" not in fast[3]
+    i = next(i for i, r in enumerate(rows) if r and len(r) > 1)
+    ids = [h["doc_id"].encode() for h in rows[i]]
+    text = texts[i].encode()
+    payload = b"rerank\x00" + struct.pack("<q", len(text)) + text + struct.pack("<q", len(ids))
+    payload += b"".join(struct.pack("<q", len(d)) for d in ids) + b"".join(ids)
+    assert fast[0][i] == hashlib.sha256(payload).hexdigest()[:16]
+    assert fast[3][i] == hashlib.sha256(text).hexdigest()[:16]

@@ -65,11 +65,8 @@ def account_queries(qrels: Qrels, run: Run, conventions: Conventions, exclude: C
     if not len(qrels):
         where = qrels.source.path if qrels.source else "qrels"
         raise InputError("the qrels judge no query: there is nothing to measure", source=where)
-    all_ids = qrels.columns[0]
-    n = len(all_ids)
-    ids = np.empty(n, object)
-    ids[:] = all_ids
-    order = np.asarray(sorted(range(n), key=all_ids.__getitem__), np.int64)  # the qrels' rows in string order
+    ids, order = qrels._derived("ids_in_string_order", lambda: _string_order(qrels))
+    n = len(ids)
     run_ids = run.query_ids
     run_rows = qrels.rows_of(run_ids)  # each run query's qrels row (-1: not judged)
     in_run = np.zeros(n, bool)
@@ -104,6 +101,16 @@ def account_queries(qrels: Qrels, run: Run, conventions: Conventions, exclude: C
     position = np.full(n + 1, -1, np.int64)  # qrels row -> counted row; the last slot answers row -1
     position[counted_rows] = np.arange(len(counted_rows))
     return QueryAccount(ids[counted_rows].tolist(), left, zeroed, counted_rows, position[run_rows])
+
+
+def _string_order(qrels: Qrels) -> tuple[np.ndarray, np.ndarray]:
+    """The qrels' query ids as an object array, and their rows in string order (read-only; kept with the qrels)."""
+    all_ids = qrels.columns[0]
+    ids = np.empty(len(all_ids), object)
+    ids[:] = all_ids
+    order = np.asarray(sorted(range(len(all_ids)), key=all_ids.__getitem__), np.int64)
+    ids.flags.writeable = order.flags.writeable = False
+    return ids, order
 
 
 def evaluate_run(

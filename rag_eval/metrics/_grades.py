@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import repeat
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from .conventions import Conventions
 TIE_RULE_CODES = {"input_order": 0, "trec_eval": 1, "doc_id": 2}  # _speedups.rank_cells' rule argument
 UNJUDGED = -(2**30)  # the grade lookup's value for "no judgement": Qrels refuse grades beyond +-GRADE_LIMIT (2^29)
 TIE_CHUNK = 1 << 20  # results ranked at a time when placing tied judged results
+MATRICES_HELD = 4  # grade matrices a stage's ranking keeps (the last asked), each its judged cells only
 
 
 @dataclass(frozen=True)
@@ -68,13 +70,41 @@ def build_grade_matrix(
 
     ``run_to_row`` (the row of each run query, -1 where it is not one of ``query_ids``) and ``qrels_rows`` (each
     row's query in the qrels' columns), where the caller has them (:func:`~.engine.account_queries`), spare a map
-    of the query ids."""
+    of the query ids. A run whose memo holds ``"matrices"`` (a list: a stage's ranking, which its report
+    evaluates several times) keeps its last few matrices there, read-only, and answers the same one again."""
     if run_to_row is None:
         row_of = dict(zip(query_ids, range(len(query_ids)), strict=True))
         run_ids = run.query_ids
         run_to_row = np.fromiter(map(row_of.get, run_ids, repeat(-1)), np.int64, len(run_ids))
     if qrels_rows is None:
         qrels_rows = qrels.rows_of(query_ids)
+    held: list[tuple[Any, ...]] | None = run._memo.get("matrices")
+    if held is None:  # a run that keeps none (only a stage's ranking, asked again by its report, keeps them)
+        return _built(run, qrels, query_ids, conventions, run_to_row, qrels_rows)
+    key = (conventions.ties, conventions.negative_grades, conventions.max_depth, conventions.unjudged)
+    for qrels_held, key_held, to_row, rows, matrix in held:
+        if (
+            qrels_held is qrels
+            and key_held == key
+            and np.array_equal(to_row, run_to_row)
+            and np.array_equal(rows, qrels_rows)
+        ):
+            return matrix  # type: ignore[no-any-return]
+    matrix = _built(run, qrels, query_ids, conventions, run_to_row, qrels_rows)
+    for array in (matrix.lengths, matrix.rows, matrix.ranks, matrix.grades):
+        array.flags.writeable = False
+    held[:] = [*held[-(MATRICES_HELD - 1) :], (qrels, key, run_to_row.copy(), qrels_rows.copy(), matrix)]
+    return matrix
+
+
+def _built(
+    run: Run,
+    qrels: Qrels,
+    query_ids: list[str],
+    conventions: Conventions,
+    run_to_row: np.ndarray,
+    qrels_rows: np.ndarray,
+) -> GradeMatrix:
     run_offsets = run.offsets
     run_lengths = np.diff(run_offsets)
     grades = _run_grades(run, qrels, np.where(run_to_row >= 0, np.append(qrels_rows, -1)[run_to_row], -1))
@@ -129,12 +159,22 @@ def build_grade_matrix(
 def _run_grades(run: Run, qrels: Qrels, table_of: np.ndarray) -> np.ndarray:
     """Grade of every result of ``run`` (``UNJUDGED`` where the qrels do not judge it, or where its query is not
     counted): ``table_of`` holds each run query's row in the qrels' columns, -1 where it is not counted. See
-    :func:`lookup_values`."""
+    :func:`lookup_values`; where the run holds the judgement each result names (``run._memo["judgements"]``,
+    ``(qrels, codes)``: a stage's ranking, whose hits the stage-aware report looked up), the grades are read
+    from it."""
     last = run._memo.get("grades")  # the same lookup again (a stage's metrics, its judged share, its recall): once
     if last is not None and last[0] is qrels and np.array_equal(last[1], table_of):
         held: np.ndarray = last[2]
         return held
-    grades = lookup_values(run.doc_id_column, run.offsets, table_of, qrels, hashes=run._memo.get("hashes"))
+    named = run._memo.get("judgements")
+    if named is not None and named[0] is qrels:  # each result's judgement, looked up already: read its grade
+        codes = named[1]
+        grades = np.full(len(codes), UNJUDGED, np.int32)
+        cells = np.flatnonzero(codes != UNJUDGED)
+        cells = cells[table_of[np.searchsorted(run.offsets, cells, side="right") - 1] >= 0]
+        grades[cells] = qrels.columns[2][codes[cells]]
+    else:
+        grades = lookup_values(run.doc_id_column, run.offsets, table_of, qrels, hashes=run._memo.get("hashes"))
     grades.flags.writeable = False
     run._memo["grades"] = (qrels, table_of.copy(), grades)  # one entry: the last qrels asked (4 bytes a result)
     return grades

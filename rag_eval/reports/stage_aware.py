@@ -246,7 +246,10 @@ class _PipelineJudge:
         """The stage's ranking as given, read from its columns (failed queries as empty rankings under
         ``failed="zero"``, else absent), and its failed queries."""
         if out.name not in self._runs:
-            self._runs[out.name] = (_ranking(out, with_failed=self.conv.failed == "zero"), set(out.failures))
+            run = _ranking(out, with_failed=self.conv.failed == "zero")
+            run._memo["judgements"] = (self.qrels, self._judgements_named(out))  # its grades are read from them
+            run._memo["matrices"] = []  # and its grade matrices kept: the report evaluates it several times
+            self._runs[out.name] = (run, set(out.failures))
         return self._runs[out.name]
 
     def _delivered_counts(self, out: StageOutput) -> npt.NDArray[np.int64]:
@@ -563,9 +566,17 @@ def _ranking(out: StageOutput, *, with_failed: bool) -> Run:
 
 
 def _rows_of(out: StageOutput, queries: list[str]) -> npt.NDArray[np.int64]:
-    """The row of each query in the stage's table (-1: absent)."""
+    """The row of each query in the stage's table (-1: absent); the last ids asked are answered again from the
+    stage's memo (the candidate nDCG and the lost items ask for the same counted queries)."""
+    held = out._memo.get("rows_of")
+    if held is not None and (held[0] is queries or held[0] == queries):
+        rows: npt.NDArray[np.int64] = held[1]
+        return rows
     index = out.rows
-    return np.fromiter(map(index.get, queries, repeat(-1)), np.int64, len(queries))
+    rows = np.fromiter(map(index.get, queries, repeat(-1)), np.int64, len(queries))
+    rows.flags.writeable = False
+    out._memo["rows_of"] = (list(queries), rows)
+    return rows
 
 
 def _beyond(out: StageOutput) -> tuple[npt.NDArray[np.int64], PackedIds]:
