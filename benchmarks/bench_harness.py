@@ -13,7 +13,7 @@ Three measurements, each against the target of the stage-harness issue:
 With ``--scale 20000,100000[,1000000]`` it measures the harness at scale instead (the scale issue's table):
 
     .venv/bin/python benchmarks/bench_harness.py --scale 20000,100000 [--old /tmp/rag_eval_old] [--old-max 100000]
-        [--new PATH] [--batch-size N] [--profile first|rerun|evaluate|engine] [--write]
+        [--new PATH] [--batch-size N] [--repeat R] [--profile first|rerun|evaluate|engine] [--write]
 
 For each size N: N queries x depth 100 x the two instant stages above (Instant, Reverse), 200 N hits in all.
 Every measurement runs in a fresh subprocess of this script (a hidden ``--child``), the code under test first on
@@ -198,6 +198,8 @@ def _child(kind: str, n: int, directory: Path, batch_size: int | None, profile: 
         stats = pstats.Stats(profiler, stream=text).strip_dirs()
         stats.sort_stats("tottime").print_stats(25)
         stats.sort_stats("cumulative").print_stats(25)
+        if os.environ.get("BENCH_CALLERS"):  # who calls the named functions (a regular expression)
+            stats.print_callers(os.environ["BENCH_CALLERS"])
         out["profile"] = text.getvalue()
     print("BENCH-RESULT " + json.dumps(out))
 
@@ -263,14 +265,22 @@ def _scale(args) -> None:
             batch = args.batch_size if label == "new" else None
             with tempfile.TemporaryDirectory(prefix="bench_harness_") as tmp:
                 row: dict = {}
-                for kind in ("first", "rerun", "engine"):
+                repeats: dict[str, list] = {"rerun": [], "engine": []}
+                kinds = ["first"] + ["rerun", "engine"] * args.repeat  # the rerun and the floor taken in turn
+                for kind in kinds:
                     if kind == "engine" and args.engine_max is not None and n > args.engine_max:
                         row[kind], row["engine_skipped"] = None, True  # 1M rankings as dicts of strs: ~10 GB
                         continue
                     print(f"  {label} {kind} at {n:,} queries ...", file=sys.stderr, flush=True)
-                    row[kind] = _measure(tree, kind, n, Path(tmp), batch)
+                    measured = _measure(tree, kind, n, Path(tmp), batch)
                     if kind == "first":
+                        row[kind] = measured
                         row["disk"] = _disk(Path(tmp) / "cache") if (Path(tmp) / "cache").exists() else None
+                    else:
+                        repeats[kind].append(measured)
+                for kind, results in repeats.items():
+                    if results:
+                        row[kind] = _median_of(results)
                 rows[n, label] = row
                 if args.json:
                     with open(args.json, "a", encoding="utf-8") as raw:
@@ -281,6 +291,8 @@ def _scale(args) -> None:
         command += f" --old {args.old} --old-max {args.old_max}"
     if args.batch_size:
         command += f" --batch-size {args.batch_size}"
+    if args.repeat != 1:
+        command += f" --repeat {args.repeat}"
     if args.engine_max is not None:
         command += f" --engine-max {args.engine_max}"
     text = _scale_table(rows, sizes, trees, command)
@@ -290,6 +302,18 @@ def _scale(args) -> None:
         with open(results, "a", encoding="utf-8") as out:
             out.write("\n" + text + "\n")
         print(f"appended to {results}")
+
+
+def _median_of(results: list[dict | None]) -> dict | None:
+    """One measurement from repeats of it: each step's median seconds, the highest peak RSS (None if one failed)."""
+    if not results or any(r is None for r in results):
+        return None
+    out = dict(results[-1])
+    out["seconds"] = {k: statistics.median(r["seconds"][k] for r in results) for k in results[0]["seconds"]}
+    out["peak"] = max(r["peak"] for r in results)
+    out["load"] = max(r["load"] for r in results)
+    out["repeats"] = len(results)
+    return out
 
 
 def _brief(row: dict) -> dict:
@@ -327,7 +351,8 @@ def _scale_table(rows: dict, sizes: list[int], trees: list, command: str) -> str
         f" command: `{command}`",
         "- " + "; ".join(f"{label}: {tree} at {_tree_label(tree)}" for label, tree in trees),
         f"- load average (1 min) before each measurement: {min(loads):.1f} to {max(loads):.1f}" if loads else "",
-        "- each measurement in its own subprocess; times are wall seconds (CPU seconds of the child in brackets);"
+        "- each measurement in its own subprocess (with --repeat R, the rerun and the floor R times each, in turn:"
+        " their medians); times are wall seconds (CPU seconds of the child in brackets);"
         " peak RSS from getrusage in the child; bytes/hit = (peak RSS - the child's RSS before the timed call) /"
         " (queries x 100 x 2)",
         "",
@@ -396,6 +421,8 @@ def main() -> None:
     parser.add_argument("--json", help="also append each size's raw measurements to this JSON-lines file")
     parser.add_argument("--engine-max", type=int, default=None, help="the largest size the engine floor runs at")
     parser.add_argument("--batch-size", type=int, default=None, help="Pipeline.run(batch_size=) for the new code")
+    parser.add_argument("--repeat", type=int, default=1, help="at scale: the rerun and the floor, each this many times"
+                        " in turn (medians)")  # fmt: skip
     parser.add_argument("--profile", choices=("first", "rerun", "evaluate", "engine"))
     parser.add_argument(
         "--table", help="print the table of measurements appended by --json to these files (comma-separated)"
