@@ -18,6 +18,7 @@ import uuid
 import warnings
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,6 @@ from .fingerprint import SCHEME
 MARKER = "rag_eval-cache.json"
 SHARD = re.compile(r"shard-(?P<time>\d{1,20})-(?P<pid>\d+)-(?P<uuid>[0-9a-f]{32})-(?P<crc>[0-9a-f]{8})\.arrow")
 DAMAGED_SUFFIX = ".damaged"
-_SEP = "\x1f"
 
 
 def text_hash(text: str) -> str:
@@ -129,7 +129,7 @@ class StageStore:
         self._lock = threading.RLock()
         self._segments: list[pa.Table] = []  # shards read, then every chunk put (rows in a global numbering)
         self._starts: list[int] = [0]  # the global row where each segment starts (and the total, last)
-        self._index: dict[str, int] = {}  # entry key -> global row (the last written wins)
+        self._index: dict[tuple[str, str], int] = {}  # (query_hash, query_id) -> global row (the last written wins)
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self._pending_since = 0.0
@@ -229,18 +229,21 @@ class StageStore:
 
     def _add_segment(self, table: pa.Table) -> None:
         start = self._starts[-1]
-        keys = _keys_of(table).to_pylist()
-        self._index.update(zip(keys, range(start, start + len(keys)), strict=True))
+        keys = zip(table.column("query_hash").to_pylist(), table.column("query_id").to_pylist(), strict=True)
+        self._index.update(zip(keys, range(start, start + table.num_rows), strict=True))
         self._segments.append(table)
         self._starts.append(start + table.num_rows)
 
     def lookup(self, query_ids: Sequence[str], query_hashes: Sequence[str]) -> pa.Table:
         """The stored rows of the ``(query_id, query_hash)`` pairs found, ``cached`` set, in the order asked (a
         pair not found has no row)."""
+        if len(query_ids) != len(query_hashes):
+            raise ValueError(f"lookup: {len(query_ids)} query ids but {len(query_hashes)} hashes")
         get = self._index.get
-        with self._lock:
-            found = [get(f"{len(h)}{_SEP}{h}{_SEP}{q}", -1) for q, h in zip(query_ids, query_hashes, strict=True)]
-            wanted = np.array(found, np.int64)  # (the key of _key, inline: this runs once per query)
+        with self._lock:  # the (hash, id) pairs made and looked up in C: no Python call per query
+            wanted = np.fromiter(
+                map(get, zip(query_hashes, query_ids, strict=True), repeat(-1)), np.int64, len(query_ids)
+            )
             rows = wanted[wanted >= 0]
             if not rows.size:
                 return ht.empty_table()
@@ -345,17 +348,6 @@ class StageStore:
 
     def __repr__(self) -> str:
         return f"StageStore({str(self.directory)!r}, {len(self)} entries)"
-
-
-def _key(query_id: str, query_hash: str) -> str:
-    return f"{len(query_hash)}{_SEP}{query_hash}{_SEP}{query_id}"  # unambiguous whatever the ids hold
-
-
-def _keys_of(table: pa.Table) -> pa.ChunkedArray:
-    hashes = table.column("query_hash")
-    lengths = pc.cast(pc.utf8_length(hashes), pa.large_string())
-    ids = table.column("query_id")
-    return pc.binary_join_element_wise(lengths, pc.cast(hashes, pa.large_string()), ids, pa.scalar(_SEP, ids.type))
 
 
 def _schema_ok(table: pa.Table) -> bool:
