@@ -211,3 +211,31 @@ def test_the_chunk_hash_from_columns_is_the_per_line_definition():
     ordered = sorted(pairs, key=lambda c: (c[0], c[1] is not None, c[1] or ""))
     expected = _digest(([i] if t is None else [i, t] for i, t in ordered), "chunks")
     assert corpus_sha256(result) == (expected, "hits")
+
+
+@pytest.mark.parametrize("with_failed", [False, True])
+def test_a_stage_rankings_grades_read_from_its_judgements_equal_a_fresh_lookup(with_failed):
+    """The stage-aware report seeds a stage's ranking with the judgement each hit names (one lookup per stage) and
+    keeps its grade matrices: every metric equals the same ranking's plain evaluation, for every query left out."""
+    from rag_eval.metrics._engine import evaluate_run
+    from rag_eval.metrics._grades import lookup_values
+    from rag_eval.metrics.conventions import Conventions
+    from rag_eval.metrics.grammar import parse_metric
+
+    qrels = Qrels.from_dict({"q1": {"b": 1, "c": 2}, "q2": {"a": 1}, "q3": {"é": 1, "d": 3}, "q9": {"x": 1}})
+    metrics = [parse_metric(m) for m in ("ndcg@2", "recall@3", "mrr@3", "judged@2", "num_rel_ret")]
+    out = _stage()
+    offsets, _ = out.hit_columns()
+    every = np.arange(qrels.num_judgements, dtype=np.int64)
+    codes = lookup_values(out.doc_ids(), offsets, qrels.rows_of(out.query_ids), qrels, every)
+    seeded = out.ranking_run(with_failed=with_failed, with_scores=False)
+    seeded._memo["judgements"], seeded._memo["matrices"] = (qrels, codes), []
+    for exclude in [(), ("q1",), ("q3", "q2")]:
+        for conventions in (Conventions(), Conventions(missing_run="zero", unjudged="remove")):
+            plain = out.ranking_run(with_failed=with_failed, with_scores=False)
+            expected = evaluate_run(qrels, plain, metrics, conventions, exclude=exclude)
+            for _ in range(2):  # the second time from the kept matrix
+                got = evaluate_run(qrels, seeded, metrics, conventions, exclude=exclude, warn_ids=False)
+                assert got.account.counted == expected.account.counted
+                np.testing.assert_array_equal(np.asarray(got.values), np.asarray(expected.values))
+    assert 0 < len(seeded._memo["matrices"]) <= 4
