@@ -51,12 +51,22 @@ def test_a_missing_model_wheel_names_the_install_command(monkeypatch):
         builtin.smollm2_generator()
 
 
-def test_settings_are_checked_and_the_fingerprint_loads_no_model():
+def test_settings_are_checked_and_the_fingerprint_loads_no_model(monkeypatch):
     _need_model()
     gen = builtin.smollm2_generator(max_tokens=32)
     assert gen.listening_address is None and "not loaded" in repr(gen)
     assert gen.fingerprint != builtin.smollm2_generator(max_tokens=33).fingerprint
     assert gen.config()["decoding"].startswith("greedy") and gen.config()["threads"] == 1
+    import xllamacpp
+
+    info = xllamacpp.get_system_info()
+    assert gen.config()["build"] == " ".join(
+        part.split("=")[0].strip() for part in info.removeprefix("CPU :").split("|") if part.strip().endswith("= 1")
+    )
+    assert "AVX2" in gen.config()["build"].split()  # PyPI's wheel and any x86 build from source
+    before = gen.fingerprint
+    monkeypatch.setattr(xllamacpp, "get_system_info", lambda: info.replace("| AVX2 = 1 |", "| AVX512 = 1 | AVX2 = 1 |"))
+    assert gen.fingerprint != before  # another build (here one with AVX512): other arithmetic, other answers
     with pytest.raises(Exception, match="stop must be a sequence"):
         builtin.smollm2_generator(stop="\n")
     with pytest.raises(Exception, match="n_ctx"):

@@ -99,6 +99,7 @@ class SmolLM2Generator(Generator):
             "model": f"{MODEL_DISTRIBUTION} {importlib.metadata.version(MODEL_DISTRIBUTION)}: {MODEL_FILE}",
             "model_bytes": self.path.stat().st_size,
             "runtime": f"xllamacpp {_version('xllamacpp')}",
+            "build": _build_features(),  # a build for other CPU features does other arithmetic: other answers
             "decoding": "greedy (temperature 0, top_k 1), no prompt cache",
             "threads": 1,
             "max_tokens": self.max_tokens,
@@ -230,6 +231,16 @@ def generator_of(spec: str, *, max_tokens: int = 48) -> Generator:
 
         return functions.generator(value, name=attribute)
     raise InputError(f"generator {spec!r} is a {type(value).__name__}, not a Generator or a function")
+
+
+def _build_features() -> str:
+    """The CPU features llama.cpp was built with (``xllamacpp.get_system_info()``'s ``NAME = 1`` entries, e.g. ``AVX2
+    FMA ...`` for PyPI's wheel; a build from source adds AVX512 and others), or ``not installed``."""
+    if importlib.util.find_spec("xllamacpp") is None:
+        return "not installed"
+    import xllamacpp
+
+    return " ".join(re.findall(r"([A-Z0-9_]+) = 1", str(xllamacpp.get_system_info())))
 
 
 def _version(distribution: str) -> str:
