@@ -427,13 +427,15 @@ class HaystackReranker(_HaystackStage, Reranker):
 
 
 def generator(
-    obj: Any, *, name: str, component: str | None = None, prompt_input: str = "prompt", version: str | None = None
+    obj: Any, *, name: str, component: str | None = None, prompt_input: str | None = None, version: str | None = None
 ) -> HaystackGenerator:
-    """A generator from a Haystack generator component (``run(prompt=...)`` returning ``{"replies": [...]}``), or
-    the component named ``component`` of a Haystack ``Pipeline`` (run alone). The first reply is the answer (a str,
-    or a ``ChatMessage``'s text); token counts are read from ``meta[0]["usage"]`` (``prompt_tokens``,
-    ``completion_tokens``) where the component reports them. ``prompt_input``: the run input that takes the prompt.
-    ``version``: change it when the model behind the same settings changes."""
+    """A generator from a Haystack generator component (``run(prompt=...)`` returning ``{"replies": [...]}``) or chat
+    generator (``run(messages=[ChatMessage, ...])``: the prompt is sent as one user message), or the component named
+    ``component`` of a Haystack ``Pipeline`` (run alone). The first reply is the answer (a str, or a
+    ``ChatMessage``'s text); token counts are read from ``meta[0]["usage"]`` or the reply's own ``meta["usage"]``
+    (``prompt_tokens``, ``completion_tokens``) where the component reports them. ``prompt_input``: the run input
+    that takes the prompt (default ``prompt``, else ``messages``). ``version``: change it when the model behind the
+    same settings changes."""
     return HaystackGenerator(obj, name=name, component=component, prompt_input=prompt_input, version=version)
 
 
@@ -448,7 +450,7 @@ class HaystackGenerator(Generator):
         *,
         name: str,
         component: str | None = None,
-        prompt_input: str = "prompt",
+        prompt_input: str | None = None,
         version: str | None = None,
     ) -> None:
         super().__init__(name, version=version)
@@ -469,16 +471,29 @@ class HaystackGenerator(Generator):
                 f"generator {name!r}: {type(obj).__name__} declares the outputs {sorted(outputs)}, not 'replies': "
                 "rag_eval reads a generator's answer from its 'replies' output"
             )
+        if prompt_input is None:  # a generator's prompt, else a chat generator's messages
+            prompt_input = next((i for i in ("prompt", "messages") if i in inputs), None)
+            if prompt_input is None:
+                raise TypeError(
+                    f"generator {name!r}: {type(obj).__name__} has neither a 'prompt' nor a 'messages' input (it has "
+                    f"{sorted(inputs)}): name the one that takes the prompt with prompt_input="
+                )
         if prompt_input not in inputs:
             raise TypeError(f"generator {name!r}: {type(obj).__name__} has no input {prompt_input!r} (prompt_input=)")
         self.component, self.prompt_input = obj, prompt_input
+        self._as_message = None
+        if prompt_input == "messages":  # a chat generator: the prompt as one user message
+            from haystack.dataclasses import ChatMessage
+
+            self._as_message = ChatMessage.from_user
         self._settings = without_secrets(_settings(obj, None))  # read now, as the component is when wrapped
 
     def config(self) -> dict[str, Any]:
         return {"component": self._settings, "prompt_input": self.prompt_input}
 
     def generate(self, prompt: str) -> Generation:
-        out = self.component.run(**{self.prompt_input: prompt})
+        value = prompt if self._as_message is None else [self._as_message(prompt)]
+        out = self.component.run(**{self.prompt_input: value})
         replies = out.get("replies") if isinstance(out, dict) else None
         if not isinstance(replies, list) or not replies:
             raise TypeError(f"the component returned {out!r:.200}, not a dict with a non-empty 'replies' list")

@@ -9,7 +9,7 @@ import pytest
 from rag_eval import Hit, InputError
 from rag_eval.adapters import functions, haystack, langchain, llamaindex
 from rag_eval.stages.fingerprint import Uncacheable
-from rag_eval.stages.generator import Generation, generate_answers
+from rag_eval.stages.generator import Generation, generate_answers, render_prompt
 
 CONTEXTS = {"q1": (Hit("d1", text="Denver Broncos"),), "q2": (Hit("d2", text="Levi's Stadium"),)}
 QUESTIONS = {"q1": "Who won Super Bowl 50?", "q2": "Where was it played?"}
@@ -203,3 +203,57 @@ def test_haystack_component_alone_and_in_a_pipeline():
         haystack.generator(Ranker(), name="r")
     with pytest.raises(TypeError, match="has no input 'text'"):
         haystack.generator(answerer(), name="hs", prompt_input="text")
+
+
+def _first_chunk(messages):
+    """MockChatGenerator's response_fn (module level: Haystack serialises it for the fingerprint): the first line of
+    the one user message's context."""
+    (message,) = messages
+    assert message.role.value == "user"  # the prompt arrives as one user message
+    return message.text.split("[1] ", 1)[1].split("\n", 1)[0]
+
+
+def test_haystack_chat_generator_gets_the_prompt_as_one_user_message():
+    from haystack import Pipeline, component
+    from haystack.components.generators.chat import MockChatGenerator
+    from haystack.dataclasses import ChatMessage
+
+    gen = haystack.generator(MockChatGenerator(response_fn=_first_chunk), name="chat")
+    assert gen.prompt_input == "messages"  # no 'prompt' input: the chat generator's messages
+    answers = generate_answers(gen, CONTEXTS, questions=QUESTIONS)
+    assert [answers[q].text for q in ("q1", "q2")] == ["Denver Broncos", "Levi's Stadium"]
+    # MockChatGenerator's usage, read from the reply's own meta: words of the prompt and of the reply
+    prompt = render_prompt(QUESTIONS["q2"], [("1", "Levi's Stadium")])
+    assert answers["q2"].tokens_in == len(prompt.split()) and answers["q2"].tokens_out == 2
+    fixed = haystack.generator(MockChatGenerator(responses="Denver"), name="chat")
+    assert fixed.fingerprint != gen.fingerprint  # its settings (the responses) differ
+    assert generate_answers(fixed, CONTEXTS, questions=QUESTIONS)["q2"].text == "Denver"
+
+    pipe = Pipeline()
+    pipe.add_component("llm", MockChatGenerator(response_fn=_first_chunk))
+    in_pipe = haystack.generator(pipe, name="chat", component="llm")
+    assert generate_answers(in_pipe, CONTEXTS, questions=QUESTIONS)["q1"].text == "Denver Broncos"
+
+    @component
+    class StrictChat:
+        """A chat generator that takes ChatMessage lists only, as OpenAIChatGenerator does."""
+
+        @component.output_types(replies=list[ChatMessage])
+        def run(self, messages: list[ChatMessage]):
+            if not all(isinstance(m, ChatMessage) for m in messages):
+                raise TypeError("messages must be ChatMessage objects")
+            return {"replies": [ChatMessage.from_assistant(f"{len(messages)} message(s)")]}
+
+    strict = generate_answers(haystack.generator(StrictChat(), name="strict"), CONTEXTS, questions=QUESTIONS)
+    assert strict["q1"].text == "1 message(s)" and strict["q1"].error is None and strict["q1"].tokens_in is None
+
+    @component
+    class Embedder:
+        @component.output_types(replies=list[str])
+        def run(self, text: str):
+            return {"replies": [text]}
+
+    with pytest.raises(TypeError, match="neither a 'prompt' nor a 'messages' input"):
+        haystack.generator(Embedder(), name="e")
+    assert generate_answers(haystack.generator(Embedder(), name="e", prompt_input="text"), CONTEXTS,
+                            questions=QUESTIONS)["q1"].text.endswith("Answer:")  # fmt: skip
