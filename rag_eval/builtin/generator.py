@@ -12,6 +12,7 @@ closed: use it as a context manager (``with smollm2_generator() as gen: ...``). 
 from __future__ import annotations
 
 import gc
+import importlib
 import importlib.metadata
 import importlib.util
 import re
@@ -238,9 +239,8 @@ def _build_features() -> str:
     FMA ...`` for PyPI's wheel; a build from source adds AVX512 and others), or ``not installed``."""
     if importlib.util.find_spec("xllamacpp") is None:
         return "not installed"
-    import xllamacpp
-
-    return " ".join(re.findall(r"([A-Z0-9_]+) = 1", str(xllamacpp.get_system_info())))
+    info = importlib.import_module("xllamacpp").get_system_info()
+    return " ".join(re.findall(r"([A-Z0-9_]+) = 1", str(info)))
 
 
 def _version(distribution: str) -> str:
