@@ -41,6 +41,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import string
 import sys
 import time
@@ -244,6 +245,27 @@ def _containment(
     return pd.Series(found)
 
 
+GROUPS = ("all", "core", "curve", "distractors", "utility")
+
+
+def _selected(spec: str, names: Sequence[str]) -> tuple[list[str], bool]:
+    """The conditions ``--conditions`` names, in ``names``' order, and whether the utility labels are asked for. A
+    name that is neither a condition nor a group ends the run, naming them."""
+    asked = {a.strip() for a in spec.split(",") if a.strip()}
+    unknown = sorted(asked - set(GROUPS) - set(names))
+    if unknown or not asked:
+        raise SystemExit(f"--conditions: unknown {unknown or [spec]}; groups {list(GROUPS)}, conditions {list(names)}")
+    if "all" in asked:
+        return list(names), True
+    groups = {
+        "core": {"none", "oracle", "delivered", "delivered relevant"},
+        "curve": {n for n in names if n.startswith("top ")},
+        "distractors": {n for n in names if n.startswith("delivered +")},
+    }
+    chosen = set().union(*(groups[g] for g in asked if g in groups), asked)
+    return [n for n in names if n in chosen], "utility" in asked
+
+
 def _shown(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
@@ -265,17 +287,21 @@ def _generate_all(
     *,
     plan: bool = False,
     window: int = 2048,
+    conditions: Sequence[str] | None = None,
+    utility: bool = True,
 ) -> None:
     """Every (question, context) of every pipeline's conditions and utility labels, question by question in the
     order drawn; a line on stderr after each question: items done, new calls, their rate and the time left.
     ``plan``: only count the prompts to make and their characters (about 4 a SmolLM2 token)."""
     per_question: dict[str, dict[str, list[str]]] = {q: {} for q in drawn}
     for _report, delivered, _ranked, contexts, _few in runs.values():
-        for table in contexts.conditions.values():
+        for name, table in contexts.conditions.items():
+            if conditions is not None and name not in conditions:
+                continue
             for q, ctx in table.items():
                 chunks = [texts[c] for c in ctx]
                 per_question[q].setdefault(generate.key(queries[q], chunks), chunks)
-        for q, ctx in delivered.items():  # the utility labels: each delivered chunk alone
+        for q, ctx in delivered.items() if utility else ():  # the utility labels: each delivered chunk alone
             for c in ctx:
                 per_question[q].setdefault(generate.key(queries[q], [texts[c]]), [texts[c]])
     total = sum(len(items) for items in per_question.values())
@@ -331,6 +357,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=("f1", "contains"),
         default="f1",
         help="what makes an answer correct: F1 >= 0.5 (default) or a reference contained in it",
+    )
+    parser.add_argument(
+        "--conditions",
+        default="all",
+        help="which to make and report, a comma list of names ('delivered +1 first', 'top 5') or groups: core (none, "
+        "oracle, delivered, delivered relevant), curve (top k), distractors, utility; all (default)",
     )
     parser.add_argument("--plan", action="store_true", help="count the prompts to make and their size, and stop")
     parser.add_argument("--shard", default="0/1", help="i/n: make only the i-th of n parts of the calls, no tables")
@@ -414,7 +446,10 @@ def main(argv: list[str] | None = None) -> int:
     # every generator call first, question by question in the order of the draw (after m questions the answers of
     # a --questions m run are all made), each kept on disk as it is made
     started = time.perf_counter()
-    _generate_all(generate, drawn, queries, texts, runs, plan=args.plan, window=args.n_ctx - args.max_tokens)
+    chosen_conditions, want_utility = _selected(args.conditions, list(next(iter(runs.values()))[3].conditions))
+    ks = [k for k in KS if f"top {k}" in chosen_conditions]  # the budget curve's points asked for
+    _generate_all(generate, drawn, queries, texts, runs, plan=args.plan, window=args.n_ctx - args.max_tokens,
+                  conditions=chosen_conditions, utility=want_utility)  # fmt: skip
     if args.plan:
         return 0
     timings["generation"] = time.perf_counter() - started
@@ -427,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         report, delivered, ranked, contexts, few = runs[name]
         started = time.perf_counter()
-        answers = answer_contexts(contexts, queries, texts, generate, grade, references)
+        answers = answer_contexts(contexts, queries, texts, generate, grade, references, conditions=chosen_conditions)
         correct_at: float | None = 0.5
         if args.correct == "contains":  # the table's own 'correct' column: a reference contained in the answer
             contained = [
@@ -446,14 +481,16 @@ def main(argv: list[str] | None = None) -> int:
                 report, answers, extra=containment, correct_at=correct_at, resamples=args.resamples, seed=args.seed
             )
         zero_width = [str(w.message).split(":")[0] for w in [*flat, *flat_predictors]]
-        curve = budget_curve(answers, ks=KS, correct_at=correct_at, resamples=args.resamples, seed=args.seed)
-        utility = utility_labels(delivered, queries, texts, generate, grade, references)
-        agreement = utility.agreement(qrels, warn=False)
+        curve = None
+        if ks:
+            curve = budget_curve(answers, ks=ks, correct_at=correct_at, resamples=args.resamples, seed=args.seed)
+        utility = utility_labels(delivered, queries, texts, generate, grade, references) if want_utility else None
+        agreement = utility.agreement(qrels, warn=False) if utility is not None else None
         timings[f"{name}: analysis"] = time.perf_counter() - started
         failed = answers.loc[answers["error"].notna()].groupby("condition").size()
 
         curve_rows = ["| k | n | accuracy | F1 |", "|---:|---:|---|---|"]
-        for r in curve.itertuples(index=False):
+        for r in curve.itertuples(index=False) if curve is not None else ():
             curve_rows.append(
                 f"| {r.k} | {r.n} | {r.accuracy:.3f} [{r.accuracy_low:.3f}, {r.accuracy_high:.3f}] | "
                 f"{r.f1:.3f} [{r.f1_low:.3f}, {r.f1_high:.3f}] |"
@@ -465,7 +502,13 @@ def main(argv: list[str] | None = None) -> int:
             "Accuracy and F1 per context condition, and paired differences from `delivered`:",
             "",
             effects.to_markdown(),
-            (f"Left out for too few judged-irrelevant chunks: {few[0]}" if few else "No query lacked distractors."),
+            (
+                f"Left out for too few judged-irrelevant chunks: {few[0]}"
+                if few
+                else "No query lacked distractors."
+                if any(c.startswith("delivered +") for c in chosen_conditions)
+                else "Distractor conditions: not asked."
+            ),
             "",
             (
                 "Failed items, kept with F1 NaN and left out of their condition (e.g. a prompt over the window): "
@@ -486,13 +529,17 @@ def main(argv: list[str] | None = None) -> int:
             predictors.to_markdown(),
             "Answer accuracy against the budget (top k of the final ranking):",
             "",
-            "\n".join(curve_rows),
+            "\n".join(curve_rows) if curve is not None else "Not asked (no `top k` in --conditions).",
             "",
-            f"Utility labels (eRAG) of the {len(utility.answers)} delivered chunks: "
-            f"{sum(g for q in utility.qrels.query_ids for g in utility.qrels[q].values())} useful; against the "
-            f"judgements, on {agreement.n} chunks judged by both: Cohen's kappa {_shown(agreement.kappa)}, "
-            f"useful-given-relevant (recall) {_shown(agreement.cuts[0].recall)}, relevant-given-useful (precision) "
-            f"{_shown(agreement.cuts[0].precision)}.",
+            (
+                f"Utility labels (eRAG) of the {len(utility.answers)} delivered chunks: "
+                f"{sum(g for q in utility.qrels.query_ids for g in utility.qrels[q].values())} useful; against the "
+                f"judgements, on {agreement.n} chunks judged by both: Cohen's kappa {_shown(agreement.kappa)}, "
+                f"useful-given-relevant (recall) {_shown(agreement.cuts[0].recall)}, relevant-given-useful "
+                f"(precision) {_shown(agreement.cuts[0].precision)}."
+                if utility is not None and agreement is not None
+                else "Utility labels (eRAG): not asked (no `utility` in --conditions)."
+            ),
             "",
         ]
         best = predictors.table.iloc[0]
@@ -512,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     command = (
         (f"nice -n {niceness} " if niceness else "")
         + ".venv/bin/python benchmarks/bench_answers.py"
-        + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
+        + "".join(f" {shlex.quote(a)}" for a in (argv if argv is not None else sys.argv[1:]))
     )
     text = "\n".join(
         [
@@ -522,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(chosen)} questions drawn with seed {args.seed}; grade-0 judgements made from bm25's top "
             f"{args.pool} (not the paragraph, no reference answer in it); correct: "
             + ("F1 >= 0.5" if args.correct == "f1" else "a reference answer contained in the answer")
+            + (f"; conditions: {', '.join(chosen_conditions)}" if args.conditions != "all" else "")
             + "; 95% percentile "
             f"bootstrap intervals over questions ({args.resamples} resamples, min n 10). Method and caveats: "
             "`benchmarks/bench_answers.py` and docs/answers-analysis.md.",
