@@ -24,6 +24,9 @@ the 2,067 paragraphs, each a chunk; qrels: the question's paragraph (grade 1). P
 - **Utility labels** (eRAG): each delivered chunk graded by whether the generator answers from it alone, and their
   agreement with the (constructed) human judgements.
 
+``--conditions``: make and report only some conditions (names, or the groups ``core``, ``curve``, ``distractors``,
+``utility``); a run that cannot make every prompt then still covers all its questions for those.
+
 ``--generator extractive`` is :func:`rag_eval.stages.contexts.sentence_reader`, a lexical reader without a model (the
 floor); ``smollm2`` is the built-in SmolLM2-135M generator of the generator stage; ``package.module:function`` any
 ``generate(question, chunks) -> str``. One generator call per distinct (question, context): conditions and

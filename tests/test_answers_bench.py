@@ -104,3 +104,28 @@ def test_the_benchmark_runs_end_to_end_on_a_few_questions(bench, tmp_path):
     f1_rows = re.findall(r"^\| (?:none|oracle|delivered) \| 12 \| 0 \| [^|]+ \| ([^|]+) \|$", text, re.M)
     assert len(f1_rows) >= 3  # F1 does not depend on what counts as correct
     assert re.findall(r"^\| (?:none|oracle|delivered) \| 12 \| 0 \| [^|]+ \| ([^|]+) \|$", other, re.M) == f1_rows
+    # a subset of the conditions: only those rows, no utility labels, the curve at the ks asked; from the cache
+    subset = tmp_path / "subset.md"
+    some = ["--conditions", "core,top 2", "--cache", str(tmp_path / "cache"), "--write", str(subset)]
+    assert bench.main([*args, *some]) == 0
+    part = subset.read_text("utf-8")
+    assert "conditions: none, oracle, delivered, delivered relevant, top 2;" in part
+    assert set(re.findall(r"^\| (none|oracle|delivered|delivered relevant|top \d+|delivered \+\d \w+) \| 12 \|", part,
+                          re.M)) == {"none", "oracle", "delivered", "delivered relevant", "top 2"}  # fmt: skip
+    assert re.search(r"^\| 2 \| 12 \| ", part, re.M) and not re.search(r"^\| 10 \| 12 \| ", part, re.M)
+    assert "Utility labels (eRAG): not asked" in part and "Distractor conditions: not asked." in part
+    # the rows it shares with the full run are the same rows
+    for line in re.findall(r"^\| (?:none|oracle|delivered) \| 12 \| 0 \| .*$", part, re.M):
+        assert line in text
+
+
+def test_conditions_are_chosen_by_name_or_group(bench):
+    names = ["none", "oracle", "delivered", "delivered relevant", "delivered +1 first", "delivered +3 last",
+             "top 1", "top 10"]  # fmt: skip
+    assert bench._selected("all", names) == (names, True)
+    assert bench._selected("core", names) == (names[:4], False)
+    assert bench._selected("curve,utility", names) == (["top 1", "top 10"], True)
+    assert bench._selected("distractors, top 10", names) == (["delivered +1 first", "delivered +3 last", "top 10"],
+                                                             False)  # fmt: skip
+    with pytest.raises(SystemExit, match=r"unknown \['top 2'\]"):
+        bench._selected("core,top 2", names)
