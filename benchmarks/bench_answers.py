@@ -451,6 +451,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     chosen_conditions, want_utility = _selected(args.conditions, list(next(iter(runs.values()))[3].conditions))
     ks = [k for k in KS if f"top {k}" in chosen_conditions]  # the budget curve's points asked for
+    if "delivered" not in chosen_conditions and not args.plan and shard[1] == 1:
+        raise SystemExit(
+            "--conditions: the tables need 'delivered' (the paired differences and the predictors are taken against "
+            "it): add core or delivered, or only make answers with --shard i/n or --plan"
+        )
     _generate_all(generate, drawn, queries, texts, runs, plan=args.plan, window=args.n_ctx - args.max_tokens,
                   conditions=chosen_conditions, utility=want_utility)  # fmt: skip
     if args.plan:

@@ -114,6 +114,8 @@ def test_the_benchmark_runs_end_to_end_on_a_few_questions(bench, tmp_path):
                           re.M)) == {"none", "oracle", "delivered", "delivered relevant", "top 2"}  # fmt: skip
     assert re.search(r"^\| 2 \| 12 \| ", part, re.M) and not re.search(r"^\| 10 \| 12 \| ", part, re.M)
     assert "Utility labels (eRAG): not asked" in part and "Distractor conditions: not asked." in part
+    with pytest.raises(SystemExit, match="the tables need 'delivered'"):
+        bench.main([*args, "--conditions", "top 2", "--cache", str(tmp_path / "cache")])
     # the rows it shares with the full run are the same rows
     for line in re.findall(r"^\| (?:none|oracle|delivered) \| 12 \| 0 \| .*$", part, re.M):
         assert line in text
